@@ -1,0 +1,85 @@
+"""The shared preprocessing: decode + resize to float32 [0, 1], and the spec's JSON round trip."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from components.trainer.preprocessing import PreprocessingSpec, decode_image, preprocess_image_bytes
+
+
+def _encode(pixels: np.ndarray, image_format: str) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format=image_format)
+    return buffer.getvalue()
+
+
+def test_png_at_target_size_decodes_to_exact_pixels() -> None:
+    pixels = np.random.default_rng(0).integers(0, 256, size=(8, 8), dtype=np.uint8)
+    image = decode_image(tf.constant(_encode(pixels, "PNG")), PreprocessingSpec(image_size=8, channels=1))
+    assert image.dtype == tf.float32
+    assert image.shape == (8, 8, 1)
+    np.testing.assert_allclose(image.numpy()[..., 0], pixels / 255.0, atol=1e-6)
+
+
+def test_jpeg_rgb_is_resized_and_converted_to_grayscale() -> None:
+    pixels = np.full((40, 30, 3), 200, dtype=np.uint8)
+    image = decode_image(tf.constant(_encode(pixels, "JPEG")), PreprocessingSpec(image_size=16, channels=1))
+    assert image.shape == (16, 16, 1)
+    assert float(tf.reduce_min(image)) >= 0.0 and float(tf.reduce_max(image)) <= 1.0
+    np.testing.assert_allclose(image.numpy(), 200 / 255.0, atol=0.02)
+
+
+def test_batch_matches_single_decodes_and_grayscale_becomes_rgb() -> None:
+    rng = np.random.default_rng(1)
+    encoded = [_encode(rng.integers(0, 256, size=(12, 12), dtype=np.uint8), "PNG") for _ in range(3)]
+    spec = PreprocessingSpec(image_size=10, channels=3)
+    batch = preprocess_image_bytes(tf.constant(encoded), spec)
+    assert batch.shape == (3, 10, 10, 3)
+    for index, image_bytes in enumerate(encoded):
+        np.testing.assert_allclose(batch[index].numpy(), decode_image(tf.constant(image_bytes), spec).numpy())
+    np.testing.assert_allclose(batch[..., 0].numpy(), batch[..., 2].numpy())
+
+
+def test_batch_works_inside_a_tf_function_with_unknown_batch_size() -> None:
+    spec = PreprocessingSpec(image_size=4, channels=1)
+    function = tf.function(
+        lambda batch: preprocess_image_bytes(batch, spec), input_signature=[tf.TensorSpec([None], tf.string)]
+    )
+    pixels = np.zeros((4, 4), dtype=np.uint8)
+    assert function(tf.constant([_encode(pixels, "PNG")] * 2)).shape == (2, 4, 4, 1)
+
+
+def test_spec_json_round_trip() -> None:
+    spec = PreprocessingSpec(image_size=224, channels=3)
+    assert PreprocessingSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"image_size": 32}', r"missing keys \['channels'\]"),
+        ('{"image_size": 32, "channels": 1, "mean": 0.5}', r"unknown keys \['mean'\]"),
+    ],
+)
+def test_spec_from_bad_json_says_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PreprocessingSpec.from_json(text)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"image_size": 0, "channels": 1}, "image_size must be a positive int"),
+        ({"image_size": 8, "channels": 2}, "1 \\(grayscale\\) or 3"),
+    ],
+)
+def test_spec_rejects_bad_values(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PreprocessingSpec(**kwargs)
