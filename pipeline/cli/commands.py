@@ -1,0 +1,3 @@
+"""Imports every command module so its commands register on the `tfxp` app."""
+
+from pipeline.cli import data, doctor  # noqa: F401
