@@ -45,6 +45,7 @@ class DataSection(_Section):
       or TFRecords directly inside it (split by hash buckets).
     labels: Label map file, one class name a line; empty = `<path>/labels.txt`.
     label_offset: Subtracted from `image/class/label` (1 for ImageNet's 1-based build script).
+    split: `folders` (train/ and eval/ subfolders), `hash` (hash buckets) or `auto` (folders when both exist).
     schema: `label_map` (a schema derived from the label map: label in range, image present),
       `infer` (TFX SchemaGen) or a path to a curated `schema.pbtxt` (ImportSchemaGen).
     train_buckets: Hash buckets for train when the data has no train/eval folders.
@@ -54,6 +55,7 @@ class DataSection(_Section):
     path: str = "data/digits"
     labels: str = ""
     label_offset: int = Field(0, ge=0)
+    split: Literal["auto", "folders", "hash"] = "auto"
     schema_source: str = Field("label_map", alias="schema")
     train_buckets: int = Field(9, ge=1)
     eval_buckets: int = Field(1, ge=1)

@@ -1,0 +1,42 @@
+"""Pusher executor that publishes versions atomically (components.pusher.atomic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tfx import types
+from tfx.components.pusher import executor as pusher_executor
+from tfx.proto import pusher_pb2
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils, proto_utils
+
+from components.pusher.atomic import publish_version
+
+
+class AtomicPusherExecutor(pusher_executor.Executor):
+    """Like TFX's Pusher for file-system destinations, but the version dir appears in one rename."""
+
+    def Do(  # noqa: N802  (TFX's executor API)
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        destination = pusher_pb2.PushDestination()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
+        if "://" in destination.filesystem.base_directory:
+            # Buckets have no atomic rename; TFX's Pusher writes saved_model.pb last, which TF Serving waits for.
+            super().Do(input_dict, output_dict, exec_properties)
+            return
+        self._log_startup(input_dict, output_dict, exec_properties)
+        model_push = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
+        if not self.CheckBlessing(input_dict):
+            self._MarkNotPushed(model_push)
+            return
+        if destination.WhichOneof("destination") != "filesystem":
+            raise ValueError("tfxp's Pusher supports file-system destinations only (push_destination.filesystem)")
+        model_path = self.GetModelPath(input_dict)
+        version_dir = publish_version(Path(model_path), Path(destination.filesystem.base_directory))
+        io_utils.copy_dir(model_path, model_push.uri)  # the artifact's own archive copy, as TFX does
+        self._MarkPushed(model_push, pushed_destination=str(version_dir), pushed_version=version_dir.name)

@@ -1,0 +1,47 @@
+"""LabelMapSchemaGen: TFDV's inferred schema, tightened with the label map (see label_map_schema)."""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+import tensorflow_data_validation as tfdv
+from tfx import v1 as tfx
+from tfx.types import artifact_utils
+from tfx.utils import io_utils
+
+from components.validation.label_map_schema import tighten_schema
+
+SCHEMA_FILE = "schema.pbtxt"
+
+
+def read_label_map(labels_path: str) -> list[str]:
+    """Reads labels.txt (one class name a line; blank lines ignored).
+
+    Raises:
+        FileNotFoundError: the file does not exist; the message says where it was looked for.
+    """
+    if not tf.io.gfile.exists(labels_path):
+        raise FileNotFoundError(
+            f"label map {labels_path} not found: the data directory needs a labels.txt (one class name a "
+            "line, as `tfxp data` writes), or set `data.labels` to its path"
+        )
+    with tf.io.gfile.GFile(labels_path) as handle:
+        return [line.strip() for line in handle if line.strip()]
+
+
+@tfx.dsl.components.component
+def LabelMapSchemaGen(  # noqa: N802  (TFX names components in CamelCase)
+    statistics: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleStatistics],
+    schema: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.Schema],
+    labels_path: tfx.dsl.components.Parameter[str],
+    label_offset: tfx.dsl.components.Parameter[int] = 0,
+) -> None:
+    """Infers a schema from the train split's statistics and enforces the label map on it."""
+    train_stats_dir = artifact_utils.get_split_uri([statistics], "train")
+    stats = tfdv.load_stats_binary(os.path.join(train_stats_dir, "FeatureStats.pb"))
+    inferred = tfdv.infer_schema(stats, infer_feature_shape=True)
+    labels = read_label_map(labels_path)
+    io_utils.write_pbtxt_file(
+        os.path.join(schema.uri, SCHEMA_FILE), tighten_schema(inferred, len(labels), label_offset)
+    )

@@ -1,0 +1,196 @@
+"""`create_pipeline(config)`: the tfxp TFX pipeline, a pure factory.
+
+It reads nothing from disk or the environment: every path comes from the config (the runner resolves
+them first), so the same call serves LocalDagRunner and KubeflowV2DagRunner.
+
+    ImportExampleGen → StatisticsGen → SchemaGen → ExampleValidator (fails on anomalies)
+                     → Trainer → latest-blessed Resolver → Evaluator (TFMA thresholds) → Pusher
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow_model_analysis as tfma
+from tfx import v1 as tfx
+from tfx.dsl.components.base import executor_spec
+
+from components.pusher.executor import AtomicPusherExecutor
+from components.validation.label_map_schema_gen import LabelMapSchemaGen
+from components.validation.strict_example_validator import StrictExampleValidator
+from pipeline.config import TfxpConfig
+from pipeline.layout import OutputLayout, output_layout
+
+TRAINER_RUN_FN = "components.trainer.run_fn.run_fn"
+LABEL_KEY = "image/class/label"
+ACCURACY_METRIC = "sparse_categorical_accuracy"
+# The signature TFMA feeds serialized tf.Examples to (ARCHITECTURE.md, model contract).
+EVAL_SIGNATURE = "serving_tf_example"
+PREDICTION_KEY = "probabilities"
+
+
+def example_gen_input_config(config: TfxpConfig) -> tfx.proto.Input:
+    """Splits by folder (`train/`, `eval/`) when `data.split` is `folders`."""
+    return tfx.proto.Input(
+        splits=[
+            tfx.proto.Input.Split(name="train", pattern="train/*"),
+            tfx.proto.Input.Split(name="eval", pattern="eval/*"),
+        ]
+    )
+
+
+def example_gen_output_config(config: TfxpConfig) -> tfx.proto.Output:
+    """Hash-bucket split for data without train/eval folders (`data.split: hash`)."""
+    return tfx.proto.Output(
+        split_config=tfx.proto.SplitConfig(
+            splits=[
+                tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
+                tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets),
+            ]
+        )
+    )
+
+
+def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
+    """TFMA config: accuracy ≥ `evaluator.min_accuracy`, and no worse than the baseline by more than
+    `evaluator.max_accuracy_drop` (the change threshold is skipped when there is no baseline yet)."""
+    threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.evaluator.min_accuracy}),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": -config.evaluator.max_accuracy_drop - 1e-10},
+        ),
+    )
+    return tfma.EvalConfig(
+        model_specs=[
+            tfma.ModelSpec(
+                signature_name=EVAL_SIGNATURE,
+                label_key=LABEL_KEY,
+                prediction_key=PREDICTION_KEY,
+            )
+        ],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[
+            tfma.MetricsSpec(
+                metrics=[
+                    tfma.MetricConfig(class_name="ExampleCount"),
+                    tfma.MetricConfig(class_name="SparseCategoricalAccuracy", threshold=threshold),
+                ]
+            )
+        ],
+    )
+
+
+def trainer_custom_config(config: TfxpConfig) -> dict[str, Any]:
+    """What the Trainer's run_fn receives (components cannot import pipeline.config)."""
+    return {
+        "trainer": config.trainer.model_dump(mode="json"),
+        "labels_path": config.data.labels_path,
+        "label_offset": config.data.label_offset,
+        "warmup_requests": config.serving.warmup_requests,
+    }
+
+
+def beam_pipeline_args(config: TfxpConfig) -> list[str]:
+    """Beam args: DirectRunner mode and workers, then `beam.extra_args` (which may pick another runner)."""
+    return [
+        f"--direct_running_mode={config.beam.direct_running_mode}",
+        f"--direct_num_workers={config.beam.direct_num_workers}",
+        *config.beam.extra_args,
+    ]
+
+
+def _schema_component(config: TfxpConfig, statistics: Any) -> Any:
+    source = config.data.schema_source
+    if source == "infer":
+        return tfx.components.SchemaGen(statistics=statistics, infer_feature_shape=True)
+    if source == "label_map":
+        return LabelMapSchemaGen(
+            statistics=statistics, labels_path=config.data.labels_path, label_offset=config.data.label_offset
+        ).with_id("SchemaGen")
+    return tfx.components.ImportSchemaGen(schema_file=source).with_id("SchemaGen")
+
+
+def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
+    """The pipeline's components in execution order."""
+    if config.data.split == "hash":
+        example_gen = tfx.components.ImportExampleGen(
+            input_base=config.data.path, output_config=example_gen_output_config(config)
+        )
+    else:
+        example_gen = tfx.components.ImportExampleGen(
+            input_base=config.data.path, input_config=example_gen_input_config(config)
+        )
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = _schema_component(config, statistics_gen.outputs["statistics"])
+    example_validator = StrictExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    )
+    trainer = tfx.components.Trainer(
+        run_fn=TRAINER_RUN_FN,
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=config.trainer.eval_steps or None),
+        custom_config=trainer_custom_config(config),
+    )
+    # Training must not start on data that failed validation: make the order explicit.
+    trainer.add_upstream_node(example_validator)
+    model_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("LatestBlessedModelResolver")
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=model_resolver.outputs["model"],
+        eval_config=eval_config(config),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=layout.serving_base)
+        ),
+        custom_executor_spec=executor_spec.ExecutorClassSpec(AtomicPusherExecutor),
+    )
+    return [
+        example_gen,
+        statistics_gen,
+        schema_gen,
+        example_validator,
+        trainer,
+        model_resolver,
+        evaluator,
+        pusher,
+    ]
+
+
+def create_pipeline(
+    config: TfxpConfig,
+    metadata_connection_config: Any | None = None,
+    pipeline_root: str | None = None,
+) -> tfx.dsl.Pipeline:
+    """Builds the tfxp pipeline from one config.
+
+    Args:
+        config: A validated config whose paths the runner has already resolved.
+        metadata_connection_config: MLMD connection (LocalDagRunner); None on Kubeflow.
+        pipeline_root: Overrides the layout's root (Kubeflow's `kubeflow.pipeline_root`).
+
+    Returns:
+        The `tfx.dsl.Pipeline`, ready for a runner.
+
+    Example:
+        pipeline = create_pipeline(load_config(Path("configs/default.yaml")))
+    """
+    layout = output_layout(config)
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline.name,
+        pipeline_root=pipeline_root or layout.pipeline_root,
+        components=create_components(config, layout),
+        enable_cache=config.pipeline.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=beam_pipeline_args(config),
+    )
