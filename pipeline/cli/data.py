@@ -1,0 +1,108 @@
+"""`tfxp data ...`: write the digits data set, convert an image folder, inspect TFRecords.
+
+The work happens in `components.data`; these handlers parse options and print summaries.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from components.data.errors import DataError
+from pipeline.cli.app import app, console, user_errors
+
+if TYPE_CHECKING:
+    from components.data.tfrecords import DatasetSummary
+
+data_app = typer.Typer(
+    name="data",
+    help="Image data sets as sharded TFRecords (DIR/train, DIR/eval, DIR/labels.txt).",
+    no_args_is_help=True,
+)
+app.add_typer(data_app, name="data")
+
+OutOption = Annotated[Path, typer.Option("--out", help="Output directory (DIR/train, DIR/eval, DIR/labels.txt).")]
+EvalFractionOption = Annotated[float, typer.Option("--eval-fraction", help="Share of each class that goes to eval.")]
+OverwriteOption = Annotated[
+    bool, typer.Option("--overwrite", help="Replace a data set tfxp wrote in --out (other files stay).")
+]
+
+
+def print_summary(summary: DatasetSummary, title: str) -> None:
+    """Prints per-label counts with one column per split, then totals and shard counts."""
+    splits = list(summary.counts)
+    table = Table(title=title, title_justify="left")
+    table.add_column("label", justify="right")
+    table.add_column("name")
+    for split in splits:
+        table.add_column(split, justify="right")
+    table.add_column("total", justify="right")
+    for index, name in enumerate(summary.row_names()):
+        row = [summary.counts[split].get(name, 0) for split in splits]
+        label = str(index) if index < len(summary.label_names) else "?"
+        table.add_row(label, name, *map(str, row), str(sum(row)))
+    totals = [summary.split_total(split) for split in splits]
+    table.add_section()
+    table.add_row("", "all", *map(str, totals), str(sum(totals)), style="bold")
+    table.add_row("", "shards", *(str(summary.shards.get(split, 0)) for split in splits), "", style="dim")
+    console.print(table)
+
+
+@data_app.command("digits")
+@user_errors(DataError, OSError)
+def digits(
+    out: OutOption,
+    eval_fraction: EvalFractionOption = 0.2,
+    shards: Annotated[int, typer.Option("--shards", min=1, help="TFRecord files per split.")] = 2,
+    overwrite: OverwriteOption = False,
+) -> None:
+    """Write scikit-learn's bundled digits (1,797 8x8 images, no download) as PNG tf.Examples."""
+    from components.data.digits import write_digits
+
+    summary = write_digits(out, eval_fraction=eval_fraction, shards=shards, overwrite=overwrite)
+    print_summary(summary, f"digits → {out}")
+
+
+@data_app.command("from-folder")
+@user_errors(DataError, OSError)
+def from_folder(
+    src: Annotated[Path, typer.Argument(help="Image tree: SRC/<class>/<image>.jpg|.png (any size, RGB or gray).")],
+    out: OutOption,
+    eval_fraction: EvalFractionOption = 0.2,
+    shards: Annotated[int, typer.Option("--shards", min=0, help="TFRecord files per split; 0 = ~128 MiB each.")] = 0,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip (and list) unreadable images.")] = False,
+    overwrite: OverwriteOption = False,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Parallel image checks.")] = os.cpu_count() or 1,
+) -> None:
+    """Convert a class-per-subfolder image tree into sharded TFRecords plus labels.txt."""
+    from components.data.from_folder import convert_folder
+
+    summary = convert_folder(
+        src,
+        out,
+        eval_fraction=eval_fraction,
+        shards=shards or None,
+        overwrite=overwrite,
+        skip_bad=skip_bad,
+        workers=workers,
+    )
+    print_summary(summary, f"{src} → {out}")
+    if summary.reencoded:
+        console.print(f"re-encoded as PNG (not plain JPEG/PNG): {len(summary.reencoded)} files", highlight=False)
+    if summary.skipped:
+        console.print(f"[yellow]skipped {len(summary.skipped)} unreadable images:[/]", highlight=False)
+        for path, reason in summary.skipped:
+            console.print(f"  {path}: {reason}", highlight=False, soft_wrap=True)
+
+
+@data_app.command("inspect")
+@user_errors(DataError, OSError)
+def inspect(directory: Annotated[Path, typer.Argument(help="A data set written by `tfxp data`.")]) -> None:
+    """Print example counts per split and label."""
+    from components.data.inspect import inspect_dataset
+
+    print_summary(inspect_dataset(directory), str(directory))
