@@ -1,0 +1,93 @@
+"""`tfxp run`: the pipeline, locally, with per-component progress and a run summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipeline.cli.app import app, console, fail
+from pipeline.config import ConfigError, TfxpConfig, load_config
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML config (defaults: the built-in digits config).")
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override one key, `section.key=value`; repeatable."),
+]
+
+
+def load_cli_config(config_file: Path | None, overrides: list[str] | None, output: Path | None = None) -> TfxpConfig:
+    """The config from `--config`, `--set` and `--output`, or a clean CLI error."""
+    settings = list(overrides or [])
+    if output is not None:
+        settings.append(f"pipeline.output={output}")
+    try:
+        return load_config(config_file, settings)
+    except ConfigError as error:
+        raise fail(str(error)) from None
+
+
+def _print_progress(component: str, state: str, seconds: float) -> None:
+    if state == "running":
+        console.print(f"[cyan]▶[/] {component} …", highlight=False)
+    else:
+        console.print(f"[green]✓[/] {component} [dim]{seconds:.1f}s[/]", highlight=False)
+
+
+@app.command()
+def run(
+    config_file: ConfigOption = None,
+    overrides: SetOption = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output dir OUT (pipeline.output).")] = None,
+) -> None:
+    """Run the pipeline locally (LocalDagRunner) and write OUT/run-summary.json.
+
+    Exits 0 when the pipeline ran, blessed or not (the summary says which), non-zero when a component failed.
+    """
+    config = load_cli_config(config_file, overrides, output)
+    from pipeline.runners.local import resolve_config, run_local
+    from pipeline.summary import build_summary, write_summary
+
+    try:
+        resolve_config(config)
+    except FileNotFoundError as error:
+        raise fail(str(error)) from None
+    console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
+    result = run_local(config, _print_progress)
+    summary = build_summary(
+        result.config,
+        result.layout.metadata_path,
+        result.wall_seconds,
+        result.failure,
+        result.failure.component if result.failure else None,
+    )
+    write_summary(summary, Path(result.layout.summary_path))
+    _print_summary(summary, result.layout.summary_path)
+    if result.failure is not None:
+        raise fail(
+            f"{result.failure}\nThe summary is in {result.layout.summary_path}; previously pushed models are untouched.",
+            code=1,
+        )
+
+
+def _print_summary(summary: dict, summary_path: str) -> None:
+    from rich.table import Table
+
+    table = Table(title="components", show_edge=False)
+    table.add_column("component")
+    table.add_column("status")
+    table.add_column("seconds", justify="right")
+    for name, record in summary["components"].items():
+        seconds = record.get("seconds")
+        table.add_row(name, record["status"], "" if seconds is None else f"{seconds:.1f}")
+    console.print(table)
+    if summary.get("blessing_reason"):
+        console.print(summary["blessing_reason"], highlight=False)
+    if summary.get("pushed_model_dir"):
+        console.print(f"served model: {summary['pushed_model_dir']}", highlight=False)
+    elif summary["status"] == "succeeded":
+        console.print("nothing pushed this run; the previously pushed version (if any) is unchanged", highlight=False)
+    console.print(f"wall time {summary['wall_seconds']:.1f}s; summary: {summary_path}", highlight=False)
