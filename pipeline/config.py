@@ -183,7 +183,8 @@ class AcceleratorSpec(_Section):
 class KubeflowSection(_Section):
     """Attributes:
     image: Component image with tfxp installed (pin a tag or digest, not `latest`).
-    pipeline_root: Pipeline root on shared storage, e.g. `gs://bucket/tfxp`.
+    pipeline_root: Pipeline root on shared storage, e.g. `gs://bucket/tfxp`; empty = `<pipeline.output>/<name>/root`
+      when `pipeline.output` is a bucket path.
     trainer_accelerator: Accelerators for the Trainer.
     cpu_request: CPU request/limit for every component, e.g. `2`.
     memory_request: Memory request/limit for every component, e.g. `8G`.
@@ -191,6 +192,14 @@ class KubeflowSection(_Section):
     trainer_memory: Memory request/limit for the Trainer.
     retries: Retries per component.
     retry_backoff_seconds: First retry backoff; doubles each retry.
+    retry_backoff_max_seconds: Longest backoff between two retries.
+    display_name: Pipeline name shown in the KFP UI; empty = `pipeline.name`.
+    uncached_components: Components KFP never serves from its cache. ImportExampleGen by default: KFP's cache key
+      sees `data.path`, not the files under it, so a cached run would miss new data.
+    trainer_node_selector: Node labels the Trainer pod requires, `key=value`, e.g.
+      `cloud.google.com/gke-accelerator=nvidia-tesla-a100`.
+    trainer_tolerations: Taints the Trainer pod tolerates, `key=value:Effect` or `key:Effect`,
+      e.g. `nvidia.com/gpu:NoSchedule`.
     """
 
     image: str = "tfxp:0.1.0"
@@ -202,6 +211,11 @@ class KubeflowSection(_Section):
     trainer_memory: str = "32G"
     retries: int = Field(2, ge=0)
     retry_backoff_seconds: int = Field(60, ge=0)
+    retry_backoff_max_seconds: int = Field(3600, ge=0)
+    display_name: str = ""
+    uncached_components: tuple[str, ...] = ("ImportExampleGen",)
+    trainer_node_selector: tuple[str, ...] = ()
+    trainer_tolerations: tuple[str, ...] = ()
 
 
 class BeamSection(_Section):
