@@ -1,0 +1,48 @@
+"""Counting what a data set directory holds, per split and label."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from components.data.dataset import DatasetSummary
+from components.data.errors import DataError
+from components.data.tfrecords import LABELS_FILE, find_splits, read_label_ids, read_labels, split_files
+
+
+def inspect_dataset(directory: Path) -> DatasetSummary:
+    """Counts the examples of every split by label, reading only the label feature.
+
+    Args:
+        directory: A data set as `tfxp data` writes it (DIR/<split>/part-*.tfrecord.gz, DIR/labels.txt).
+
+    Returns:
+        Label names from labels.txt, counts per split and label name, shards per split. Labels
+        outside the label map are counted under `label <n>?` so they stand out.
+
+    Raises:
+        DataError: the directory, labels.txt or any split is missing, or a shard is unreadable.
+
+    Example:
+        inspect_dataset(Path("data/digits")).counts["eval"]["7"]
+    """
+    if not directory.is_dir():
+        raise DataError(f"data set directory {directory} does not exist; create one with `tfxp data digits --out DIR`")
+    names = tuple(read_labels(directory / LABELS_FILE))
+    splits = find_splits(directory)
+    if not splits:
+        raise DataError(
+            f"{directory} has no split folders with TFRecords (expected {directory}/train/part-00000-of-NNNNN"
+            ".tfrecord.gz and eval/...); write data with `tfxp data digits` or `tfxp data from-folder`"
+        )
+    counts: dict[str, dict[str, int]] = {}
+    shards: dict[str, int] = {}
+    for split in splits:
+        files = split_files(directory, split)
+        shards[split] = len(files)
+        split_counts = {name: 0 for name in names}
+        for batch in read_label_ids(files):
+            for label in batch:
+                name = names[label] if 0 <= label < len(names) else f"label {label}?"
+                split_counts[name] = split_counts.get(name, 0) + 1
+        counts[split] = split_counts
+    return DatasetSummary(directory, names, counts, shards)

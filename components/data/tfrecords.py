@@ -1,0 +1,189 @@
+"""The on-disk image data format: ImageNet-style tf.Examples in sharded GZIP TFRecords.
+
+    DIR/train/part-00000-of-00002.tfrecord.gz    DIR/eval/part-...    DIR/labels.txt
+
+Each example has `image/encoded` (JPEG or PNG bytes), `image/class/label` (int64, 0-based)
+and optionally `image/class/text`. TensorFlow is imported inside the functions that need
+it, so `labels.txt` helpers and the image checks stay light.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from components.data.errors import DataError
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+IMAGE_KEY = "image/encoded"
+LABEL_KEY = "image/class/label"
+TEXT_KEY = "image/class/text"
+LABELS_FILE = "labels.txt"
+SPLITS = ("train", "eval")
+SHARD_PATTERN = re.compile(r"^part-(\d{5})-of-(\d{5})\.tfrecord\.gz$")
+COMPRESSION = "GZIP"
+
+T = TypeVar("T")
+
+
+def make_example(encoded: bytes, label: int, text: str | None = None) -> tf.train.Example:
+    """Builds one image tf.Example.
+
+    Args:
+        encoded: JPEG or PNG bytes.
+        label: 0-based class index.
+        text: Class name; omitted from the example when None.
+
+    Returns:
+        The example with `image/encoded`, `image/class/label` and, given `text`, `image/class/text`.
+    """
+    import tensorflow as tf
+
+    feature = {
+        IMAGE_KEY: tf.train.Feature(bytes_list=tf.train.BytesList(value=[encoded])),
+        LABEL_KEY: tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+    }
+    if text is not None:
+        feature[TEXT_KEY] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def shard_name(index: int, count: int) -> str:
+    """`part-00003-of-00016.tfrecord.gz` for index 3 of 16."""
+    return f"part-{index:05d}-of-{count:05d}.tfrecord.gz"
+
+
+def shard_bounds(total: int, shards: int) -> list[tuple[int, int]]:
+    """Splits `total` records into `shards` contiguous, near-equal [start, stop) ranges."""
+    return [(total * index // shards, total * (index + 1) // shards) for index in range(shards)]
+
+
+def write_shards(
+    split_dir: Path,
+    records: Sequence[T],
+    shards: int,
+    serialize: Callable[[T], bytes],
+    workers: int = 1,
+) -> list[Path]:
+    """Writes `records` in order into `shards` GZIP TFRecord files under `split_dir`.
+
+    Shard k holds a contiguous slice, so each file is written by one writer at a time and
+    shards can be written in parallel; callers shuffle `records` beforehand.
+
+    Args:
+        split_dir: Created if missing; receives `part-NNNNN-of-MMMMM.tfrecord.gz`.
+        records: Anything `serialize` turns into a serialized tf.Example.
+        shards: Number of files; clamped to [1, len(records)] so no file is empty.
+        serialize: Record → serialized tf.Example bytes (may read files; runs in threads).
+        workers: Shards written concurrently (the GZIP writer releases the GIL).
+
+    Returns:
+        The shard paths, in order.
+    """
+    import tensorflow as tf
+
+    count = max(1, min(shards, len(records)))
+    split_dir.mkdir(parents=True, exist_ok=True)
+    paths = [split_dir / shard_name(index, count) for index in range(count)]
+
+    def write(index: int) -> None:
+        start, stop = shard_bounds(len(records), count)[index]
+        with tf.io.TFRecordWriter(str(paths[index]), options=COMPRESSION) as writer:
+            for record in records[start:stop]:
+                writer.write(serialize(record))
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(write, range(count)))
+    return paths
+
+
+def split_files(directory: Path, split: str) -> list[Path]:
+    """The shard files of one split, sorted; empty when the split folder has none."""
+    split_dir = directory / split
+    if not split_dir.is_dir():
+        return []
+    return sorted(path for path in split_dir.iterdir() if SHARD_PATTERN.match(path.name))
+
+
+def find_splits(directory: Path) -> list[str]:
+    """Splits present under `directory`: train and eval first, then any other folder with shards."""
+    names = [path.name for path in sorted(directory.iterdir()) if path.is_dir() and split_files(directory, path.name)]
+    return [split for split in SPLITS if split in names] + [name for name in names if name not in SPLITS]
+
+
+def iter_examples(files: Iterable[Path]) -> Iterator[tf.train.Example]:
+    """Reads every tf.Example of the given GZIP TFRecord files, in file order."""
+    import tensorflow as tf
+
+    dataset = tf.data.TFRecordDataset([str(path) for path in files], compression_type=COMPRESSION)
+    for serialized in dataset.as_numpy_iterator():
+        yield tf.train.Example.FromString(serialized)
+
+
+def read_label_ids(files: Sequence[Path], batch_size: int = 4096) -> Iterator[list[int]]:
+    """Yields batches of `image/class/label` values, parsing only that feature (fast counting).
+
+    Files are read in parallel, so the order is not the file order; use `iter_examples` for that.
+
+    Raises:
+        DataError: a file is not a GZIP TFRecord of examples with one int64 label.
+    """
+    import tensorflow as tf
+
+    spec = {LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
+    dataset = (
+        tf.data.TFRecordDataset([str(path) for path in files], compression_type=COMPRESSION, num_parallel_reads=4)
+        .batch(batch_size)
+        .map(lambda batch: tf.io.parse_example(batch, spec)[LABEL_KEY])
+    )
+    try:
+        for labels in dataset.as_numpy_iterator():
+            yield labels.tolist()
+    except tf.errors.OpError as error:
+        names = ", ".join(path.name for path in files[:3]) + (", ..." if len(files) > 3 else "")
+        raise DataError(
+            f"cannot read labels from {files[0].parent} ({names}): {error.message.splitlines()[0]}; expected GZIP "
+            f"TFRecords of tf.Examples with an int64 `{LABEL_KEY}`, as `tfxp data` writes"
+        ) from None
+
+
+def write_labels(path: Path, names: Sequence[str]) -> None:
+    """Writes the label map: one class name a line, line i = label i.
+
+    Raises:
+        DataError: a name is empty or spans lines (it could not be read back).
+    """
+    for name in names:
+        if not name.strip() or "\n" in name or "\r" in name:
+            raise DataError(f"class name {name!r} cannot go into {path.name}: names must be non-empty single lines")
+    path.write_text("".join(f"{name}\n" for name in names))
+
+
+def read_labels(path: Path) -> list[str]:
+    """Reads a label map written by `write_labels` (trailing blank lines are ignored).
+
+    Raises:
+        DataError: the file is missing, empty, or has a blank line between names.
+    """
+    if not path.is_file():
+        raise DataError(
+            f"label map {path} not found: a data set directory needs a {LABELS_FILE} with one class name a line "
+            "(line i = label i); write data with `tfxp data digits` or `tfxp data from-folder`"
+        )
+    lines = path.read_text().splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise DataError(f"label map {path} is empty: it needs one class name a line (line i = label i)")
+    blank = [number for number, line in enumerate(lines, start=1) if not line.strip()]
+    if blank:
+        raise DataError(
+            f"label map {path} has a blank line at line {blank[0]}; every line names the class of that index, "
+            "so remove the blank line (or name the class)"
+        )
+    return lines
