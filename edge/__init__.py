@@ -1,0 +1,13 @@
+"""Device models: TFLite conversion, quantization, evaluation and benchmarks with LiteRT.
+
+Plain TensorFlow + LiteRT, no TFX (the EdgeExporter component and `tfxp edge` are thin glue over it):
+
+- `edge.quantize`: `convert(saved_model, mode, representative_data, supported_ops)`, modes as a registry.
+- `edge.data`: labelled images of one split, decoded with the trainer's shared preprocessing.
+- `edge.runtime`: a LiteRT interpreter (XNNPACK, configurable threads) behind `TfliteModel`.
+- `edge.evaluate`: accuracy and per-class accuracy of a TFLite model and of its SavedModel.
+- `edge.benchmark`: latency p50/p99 at batch 1 and model size.
+- `edge.export`: the whole device export: convert, evaluate, gate on the accuracy drop, write, push.
+
+This package import stays light (no TensorFlow) so the CLI can import `edge.errors` for `tfxp --help`.
+"""

@@ -1,0 +1,133 @@
+"""Labelled images of one split, decoded with the trainer's shared preprocessing.
+
+Reads both layouts that hold the data contract's tf.Examples (`image/encoded`, `image/class/label`):
+a `tfxp data` directory (`DIR/<split>/part-*.tfrecord.gz`) and a TFX Examples artifact (`URI/Split-<split>/*`).
+
+Example:
+    spec = PreprocessingSpec(image_size=32, channels=1)
+    calibration = load_split("data/digits", "train", spec, limit=200, shuffle=True)
+    calibration.images.shape  # (200, 32, 32, 1), float32 in [0, 1]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
+from edge.errors import EdgeError
+
+IMAGE_KEY = "image/encoded"
+LABEL_KEY = "image/class/label"
+_GZIP_MAGIC = b"\x1f\x8b"
+_BATCH = 64
+
+
+@dataclass(frozen=True)
+class LabeledImages:
+    """Preprocessed images with their 0-based labels.
+
+    Attributes:
+        images: float32 [N, H, W, C] in [0, 1] (the `serving_preprocessed` input).
+        labels: int64 [N], 0-based (after subtracting the label offset).
+    """
+
+    images: np.ndarray
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+
+def split_files(examples: str | Path, split: str) -> list[str]:
+    """The TFRecord files of one split.
+
+    Args:
+        examples: A `tfxp data` directory or a TFX Examples artifact URI.
+        split: Split name, e.g. `train` or `eval`.
+
+    Returns:
+        Sorted file paths (non-empty).
+
+    Raises:
+        EdgeError: when neither layout has files for the split.
+    """
+    root = str(examples).rstrip("/")
+    patterns = [f"{root}/{split}/*.tfrecord*", f"{root}/Split-{split}/*"]
+    for pattern in patterns:
+        files = sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
+        if files:
+            return files
+    raise EdgeError(
+        f"no `{split}` examples under {root}: expected {patterns[0]} (a `tfxp data` directory) or "
+        f"{patterns[1]} (a TFX Examples artifact); make data with `tfxp data digits --out DIR` and pass that DIR"
+    )
+
+
+def _compression(path: str) -> str:
+    # TFX names its gzipped shards `*.gz`, tfxp data `*.tfrecord.gz`; the magic number covers any other name.
+    with tf.io.gfile.GFile(path, "rb") as handle:
+        return "GZIP" if handle.read(2) == _GZIP_MAGIC else ""
+
+
+def load_split(
+    examples: str | Path,
+    split: str,
+    spec: PreprocessingSpec,
+    limit: int | None = None,
+    label_offset: int = 0,
+    shuffle: bool = False,
+    seed: int = 0,
+) -> LabeledImages:
+    """Reads, decodes and preprocesses the examples of one split.
+
+    Args:
+        examples: A `tfxp data` directory or a TFX Examples artifact URI.
+        split: Split name, e.g. `train` or `eval`.
+        spec: The model's preprocessing (image size and channels).
+        limit: Read at most this many examples; None or 0 = all.
+        label_offset: Subtracted from `image/class/label` (1 for 1-based label sets).
+        shuffle: Draw a seeded random sample instead of the first examples (calibration data should cover
+            every class, and shards are often written class by class).
+        seed: Seed for `shuffle`.
+
+    Returns:
+        The images and labels, in file order unless `shuffle`.
+
+    Raises:
+        EdgeError: no files, records without `image/encoded`/`image/class/label`, undecodable images,
+            or labels below zero after the offset.
+    """
+    files = split_files(examples, split)
+    if shuffle:
+        files = list(np.random.default_rng(seed).permutation(files))
+    dataset = tf.data.TFRecordDataset(files, compression_type=_compression(files[0]))
+    if shuffle:
+        # A bounded buffer: enough to mix classes without holding a large split in memory.
+        dataset = dataset.shuffle(max(1024, 4 * (limit or 0)), seed=seed)
+    if limit:
+        dataset = dataset.take(limit)
+    features = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string), LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
+    dataset = dataset.batch(_BATCH).map(lambda records: tf.io.parse_example(records, features))
+    images, labels = [], []
+    try:
+        for batch in dataset:
+            images.append(preprocess_image_bytes(batch[IMAGE_KEY], spec).numpy())
+            labels.append(batch[LABEL_KEY].numpy() - label_offset)
+    except tf.errors.InvalidArgumentError as error:
+        raise EdgeError(
+            f"cannot read the `{split}` examples in {files[0]} and siblings: {error.message.splitlines()[0]}; "
+            f"each record must be a tf.Example with `{IMAGE_KEY}` (JPEG/PNG bytes) and `{LABEL_KEY}` (int64)"
+        ) from None
+    if not labels:
+        raise EdgeError(f"the `{split}` split under {examples} holds no records ({len(files)} empty files)")
+    result = LabeledImages(images=np.concatenate(images), labels=np.concatenate(labels).astype(np.int64))
+    if result.labels.min() < 0:
+        raise EdgeError(
+            f"label {int(result.labels.min() + label_offset)} in the `{split}` split is below the label offset "
+            f"{label_offset}; labels must be ≥ the offset (set data.label_offset to 0 for 0-based labels)"
+        )
+    return result

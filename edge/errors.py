@@ -1,0 +1,7 @@
+"""The one error type of the edge package (no heavy imports, so the CLI can catch it cheaply)."""
+
+from __future__ import annotations
+
+
+class EdgeError(ValueError):
+    """Bad edge input or a model that cannot become a device model; says what, where and how to fix it."""

@@ -1,0 +1,220 @@
+"""SavedModel → TFLite conversion with a registry of quantization modes.
+
+Conversion starts from the `serving_preprocessed` signature (float32 images in [0, 1] → probabilities, classes):
+decoding and resizing stay on the device side, normalisation is inside the model and so inside the TFLite graph.
+
+Example:
+    calibration = load_split("data/digits", "train", spec, limit=200, shuffle=True).images
+    tflite = convert("model/Format-Serving", "int8", representative_data=calibration, io_dtype="uint8")
+    Path("model.tflite").write_bytes(tflite)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from edge.errors import EdgeError
+
+SIGNATURE = "serving_preprocessed"
+IO_DTYPES: dict[str, tf.DType] = {"int8": tf.int8, "uint8": tf.uint8, "float32": tf.float32}
+SUPPORTED_OPS = ("builtins", "builtins+select_tf")
+_SELECT_OPS_HINT = (
+    "allow them with `edge.supported_ops=builtins+select_tf` (CLI: `--supported-ops builtins+select_tf`); "
+    "the device then needs the TF Select (Flex) delegate"
+)
+
+
+@dataclass(frozen=True)
+class ConversionRequest:
+    """What a mode's `configure` gets besides the converter.
+
+    Attributes:
+        representative_data: float32 [N, H, W, C] calibration images, or None.
+        io_dtype: Input/output type of a full-integer model (`int8`, `uint8`, `float32`).
+        select_tf_ops: Whether TF ops outside the TFLite builtins are allowed (Flex).
+    """
+
+    representative_data: np.ndarray | None
+    io_dtype: str
+    select_tf_ops: bool
+
+
+@dataclass(frozen=True)
+class QuantizationMode:
+    """One way to convert: how it sets up the converter.
+
+    Attributes:
+        name: Registry key (`edge.mode`).
+        description: One line for help texts and metadata.
+        needs_representative_data: Whether calibration images are required.
+        configure: Sets optimizations, types and ops on a `tf.lite.TFLiteConverter`.
+    """
+
+    name: str
+    description: str
+    needs_representative_data: bool
+    configure: Callable[[tf.lite.TFLiteConverter, ConversionRequest], None]
+
+
+MODES: dict[str, QuantizationMode] = {}
+
+
+def register_mode(mode: QuantizationMode) -> QuantizationMode:
+    """Adds a mode to the registry (a later registration with the same name replaces it)."""
+    MODES[mode.name] = mode
+    return mode
+
+
+def get_mode(name: str) -> QuantizationMode:
+    """The registered mode `name`.
+
+    Raises:
+        EdgeError: unknown name; the message lists the registered modes.
+    """
+    if name not in MODES:
+        raise EdgeError(f"unknown quantization mode {name!r} (edge.mode / --mode); choose one of {sorted(MODES)}")
+    return MODES[name]
+
+
+def _builtin_ops(request: ConversionRequest, integer_only: bool = False) -> list[tf.lite.OpsSet]:
+    builtins = tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if integer_only else tf.lite.OpsSet.TFLITE_BUILTINS
+    return [builtins, tf.lite.OpsSet.SELECT_TF_OPS] if request.select_tf_ops else [builtins]
+
+
+def _configure_float32(converter: tf.lite.TFLiteConverter, request: ConversionRequest) -> None:
+    converter.target_spec.supported_ops = _builtin_ops(request)
+
+
+def _configure_dynamic(converter: tf.lite.TFLiteConverter, request: ConversionRequest) -> None:
+    # Optimize.DEFAULT without a representative dataset = int8 weights, float activations.
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_ops = _builtin_ops(request)
+
+
+def _configure_float16(converter: tf.lite.TFLiteConverter, request: ConversionRequest) -> None:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+    converter.target_spec.supported_ops = _builtin_ops(request)
+
+
+def _configure_int8(converter: tf.lite.TFLiteConverter, request: ConversionRequest) -> None:
+    data = request.representative_data
+    assert data is not None  # convert() checks needs_representative_data first
+
+    def samples() -> Iterator[list[np.ndarray]]:
+        for image in data:
+            yield [image[np.newaxis].astype(np.float32)]
+
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = samples
+    # TFLITE_BUILTINS_INT8 makes the converter fail on any op without an int8 kernel instead of leaving it float.
+    converter.target_spec.supported_ops = _builtin_ops(request, integer_only=True)
+    converter.inference_input_type = IO_DTYPES[request.io_dtype]
+    converter.inference_output_type = IO_DTYPES[request.io_dtype]
+
+
+register_mode(QuantizationMode("none", "float32, no quantization", False, _configure_float32))
+register_mode(QuantizationMode("dynamic", "dynamic range: int8 weights, float activations", False, _configure_dynamic))
+register_mode(QuantizationMode("float16", "float16 weights, float32 compute on CPU", False, _configure_float16))
+register_mode(QuantizationMode("int8", "full integer: int8 weights and activations, calibrated", True, _configure_int8))
+
+
+def convert(
+    saved_model: str | Path,
+    mode: str = "none",
+    representative_data: np.ndarray | None = None,
+    supported_ops: str = "builtins",
+    io_dtype: str = "int8",
+    signature: str = SIGNATURE,
+) -> bytes:
+    """Converts one signature of a SavedModel to a TFLite flatbuffer.
+
+    Args:
+        saved_model: SavedModel directory (e.g. a Model artifact's `Format-Serving/`).
+        mode: A registered quantization mode: `none`, `dynamic`, `float16` or `int8`. Defaults to `none`.
+        representative_data: float32 [N, H, W, C] images in [0, 1] for int8 calibration (e.g. 200 train
+            images from `edge.data.load_split(..., shuffle=True)`); ignored by the other modes.
+        supported_ops: `builtins` (default) or `builtins+select_tf` (TF ops through the Flex delegate).
+        io_dtype: Input/output type of an int8 model: `int8` (default), `uint8` or `float32`; other modes
+            keep float32 I/O.
+        signature: Signature to convert. Defaults to `serving_preprocessed`.
+
+    Returns:
+        The TFLite model bytes.
+
+    Raises:
+        EdgeError: unknown mode, ops setting or I/O type; int8 without representative data; no SavedModel or
+            signature; ops outside the allowed sets (the message names them and the setting that allows them);
+            any other converter failure.
+    """
+    quantization = get_mode(mode)
+    if supported_ops not in SUPPORTED_OPS:
+        raise EdgeError(
+            f"unknown supported_ops {supported_ops!r} (edge.supported_ops / --supported-ops); "
+            f"choose one of {list(SUPPORTED_OPS)}"
+        )
+    if io_dtype not in IO_DTYPES:
+        raise EdgeError(f"unknown io_dtype {io_dtype!r} (edge.io_dtype / --io-dtype); choose one of {list(IO_DTYPES)}")
+    if quantization.needs_representative_data and (representative_data is None or len(representative_data) == 0):
+        raise EdgeError(
+            f"mode {mode!r} needs representative data to calibrate activation ranges, and none was given; "
+            "pass train examples (CLI: `--examples DIR`; pipeline: the Examples input) with "
+            "edge.representative_samples ≥ 1, or pick mode `dynamic` or `float16`, which need none"
+        )
+    converter = _converter(Path(saved_model), signature)
+    request = ConversionRequest(representative_data, io_dtype, supported_ops == "builtins+select_tf")
+    quantization.configure(converter, request)
+    try:
+        return bytes(converter.convert())
+    except Exception as error:  # ConverterError, RuntimeError from calibration: both carry the op names
+        raise _conversion_error(error, saved_model, signature, mode, request) from None
+
+
+def _converter(saved_model: Path, signature: str) -> tf.lite.TFLiteConverter:
+    if not tf.saved_model.contains_saved_model(str(saved_model)):
+        raise EdgeError(
+            f"{saved_model} is not a SavedModel directory (no saved_model.pb); pass the model's serving "
+            "directory, e.g. OUT/serving/<model>/<version>/ or a Model artifact's Format-Serving/"
+        )
+    signatures = list(tf.saved_model.load(str(saved_model)).signatures.keys())
+    if signature not in signatures:
+        raise EdgeError(
+            f"SavedModel {saved_model} has no `{signature}` signature (it has {sorted(signatures)}); the model "
+            "contract requires `serving_preprocessed` (float32 images [None, H, W, C] → probabilities, classes)"
+        )
+    return tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=[signature])
+
+
+def unsupported_ops(message: str) -> list[str]:
+    """TF op names the converter or calibrator reported as outside the allowed op sets."""
+    names = set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op", message))
+    for listing in re.findall(r"(?:TF Select ops|Flex ops|Custom ops): ([\w, ]+)", message):
+        names.update(name.strip().removeprefix("Flex") for name in listing.split(",") if name.strip())
+    names.update(re.findall(r"\(Flex(\w+)\) failed to prepare", message))
+    return sorted(names)
+
+
+def _conversion_error(
+    error: Exception, saved_model: str | Path, signature: str, mode: str, request: ConversionRequest
+) -> EdgeError:
+    message = str(error)
+    where = f"SavedModel {saved_model} (signature `{signature}`, mode {mode!r})"
+    ops = unsupported_ops(message)
+    if ops and not request.select_tf_ops:
+        return EdgeError(f"{where} uses ops outside the TFLite builtins: {', '.join(ops)}; {_SELECT_OPS_HINT}")
+    if ops and mode == "int8":
+        # Calibration runs the float model in the TFLite interpreter, which has no Flex delegate in Python.
+        return EdgeError(
+            f"{where}: int8 calibration cannot run the TF Select ops {', '.join(ops)} (the TFLite Python "
+            "interpreter has no Flex delegate); use mode `dynamic` or `float16` for this model, or replace the ops"
+        )
+    if ops:
+        return EdgeError(f"{where} uses ops that neither TFLite builtins nor TF Select provide: {', '.join(ops)}")
+    summary = next((line.strip() for line in message.splitlines() if "error" in line.lower()), message[:300])
+    return EdgeError(f"TFLite conversion of {where} failed: {summary}")

@@ -1,0 +1,152 @@
+"""edge.quantize: every quantization mode, int8 I/O types, and the bad-input errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_edge_data import SPEC, cached, save_contract_model, shared_data, shared_model, train_classifier
+
+from edge.data import load_split
+from edge.errors import EdgeError
+from edge.quantize import MODES, convert, get_mode, unsupported_ops
+from edge.runtime import TfliteModel
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return shared_model(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    return load_split(shared_data(tmp_path_factory), "train", SPEC, limit=50, shuffle=True).images
+
+
+@pytest.fixture(scope="module")
+def model_with_matrix_inverse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return cached(
+        tmp_path_factory,
+        "matrix_inverse",
+        lambda path: save_contract_model(train_classifier(epochs=0), path, extra_op=True),
+    )
+
+
+def _tensor_dtypes(tflite: bytes) -> set[str]:
+    model = TfliteModel(tflite)
+    return {np.dtype(detail["dtype"]).name for detail in model.interpreter.get_tensor_details()}
+
+
+def test_registry_holds_the_four_modes_and_only_int8_needs_data() -> None:
+    assert sorted(MODES) == ["dynamic", "float16", "int8", "none"]
+    assert [name for name, mode in sorted(MODES.items()) if mode.needs_representative_data] == ["int8"]
+
+
+def test_unknown_mode_lists_the_registered_ones() -> None:
+    with pytest.raises(EdgeError, match=r"unknown quantization mode 'int4' \(edge.mode / --mode\).*'dynamic'"):
+        get_mode("int4")
+
+
+def test_float32_keeps_float_io_and_weights(saved_model: Path) -> None:
+    tflite = convert(saved_model, "none")
+    model = TfliteModel(tflite)
+
+    assert model.signature_key == "serving_preprocessed"
+    assert (model.input.name, model.input.dtype, model.input.shape) == ("images", "float32", (-1, 16, 16, 1))
+    assert not model.input.quantized
+    assert "int8" not in _tensor_dtypes(tflite)
+
+
+def test_dynamic_range_stores_int8_weights_behind_float_io(saved_model: Path) -> None:
+    tflite = convert(saved_model, "dynamic")
+
+    assert TfliteModel(tflite).input.dtype == "float32"
+    assert "int8" in _tensor_dtypes(tflite)
+
+
+def test_float16_stores_half_precision_weights(saved_model: Path) -> None:
+    tflite = convert(saved_model, "float16")
+
+    assert TfliteModel(tflite).input.dtype == "float32"
+    assert "float16" in _tensor_dtypes(tflite)
+
+
+@pytest.mark.parametrize(
+    ("io_dtype", "zero_point"),
+    [("int8", -128), ("uint8", 0)],
+)
+def test_int8_quantizes_io_with_the_calibrated_pixel_range(
+    saved_model: Path, calibration: np.ndarray, io_dtype: str, zero_point: int
+) -> None:
+    model = TfliteModel(convert(saved_model, "int8", calibration, io_dtype=io_dtype))
+
+    # Calibration saw pixels in [0, 1]: 256 levels, the lowest at 0.0.
+    assert model.input.dtype == io_dtype
+    assert model.input.scale == pytest.approx(1 / 255, rel=0.02)
+    assert model.input.zero_point == zero_point
+    assert model.probabilities.dtype == io_dtype
+
+
+def test_int8_with_float_io_quantizes_inside(saved_model: Path, calibration: np.ndarray) -> None:
+    tflite = convert(saved_model, "int8", calibration, io_dtype="float32")
+
+    assert TfliteModel(tflite).input.dtype == "float32"
+    assert "int8" in _tensor_dtypes(tflite)
+
+
+@pytest.mark.parametrize("data", [None, np.zeros((0, 16, 16, 1), np.float32)])
+def test_int8_without_representative_data_says_how_to_give_some(saved_model: Path, data: np.ndarray | None) -> None:
+    with pytest.raises(EdgeError, match=r"mode 'int8' needs representative data.*--examples DIR.*`dynamic`"):
+        convert(saved_model, "int8", data)
+
+
+def test_ops_outside_builtins_are_named_with_the_setting_that_allows_them(model_with_matrix_inverse: Path) -> None:
+    with pytest.raises(
+        EdgeError, match=r"ops outside the TFLite builtins: MatrixInverse; .*edge.supported_ops=builtins\+select_tf"
+    ):
+        convert(model_with_matrix_inverse, "none")
+
+
+def test_select_tf_ops_convert_but_litert_cannot_run_them(model_with_matrix_inverse: Path) -> None:
+    tflite = convert(model_with_matrix_inverse, "dynamic", supported_ops="builtins+select_tf")
+
+    with pytest.raises(EdgeError, match=r"TF Select \(Flex\) ops, which the LiteRT Python runtime cannot run"):
+        TfliteModel(tflite)
+
+
+def test_int8_calibration_cannot_run_select_tf_ops(model_with_matrix_inverse: Path, calibration: np.ndarray) -> None:
+    with pytest.raises(EdgeError, match=r"int8 calibration cannot run the TF Select ops MatrixInverse.*`dynamic`"):
+        convert(model_with_matrix_inverse, "int8", calibration, supported_ops="builtins+select_tf")
+
+
+def test_unsupported_ops_parses_converter_and_runtime_messages() -> None:
+    converter = "error: 'tf.Erf' op is neither a custom op nor a flex op\nTF Select ops: Erf, MatrixInverse\n"
+    runtime = "Make sure you apply/link the Flex delegate. Node number 2 (FlexLgamma) failed to prepare."
+
+    assert unsupported_ops(converter) == ["Erf", "MatrixInverse"]
+    assert unsupported_ops(runtime) == ["Lgamma"]
+    assert unsupported_ops("something else broke") == []
+
+
+def test_bad_settings_are_named(saved_model: Path) -> None:
+    with pytest.raises(EdgeError, match=r"unknown supported_ops 'all'.*'builtins\+select_tf'"):
+        convert(saved_model, "none", supported_ops="all")
+    with pytest.raises(EdgeError, match=r"unknown io_dtype 'int16' \(edge.io_dtype / --io-dtype\)"):
+        convert(saved_model, "int8", np.zeros((1, 16, 16, 1), np.float32), io_dtype="int16")
+
+
+def test_a_directory_without_a_saved_model_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(EdgeError, match=r"is not a SavedModel directory \(no saved_model.pb\).*Format-Serving"):
+        convert(tmp_path, "none")
+
+
+def test_a_saved_model_without_the_preprocessed_signature_is_rejected(tmp_path: Path) -> None:
+    module = tf.Module()
+    module.scale = tf.Variable(2.0)
+    double = tf.function(lambda x: {"y": x * module.scale}, input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": double.get_concrete_function()})
+
+    with pytest.raises(EdgeError, match=r"has no `serving_preprocessed` signature \(it has \['serving_default'\]\)"):
+        convert(tmp_path, "none")

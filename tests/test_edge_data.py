@@ -1,0 +1,234 @@
+"""edge.data (reading labelled splits in both layouts), plus the synthetic data and model the edge tests share.
+
+The helpers at the top write a 4-class image data set (a bright bar on one side of a noisy 16×16 image) and train
+a tiny tf_keras CNN on it, saved with the model contract's three signatures and assets. Other `test_edge_*`
+modules import them (`from test_edge_data import ...`); a build is cached under pytest's base temp dir so the
+session builds each thing once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from components.trainer.preprocessing import PreprocessingSpec
+from edge.data import load_split, split_files
+from edge.errors import EdgeError
+
+LABELS = ["top", "bottom", "left", "right"]
+SPEC = PreprocessingSpec(image_size=16, channels=1)
+
+
+def synthetic_images(count: int, seed: int, brightness: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 [count, 16, 16, 1] images whose class is the side holding a bright bar, and their labels."""
+    rng = np.random.default_rng(seed)
+    labels = np.arange(count) % len(LABELS)
+    images = rng.uniform(0.0, 0.3, size=(count, 16, 16, 1))
+    bars = [
+        (slice(0, 4), slice(None)),
+        (slice(12, 16), slice(None)),
+        (slice(None), slice(0, 4)),
+        (slice(None), slice(12, 16)),
+    ]
+    for image, label in zip(images, labels, strict=True):
+        rows, cols = bars[label]
+        image[rows, cols] = rng.uniform(0.8, 1.0)
+    return np.round(images * brightness * 255).astype(np.uint8), labels.astype(np.int64)
+
+
+def _example(pixels: np.ndarray, label: int) -> bytes:
+    encoded = tf.io.encode_png(pixels).numpy()
+    feature = {
+        "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[encoded])),
+        "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def write_split(path: Path, images: np.ndarray, labels: np.ndarray, label_offset: int = 0) -> None:
+    """Writes one GZIP TFRecord file of image examples (creating its directory)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for pixels, label in zip(images, labels, strict=True):
+            writer.write(_example(pixels, int(label) + label_offset))
+
+
+def write_dataset(root: Path, train_brightness: float = 1.0, tfx_layout: bool = False) -> Path:
+    """A 4-class data set: 320 train, 120 eval examples, `labels.txt`.
+
+    Args:
+        root: Output directory.
+        train_brightness: Scales the train images only; < 1 makes calibration data unrepresentative of eval.
+        tfx_layout: Write a TFX Examples artifact (`Split-train/data_tfrecord-00000-of-00001.gz`) instead of the
+            `tfxp data` layout (`train/part-00000-of-00001.tfrecord.gz`).
+    """
+    train = synthetic_images(320, seed=1, brightness=train_brightness)
+    evaluation = synthetic_images(120, seed=2)
+    for split, (images, labels) in {"train": train, "eval": evaluation}.items():
+        if tfx_layout:
+            write_split(root / f"Split-{split}" / "data_tfrecord-00000-of-00001.gz", images, labels)
+        else:
+            write_split(root / split / "part-00000-of-00001.tfrecord.gz", images, labels)
+    (root / "labels.txt").write_text("".join(f"{label}\n" for label in LABELS))
+    return root
+
+
+def train_classifier(seed: int = 0, epochs: int = 8) -> keras.Model:
+    """A tiny CNN trained to ~100% on the synthetic data (normalisation inside the model, as in the contract)."""
+    keras.utils.set_random_seed(seed)
+    images, labels = synthetic_images(320, seed=1)
+    inputs = keras.Input(SPEC.shape)
+    x = keras.layers.Rescaling(2.0, offset=-1.0)(inputs)
+    x = keras.layers.Conv2D(8, 3, activation="relu")(x)
+    x = keras.layers.MaxPooling2D()(x)
+    x = keras.layers.Conv2D(16, 3, activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    outputs = keras.layers.Dense(len(LABELS), activation="softmax")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.fit(images.astype(np.float32) / 255.0, labels, epochs=epochs, batch_size=32, verbose=0)
+    return model
+
+
+def save_contract_model(model: keras.Model, export_dir: Path, extra_op: bool = False) -> Path:
+    """Saves `model` with `serving_default`, `serving_tf_example`, `serving_preprocessed` and the assets.
+
+    Args:
+        model: Classifier on float32 [N, 16, 16, 1] images in [0, 1].
+        export_dir: SavedModel directory.
+        extra_op: Add a MatrixInverse (not a TFLite builtin) to `serving_preprocessed`, for the ops error.
+    """
+
+    @tf.function(input_signature=[tf.TensorSpec([None, *SPEC.shape], tf.float32, name="images")])
+    def serving_preprocessed(images: tf.Tensor) -> dict[str, tf.Tensor]:
+        probabilities = model(images, training=False)
+        if extra_op:
+            probabilities *= tf.reduce_sum(tf.linalg.inv(tf.eye(2) + tf.reduce_mean(images)))
+        return {"probabilities": probabilities, "classes": tf.argmax(probabilities, axis=-1)}
+
+    def decode(image_bytes: tf.Tensor) -> tf.Tensor:
+        return tf.map_fn(
+            lambda one: tf.cast(tf.io.decode_png(one, channels=1), tf.float32) / 255.0,
+            image_bytes,
+            fn_output_signature=tf.TensorSpec(SPEC.shape, tf.float32),
+        )
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+    def serving_default(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
+        return serving_preprocessed(decode(image_bytes))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serving_tf_example(examples: tf.Tensor) -> dict[str, tf.Tensor]:
+        parsed = tf.io.parse_example(examples, {"image/encoded": tf.io.FixedLenFeature([], tf.string)})
+        return serving_default(parsed["image/encoded"])
+
+    assets = export_dir.parent / f"{export_dir.name}-assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    (assets / "labels.txt").write_text("".join(f"{label}\n" for label in LABELS))
+    (assets / "preprocessing.json").write_text(SPEC.to_json())
+    module = tf.Module()
+    module.model = model
+    module.labels = tf.saved_model.Asset(str(assets / "labels.txt"))
+    module.preprocessing = tf.saved_model.Asset(str(assets / "preprocessing.json"))
+    signatures = {
+        "serving_default": serving_default.get_concrete_function(),
+        "serving_tf_example": serving_tf_example.get_concrete_function(),
+        "serving_preprocessed": serving_preprocessed.get_concrete_function(),
+    }
+    tf.saved_model.save(module, str(export_dir), signatures=signatures)
+    return export_dir
+
+
+def cached(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
+    """`<base temp>/<name>`, built once per session by `build(path)` (shared by every edge test module)."""
+    path = factory.getbasetemp() / "edge-shared" / name
+    done = path.parent / f"{name}.done"
+    if not done.exists():
+        build(path)
+        done.touch()
+    return path
+
+
+def shared_data(factory: pytest.TempPathFactory) -> Path:
+    return cached(factory, "data", write_dataset)
+
+
+def shared_model(factory: pytest.TempPathFactory) -> Path:
+    """The trained classifier as a contract SavedModel."""
+    return cached(factory, "saved_model", lambda path: save_contract_model(train_classifier(), path))
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return shared_data(tmp_path_factory)
+
+
+def test_split_files_reads_both_layouts(tmp_path: Path, data_dir: Path) -> None:
+    tfx = write_dataset(tmp_path / "artifact", tfx_layout=True)
+
+    assert [Path(f).name for f in split_files(data_dir, "eval")] == ["part-00000-of-00001.tfrecord.gz"]
+    assert [Path(f).name for f in split_files(tfx, "train")] == ["data_tfrecord-00000-of-00001.gz"]
+
+
+def test_split_files_without_the_split_says_which_layouts_it_tried(tmp_path: Path) -> None:
+    with pytest.raises(EdgeError, match=r"no `eval` examples under .*eval/\*\.tfrecord\*.*Split-eval/\*.*tfxp data"):
+        split_files(tmp_path, "eval")
+
+
+def test_load_split_decodes_with_the_shared_preprocessing(data_dir: Path) -> None:
+    data = load_split(data_dir, "eval", SPEC)
+    expected_images, expected_labels = synthetic_images(120, seed=2)
+
+    assert data.images.shape == (120, 16, 16, 1)
+    assert data.images.dtype == np.float32
+    np.testing.assert_allclose(data.images, expected_images / 255.0, atol=1e-6)
+    np.testing.assert_array_equal(data.labels, expected_labels)
+
+
+def test_load_split_shuffled_sample_is_seeded_and_covers_classes(data_dir: Path) -> None:
+    first = load_split(data_dir, "train", SPEC, limit=40, shuffle=True, seed=3)
+    again = load_split(data_dir, "train", SPEC, limit=40, shuffle=True, seed=3)
+    in_order = load_split(data_dir, "train", SPEC, limit=40)
+
+    assert len(first) == 40
+    np.testing.assert_array_equal(first.labels, again.labels)
+    assert not np.array_equal(first.images, in_order.images)
+    assert set(first.labels.tolist()) == {0, 1, 2, 3}
+
+
+def test_load_split_applies_the_label_offset(tmp_path: Path) -> None:
+    images, labels = synthetic_images(8, seed=4)
+    write_split(tmp_path / "eval" / "part-00000-of-00001.tfrecord.gz", images, labels, label_offset=1)
+
+    assert load_split(tmp_path, "eval", SPEC, label_offset=1).labels.tolist() == labels.tolist()
+    with pytest.raises(EdgeError, match=r"label 1 .* below the label offset 2.*data.label_offset"):
+        load_split(tmp_path, "eval", SPEC, label_offset=2)
+
+
+def test_load_split_reads_uncompressed_records(tmp_path: Path) -> None:
+    images, labels = synthetic_images(4, seed=5)
+    path = tmp_path / "Split-eval" / "data.tfrecord"
+    path.parent.mkdir()
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for pixels, label in zip(images, labels, strict=True):
+            writer.write(_example(pixels, int(label)))
+
+    assert load_split(tmp_path, "eval", SPEC).labels.tolist() == labels.tolist()
+
+
+def test_load_split_rejects_records_without_the_contract_features(tmp_path: Path) -> None:
+    path = tmp_path / "eval" / "part-00000-of-00001.tfrecord.gz"
+    path.parent.mkdir()
+    example = tf.train.Example(
+        features=tf.train.Features(feature={"pixels": tf.train.Feature(int64_list=tf.train.Int64List(value=[1]))})
+    )
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        writer.write(example.SerializeToString())
+
+    with pytest.raises(EdgeError, match=r"cannot read the `eval` examples .*`image/encoded`.*`image/class/label`"):
+        load_split(tmp_path, "eval", SPEC)
