@@ -18,6 +18,7 @@ class OutputLayout:
         edge_base: Device model base, `OUT/edge/<model>`.
         summary_path: `OUT/run-summary.json`.
         config_path: The frozen config of the run, `OUT/<pipeline>/params.yaml`.
+        log_dir: TFX and Beam logs of local runs, `OUT/<pipeline>/logs`.
     """
 
     pipeline_root: str
@@ -26,6 +27,7 @@ class OutputLayout:
     edge_base: str
     summary_path: str
     config_path: str
+    log_dir: str
 
 
 def output_layout(config: TfxpConfig) -> OutputLayout:
@@ -40,4 +42,5 @@ def output_layout(config: TfxpConfig) -> OutputLayout:
         edge_base=f"{out}/edge/{model}",
         summary_path=f"{out}/run-summary.json",
         config_path=f"{pipeline_dir}/params.yaml",
+        log_dir=f"{pipeline_dir}/logs",
     )

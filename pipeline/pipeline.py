@@ -13,9 +13,8 @@ from typing import Any
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
-from tfx.dsl.components.base import executor_spec
 
-from components.pusher.executor import AtomicPusherExecutor
+from components.pusher.executor import AtomicPusher
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
 from components.validation.strict_example_validator import StrictExampleValidator
 from pipeline.config import TfxpConfig
@@ -93,11 +92,10 @@ def trainer_custom_config(config: TfxpConfig) -> dict[str, Any]:
 
 def beam_pipeline_args(config: TfxpConfig) -> list[str]:
     """Beam args: DirectRunner mode and workers, then `beam.extra_args` (which may pick another runner)."""
-    return [
-        f"--direct_running_mode={config.beam.direct_running_mode}",
-        f"--direct_num_workers={config.beam.direct_num_workers}",
-        *config.beam.extra_args,
-    ]
+    args = [f"--direct_running_mode={config.beam.direct_running_mode}"]
+    if config.beam.direct_running_mode != "in_memory":  # in_memory runs one worker whatever the setting
+        args.append(f"--direct_num_workers={config.beam.direct_num_workers}")
+    return [*args, *config.beam.extra_args]
 
 
 def _schema_component(config: TfxpConfig, statistics: Any) -> Any:
@@ -125,7 +123,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
     schema_gen = _schema_component(config, statistics_gen.outputs["statistics"])
     example_validator = StrictExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
-    )
+    ).with_id("ExampleValidator")
     trainer = tfx.components.Trainer(
         run_fn=TRAINER_RUN_FN,
         examples=example_gen.outputs["examples"],
@@ -147,14 +145,13 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
         baseline_model=model_resolver.outputs["model"],
         eval_config=eval_config(config),
     )
-    pusher = tfx.components.Pusher(
+    pusher = AtomicPusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=layout.serving_base)
         ),
-        custom_executor_spec=executor_spec.ExecutorClassSpec(AtomicPusherExecutor),
-    )
+    ).with_id("Pusher")
     return [
         example_gen,
         statistics_gen,

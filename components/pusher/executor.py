@@ -7,6 +7,8 @@ from typing import Any
 
 from tfx import types
 from tfx.components.pusher import executor as pusher_executor
+from tfx.components.pusher.component import Pusher
+from tfx.dsl.components.base import executor_spec
 from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
@@ -40,3 +42,9 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         version_dir = publish_version(Path(model_path), Path(destination.filesystem.base_directory))
         io_utils.copy_dir(model_path, model_push.uri)  # the artifact's own archive copy, as TFX does
         self._MarkPushed(model_push, pushed_destination=str(version_dir), pushed_version=version_dir.name)
+
+
+class AtomicPusher(Pusher):
+    """TFX's Pusher with AtomicPusherExecutor: versions appear in TF Serving's base path in one rename."""
+
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)

@@ -1,6 +1,6 @@
 """LabelMapSchemaGen: TFDV's inferred schema, tightened with the label map (see label_map_schema)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: TFX parses the component signature's annotations at runtime.
 
 import os
 

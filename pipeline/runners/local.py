@@ -7,11 +7,13 @@ the config to the pure `create_pipeline`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline.config import TfxpConfig, write_config
 from pipeline.layout import OutputLayout, output_layout
@@ -57,27 +59,54 @@ def resolve_config(config: TfxpConfig) -> TfxpConfig:
     return config.model_copy(update={"data": data, "pipeline": pipeline, "serving": serving})
 
 
-class _ComponentProgress(logging.Handler):
-    """Turns LocalDagRunner's "Component X is running/finished." log lines into progress callbacks."""
+@contextlib.contextmanager
+def _component_progress(callback: ProgressCallback) -> Iterator[list[str]]:
+    """Reports each component's start and end by wrapping TFX's portable Launcher.launch.
 
-    def __init__(self, callback: ProgressCallback) -> None:
-        super().__init__(logging.INFO)
-        self._callback = callback
-        self._started: dict[str, float] = {}
-        self.current: str | None = None
+    LocalDagRunner offers no hook; its log lines are unreliable (libraries reset absl's verbosity),
+    so the launcher, which runs exactly one component, is the dependable seam. Yields a one-item
+    list holding the running component's id ("" between components).
+    """
+    from tfx.orchestration.portable import launcher
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.msg not in ("Component %s is running.", "Component %s is finished.") or not record.args:
-            return
-        node_id = str(record.args[0] if isinstance(record.args, tuple) else record.args)
-        now = time.monotonic()
-        if record.msg.endswith("running."):
-            self._started[node_id] = now
-            self.current = node_id
-            self._callback(node_id, "running", 0.0)
-        else:
-            self.current = None
-            self._callback(node_id, "finished", now - self._started.get(node_id, now))
+    original = launcher.Launcher.launch
+    current = [""]
+
+    def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        node_id = self._pipeline_node.node_info.id
+        current[0] = node_id
+        started = time.monotonic()
+        callback(node_id, "running", 0.0)
+        result = original(self, *args, **kwargs)
+        callback(node_id, "finished", time.monotonic() - started)
+        current[0] = ""
+        return result
+
+    launcher.Launcher.launch = launch  # type: ignore[method-assign]
+    try:
+        yield current
+    finally:
+        launcher.Launcher.launch = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _logs_to_file(path: Path) -> Iterator[None]:
+    """Sends TFX's and Beam's log records to `path` instead of the terminal during the run."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    loggers = [logging.getLogger(name) for name in ("absl", "apache_beam", "tensorflow")]
+    saved = [(logger, logger.propagate) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for logger, propagate in saved:
+            logger.removeHandler(handler)
+            logger.propagate = propagate
+        handler.close()
 
 
 class ComponentFailed(RuntimeError):
@@ -96,6 +125,7 @@ class LocalRun:
     config: TfxpConfig
     layout: OutputLayout
     wall_seconds: float
+    log_path: Path
     failure: ComponentFailed | None = None
     seconds_by_component: dict[str, float] = field(default_factory=dict)
 
@@ -127,23 +157,13 @@ def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> L
         if progress is not None:
             progress(node_id, state, elapsed)
 
-    handler = _ComponentProgress(record)
-    absl_logger = logging.getLogger("absl")
-    previous_level = absl_logger.level
-    absl_logger.addHandler(handler)
-    absl_logger.setLevel(min(previous_level or logging.INFO, logging.INFO))
+    log_path = Path(layout.log_dir) / f"run-{time.strftime('%Y%m%d-%H%M%S')}.log"
     started = time.monotonic()
     failure = None
-    try:
-        pipeline = create_pipeline(
-            config, metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-                layout.metadata_path
-            )
-        )
-        tfx.orchestration.LocalDagRunner().run(pipeline)
-    except Exception as error:  # a component's failure, reported in the summary and by the CLI
-        failure = ComponentFailed(handler.current or "pipeline setup", error)
-    finally:
-        absl_logger.removeHandler(handler)
-        absl_logger.setLevel(previous_level)
-    return LocalRun(config, layout, time.monotonic() - started, failure, seconds)
+    with _logs_to_file(log_path), _component_progress(record) as current:
+        try:
+            metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(layout.metadata_path)
+            tfx.orchestration.LocalDagRunner().run(create_pipeline(config, metadata_config))
+        except Exception as error:  # a component's failure: reported in the summary and by the CLI
+            failure = ComponentFailed(current[0] or "pipeline setup", error)
+    return LocalRun(config, layout, time.monotonic() - started, log_path, failure, seconds)
