@@ -1,0 +1,105 @@
+"""Writes the SavedModel of the model contract (ARCHITECTURE.md).
+
+Three signatures share one preprocessing and one model call:
+
+- `serving_default`: `image_bytes` string [None] → `probabilities` float32 [None, C], `classes` int64 [None]
+- `serving_tf_example`: `examples` string [None] (serialized tf.Example with `image/encoded`) → same outputs
+- `serving_preprocessed`: `images` float32 [None, H, W, C] → same outputs
+
+plus `assets/labels.txt`, `assets/preprocessing.json` and `assets.extra/tf_serving_warmup_requests`.
+
+Example:
+    export_saved_model(model, "/models/digits/1", spec, labels, warmup_images=[png_bytes])
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import tensorflow as tf
+import tf_keras as keras
+
+from components.trainer.input_pipeline import IMAGE_KEY
+from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
+
+SIGNATURE_DEFAULT = "serving_default"
+SIGNATURE_TF_EXAMPLE = "serving_tf_example"
+SIGNATURE_PREPROCESSED = "serving_preprocessed"
+WARMUP_FILE = "tf_serving_warmup_requests"
+
+
+def make_signatures(model: keras.Model, spec: PreprocessingSpec) -> dict[str, tf.types.experimental.ConcreteFunction]:
+    """The three serving signatures of the model contract, all through one model call."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, *spec.shape], tf.float32, name="images")])
+    def serving_preprocessed(images: tf.Tensor) -> dict[str, tf.Tensor]:
+        # Cast: the contract promises float32 whatever the model's output dtype is.
+        probabilities = tf.cast(model(images, training=False), tf.float32)
+        return {"probabilities": probabilities, "classes": tf.argmax(probabilities, axis=-1, output_type=tf.int64)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+    def serving_default(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
+        return serving_preprocessed(preprocess_image_bytes(image_bytes, spec))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serving_tf_example(examples: tf.Tensor) -> dict[str, tf.Tensor]:
+        features = tf.io.parse_example(examples, {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string)})
+        return serving_default(features[IMAGE_KEY])
+
+    return {
+        SIGNATURE_DEFAULT: serving_default.get_concrete_function(),
+        SIGNATURE_TF_EXAMPLE: serving_tf_example.get_concrete_function(),
+        SIGNATURE_PREPROCESSED: serving_preprocessed.get_concrete_function(),
+    }
+
+
+def export_saved_model(
+    model: keras.Model,
+    export_dir: str,
+    spec: PreprocessingSpec,
+    labels: Sequence[str],
+    warmup_images: Sequence[bytes] = (),
+) -> None:
+    """Saves `model` with the contract's signatures, assets and warmup requests.
+
+    Args:
+        model: A float32-output classifier taking float32 [N, H, W, C] images in [0, 1].
+        export_dir: SavedModel directory (created; for TFX, `fn_args.serving_model_dir`).
+        spec: The preprocessing the model was trained with.
+        labels: Class names, index = class id.
+        warmup_images: Encoded images for `assets.extra/tf_serving_warmup_requests`, one request each; empty = none.
+
+    Raises:
+        ValueError: the label count differs from the model's output classes.
+    """
+    num_classes = model.output_shape[-1]
+    if len(labels) != num_classes:
+        raise ValueError(f"the label map has {len(labels)} names but the model predicts {num_classes} classes")
+    signatures = make_signatures(model, spec)
+    with tempfile.TemporaryDirectory(prefix="tfxp-assets-") as staging:
+        # Assets are copied into <export_dir>/assets/ on save; attaching them to the model tracks them.
+        labels_file = Path(staging) / "labels.txt"
+        labels_file.write_text("".join(f"{label}\n" for label in labels))
+        spec_file = Path(staging) / "preprocessing.json"
+        spec_file.write_text(spec.to_json() + "\n")
+        model.tfxp_labels = tf.saved_model.Asset(str(labels_file))
+        model.tfxp_preprocessing = tf.saved_model.Asset(str(spec_file))
+        tf.saved_model.save(model, export_dir, signatures=signatures)
+    if warmup_images:
+        write_warmup_requests(f"{export_dir}/assets.extra/{WARMUP_FILE}", warmup_images)
+
+
+def write_warmup_requests(path: str, images: Sequence[bytes]) -> None:
+    """Writes one `serving_default` PredictionLog record per image (TF Serving replays them at load time)."""
+    # Imported here: tensorflow_serving.apis is only needed for export, not for training or tests of the maths.
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    tf.io.gfile.makedirs(str(Path(path).parent))
+    with tf.io.TFRecordWriter(path) as writer:
+        for image in images:
+            request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=SIGNATURE_DEFAULT))
+            request.inputs["image_bytes"].CopyFrom(tf.make_tensor_proto([image], dtype=tf.string))
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())

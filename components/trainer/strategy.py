@@ -1,0 +1,135 @@
+"""Distribution strategy choice, global batch and the learning-rate schedule.
+
+`auto` = MultiWorkerMirroredStrategy when TF_CONFIG names more than one worker, MirroredStrategy when more than
+one GPU is visible, the default (single-device) strategy otherwise. The choice is a pure function of the
+environment (`resolve_strategy`), so it is tested without devices; `create_strategy` builds it.
+
+Example:
+    name, reason = resolve_strategy("auto", os.environ.get("TF_CONFIG"), num_gpus=8)  # ("mirrored", "...")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+
+import tensorflow as tf
+import tf_keras as keras
+
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
+
+
+def cluster_workers(tf_config: str | None) -> int:
+    """Number of chief + worker tasks TF_CONFIG names (0 when unset or empty).
+
+    Raises:
+        ValueError: TF_CONFIG is not JSON with a `cluster` mapping.
+    """
+    if not tf_config:
+        return 0
+    try:
+        cluster = json.loads(tf_config).get("cluster", {})
+    except (json.JSONDecodeError, AttributeError) as error:
+        raise ValueError(
+            f"TF_CONFIG is not a JSON object with a `cluster` mapping ({error}); "
+            'expected e.g. {"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": 0}}'
+        ) from None
+    return sum(len(cluster.get(kind, [])) for kind in ("chief", "worker"))
+
+
+def resolve_strategy(requested: str, tf_config: str | None, num_gpus: int) -> tuple[str, str]:
+    """Resolves `trainer.strategy` to one of `default`, `mirrored`, `multi_worker`, with the reason.
+
+    Args:
+        requested: `auto`, `default`, `mirrored` or `multi_worker`.
+        tf_config: The TF_CONFIG environment variable (None when unset).
+        num_gpus: Visible GPUs on this host.
+
+    Raises:
+        ValueError: an unknown strategy name, or `multi_worker` without a TF_CONFIG cluster.
+    """
+    if requested not in STRATEGIES:
+        raise ValueError(f"unknown strategy {requested!r} (trainer.strategy); valid: {', '.join(STRATEGIES)}")
+    workers = cluster_workers(tf_config)
+    if requested == "auto":
+        if workers > 1:
+            return "multi_worker", f"auto: TF_CONFIG names {workers} workers"
+        if num_gpus > 1:
+            return "mirrored", f"auto: {num_gpus} GPUs on this host"
+        return "default", f"auto: one worker and {num_gpus} GPU(s), so a single device"
+    if requested == "multi_worker" and workers < 1:
+        raise ValueError(
+            "trainer.strategy=multi_worker needs TF_CONFIG naming the cluster and this task "
+            "(Kubeflow's TFJob and Vertex set it); unset it or use trainer.strategy=auto|default|mirrored"
+        )
+    return requested, f"requested {requested}"
+
+
+def _mirrored() -> tf.distribute.Strategy:
+    # On a GPU-less host, mirror over all logical CPU devices (how tests exercise it); MirroredStrategy()
+    # alone would pick only /cpu:0 there.
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = [device.name for device in gpus or tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices=devices)
+
+
+_FACTORIES: dict[str, Callable[[], tf.distribute.Strategy]] = {
+    "default": tf.distribute.get_strategy,
+    "mirrored": _mirrored,
+    "multi_worker": tf.distribute.MultiWorkerMirroredStrategy,
+}
+
+
+def create_strategy(name: str) -> tf.distribute.Strategy:
+    """Builds a resolved strategy (`default`, `mirrored` or `multi_worker`).
+
+    MultiWorkerMirroredStrategy must be created before other TF ops run in the process.
+    """
+    return _FACTORIES[name]()
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the task that exports (the only task outside multi-worker; the chief or worker 0 inside)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    return resolver.task_type == "chief" or (
+        resolver.task_type == "worker" and resolver.task_id == 0 and "chief" not in resolver.cluster_spec().jobs
+    )
+
+
+def scaled_learning_rate(base_learning_rate: float, global_batch: int, base_batch_size: int) -> float:
+    """Linear scaling rule (Goyal et al. 2017): the learning rate grows with the global batch."""
+    return base_learning_rate * global_batch / base_batch_size
+
+
+@keras.utils.register_keras_serializable(package="tfxp")
+class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak` over `warmup_steps`, then cosine decay to 0 at `total_steps`.
+
+    Example:
+        schedule = WarmupCosineDecay(peak=0.004, warmup_steps=50, total_steps=600)
+        float(schedule(50))  # 0.004
+    """
+
+    def __init__(self, peak: float, warmup_steps: int, total_steps: int) -> None:
+        super().__init__()
+        if total_steps < 1 or warmup_steps < 0:
+            raise ValueError(f"need total_steps ≥ 1 and warmup_steps ≥ 0, got {total_steps} and {warmup_steps}")
+        self.peak = peak
+        self.warmup_steps = min(warmup_steps, total_steps)
+        self.total_steps = total_steps
+
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
+        step = tf.cast(step, tf.float32)
+        warmup = float(max(self.warmup_steps, 1))
+        decay_steps = float(max(self.total_steps - self.warmup_steps, 1))
+        progress = tf.clip_by_value((step - self.warmup_steps) / decay_steps, 0.0, 1.0)
+        cosine = 0.5 * self.peak * (1.0 + tf.cos(math.pi * progress))
+        # Warmup starts at peak/warmup (not 0) so the very first step updates the weights.
+        linear = self.peak * tf.minimum(step + 1.0, warmup) / warmup
+        return tf.where(step < self.warmup_steps, linear, cosine)
+
+    def get_config(self) -> dict[str, float | int]:
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "total_steps": self.total_steps}
