@@ -46,7 +46,8 @@ class Record:
     def read(self) -> bytes:
         if self.encoded is not None:
             return self.encoded
-        return self.path.read_bytes()  # type: ignore[union-attr]  (__post_init__ guarantees a path)
+        assert self.path is not None  # for mypy: __post_init__ guarantees one of the two
+        return self.path.read_bytes()
 
     def size(self) -> int:
         return len(self.encoded) if self.encoded is not None else (self.path.stat().st_size if self.path else 0)

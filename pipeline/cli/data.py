@@ -16,7 +16,7 @@ from components.data.errors import DataError
 from pipeline.cli.app import app, console, user_errors
 
 if TYPE_CHECKING:
-    from components.data.tfrecords import DatasetSummary
+    from components.data.dataset import DatasetSummary
 
 data_app = typer.Typer(
     name="data",
