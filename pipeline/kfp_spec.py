@@ -1,0 +1,439 @@
+"""The one place that edits a compiled KFP pipeline spec: what TFX's V2 compiler leaves out, set with
+kfp-pipeline-spec's own protos (never string edits).
+
+TFX's `KubeflowV2DagRunner` writes the KFP IR (a `PipelineSpec`) with every executor on one image, no
+CPU/memory/accelerator requests, no retry policy and no pipeline root, and it emits Vertex-only resolver
+tasks that open-source KFP refuses ("resolver executors not implemented"). `patch_pipeline_doc` fixes all
+of that from a plain `SpecPatch`; `load_pipeline_doc` reads the YAML exactly as `kfp.Client` does before
+it sends a run, so tests see what the server would see.
+
+Example:
+    doc = load_pipeline_doc(Path("pipeline.yaml"))
+    notes = patch_pipeline_doc(doc, SpecPatch(image="registry/tfxp:0.1.0", resources=Resources("2", "8G")))
+    write_pipeline_doc(doc, Path("pipeline.yaml"))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import yaml
+from google.protobuf import duration_pb2, json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+ContainerSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
+ResourceSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
+
+# The platform key KFP's Kubernetes extension (kfp-kubernetes) reads executor configs from.
+KUBERNETES_PLATFORM = "kubernetes"
+
+_CPU = re.compile(r"^(?P<number>[0-9]+(\.[0-9]+)?)(?P<milli>m?)$")
+_MEMORY = re.compile(r"^(?P<number>[0-9]+(\.[0-9]+)?)(?P<unit>E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?$")
+# Bytes per unit of a Kubernetes memory quantity; no unit means bytes.
+_MEMORY_UNITS = {
+    "": 1,
+    **{unit: 1000**power for power, unit in enumerate("KMGTPE", start=1)},
+    **{f"{unit}i": 1024**power for power, unit in enumerate("KMGTPE", start=1)},
+}
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+class SpecPatchError(ValueError):
+    """The patch does not fit the compiled spec (unknown task, bad quantity); the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """Attributes:
+    type: The accelerator's Kubernetes resource name on open-source KFP, e.g. `nvidia.com/gpu`.
+    count: Accelerators per pod.
+    """
+
+    type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Requests of one pod; requests equal limits (Guaranteed QoS, so a busy node cannot starve training).
+
+    Attributes:
+        cpu: Kubernetes CPU quantity, e.g. `8` or `500m`.
+        memory: Kubernetes memory quantity, e.g. `32G` or `512Mi`.
+        accelerator: Accelerators, or None.
+    """
+
+    cpu: str
+    memory: str
+    accelerator: Accelerator | None = None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Attributes:
+    max_retries: Retries after the first attempt.
+    backoff_seconds: Wait before the first retry.
+    backoff_factor: Each further wait is this many times the previous one.
+    backoff_max_seconds: Longest wait.
+    """
+
+    max_retries: int
+    backoff_seconds: int = 60
+    backoff_factor: float = 2.0
+    backoff_max_seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """A Kubernetes toleration; `value` empty means operator `Exists`."""
+
+    key: str
+    effect: str
+    value: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        entry = {"key": self.key, "operator": "Equal" if self.value else "Exists", "effect": self.effect}
+        if self.value:
+            entry["value"] = self.value
+        return entry
+
+
+@dataclass(frozen=True)
+class SpecPatch:
+    """Everything `patch_pipeline_doc` sets. Task names are the TFX component ids (`Trainer`, ...).
+
+    Attributes:
+        image: Image of every container executor.
+        resources: Requests of every container task without an entry in `task_resources`.
+        task_resources: Per-task requests, e.g. `{"Trainer": Resources("8", "32G", Accelerator(...))}`.
+        retry: Retry policy of every container task; None = no retries.
+        enable_cache: KFP caching for every task not in `uncached_tasks`.
+        uncached_tasks: Tasks KFP must always run.
+        display_name: Pipeline name in the KFP UI; empty = leave unset.
+        pipeline_root: `default_pipeline_root`; empty = the KFP server's default.
+        node_selectors: Per-task node labels the pod requires.
+        tolerations: Per-task tolerations.
+    """
+
+    image: str
+    resources: Resources
+    task_resources: Mapping[str, Resources] = field(default_factory=dict)
+    retry: RetryPolicy | None = None
+    enable_cache: bool = True
+    uncached_tasks: frozenset[str] = frozenset()
+    display_name: str = ""
+    pipeline_root: str = ""
+    node_selectors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    tolerations: Mapping[str, tuple[Toleration, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class PipelineDoc:
+    """A compiled pipeline: the IR and the (optional) platform config, the YAML's first and later documents."""
+
+    pipeline_spec: pipeline_spec_pb2.PipelineSpec
+    platform_spec: pipeline_spec_pb2.PlatformSpec
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """The YAML documents, as kfp's compiler writes them (platform spec only when it has content)."""
+        documents = [json_format.MessageToDict(self.pipeline_spec)]
+        if self.platform_spec != pipeline_spec_pb2.PlatformSpec():
+            documents.append(json_format.MessageToDict(self.platform_spec))
+        return documents
+
+
+def load_pipeline_doc(path: Path) -> PipelineDoc:
+    """Reads a compiled pipeline YAML the way `kfp.Client.create_run_from_pipeline_package` does.
+
+    The first YAML document is the `PipelineSpec`; later documents merge into the `PlatformSpec`.
+
+    Raises:
+        SpecPatchError: the file is not YAML, or not a KFP pipeline spec (e.g. TFX's `pipeline.json` wrapper).
+    """
+    try:
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    except yaml.YAMLError as error:
+        raise SpecPatchError(f"{path} is not YAML ({error}); compile it with `tfxp compile --out {path}`") from None
+    if not documents or not isinstance(documents[0], dict):
+        raise SpecPatchError(f"{path} holds no pipeline spec; compile it with `tfxp compile --out {path}`")
+    if "pipelineSpec" in documents[0]:
+        raise SpecPatchError(
+            f"{path} is a PipelineJob wrapper (TFX's default pipeline.json), which kfp.Client rejects; "
+            f"compile the IR YAML with `tfxp compile --out pipeline.yaml`"
+        )
+    platform: dict[str, Any] = {}
+    for document in documents[1:]:
+        platform.update(document)
+    try:
+        return PipelineDoc(
+            pipeline_spec=json_format.ParseDict(documents[0], pipeline_spec_pb2.PipelineSpec()),
+            platform_spec=json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec()),
+        )
+    except json_format.ParseError as error:
+        raise SpecPatchError(f"{path} is not a KFP pipeline spec: {error}") from None
+
+
+def dump_pipeline_doc(doc: PipelineDoc, header: str = "") -> str:
+    """The YAML text of `doc` (keys sorted, as kfp's compiler writes it), after optional `#` comment lines."""
+    comments = "".join(f"# {line}\n" for line in header.splitlines())
+    return comments + yaml.safe_dump_all(doc.to_dicts(), sort_keys=True)
+
+
+def write_pipeline_doc(doc: PipelineDoc, path: Path, header: str = "") -> None:
+    """Writes `doc` to `path` (parent directories are created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_pipeline_doc(doc, header))
+
+
+def cpu_cores(quantity: str) -> float:
+    """A Kubernetes CPU quantity (`8`, `0.5`, `500m`) in cores.
+
+    Raises:
+        ValueError: not a CPU quantity.
+    """
+    match = _CPU.match(quantity.strip())
+    if not match:
+        raise ValueError(f"{quantity!r} is not a CPU quantity; use cores (`8`, `0.5`) or millicores (`500m`)")
+    number = float(match["number"])
+    return number / 1000 if match["milli"] else number
+
+
+def memory_gigabytes(quantity: str) -> float:
+    """A Kubernetes memory quantity (`32G`, `512Mi`, bytes) in gigabytes (10^9 bytes), as KFP's legacy fields hold it.
+
+    Raises:
+        ValueError: not a memory quantity.
+    """
+    match = _MEMORY.match(quantity.strip())
+    if not match:
+        raise ValueError(f"{quantity!r} is not a memory quantity; use e.g. `32G`, `32Gi` or `512Mi`")
+    return float(match["number"]) * _MEMORY_UNITS[match["unit"] or ""] / 1e9
+
+
+def parse_node_label(entry: str) -> tuple[str, str]:
+    """`key=value` → (key, value).
+
+    Raises:
+        ValueError: no `=` or an empty key.
+    """
+    key, sep, value = entry.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"{entry!r} is not `key=value`, e.g. `cloud.google.com/gke-accelerator=nvidia-tesla-a100`")
+    return key.strip(), value.strip()
+
+
+def parse_toleration(entry: str) -> Toleration:
+    """`key=value:Effect` or `key:Effect` (kubectl's taint syntax) → Toleration.
+
+    Raises:
+        ValueError: no effect, an unknown effect or an empty key.
+    """
+    spec, _, effect = entry.rpartition(":")
+    key, _, value = spec.partition("=")
+    if not key.strip() or effect not in _TAINT_EFFECTS:
+        raise ValueError(
+            f"{entry!r} is not `key=value:Effect` or `key:Effect` with Effect one of {', '.join(_TAINT_EFFECTS)}, "
+            "e.g. `nvidia.com/gpu:NoSchedule`"
+        )
+    return Toleration(key=key.strip(), value=value.strip(), effect=effect)
+
+
+def image_warnings(image: str) -> list[str]:
+    """Why `image` may not be reproducible: a `latest` or missing tag pulls whatever was pushed last.
+
+    Raises:
+        ValueError: the image is empty.
+    """
+    if not image.strip():
+        raise ValueError("the component image is empty; set `kubeflow.image`, e.g. `registry.example.com/tfxp:0.1.0`")
+    if "@sha256:" in image:
+        return []
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    if tag in ("", "latest"):
+        return [
+            f"kubeflow.image {image!r} uses the `latest` tag: pods pull whatever was pushed last, so reruns and "
+            "retries may run different code and KFP's cache may mix them; pin a version tag or a @sha256 digest"
+        ]
+    return []
+
+
+def _deployment_config(spec: pipeline_spec_pb2.PipelineSpec) -> pipeline_spec_pb2.PipelineDeploymentConfig:
+    # The IR stores the deployment config as a Struct; edit it as its real proto, then store it back.
+    return json_format.ParseDict(
+        json_format.MessageToDict(spec.deployment_spec), pipeline_spec_pb2.PipelineDeploymentConfig()
+    )
+
+
+def _store_deployment_config(
+    spec: pipeline_spec_pb2.PipelineSpec, config: pipeline_spec_pb2.PipelineDeploymentConfig
+) -> None:
+    spec.deployment_spec.Clear()
+    spec.deployment_spec.update(json_format.MessageToDict(config))
+
+
+def executor_label(spec: pipeline_spec_pb2.PipelineSpec, task: str) -> str:
+    """The executor label of a root-DAG task (task → component → executor)."""
+    component = spec.root.dag.tasks[task].component_ref.name
+    return spec.components[component].executor_label
+
+
+def container_tasks(spec: pipeline_spec_pb2.PipelineSpec) -> Iterator[tuple[str, ContainerSpec]]:
+    """(task name, container spec) of every root-DAG task that runs a container, in sorted order."""
+    config = _deployment_config(spec)
+    for task in sorted(spec.root.dag.tasks):
+        executor = config.executors.get(executor_label(spec, task))
+        if executor is not None and executor.WhichOneof("spec") == "container":
+            yield task, executor.container
+
+
+def _resource_spec(resources: Resources) -> ResourceSpec:
+    cpu = cpu_cores(resources.cpu)
+    memory = memory_gigabytes(resources.memory)
+    # The string fields are what current KFP reads; the float fields keep older backends working
+    # (kfp's own compiler sets both the same way).
+    spec = ResourceSpec(
+        resource_cpu_request=resources.cpu,
+        resource_cpu_limit=resources.cpu,
+        resource_memory_request=resources.memory,
+        resource_memory_limit=resources.memory,
+        cpu_request=cpu,
+        cpu_limit=cpu,
+        memory_request=memory,
+        memory_limit=memory,
+    )
+    accelerator = resources.accelerator
+    if accelerator is not None and accelerator.count > 0:
+        spec.accelerator.CopyFrom(
+            ResourceSpec.AcceleratorConfig(
+                type=accelerator.type,
+                count=accelerator.count,
+                resource_type=accelerator.type,
+                resource_count=str(accelerator.count),
+            )
+        )
+    return spec
+
+
+def _check_task_names(spec: pipeline_spec_pb2.PipelineSpec, names: Any, what: str) -> None:
+    unknown = sorted(set(names) - set(spec.root.dag.tasks))
+    if unknown:
+        raise SpecPatchError(
+            f"{what} names {', '.join(unknown)}, which the compiled pipeline does not have; "
+            f"its tasks are {', '.join(sorted(spec.root.dag.tasks))}"
+        )
+
+
+def drop_resolver_tasks(doc: PipelineDoc) -> list[str]:
+    """Removes resolver tasks, which only Vertex AI Pipelines runs, and the inputs they fed.
+
+    Open-source KFP rejects a whole run that has one ("resolver executors not implemented"). TFX
+    resolvers feed optional inputs (a baseline model, a warm-start model), so their consumers run as on
+    a first run, without that input.
+
+    Returns:
+        A note naming the dropped tasks and the inputs that are now empty; no notes when nothing was dropped.
+    """
+    spec = doc.pipeline_spec
+    config = _deployment_config(spec)
+    resolver_components = {
+        name
+        for name, component in spec.components.items()
+        if component.executor_label in config.executors
+        and config.executors[component.executor_label].WhichOneof("spec") == "resolver"
+    }
+    dropped = sorted(
+        task for task, body in spec.root.dag.tasks.items() if body.component_ref.name in resolver_components
+    )
+    emptied: dict[str, list[str]] = {task: [] for task in dropped}
+    for task in dropped:
+        del spec.root.dag.tasks[task]
+    for name, task in spec.root.dag.tasks.items():
+        for key in sorted(task.inputs.artifacts):
+            producer = task.inputs.artifacts[key].task_output_artifact.producer_task
+            if producer in emptied:
+                del task.inputs.artifacts[key]
+                # The consumer's component must not declare an input no task provides.
+                del spec.components[task.component_ref.name].input_definitions.artifacts[key]
+                emptied[producer].append(f"{name}.{key}")
+        kept = [dependency for dependency in task.dependent_tasks if dependency not in emptied]
+        del task.dependent_tasks[:]
+        task.dependent_tasks.extend(kept)
+    for component in resolver_components:
+        config.executors.pop(spec.components[component].executor_label, None)
+        del spec.components[component]
+    _store_deployment_config(spec, config)
+    if not dropped:
+        return []
+    inputs = sorted(key for keys in emptied.values() for key in keys)
+    fed = f"; {', '.join(inputs)} will be empty on every run, as on a first run" if inputs else ""
+    return [f"dropped resolver tasks {', '.join(dropped)}: open-source KFP cannot run resolver nodes{fed}"]
+
+
+def _set_kubernetes_executor_config(doc: PipelineDoc, label: str, values: dict[str, Any]) -> None:
+    platform = doc.platform_spec.platforms[KUBERNETES_PLATFORM]
+    platform.deployment_spec.executors[label].update(values)
+
+
+def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
+    """Applies `patch` to `doc` in place; returns notes about what changed beyond the patch's fields.
+
+    Resolver tasks are dropped first (see `drop_resolver_tasks`). Resources, the image and retries apply
+    to container tasks; caching to every task.
+
+    Raises:
+        SpecPatchError: a task name in the patch is not in the spec, a quantity is malformed, or the
+            accelerator has a count but no type.
+    """
+    spec = doc.pipeline_spec
+    _check_task_names(spec, patch.task_resources, "the per-task resources")
+    _check_task_names(spec, patch.uncached_tasks, "kubeflow.uncached_components")
+    _check_task_names(spec, patch.node_selectors, "the node selectors")
+    _check_task_names(spec, patch.tolerations, "the tolerations")
+    for task, resources in [("every task", patch.resources), *patch.task_resources.items()]:
+        accelerator = resources.accelerator
+        if accelerator is not None and accelerator.count > 0 and not accelerator.type:
+            raise SpecPatchError(f"{task}: {accelerator.count} accelerators requested without an accelerator type")
+
+    notes = drop_resolver_tasks(doc)
+    config = _deployment_config(spec)
+    for task in sorted(spec.root.dag.tasks):
+        body = spec.root.dag.tasks[task]
+        body.caching_options.enable_cache = patch.enable_cache and task not in patch.uncached_tasks
+        label = executor_label(spec, task)
+        executor = config.executors.get(label)
+        if executor is None or executor.WhichOneof("spec") != "container":
+            continue
+        container = executor.container
+        container.image = patch.image
+        try:
+            container.resources.CopyFrom(_resource_spec(patch.task_resources.get(task, patch.resources)))
+        except ValueError as error:
+            raise SpecPatchError(f"resources of task {task}: {error}") from None
+        body.ClearField("retry_policy")
+        if patch.retry is not None and patch.retry.max_retries > 0:
+            body.retry_policy.CopyFrom(
+                pipeline_spec_pb2.PipelineTaskSpec.RetryPolicy(
+                    max_retry_count=patch.retry.max_retries,
+                    backoff_duration=duration_pb2.Duration(seconds=patch.retry.backoff_seconds),
+                    backoff_factor=patch.retry.backoff_factor,
+                    backoff_max_duration=duration_pb2.Duration(seconds=patch.retry.backoff_max_seconds),
+                )
+            )
+        kubernetes: dict[str, Any] = {}
+        if patch.node_selectors.get(task):
+            kubernetes["nodeSelector"] = {"labels": dict(patch.node_selectors[task])}
+        if patch.tolerations.get(task):
+            kubernetes["tolerations"] = [toleration.to_dict() for toleration in patch.tolerations[task]]
+        if kubernetes:
+            _set_kubernetes_executor_config(doc, label, kubernetes)
+    _store_deployment_config(spec, config)
+    if patch.display_name:
+        spec.pipeline_info.display_name = patch.display_name
+    if patch.pipeline_root:
+        spec.default_pipeline_root = patch.pipeline_root
+    return notes

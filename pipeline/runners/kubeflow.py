@@ -1,0 +1,250 @@
+"""Compiles the tfxp pipeline for Kubeflow Pipelines (KFP v2, open source).
+
+`KubeflowV2DagRunner` turns `create_pipeline(config)` into the KFP IR YAML (`pipeline.yaml`, the format
+`kfp.Client` accepts; its default `pipeline.json` is a PipelineJob wrapper that the client rejects), then
+`pipeline.kfp_spec` sets what the compiler leaves out, from the config: the image, per-component
+resources (the Trainer's accelerators), retries, caching, display name and pipeline root.
+
+The Trainer's run_fn is referenced by dotted path and lives in the image, so compiling builds and
+stages no user-module wheel; `check_nothing_staged` keeps it that way.
+
+Example:
+    result = compile_pipeline(load_config(Path("configs/imagenet_a100.yaml")), Path("pipeline.yaml"))
+    for warning in result.warnings:
+        print("warning:", warning)
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import TfxpConfig
+from pipeline.kfp_spec import (
+    Accelerator,
+    Resources,
+    RetryPolicy,
+    SpecPatch,
+    cpu_cores,
+    image_warnings,
+    load_pipeline_doc,
+    memory_gigabytes,
+    parse_node_label,
+    parse_toleration,
+    patch_pipeline_doc,
+    write_pipeline_doc,
+)
+from pipeline.layout import output_layout
+
+# What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
+COMPILED_FILENAME = "pipeline.yaml"
+# Schemes tf.io.gfile reads in the tfxp image without extra filesystem plugins (TFX executors write
+# artifacts straight to their URIs).
+READABLE_SCHEMES = ("gs://",)
+# Exec properties that make the V2 compiler build and stage a user-module wheel.
+_STAGING_PROPERTIES = ("module_file", "module_path")
+
+
+class KubeflowCompileError(ValueError):
+    """The config cannot be compiled for Kubeflow; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """Attributes:
+    path: The compiled, patched pipeline YAML.
+    tasks: The pipeline's tasks (TFX component ids), in the pipeline's order.
+    warnings: Problems a run on Kubeflow would hit (local paths, a `latest` image, dropped resolvers).
+    """
+
+    path: Path
+    tasks: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def pipeline_root(config: TfxpConfig) -> str:
+    """`kubeflow.pipeline_root`, else the layout's root when `pipeline.output` is a bucket path, else ""."""
+    if config.kubeflow.pipeline_root:
+        return config.kubeflow.pipeline_root.rstrip("/")
+    root = output_layout(config).pipeline_root
+    return root if _is_remote(root) else ""
+
+
+def resolve_config(config: TfxpConfig) -> TfxpConfig:
+    """Makes `data.split` concrete without reading buckets: `folders` for remote data (the ImageNet layout),
+    for local data `folders` when `train/` and `eval/` exist, else `hash`."""
+    if config.data.split != "auto":
+        return config
+    path = config.data.path
+    has_folders = _is_remote(path) or all((Path(path) / name).is_dir() for name in ("train", "eval"))
+    data = config.data.model_copy(update={"split": "folders" if has_folders else "hash"})
+    return config.model_copy(update={"data": data})
+
+
+def _storage_warning(key: str, path: str) -> str | None:
+    if not path:
+        return (
+            f"{key} is empty: KFP's default root (minio://…) is not readable by TFX executors; "
+            "set it to a bucket, e.g. gs://bucket/tfxp"
+        )
+    if not _is_remote(path):
+        return f"{key}={path} is a local path: pods on Kubeflow do not see it; use a bucket path, e.g. gs://bucket/…"
+    if not path.startswith(READABLE_SCHEMES):
+        scheme = path.split("://", 1)[0]
+        return (
+            f"{key}={path}: TFX executors read and write it with tf.io.gfile, which handles "
+            f"{', '.join(READABLE_SCHEMES)} in the tfxp image but needs a filesystem plugin for {scheme}://"
+        )
+    return None
+
+
+def config_warnings(config: TfxpConfig) -> list[str]:
+    """What would break or surprise on Kubeflow but still compiles: paths pods cannot read, a `latest`
+    image, a Vertex-style accelerator name."""
+    layout = output_layout(config)
+    warnings = list(image_warnings(config.kubeflow.image))
+    paths = [
+        ("kubeflow.pipeline_root", pipeline_root(config)),
+        ("data.path", config.data.path),
+        ("data.labels", config.data.labels_path),
+        ("the serving base (serving.base_path or pipeline.output)", layout.serving_base),
+    ]
+    if config.data.schema_source not in ("label_map", "infer"):
+        paths.append(("data.schema", config.data.schema_source))
+    warnings.extend(warning for key, path in paths if (warning := _storage_warning(key, path)))
+    accelerator = config.kubeflow.trainer_accelerator
+    if accelerator.count > 0 and "/" not in accelerator.type:
+        warnings.append(
+            f"kubeflow.trainer_accelerator.type={accelerator.type} looks like a Vertex AI accelerator name; "
+            "open-source KFP requests it as a Kubernetes resource, e.g. nvidia.com/gpu (pick A100 nodes with "
+            "kubeflow.trainer_node_selector)"
+        )
+    return warnings
+
+
+def _checked(key: str, value: str, parse: Callable[[str], Any]) -> Any:
+    try:
+        return parse(value)
+    except ValueError as error:
+        raise KubeflowCompileError(f"{key}: {error}") from None
+
+
+def spec_patch(config: TfxpConfig, trainer_id: str) -> SpecPatch:
+    """The `SpecPatch` the config asks for; `trainer_id` is the Trainer's component id.
+
+    Raises:
+        KubeflowCompileError: a malformed quantity, node label or toleration (the message names the key),
+            or an empty image.
+    """
+    kubeflow = config.kubeflow
+    _checked("kubeflow.image", kubeflow.image, image_warnings)
+    for key in ("cpu_request", "trainer_cpu"):
+        _checked(f"kubeflow.{key}", getattr(kubeflow, key), cpu_cores)
+    for key in ("memory_request", "trainer_memory"):
+        _checked(f"kubeflow.{key}", getattr(kubeflow, key), memory_gigabytes)
+    labels = dict(
+        _checked("kubeflow.trainer_node_selector", entry, parse_node_label) for entry in kubeflow.trainer_node_selector
+    )
+    tolerations = tuple(
+        _checked("kubeflow.trainer_tolerations", entry, parse_toleration) for entry in kubeflow.trainer_tolerations
+    )
+    wanted = kubeflow.trainer_accelerator
+    accelerator = Accelerator(type=wanted.type, count=wanted.count) if wanted.count > 0 else None
+    return SpecPatch(
+        image=kubeflow.image,
+        resources=Resources(cpu=kubeflow.cpu_request, memory=kubeflow.memory_request),
+        task_resources={trainer_id: Resources(kubeflow.trainer_cpu, kubeflow.trainer_memory, accelerator)},
+        retry=RetryPolicy(
+            max_retries=kubeflow.retries,
+            backoff_seconds=kubeflow.retry_backoff_seconds,
+            backoff_factor=2.0,
+            backoff_max_seconds=kubeflow.retry_backoff_max_seconds,
+        ),
+        enable_cache=config.pipeline.enable_cache,
+        uncached_tasks=frozenset(kubeflow.uncached_components),
+        display_name=kubeflow.display_name or config.pipeline.name,
+        pipeline_root=pipeline_root(config),
+        node_selectors={trainer_id: labels} if labels else {},
+        tolerations={trainer_id: tolerations} if tolerations else {},
+    )
+
+
+def check_nothing_staged(components: Sequence[Any]) -> None:
+    """Refuses components that reference user code by file: the V2 compiler would build and stage a wheel.
+
+    Raises:
+        KubeflowCompileError: names the component and the property.
+    """
+    for component in components:
+        properties = getattr(component, "exec_properties", {}) or {}
+        for key in _STAGING_PROPERTIES:
+            if properties.get(key):
+                raise KubeflowCompileError(
+                    f"component {component.id} sets {key}={properties[key]!r}: compiling would build and stage "
+                    "a user-module wheel; reference the code by dotted path (e.g. Trainer(run_fn=...)) and ship "
+                    "it in the image"
+                )
+
+
+def _trainer_id(components: Sequence[Any]) -> str:
+    from tfx.components import Trainer
+
+    ids = [component.id for component in components if isinstance(component, Trainer)]
+    if len(ids) != 1:
+        raise KubeflowCompileError(f"the pipeline has {len(ids)} Trainer components; tfxp expects exactly one")
+    return ids[0]
+
+
+def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
+    """Compiles and patches the pipeline into `out` (a `.yaml` file).
+
+    Args:
+        config: The validated config.
+        out: Where the pipeline YAML goes; parent directories are created.
+
+    Returns:
+        The written path, the task ids and the warnings.
+
+    Raises:
+        KubeflowCompileError: `out` is not a `.yaml`/`.yml` file, or the config does not fit Kubeflow.
+        pipeline.kfp_spec.SpecPatchError: the patch does not fit the compiled spec.
+    """
+    if out.suffix not in (".yaml", ".yml"):
+        raise KubeflowCompileError(f"--out {out}: kfp.Client accepts .yaml/.yml pipeline files; use e.g. pipeline.yaml")
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
+
+    from pipeline.pipeline import create_pipeline
+
+    config = resolve_config(config)
+    warnings = config_warnings(config)
+    pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None)
+    components = list(pipeline.components)
+    check_nothing_staged(components)
+    patch = spec_patch(config, _trainer_id(components))
+    runner_config = kubeflow_v2.KubeflowV2DagRunnerConfig(
+        display_name=patch.display_name,
+        default_image=patch.image,
+        # Schema 2.1 writes `runtimeValue.constant`; open-source KFP's driver does not implement the
+        # deprecated `constantValue` that schema 2.0 uses.
+        use_pipeline_spec_2_1=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="tfxp-compile-") as tmp:
+        kubeflow_v2.KubeflowV2DagRunner(config=runner_config, output_dir=tmp, output_filename=COMPILED_FILENAME).run(
+            pipeline
+        )
+        doc = load_pipeline_doc(Path(tmp) / COMPILED_FILENAME)
+    warnings.extend(patch_pipeline_doc(doc, patch))
+    header = (
+        f"tfxp pipeline {config.pipeline.name} for Kubeflow Pipelines (KFP v2 IR, patched by pipeline.kfp_spec).\n"
+        f"Submit: tfxp submit {out.name} --host URL [--wait]"
+    )
+    write_pipeline_doc(doc, out, header)
+    tasks = tuple(component.id for component in components if component.id in doc.pipeline_spec.root.dag.tasks)
+    return CompileResult(path=out, tasks=tasks, warnings=tuple(warnings))
