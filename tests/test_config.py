@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.config import ConfigError, TfxpConfig, build_config, load_config, valid_keys, write_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_default_yaml_matches_built_in_defaults() -> None:
+    # `tfxp run` without --config and `make demo` (configs/default.yaml) must train the same thing.
+    assert load_config(REPO / "configs" / "default.yaml") == TfxpConfig()
+
+
+def test_overrides_apply_in_order_with_yaml_typing() -> None:
+    config = build_config(
+        {"trainer": {"train_steps": 10}},
+        ["trainer.train_steps=20", "trainer.augment=[flip, crop]", "kubeflow.trainer_accelerator.type=nvidia.com/gpu",
+         "kubeflow.trainer_accelerator.count=8", "data.schema=infer"],
+    )  # fmt: skip
+    assert config.trainer.train_steps == 20
+    assert config.trainer.augment == ("flip", "crop")
+    assert config.kubeflow.trainer_accelerator.count == 8
+    assert config.data.schema_source == "infer"
+
+
+def test_unknown_key_names_the_valid_keys() -> None:
+    with pytest.raises(ConfigError, match=r"unknown key `trainer.trian_steps`; valid keys here: .*trainer.train_steps"):
+        build_config({}, ["trainer.trian_steps=5"])
+
+
+def test_unknown_section_lists_sections() -> None:
+    with pytest.raises(ConfigError, match=r"unknown key `trainr`; valid keys here: beam, data, edge"):
+        build_config({"trainr": {"x": 1}})
+
+
+def test_wrong_type_in_set_names_key_and_value() -> None:
+    with pytest.raises(ConfigError, match=r"`trainer.train_steps` = 'many': Input should be a valid integer"):
+        build_config({}, ["trainer.train_steps=many"])
+
+
+def test_choice_and_range_errors() -> None:
+    with pytest.raises(ConfigError, match=r"`trainer.precision` = 'fp8'"):
+        build_config({}, ["trainer.precision=fp8"])
+    with pytest.raises(ConfigError, match=r"`evaluator.min_accuracy` = 1.5"):
+        build_config({}, ["evaluator.min_accuracy=1.5"])
+
+
+def test_override_without_equals_is_explained() -> None:
+    with pytest.raises(ConfigError, match=r"expected `section.key=value`"):
+        build_config({}, ["trainer.train_steps"])
+
+
+def test_gpus_without_accelerator_type_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"trainer_accelerator.type is empty"):
+        build_config({}, ["kubeflow.trainer_accelerator.count=8"])
+
+
+def test_config_is_frozen() -> None:
+    config = TfxpConfig()
+    with pytest.raises(ValueError, match="frozen"):
+        config.trainer.train_steps = 3  # type: ignore[misc]
+
+
+def test_written_config_loads_back_identically(tmp_path: Path) -> None:
+    config = build_config({}, ["trainer.train_steps=7", "beam.extra_args=[--runner=DirectRunner]"])
+    write_config(config, tmp_path / "params.yaml")
+    assert load_config(tmp_path / "params.yaml") == config
+    assert yaml.safe_load((tmp_path / "params.yaml").read_text())["data"]["schema"] == "label_map"
+
+
+def test_bad_files_are_explained(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.yaml")
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must hold a mapping of sections"):
+        load_config(tmp_path / "list.yaml")
+
+
+def test_contract_keys_exist() -> None:
+    # ARCHITECTURE.md: keys that docs, tests and automation rely on.
+    contract = {
+        "data.path", "data.label_offset", "trainer.model", "trainer.train_steps", "trainer.batch_size",
+        "trainer.precision", "trainer.xla", "trainer.strategy", "trainer.image_size", "evaluator.min_accuracy",
+        "serving.model_name", "edge.mode", "edge.max_accuracy_drop", "kubeflow.image",
+        "kubeflow.trainer_accelerator.type", "kubeflow.trainer_accelerator.count",
+    }  # fmt: skip
+    assert contract <= set(valid_keys())

@@ -1,0 +1,75 @@
+"""create_pipeline is a pure factory: same config → same components, no file system access."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.config import build_config
+from pipeline.layout import output_layout
+from pipeline.pipeline import TRAINER_RUN_FN, beam_pipeline_args, create_pipeline, eval_config
+
+EXPECTED_ORDER = [
+    "ImportExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Trainer",
+    "LatestBlessedModelResolver", "Evaluator", "Pusher",
+]  # fmt: skip
+
+
+def _config(*overrides: str):  # type: ignore[no-untyped-def]
+    return build_config({}, ["data.path=/nonexistent/data", "pipeline.output=/nonexistent/out", *overrides])
+
+
+def test_components_in_order_with_paths_from_the_config() -> None:
+    pipeline = create_pipeline(_config())
+    ids = [component.id for component in pipeline.components]
+    assert [i for i in EXPECTED_ORDER if i in ids] == EXPECTED_ORDER
+    assert pipeline.pipeline_info.pipeline_root == "/nonexistent/out/tfxp-digits/root"
+    pusher = next(c for c in pipeline.components if c.id == "Pusher")
+    assert "/nonexistent/out/serving/digits" in str(pusher.exec_properties["push_destination"])
+    trainer = next(c for c in pipeline.components if c.id == "Trainer")
+    assert trainer.exec_properties["run_fn"] == TRAINER_RUN_FN
+    assert trainer.exec_properties.get("module_file") in (None, "")
+
+
+def test_trainer_waits_for_validation() -> None:
+    pipeline = create_pipeline(_config())
+    trainer = next(c for c in pipeline.components if c.id == "Trainer")
+    assert "ExampleValidator" in {node.id for node in trainer.upstream_nodes}
+
+
+@pytest.mark.parametrize(("source", "component_type"), [
+    ("label_map", "LabelMapSchemaGen"), ("infer", "SchemaGen"), ("/schemas/schema.pbtxt", "ImportSchemaGen"),
+])  # fmt: skip
+def test_schema_source_picks_the_component(source: str, component_type: str) -> None:
+    pipeline = create_pipeline(_config(f"data.schema={source}"))
+    schema_gen = next(c for c in pipeline.components if c.id == "SchemaGen")
+    assert type(schema_gen).__name__ == component_type
+
+
+def test_hash_split_uses_configured_buckets() -> None:
+    pipeline = create_pipeline(_config("data.split=hash", "data.train_buckets=4", "data.eval_buckets=1"))
+    example_gen = pipeline.components[0]
+    output_config = str(example_gen.exec_properties["output_config"])
+    assert '"hash_buckets": 4' in output_config and '"hash_buckets": 1' in output_config
+
+
+def test_eval_config_thresholds_come_from_config() -> None:
+    config = eval_config(_config("evaluator.min_accuracy=0.8", "evaluator.max_accuracy_drop=0.02"))
+    assert config.model_specs[0].signature_name == "serving_tf_example"
+    threshold = config.metrics_specs[0].metrics[1].threshold
+    assert threshold.value_threshold.lower_bound.value == pytest.approx(0.8)
+    assert threshold.change_threshold.absolute.value == pytest.approx(-0.02)
+
+
+def test_beam_args() -> None:
+    assert beam_pipeline_args(_config()) == ["--direct_running_mode=in_memory"]
+    args = beam_pipeline_args(
+        _config("beam.direct_running_mode=multi_processing", "beam.direct_num_workers=2", "beam.extra_args=[--x=1]")
+    )
+    assert args == ["--direct_running_mode=multi_processing", "--direct_num_workers=2", "--x=1"]
+
+
+def test_layout_follows_output_contract() -> None:
+    layout = output_layout(_config())
+    assert layout.metadata_path == "/nonexistent/out/tfxp-digits/metadata.db"
+    assert layout.summary_path == "/nonexistent/out/run-summary.json"
+    assert layout.edge_base == "/nonexistent/out/edge/digits"
