@@ -141,11 +141,13 @@ class SubmittedRun:
     run_id: The KFP run id.
     url: The run's page in the KFP UI.
     experiment: The experiment's name.
+    tasks: The pipeline's task names, sorted.
     """
 
     run_id: str
     url: str
     experiment: str
+    tasks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -332,7 +334,12 @@ class KfpRunClient:
                 str(package), run_name=run_name, experiment_name=experiment, namespace=self.namespace
             ),
         )
-        return SubmittedRun(run_id=result.run_id, url=run_url(self.host, result.run_id), experiment=experiment)
+        return SubmittedRun(
+            run_id=result.run_id,
+            url=run_url(self.host, result.run_id),
+            experiment=experiment,
+            tasks=tuple(sorted(doc.pipeline_spec.root.dag.tasks)),
+        )
 
     def status(self, run_id: str, seconds: float | None = None) -> RunStatus:
         """Polls the run once (`GET /apis/v2beta1/runs/{run_id}`).

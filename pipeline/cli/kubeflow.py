@@ -1,0 +1,147 @@
+"""`tfxp compile` and `tfxp submit`: the pipeline on Kubeflow Pipelines.
+
+The work happens in `pipeline.runners.kubeflow` (compile + patch) and `pipeline.kfp_submit` (runs);
+these handlers parse options and print. kfp and TFX are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from pipeline.cli.app import app, console, error_console, fail
+from pipeline.cli.run import ConfigOption, SetOption, load_cli_config
+
+if TYPE_CHECKING:
+    from pipeline.kfp_submit import RunStatus
+    from pipeline.runners.kubeflow import CompileResult
+
+# Exit codes of `tfxp submit --wait` beyond the shared 2 (bad input, unreachable host).
+EXIT_RUN_FAILED = 1
+EXIT_WAIT_TIMEOUT = 3
+
+
+def _warn(message: str) -> None:
+    error_console.print(f"[bold yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+
+
+def _print_compiled(result: CompileResult) -> None:
+    from pipeline.kfp_spec import container_tasks, load_pipeline_doc
+
+    spec = load_pipeline_doc(result.path).pipeline_spec
+    containers = dict(container_tasks(spec))
+    table = Table(
+        title=f"{result.path} ({spec.pipeline_info.display_name or spec.pipeline_info.name})", show_edge=False
+    )
+    for column in ("task", "cpu", "memory", "accelerator", "retries", "cache"):
+        table.add_column(column)
+    for task in result.tasks:
+        body = spec.root.dag.tasks[task]
+        resources = containers[task].resources if task in containers else None
+        accelerator = resources.accelerator if resources is not None else None
+        table.add_row(
+            task,
+            resources.resource_cpu_limit if resources is not None else "",
+            resources.resource_memory_limit if resources is not None else "",
+            f"{accelerator.resource_type} × {accelerator.resource_count}"
+            if accelerator and accelerator.resource_count
+            else "",
+            str(body.retry_policy.max_retry_count),
+            "on" if body.caching_options.enable_cache else "off",
+        )
+    console.print(table)
+    console.print(f"pipeline root: {spec.default_pipeline_root or '(the KFP server default)'}", highlight=False)
+
+
+@app.command("compile")
+def compile_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Pipeline YAML to write (what `tfxp submit` sends).")],
+    config_file: ConfigOption = None,
+    overrides: SetOption = None,
+) -> None:
+    """Compile the pipeline for Kubeflow Pipelines (KFP v2 IR YAML) with resources, retries and caching set.
+
+    Compiling stages nothing: the Trainer's code is referenced by dotted path and ships in `kubeflow.image`.
+    """
+    config = load_cli_config(config_file, overrides)
+    from pipeline.kfp_spec import SpecPatchError
+    from pipeline.runners.kubeflow import KubeflowCompileError, compile_pipeline
+
+    try:
+        result = compile_pipeline(config, out)
+    except (KubeflowCompileError, SpecPatchError) as error:
+        raise fail(str(error)) from None
+    _print_compiled(result)
+    for warning in result.warnings:
+        _warn(warning)
+    console.print(f"submit with: tfxp submit {result.path} --host URL --wait", highlight=False)
+
+
+@app.command("submit")
+def submit_command(
+    package: Annotated[Path, typer.Argument(help="Pipeline YAML from `tfxp compile`.")],
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host", envvar="KF_PIPELINES_ENDPOINT", help="KFP API/UI address with scheme, e.g. http://localhost:8080."
+        ),
+    ],
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Namespace (multi-user KFP).")] = None,
+    experiment: Annotated[
+        str | None, typer.Option("--experiment", help="Experiment; default the pipeline's name.")
+    ] = None,
+    run_name: Annotated[str | None, typer.Option("--run-name", help="Run name; default <pipeline>-<UTC time>.")] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Poll until the run finishes; non-zero exit unless it succeeded.")
+    ] = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the run (--wait).")] = 24
+    * 3600,
+    request_timeout: Annotated[
+        float, typer.Option("--request-timeout", min=0.1, help="Seconds each API call may take.")
+    ] = 60.0,
+    poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between polls (--wait).")] = 15.0,
+) -> None:
+    """Submit a compiled pipeline to Kubeflow Pipelines; print the run id and URL.
+
+    Credentials come only from the environment: TFXP_KFP_TOKEN, KF_PIPELINES_SA_TOKEN_PATH or TFXP_KFP_COOKIE.
+
+    Exit codes: 0 ok (with --wait: succeeded), 1 the run failed, 2 bad input or API error, 3 --wait timed out.
+
+    Each API call gives up after min(--request-timeout, --timeout) seconds.
+    """
+    from pipeline.kfp_submit import KfpAuth, KfpRunClient, RunFailedError, RunTimeoutError, SubmitError, progress_line
+
+    try:
+        client = KfpRunClient(
+            host, namespace=namespace, auth=KfpAuth.from_env(), request_timeout=min(request_timeout, timeout)
+        )
+        run = client.submit(package, experiment=experiment, run_name=run_name)
+    except SubmitError as error:
+        raise fail(str(error)) from None
+    console.print(f"run id: {run.run_id}", highlight=False)
+    console.print(f"run:    {run.url}", highlight=False)
+    console.print(f"experiment: {run.experiment}", highlight=False)
+    if not wait:
+        return
+
+    shown = [""]
+
+    def report(status: RunStatus, elapsed: float) -> None:
+        line = progress_line(status, elapsed, run.tasks)
+        # Print changes only; the elapsed prefix alone is not news.
+        if line.split("] ", 1)[1] != shown[0]:
+            shown[0] = line.split("] ", 1)[1]
+            console.print(line, highlight=False)
+
+    try:
+        final = client.wait(run.run_id, timeout=timeout, poll_seconds=poll, on_status=report)
+    except RunFailedError as error:
+        raise fail(f"{error}; logs: {run.url}", code=EXIT_RUN_FAILED) from None
+    except RunTimeoutError as error:
+        raise fail(f"{error}; {run.url}", code=EXIT_WAIT_TIMEOUT) from None
+    except SubmitError as error:
+        raise fail(str(error)) from None
+    console.print(f"[green]✓[/] run {run.run_id} {final.state}", highlight=False)
