@@ -93,17 +93,17 @@ class TrainerSection(_Section):
     """
 
     model: str = "small_resnet"
-    train_steps: int = Field(600, ge=1)
+    train_steps: int = Field(300, ge=1)
     steps_per_epoch: int = Field(100, ge=1)
     eval_steps: int = Field(0, ge=0)
     batch_size: int = Field(64, ge=1)
     learning_rate: float = Field(0.002, gt=0)
     base_batch_size: int = Field(64, ge=1)
-    warmup_steps: int = Field(50, ge=0)
+    warmup_steps: int = Field(30, ge=0)
     precision: Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"] = "auto"
     xla: Literal["auto", "on", "off"] = "auto"
     strategy: Literal["auto", "default", "mirrored", "multi_worker"] = "auto"
-    image_size: int = Field(32, ge=8)
+    image_size: int = Field(16, ge=8)
     channels: Literal[1, 3] = 1
     width: int = Field(16, ge=1)
     gpu_memory: str = Field("growth", pattern=r"^(growth|default|limit_mb:[1-9][0-9]*)$")

@@ -86,7 +86,10 @@ def export_saved_model(
         spec_file.write_text(spec.to_json() + "\n")
         model.tfxp_labels = tf.saved_model.Asset(str(labels_file))
         model.tfxp_preprocessing = tf.saved_model.Asset(str(spec_file))
-        tf.saved_model.save(model, export_dir, signatures=signatures)
+        # Keras's SavedModel writer with save_traces=False skips tracing every layer's call function, which
+        # tf.saved_model.save does (about 5× slower here); the model still reloads with tf_keras from its config.
+        model.save(export_dir, save_format="tf", signatures=signatures, save_traces=False, include_optimizer=False)
+        del model.tfxp_labels, model.tfxp_preprocessing  # the staged files vanish with the temp dir
     if warmup_images:
         write_warmup_requests(f"{export_dir}/assets.extra/{WARMUP_FILE}", warmup_images)
 
@@ -96,7 +99,7 @@ def write_warmup_requests(path: str, images: Sequence[bytes]) -> None:
     # Imported here: tensorflow_serving.apis is only needed for export, not for training or tests of the maths.
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-    tf.io.gfile.makedirs(str(Path(path).parent))
+    tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
     with tf.io.TFRecordWriter(path) as writer:
         for image in images:
             request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=SIGNATURE_DEFAULT))

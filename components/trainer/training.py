@@ -182,6 +182,9 @@ def train_and_export(run: RunOptions, paths: TrainerPaths) -> dict[str, Any]:
         history = model.fit(
             train_data, epochs=trainer.epochs, steps_per_epoch=trainer.epoch_steps, callbacks=callbacks, verbose=2
         )
+        if paths.backup_dir and chief and tf.io.gfile.exists(paths.backup_dir):
+            # BackupAndRestore deletes its checkpoint files but leaves the directory: a finished run leaves none.
+            tf.io.gfile.rmtree(paths.backup_dir)
         phases["fit"] = time.perf_counter() - started - sum(phases.values())
         evaluation = model.evaluate(eval_data, steps=trainer.eval_steps or None, return_dict=True, verbose=0)
         phases["evaluate"] = time.perf_counter() - started - sum(phases.values())
