@@ -1,0 +1,117 @@
+"""REST front end: TF Serving's `/v1/models/...` API on aiohttp.
+
+URLs are matched with TF Serving's own expressions (model_servers/http_rest_api_util.cc) on the raw path, so
+`/v1/models/../x:predict` is a "Malformed request" (400) as there, and a percent-encoded name such as
+`..%2Fx` is decoded and then simply not found: model names only ever look up configured models, never paths.
+Errors are `{"error": "<message>"}` with TF Serving's HTTP status for the error code. Paths outside `/v1/`
+get an empty 404, as from TF Serving's HTTP server.
+
+Bodies over the size limit get 413 with a JSON error. TF Serving's REST server has no such limit; 413 is what
+the proxies in front of it answer, and the limit keeps a development server from buffering unbounded bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from serving.errors import InvalidArgumentError, RequestTooLargeError, ServingError, UnimplementedError
+
+if TYPE_CHECKING:
+    from serving.api import ServingApi
+    from serving.metrics import ServingMetrics
+
+_PREDICTION_PATH = re.compile(
+    r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)", re.I
+)
+_STATUS_PATH = re.compile(
+    r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?", re.I
+)
+_V1_PATH = re.compile(r"/v1/.*", re.I | re.S)
+_INT64_MAX = 2**63 - 1
+
+
+def _json(payload: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(payload, separators=(",", ":")).encode(), status=status, content_type="application/json"
+    )
+
+
+def _error(error: ServingError) -> web.Response:
+    return _json({"error": error.message}, status=error.http_status)
+
+
+def _parse_ids(name: str | None, version: str | None, label: str | None) -> tuple[str, int | None, str | None]:
+    decoded = urllib.parse.unquote(name or "")
+    number = None
+    if version:
+        number = int(version)
+        if number > _INT64_MAX:
+            raise InvalidArgumentError(f"Failed to convert version: {version} to numeric.")
+    return decoded, number, urllib.parse.unquote(label) if label else None
+
+
+def create_rest_app(
+    api: ServingApi, max_request_bytes: int, monitoring_path: str, metrics: ServingMetrics
+) -> web.Application:
+    """The aiohttp application serving TF Serving's REST API (and Prometheus metrics at `monitoring_path`)."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        path = request.raw_path.split("?", 1)[0]
+        if monitoring_path and path == monitoring_path and request.method == "GET":
+            return web.Response(text=metrics.render(), content_type="text/plain")
+        if not _V1_PATH.fullmatch(path):
+            return web.Response(status=404)
+        try:
+            return _json(await _dispatch(request, path))
+        except ServingError as error:
+            return _error(error)
+
+    async def _dispatch(request: web.Request, path: str) -> Any:
+        method = request.method
+        if method == "POST" and (match := _PREDICTION_PATH.fullmatch(path)):
+            name, version, label = _parse_ids(match.group(1), match.group(2), match.group(3))
+            _check_version_and_label(version, label)
+            body = await _read_body(request, max_request_bytes)
+            verb = match.group(4).lower()
+            if verb == "predict":
+                return await api.rest_predict(name, version, label, body)
+            if verb == "classify":
+                return await api.rest_classify(name, version, label, body)
+            raise UnimplementedError("Regress is not implemented by this server; use TF Serving for regression models")
+        if method == "GET" and (match := _STATUS_PATH.fullmatch(path)):
+            name, version, label = _parse_ids(match.group(1), match.group(2), match.group(3))
+            _check_version_and_label(version, label)
+            if match.group(4):
+                return api.rest_metadata(name, version, label)
+            return api.rest_status(name, version, label)
+        raise InvalidArgumentError(f"Malformed request: {method} {path}")
+
+    app = web.Application(client_max_size=max_request_bytes)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+def _check_version_and_label(version: int | None, label: str | None) -> None:
+    if version is not None and label:
+        raise InvalidArgumentError(
+            f"Both model version ({version}) and model version label ({label}) cannot be supplied."
+        )
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    size = request.content_length
+    if size is not None and size > limit:
+        raise RequestTooLargeError(
+            f"Request body of {size} bytes is over this server's limit of {limit} bytes (--max-request-bytes)"
+        )
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise RequestTooLargeError(
+            f"Request body is over this server's limit of {limit} bytes (--max-request-bytes)"
+        ) from None

@@ -1,0 +1,118 @@
+"""gRPC front end: TF Serving's PredictionService and ModelService on `grpc.aio`.
+
+Each handler calls the transport-independent `ServingApi` and turns a `ServingError` into the call's status
+code and details, which is how TF Serving reports errors over gRPC. Regress and MultiInference are not
+implemented (UNIMPLEMENTED, the generated servicer's default).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import grpc
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_management_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
+from tensorflow_serving.apis import status_pb2 as serving_status_pb2
+
+from serving.errors import Code, ServingError
+from serving.manager import ModelConfig, VersionPolicy
+
+if TYPE_CHECKING:
+    from serving.api import ServingApi
+
+
+class _Reloadable(Protocol):
+    def reload(self, config: list[ModelConfig]) -> None: ...
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: ServingError) -> Any:
+    await context.abort(error.code.grpc_code, error.message)
+
+
+class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """tensorflow.serving.PredictionService."""
+
+    def __init__(self, api: ServingApi) -> None:
+        self._api = api
+
+    async def Predict(  # noqa: N802 (gRPC method name)
+        self, request: predict_pb2.PredictRequest, context: grpc.aio.ServicerContext
+    ) -> predict_pb2.PredictResponse:
+        try:
+            return await self._api.predict(request)
+        except ServingError as error:
+            return await _abort(context, error)
+
+    async def Classify(  # noqa: N802
+        self, request: classification_pb2.ClassificationRequest, context: grpc.aio.ServicerContext
+    ) -> classification_pb2.ClassificationResponse:
+        try:
+            return await self._api.classify(request)
+        except ServingError as error:
+            return await _abort(context, error)
+
+    async def GetModelMetadata(  # noqa: N802
+        self, request: get_model_metadata_pb2.GetModelMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> get_model_metadata_pb2.GetModelMetadataResponse:
+        try:
+            return self._api.get_model_metadata(request)
+        except ServingError as error:
+            return await _abort(context, error)
+
+
+class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+    """tensorflow.serving.ModelService: status, and config reloads (as TF Serving's HandleReloadConfigRequest)."""
+
+    def __init__(self, api: ServingApi, server: _Reloadable) -> None:
+        self._api = api
+        self._server = server
+
+    async def GetModelStatus(  # noqa: N802
+        self, request: get_model_status_pb2.GetModelStatusRequest, context: grpc.aio.ServicerContext
+    ) -> get_model_status_pb2.GetModelStatusResponse:
+        try:
+            return self._api.get_model_status(request)
+        except ServingError as error:
+            return await _abort(context, error)
+
+    async def HandleReloadConfigRequest(  # noqa: N802
+        self, request: model_management_pb2.ReloadConfigRequest, context: grpc.aio.ServicerContext
+    ) -> model_management_pb2.ReloadConfigResponse:
+        response = model_management_pb2.ReloadConfigResponse()
+        config = request.config
+        if config.WhichOneof("config") != "model_config_list":
+            response.status.CopyFrom(
+                serving_status_pb2.StatusProto(
+                    error_code=Code.INVALID_ARGUMENT.number,
+                    error_message="only model_config_list configs can be loaded by this server",
+                )
+            )
+            return response
+        try:
+            models = [
+                ModelConfig(
+                    name=entry.name,
+                    base_path=Path(entry.base_path),
+                    policy=VersionPolicy.from_proto(entry.model_version_policy),
+                    labels=dict(entry.version_labels),
+                )
+                for entry in config.model_config_list.config
+            ]
+            self._server.reload(models)
+        except ValueError as error:
+            response.status.CopyFrom(
+                serving_status_pb2.StatusProto(error_code=Code.INVALID_ARGUMENT.number, error_message=str(error))
+            )
+        except ServingError as error:
+            response.status.CopyFrom(
+                serving_status_pb2.StatusProto(error_code=error.code.number, error_message=error.message)
+            )
+        return response

@@ -1,0 +1,281 @@
+"""A TF Serving–compatible model server, the stand-in for TensorFlow Serving in development and CI.
+
+Production serves models with TensorFlow Serving (`tensorflow/serving` images; see the deploy assets). No PyPI
+or Debian package ships `tensorflow_model_server`, so laptops without Docker, CI and this repository's tests
+use this server instead. It speaks TF Serving's gRPC API (PredictionService Predict/Classify/GetModelMetadata,
+ModelService GetModelStatus/HandleReloadConfigRequest, built on the official `tensorflow-serving-api` protos)
+and its REST API (`/v1/models/...`), with the same request/response shapes, status codes and error texts, and
+the same model lifecycle: version policies, polling with hot swap, version labels, server-side batching,
+warmup replay and Prometheus metrics at `/monitoring/prometheus/metrics`.
+
+Example:
+    with ModelServer([ModelConfig("digits", Path("out/serving/digits"))], ServerOptions(grpc_port=0)) as server:
+        print(server.grpc_target, server.rest_url)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
+
+from serving.api import ServingApi, replay_warmup, version_states
+from serving.batching import BatchingOptions
+from serving.manager import ModelConfig, ServerCore, read_model_config_file
+from serving.metrics import Gauge, ServingMetrics
+from serving.rest import create_rest_app
+from serving.rpc import ModelService, PredictionService
+from serving.servable import Servable
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How the server listens and runs models (TF Serving's flag for each in parentheses).
+
+    Attributes:
+        host: Interface to bind; loopback by default (TF Serving binds all interfaces).
+        grpc_port: gRPC port (--port); 0 = pick a free one.
+        rest_port: REST port (--rest_api_port); 0 = pick a free one, None = no REST.
+        max_request_bytes: Largest request body on either port; larger ones are refused.
+        poll_interval_seconds: How often the base paths are checked for versions (--file_system_poll_wait_seconds).
+        config_poll_interval_seconds: How often models.config is re-read; 0 = never
+            (--model_config_file_poll_wait_seconds).
+        batching: Server-side batching knobs (--enable_batching + --batching_parameters_file); None = off.
+        request_threads: Threads running unbatched requests.
+        grpc_threads: Upper bound on concurrent gRPC requests (--grpc_max_threads).
+        monitoring_path: Prometheus metrics path on the REST port (monitoring.config); empty = off.
+        allow_version_labels_for_unavailable_models: Accept labels on versions not loaded yet.
+    """
+
+    host: str = "127.0.0.1"
+    grpc_port: int = 8500
+    rest_port: int | None = 8501
+    max_request_bytes: int = 16 * 1024 * 1024
+    poll_interval_seconds: float = 1.0
+    config_poll_interval_seconds: float = 0.0
+    batching: BatchingOptions | None = None
+    request_threads: int = 16
+    grpc_threads: int = 256
+    monitoring_path: str = "/monitoring/prometheus/metrics"
+    allow_version_labels_for_unavailable_models: bool = False
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class ModelServer:
+    """Serves models over gRPC and REST until stopped.
+
+    Args:
+        models: The models to serve (name, base path, version policy, labels); or
+        model_config_file: a TF Serving models.config to read them from (and re-read when
+            `options.config_poll_interval_seconds` > 0).
+        options: Ports, limits, polling and batching.
+
+    Raises:
+        ValueError: neither or both of `models` and `model_config_file`, or an invalid config file.
+    """
+
+    def __init__(
+        self,
+        models: Sequence[ModelConfig] | None = None,
+        options: ServerOptions | None = None,
+        model_config_file: Path | None = None,
+    ) -> None:
+        if (models is None) == (model_config_file is None):
+            raise ValueError("pass either models or model_config_file")
+        self.options = options or ServerOptions()
+        self._config_file = model_config_file
+        self._config = list(models) if models is not None else read_model_config_file(model_config_file)  # type: ignore[arg-type]
+        self.metrics = ServingMetrics()
+        self.core = ServerCore(
+            self._config,
+            self._load,
+            allow_labels_for_unavailable_models=self.options.allow_version_labels_for_unavailable_models,
+        )
+        self.metrics.gauges.append(
+            Gauge(
+                "tfxp_serving_model_versions",
+                "Model versions by state.",
+                ["model_name", "state"],
+                lambda: version_states(self.core),
+            )
+        )
+        self.api = ServingApi(self.core, self.metrics)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._poll_thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._grpc_server: grpc.aio.Server | None = None
+        self._rest_runner: object = None
+        self.grpc_port: int | None = None
+        self.rest_port: int | None = None
+
+    # --- addresses --------------------------------------------------------------------------------------------
+
+    @property
+    def grpc_target(self) -> str:
+        """`host:port` of the gRPC API."""
+        return _address(self.options.host, self.grpc_port or 0)
+
+    @property
+    def rest_url(self) -> str:
+        """Base URL of the REST API, e.g. `http://127.0.0.1:8501`."""
+        return f"http://{_address(self.options.host, self.rest_port or 0)}"
+
+    # --- lifecycle ----------------------------------------------------------------------------------------------
+
+    def _load(self, name: str, version: int, path: Path) -> Servable:
+        servable = Servable.load(name, version, path)
+        servable.start(
+            self.options.batching,
+            self.options.request_threads,
+            on_batch=lambda rows: self.metrics.batch_size.observe(rows, model_name=name),
+        )
+        try:
+            replay_warmup(servable)
+        except Exception:
+            servable.close()
+            raise
+        return servable
+
+    def start(self) -> ModelServer:
+        """Loads the initial versions, starts listening and polling; returns once requests are accepted.
+
+        Raises:
+            OSError: a port cannot be bound.
+        """
+        self.core.poll()
+        self._loop_thread = threading.Thread(target=self._run_loop, name="serving-loop", daemon=True)
+        self._loop_thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            self._loop_thread.join()
+            self.core.unload_all()
+            raise self._startup_error
+        self._poll_thread = threading.Thread(target=self._poll_forever, name="serving-poll", daemon=True)
+        self._poll_thread.start()
+        logger.info("serving gRPC on %s, REST on %s", self.grpc_target, self.rest_url if self.rest_port else "-")
+        return self
+
+    def stop(self, grace_seconds: float = 5.0) -> None:
+        """Stops accepting requests, lets in-flight ones finish (up to `grace_seconds`), unloads every version."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        if self._loop is not None and self._loop_thread is not None:
+            future = asyncio.run_coroutine_threadsafe(self._shutdown(grace_seconds), self._loop)
+            future.result(timeout=grace_seconds + 10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join()
+        if self._poll_thread is not None:
+            self._poll_thread.join()
+        self.core.unload_all()
+
+    def wait(self) -> None:
+        """Blocks until `stop()` is called from another thread (or a signal handler)."""
+        self._stopping.wait()
+
+    def __enter__(self) -> ModelServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _run_loop(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._startup())
+        except BaseException as error:
+            self._startup_error = error
+            self._ready.set()
+            self._loop.close()
+            return
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.close()
+
+    async def _startup(self) -> None:
+        from aiohttp import web
+
+        options = self.options
+        self._grpc_server = grpc.aio.server(
+            maximum_concurrent_rpcs=options.grpc_threads,
+            options=[
+                ("grpc.max_receive_message_length", options.max_request_bytes),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+            PredictionService(self.api), self._grpc_server
+        )
+        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.api, self), self._grpc_server)
+        try:
+            self.grpc_port = self._grpc_server.add_insecure_port(_address(options.host, options.grpc_port))
+        except RuntimeError as error:
+            raise OSError(f"cannot bind gRPC port {_address(options.host, options.grpc_port)}: {error}") from None
+        await self._grpc_server.start()
+        if options.rest_port is not None:
+            app = create_rest_app(self.api, options.max_request_bytes, options.monitoring_path, self.metrics)
+            runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            await runner.setup()
+            site = web.TCPSite(runner, options.host, options.rest_port, reuse_port=False)
+            try:
+                await site.start()
+            except OSError as error:
+                await runner.cleanup()
+                await self._grpc_server.stop(None)
+                raise OSError(f"cannot bind REST port {_address(options.host, options.rest_port)}: {error}") from None
+            self._rest_runner = runner
+            self.rest_port = runner.addresses[0][1]
+
+    async def _shutdown(self, grace_seconds: float) -> None:
+        if self._rest_runner is not None:
+            await self._rest_runner.cleanup()  # type: ignore[attr-defined]
+        if self._grpc_server is not None:
+            await self._grpc_server.stop(grace_seconds)
+
+    def _poll_forever(self) -> None:
+        config_wait = self.options.config_poll_interval_seconds
+        since_config = 0.0
+        while not self._stopping.wait(self.options.poll_interval_seconds):
+            since_config += self.options.poll_interval_seconds
+            if self._config_file is not None and config_wait > 0 and since_config >= config_wait:
+                since_config = 0.0
+                self._reload_config_file()
+            try:
+                self.core.poll()
+            except Exception:  # keep polling: one bad round must not stop version updates for good
+                logger.exception("polling the model base paths failed")
+
+    def _reload_config_file(self) -> None:
+        assert self._config_file is not None
+        try:
+            config = read_model_config_file(self._config_file)
+            if config != self._config:
+                self.reload(config)
+        except Exception as error:
+            logger.error("model config %s not reloaded: %s", self._config_file, error)
+
+    def reload(self, config: Sequence[ModelConfig]) -> None:
+        """Adopts a new model list (labels are checked against available versions first).
+
+        Raises:
+            ServingError: FAILED_PRECONDITION for a label on an unavailable version; the old config stays.
+        """
+        self.core.reload(config)
+        self._config = list(config)
+        logger.info("model config reloaded: %s", ", ".join(model.name for model in config))
