@@ -21,9 +21,12 @@ from __future__ import annotations
 import contextlib
 import datetime
 import io
+import json
 import os
 import threading
 import time
+import urllib.error
+import urllib.request
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,6 +123,20 @@ class KfpAuth:
         if self.cookie:
             sources.append(f"a cookie from {COOKIE_ENV}")
         return "sent " + " and ".join(sources) if sources else "sent no credentials"
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers carrying the credentials (the token file is read now).
+
+        Raises:
+            OSError: the token file cannot be read.
+        """
+        headers = {}
+        token = self.token or (self.token_path.read_text().strip() if self.token_path else None)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if self.cookie:
+            headers["Cookie"] = self.cookie
+        return headers
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `kfp.Client`."""
@@ -221,7 +238,6 @@ class KfpRunClient:
         namespace: Kubernetes namespace (multi-user KFP); None = the client's default.
         auth: Credentials; default none.
         request_timeout: Deadline of each API call in seconds.
-        client_factory: Builds the kfp client (tests inject failures); default `kfp.Client`.
 
     Raises:
         SubmitError: `host` has no http(s) scheme.
@@ -234,7 +250,6 @@ class KfpRunClient:
         namespace: str | None = None,
         auth: KfpAuth | None = None,
         request_timeout: float = 60.0,
-        client_factory: Callable[..., Any] | None = None,
     ) -> None:
         if not host.startswith(("http://", "https://")):
             raise SubmitError(f"--host {host!r} has no scheme; use http://… or https://…, e.g. http://localhost:8080")
@@ -242,7 +257,6 @@ class KfpRunClient:
         self.namespace = namespace
         self.auth = auth or KfpAuth()
         self.request_timeout = request_timeout
-        self._client_factory = client_factory
         self._client: Any = None
 
     def _explain(self, error: BaseException, doing: str) -> SubmitError:
@@ -285,17 +299,64 @@ class KfpRunClient:
         except Exception as error:
             raise self._explain(error, doing) from error
 
+    def check_api(self) -> None:
+        """Asks the API's health endpoint, with the credentials, before kfp.Client does.
+
+        kfp.Client retries a failing health check for 25 s and then reports a bare timeout; this names
+        the cause instead: connection refused, no KFP API at that address, refused credentials, or an
+        auth proxy's login page.
+
+        Raises:
+            SubmitError: the cause and the fix.
+        """
+        url = f"{self.host}/apis/v2beta1/healthz"
+        try:
+            headers = self.auth.headers()
+        except OSError as error:
+            raise SubmitError(
+                f"cannot read the token file {self.auth.token_path} ({TOKEN_PATH_ENV}): {error}"
+            ) from None
+        # Like kfp's own HTTP client, ignore *_proxy variables.
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(urllib.request.Request(url, headers=headers), timeout=self.request_timeout) as response:
+                body = response.read(1 << 16)
+        except urllib.error.HTTPError as error:
+            doing = f"checking {url}"
+            if error.code in (401, 403):
+                raise SubmitError(
+                    f"Kubeflow Pipelines at {self.host} refused the request (HTTP {error.code}) while {doing}; "
+                    f"tfxp {self.auth.describe()}; {_AUTH_HINT}"
+                ) from None
+            if error.code == 404:
+                raise SubmitError(
+                    f"{self.host} answered HTTP 404 for {url}: no KFP v2beta1 API there; {_HOST_HINT}"
+                ) from None
+            raise SubmitError(f"Kubeflow Pipelines at {self.host} answered HTTP {error.code} while {doing}") from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            if isinstance(reason, TimeoutError):
+                raise NoAnswerError(
+                    f"Kubeflow Pipelines at {self.host} did not answer within {self.request_timeout:g} s; {_HOST_HINT}"
+                ) from None
+            raise SubmitError(f"cannot reach Kubeflow Pipelines at {self.host} ({reason}); {_HOST_HINT}") from None
+        try:
+            json.loads(body)
+        except ValueError:
+            raise SubmitError(
+                f"{url} did not answer with JSON, so {self.host} is not the KFP API (an auth proxy's login page?); "
+                f"tfxp {self.auth.describe()}; {_AUTH_HINT}, or {_HOST_HINT}"
+            ) from None
+
     def _kfp(self) -> Any:
         if self._client is None:
-            factory = self._client_factory
-            if factory is None:
-                import kfp
+            import kfp
 
-                factory = kfp.Client
+            self.check_api()
             kwargs = self.auth.client_kwargs()
             if self.namespace:
                 kwargs["namespace"] = self.namespace
-            self._client = self._call("connecting", lambda: factory(host=self.host, **kwargs))
+            self._client = self._call("connecting", lambda: kfp.Client(host=self.host, **kwargs))
         return self._client
 
     def submit(self, package: Path, *, experiment: str | None = None, run_name: str | None = None) -> SubmittedRun:

@@ -1,0 +1,50 @@
+# syntax=docker/dockerfile:1
+# The tfxp component image. Every Kubeflow task runs in it as
+#   python -m tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor --executor_class_path ...
+# (KFP sets that command), so the Trainer's run_fn and the custom executors are imported from the installed
+# project: compiling stages no code.
+#
+#   docker build -t registry.example.com/ml/tfxp:0.1.0 .
+#   docker build --target dataflow-worker -t registry.example.com/ml/tfxp-dataflow-worker:0.1.0 .
+#
+# Versions: TensorFlow, Beam and every other package come from constraints.txt (tests/test_kubeflow_docker.py
+# checks that the pins below equal it). The base has glibc >= 2.39 (Debian 13), so ml-metadata and TFDV
+# install from their manylinux_2_39 wheels without the glibc compat step scripts/ applies on older hosts.
+
+ARG PYTHON_IMAGE=python:3.11-slim-trixie
+ARG BEAM_SDK_IMAGE=apache/beam_python3.11_sdk:2.77.0
+
+FROM ${BEAM_SDK_IMAGE} AS beam-sdk
+
+FROM ${PYTHON_IMAGE} AS tfxp
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    TF_CPP_MIN_LOG_LEVEL=2
+WORKDIR /opt/tfxp
+COPY pyproject.toml constraints.txt ./
+COPY pipeline ./pipeline
+COPY components ./components
+COPY serving ./serving
+COPY edge ./edge
+# tensorflow[and-cuda] adds the CUDA/cuDNN wheels for the A100 Trainer; the same TF version as the project.
+RUN pip install -c constraints.txt "tensorflow[and-cuda]==2.21.0" . \
+    && python -c "import tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor, components.trainer.run_fn, components.pusher.executor"
+# Non-root, with a numeric UID so Kubernetes' runAsNonRoot can verify it. KFP's launcher writes artifacts
+# under /gcs, /minio and /s3, which a non-root user cannot create at run time.
+RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin tfxp \
+    && mkdir -p /gcs /minio /s3 \
+    && chown tfxp:tfxp /gcs /minio /s3
+USER 10001:10001
+ENV HOME=/home/tfxp
+WORKDIR /home/tfxp
+
+# Dataflow/Flink workers for the Beam components: the same packages plus Beam's worker boot program.
+FROM tfxp AS dataflow-worker
+COPY --from=beam-sdk /opt/apache/beam /opt/apache/beam
+ENTRYPOINT ["/opt/apache/beam/boot"]
+
+# The default target: KFP overrides the command per task; by hand it runs tfxp (e.g. `docker run IMAGE tfxp doctor`).
+FROM tfxp AS component
+CMD ["tfxp", "doctor"]

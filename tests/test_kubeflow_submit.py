@@ -1,0 +1,452 @@
+"""`tfxp submit` and pipeline.kfp_submit against a local fake of the KFP v2beta1 REST API.
+
+The fake implements what kfp 2.16's `Client.create_run_from_pipeline_package` calls: GET healthz (the
+client's constructor), GET experiments?filter= (find by name), POST experiments, POST runs; and GET
+runs/{id} for waiting. It records every request so the tests assert what the real client sent.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+from typer.testing import CliRunner
+
+import pipeline.cli.commands  # noqa: F401  (registers the commands)
+from pipeline.cli.app import app
+from pipeline.kfp_spec import load_pipeline_doc
+from pipeline.kfp_submit import (
+    COOKIE_ENV,
+    TOKEN_ENV,
+    TOKEN_PATH_ENV,
+    KfpAuth,
+    KfpRunClient,
+    NoAnswerError,
+    RunFailedError,
+    RunStatus,
+    RunTimeoutError,
+    SubmitError,
+    progress_line,
+    wait_for_run,
+)
+
+RUN_ID = "3f1e9a2c-run"
+API = "/apis/v2beta1"
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeKfp:
+    """Scripted KFP API state: `states` are returned by successive GET runs/{id} (the last one repeats)."""
+
+    states: list[str] = field(default_factory=lambda: ["SUCCEEDED"])
+    tasks: dict[str, str] = field(default_factory=dict)
+    run_error: str = ""
+    required_auth: str | None = None
+    hang: tuple[str, str] | None = None
+    experiments: dict[str, str] = field(default_factory=dict)
+    requests: list[Recorded] = field(default_factory=list)
+    polls: int = 0
+
+    def calls(self, method: str, path: str) -> list[Recorded]:
+        return [request for request in self.requests if request.method == method and request.path == path]
+
+    def answer(self, request: Recorded) -> tuple[int, Any]:
+        if self.required_auth and request.headers.get("authorization") != self.required_auth:
+            return 401, {"error": "unauthenticated", "code": 16}
+        route = (request.method, request.path)
+        if route == ("GET", f"{API}/healthz"):
+            return 200, {"multi_user": False}
+        if route == ("GET", f"{API}/experiments"):
+            predicates = json.loads(request.query["filter"][0])["predicates"]
+            name = predicates[0]["stringValue"]
+            if name not in self.experiments:
+                return 200, {}
+            return 200, {"experiments": [{"experiment_id": self.experiments[name], "display_name": name}]}
+        if route == ("POST", f"{API}/experiments"):
+            name = request.body["display_name"]
+            self.experiments[name] = f"exp-{len(self.experiments) + 1}"
+            return 200, {"experiment_id": self.experiments[name], "display_name": name}
+        if route == ("POST", f"{API}/runs"):
+            return 200, {**request.body, "run_id": RUN_ID, "state": "PENDING"}
+        if route == ("GET", f"{API}/runs/{RUN_ID}"):
+            state = self.states[min(self.polls, len(self.states) - 1)]
+            self.polls += 1
+            details = [{"display_name": name, "state": task_state} for name, task_state in self.tasks.items()]
+            run: dict[str, Any] = {"run_id": RUN_ID, "state": state, "run_details": {"task_details": details}}
+            if self.run_error and state == "FAILED":
+                run["error"] = {"code": 2, "message": self.run_error}
+            return 200, run
+        return 404, {"error": f"no route {request.method} {request.path}", "code": 5}
+
+
+def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            url = urlparse(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            request = Recorded(
+                method=self.command,
+                path=url.path,
+                query=parse_qs(url.query),
+                headers={key.lower(): value for key, value in self.headers.items()},
+                body=json.loads(raw) if raw else None,
+            )
+            fake.requests.append(request)
+            if fake.hang == (request.method, request.path):
+                time.sleep(3)  # longer than the client's deadline
+            status, payload = fake.answer(request)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _serve  # noqa: N815  (http.server's naming)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def fake() -> FakeKfp:
+    return FakeKfp()
+
+
+@pytest.fixture
+def host(fake: FakeKfp) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (TOKEN_ENV, TOKEN_PATH_ENV, COOKIE_ENV, "KF_PIPELINES_UI_ENDPOINT", "KF_PIPELINES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _spec_dict(tasks: list[str]) -> dict[str, Any]:
+    """A small valid KFP IR: one container executor per task, chained."""
+    components = {name: {"executorLabel": f"{name}_executor"} for name in tasks}
+    executors = {
+        f"{name}_executor": {"container": {"image": "registry.example.com/tfxp:0.1.0", "command": ["python"]}}
+        for name in tasks
+    }
+    dag = {
+        name: {
+            "componentRef": {"name": name},
+            "taskInfo": {"name": name},
+            **({"dependentTasks": [tasks[index - 1]]} if index else {}),
+        }
+        for index, name in enumerate(tasks)
+    }
+    return {
+        "pipelineInfo": {"name": "tfxp-test"},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "tfx-1.21.0",
+        "components": components,
+        "deploymentSpec": {"executors": executors},
+        "root": {"dag": {"tasks": dag}},
+    }
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(_spec_dict(["ImportExampleGen", "Trainer", "Pusher"])))
+    return path
+
+
+@pytest.fixture
+def package_with_platform(tmp_path: Path) -> Path:
+    platform = {
+        "platforms": {
+            "kubernetes": {
+                "deploymentSpec": {"executors": {"Trainer_executor": {"nodeSelector": {"labels": {"gpu": "a100"}}}}}
+            }
+        }
+    }
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump_all([_spec_dict(["Trainer"]), platform]))
+    return path
+
+
+def test_submit_sends_the_compiled_spec_and_creates_the_experiment(fake: FakeKfp, host: str, package: Path) -> None:
+    run = KfpRunClient(host).submit(package, experiment="nightly", run_name="tfxp-test-1")
+
+    assert run.run_id == RUN_ID
+    assert run.url == f"{host}/#/runs/details/{RUN_ID}"
+    assert run.tasks == ("ImportExampleGen", "Pusher", "Trainer")
+    assert [(r.method, r.path) for r in fake.requests] == [
+        ("GET", f"{API}/healthz"),  # tfxp's own check
+        ("GET", f"{API}/healthz"),  # kfp.Client's constructor
+        ("GET", f"{API}/experiments"),
+        ("POST", f"{API}/experiments"),
+        ("POST", f"{API}/runs"),
+    ]
+    assert fake.calls("POST", f"{API}/experiments")[0].body["display_name"] == "nightly"
+    body = fake.calls("POST", f"{API}/runs")[0].body
+    assert body["display_name"] == "tfxp-test-1"
+    assert body["experiment_id"] == "exp-1"
+    # What the client sent is exactly the file as pipeline.kfp_spec loads it.
+    expected = json_format.MessageToDict(load_pipeline_doc(package).pipeline_spec)
+    assert body["pipeline_spec"] == expected
+    assert body["pipeline_spec"]["root"]["dag"]["tasks"]["Trainer"]["dependentTasks"] == ["ImportExampleGen"]
+
+
+def test_submit_reuses_an_existing_experiment_named_after_the_pipeline(fake: FakeKfp, host: str, package: Path) -> None:
+    fake.experiments["tfxp-test"] = "exp-existing"
+
+    run = KfpRunClient(host).submit(package)
+
+    assert run.experiment == "tfxp-test"
+    assert not fake.calls("POST", f"{API}/experiments")
+    body = fake.calls("POST", f"{API}/runs")[0].body
+    assert body["experiment_id"] == "exp-existing"
+    assert body["display_name"].startswith("tfxp-test-")
+
+
+def test_submit_sends_the_platform_spec_too(fake: FakeKfp, host: str, package_with_platform: Path) -> None:
+    KfpRunClient(host).submit(package_with_platform)
+
+    sent = fake.calls("POST", f"{API}/runs")[0].body["pipeline_spec"]
+    doc = load_pipeline_doc(package_with_platform)
+    # kfp sends {"pipeline_spec", "platform_spec"} when the file has a platform document.
+    assert sent == {
+        "pipeline_spec": json_format.MessageToDict(doc.pipeline_spec),
+        "platform_spec": json_format.MessageToDict(doc.platform_spec),
+    }
+    executors = sent["platform_spec"]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert executors["Trainer_executor"]["nodeSelector"] == {"labels": {"gpu": "a100"}}
+
+
+def test_credentials_come_from_the_environment(fake: FakeKfp, host: str, package: Path, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("sa-token\n")
+    fake.required_auth = "Bearer sa-token"
+
+    auth = KfpAuth.from_env({TOKEN_PATH_ENV: str(token_file), COOKIE_ENV: "authservice_session=abc"})
+    KfpRunClient(host, auth=auth).submit(package)
+
+    assert {r.headers.get("authorization") for r in fake.requests} == {"Bearer sa-token"}
+    assert {r.headers.get("cookie") for r in fake.requests} == {"authservice_session=abc"}
+    assert "sa-token" not in repr(auth) and "abc" not in repr(auth)
+
+
+def test_refused_credentials_name_the_variables(fake: FakeKfp, host: str, package: Path) -> None:
+    fake.required_auth = "Bearer right"
+
+    client = KfpRunClient(host, auth=KfpAuth.from_env({TOKEN_ENV: "wrong"}))
+    with pytest.raises(SubmitError, match=rf"HTTP 401.*bearer token from {TOKEN_ENV}.*{TOKEN_PATH_ENV}"):
+        client.submit(package)
+    assert not fake.calls("POST", f"{API}/runs")
+
+
+def test_token_and_token_path_together_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SubmitError, match=f"both {TOKEN_ENV} and {TOKEN_PATH_ENV} are set"):
+        KfpAuth.from_env({TOKEN_ENV: "t", TOKEN_PATH_ENV: str(tmp_path)})
+    with pytest.raises(SubmitError, match=f"{TOKEN_PATH_ENV}=.*missing is not a readable file"):
+        KfpAuth.from_env({TOKEN_PATH_ENV: str(tmp_path / "missing")})
+
+
+def test_a_server_without_the_kfp_api_is_named(fake: FakeKfp, host: str, package: Path) -> None:
+    with pytest.raises(SubmitError, match=r"HTTP 404 .*no KFP v2beta1 API there; check --host"):
+        KfpRunClient(f"{host}/not-kfp").submit(package)
+
+
+def test_wait_reports_progress_until_succeeded(fake: FakeKfp, host: str, package: Path) -> None:
+    fake.states = ["PENDING", "RUNNING", "RUNNING", "SUCCEEDED"]
+    fake.tasks = {"ImportExampleGen": "SUCCEEDED", "Trainer": "RUNNING", "Trainer-driver": "SUCCEEDED"}
+    client = KfpRunClient(host)
+    run = client.submit(package)
+    seen: list[str] = []
+
+    final = client.wait(run.run_id, timeout=10, poll_seconds=0.01, on_status=lambda s, _: seen.append(s.state))
+
+    assert final.state == "SUCCEEDED"
+    assert seen == ["PENDING", "RUNNING", "RUNNING", "SUCCEEDED"]
+    assert len(fake.calls("GET", f"{API}/runs/{RUN_ID}")) == 4
+    assert progress_line(final, 42, run.tasks) == "[    42s] SUCCEEDED  done 1/3  running: Trainer"
+
+
+def test_wait_raises_on_failure_with_the_failed_tasks(fake: FakeKfp, host: str, package: Path) -> None:
+    fake.states = ["RUNNING", "FAILED"]
+    fake.tasks = {"Trainer": "FAILED", "ImportExampleGen": "SUCCEEDED"}
+    fake.run_error = "Trainer: OOMKilled"
+    client = KfpRunClient(host)
+
+    with pytest.raises(RunFailedError, match=r"ended FAILED \(failed tasks: Trainer\): Trainer: OOMKilled") as info:
+        client.wait(client.submit(package).run_id, timeout=10, poll_seconds=0.01)
+    assert info.value.status.state == "FAILED"
+
+
+def test_wait_times_out_while_the_run_keeps_running(fake: FakeKfp, host: str, package: Path) -> None:
+    fake.states = ["RUNNING"]
+    client = KfpRunClient(host)
+    run = client.submit(package)
+
+    started = time.monotonic()
+    with pytest.raises(RunTimeoutError, match=r"did not finish within 0.5 s \(last state RUNNING\).*--timeout"):
+        client.wait(run.run_id, timeout=0.5, poll_seconds=0.05)
+    assert time.monotonic() - started < 3
+
+
+def test_wait_polls_through_transient_errors_but_not_others() -> None:
+    clock = [0.0]
+    answers: list[Any] = [NoAnswerError("no answer"), RunStatus("RUNNING"), RunStatus("SUCCEEDED")]
+
+    def poll(remaining: float) -> RunStatus:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    final = wait_for_run(poll, "r", timeout=100, poll_seconds=10, clock=lambda: clock[0], sleep=sleep)
+    assert final.state == "SUCCEEDED"
+    assert clock[0] == 20
+
+    def refused(remaining: float) -> RunStatus:
+        raise SubmitError("HTTP 401")
+
+    with pytest.raises(SubmitError, match="HTTP 401"):
+        wait_for_run(refused, "r", timeout=100, clock=lambda: clock[0], sleep=sleep)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_unreachable_host_is_a_clear_error(package: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(SubmitError, match=r"cannot reach Kubeflow Pipelines at http://127.0.0.1:\d+ .*--host"):
+        KfpRunClient(f"http://127.0.0.1:{_closed_port()}", request_timeout=5).submit(package)
+    assert time.monotonic() - started < 5
+
+
+def test_a_silent_host_fails_within_the_request_timeout(package: Path) -> None:
+    # Accepts connections (the kernel's backlog) but never answers.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        host = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(NoAnswerError, match=r"did not answer within 1 s"):
+            KfpRunClient(host, request_timeout=1).submit(package)
+        assert time.monotonic() - started < 4
+
+
+def test_a_server_that_hangs_mid_submission_fails_within_the_request_timeout(
+    fake: FakeKfp, host: str, package: Path
+) -> None:
+    fake.hang = ("POST", f"{API}/runs")
+
+    started = time.monotonic()
+    with pytest.raises(NoAnswerError, match=r"did not answer within 0.5 s while creating the run"):
+        KfpRunClient(host, request_timeout=0.5).submit(package)
+    assert time.monotonic() - started < 2.5
+
+
+def test_bad_packages_are_refused_before_any_request(tmp_path: Path) -> None:
+    client = KfpRunClient(f"http://127.0.0.1:{_closed_port()}")
+    with pytest.raises(SubmitError, match="does not exist; make it with `tfxp compile"):
+        client.submit(tmp_path / "missing.yaml")
+    wrapper = tmp_path / "pipeline.json"
+    wrapper.write_text(json.dumps({"pipelineSpec": _spec_dict(["Trainer"])}))
+    with pytest.raises(SubmitError, match=r"accepts .yaml/.yml"):
+        client.submit(wrapper)
+    wrapped_yaml = tmp_path / "wrapped.yaml"
+    wrapped_yaml.write_text(yaml.safe_dump({"pipelineSpec": _spec_dict(["Trainer"]), "displayName": "x"}))
+    with pytest.raises(SubmitError, match="PipelineJob wrapper"):
+        client.submit(wrapped_yaml)
+    with pytest.raises(SubmitError, match="has no scheme"):
+        KfpRunClient("localhost:8080")
+
+
+def _invoke(*args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def test_cli_submit_and_wait(fake: FakeKfp, host: str, package: Path) -> None:
+    fake.states = ["RUNNING", "SUCCEEDED"]
+    fake.tasks = {"Trainer": "RUNNING"}
+
+    result = _invoke("submit", str(package), "--host", host, "--wait", "--poll", "0.05", env={TOKEN_ENV: "tok"})
+
+    assert result.exit_code == 0, result.output
+    assert f"run id: {RUN_ID}" in result.output
+    assert f"{host}/#/runs/details/{RUN_ID}" in result.output
+    assert "RUNNING  done 0/3  running: Trainer" in result.output
+    assert "SUCCEEDED" in result.output
+    assert {r.headers.get("authorization") for r in fake.requests} == {"Bearer tok"}
+
+
+@pytest.mark.parametrize(
+    ("states", "timeout", "code", "message"),
+    [(["RUNNING", "FAILED"], "30", 1, "ended FAILED"), (["RUNNING"], "1", 3, "did not finish within 1 s")],
+)
+def test_cli_wait_exit_codes(
+    fake: FakeKfp, host: str, package: Path, states: list[str], timeout: str, code: int, message: str
+) -> None:
+    fake.states = states
+
+    result = _invoke("submit", str(package), "--host", host, "--wait", "--poll", "0.05", "--timeout", timeout)
+
+    assert result.exit_code == code, result.output
+    assert message in result.output
+
+
+def test_cli_submit_to_an_unreachable_host(package: Path) -> None:
+    result = _invoke("submit", str(package), "--host", f"http://127.0.0.1:{_closed_port()}", "--timeout", "5")
+
+    assert result.exit_code == 2
+    assert "cannot reach Kubeflow Pipelines" in result.output
+
+
+def test_cli_host_from_the_environment(fake: FakeKfp, host: str, package: Path) -> None:
+    result = _invoke("submit", str(package), env={"KF_PIPELINES_ENDPOINT": host})
+
+    assert result.exit_code == 0, result.output
+    assert len(fake.calls("POST", f"{API}/runs")) == 1
+
+
+def test_the_spec_the_client_sends_parses_as_kfp_ir(fake: FakeKfp, host: str, package: Path) -> None:
+    KfpRunClient(host).submit(package)
+
+    sent = fake.calls("POST", f"{API}/runs")[0].body["pipeline_spec"]
+    spec = json_format.ParseDict(sent, pipeline_spec_pb2.PipelineSpec())
+    assert sorted(spec.root.dag.tasks) == ["ImportExampleGen", "Pusher", "Trainer"]
