@@ -137,6 +137,29 @@ class ServingSection(_Section):
     num_batch_threads: Server-side batching: batches processed in parallel.
     max_enqueued_batches: Server-side batching: queue bound before requests are refused.
     warmup_requests: Warmup records written into `assets.extra/`.
+    enable_batching: Server-side batching on (`tfxp serve` and the deploy assets).
+    allowed_batch_sizes: Batch sizes batches are padded to (empty = any); the last must be max_batch_size.
+    version_policy: Versions served: `latest` (num_versions newest), `all`, or `specific` (versions).
+    num_versions: Versions kept by the `latest` policy.
+    versions: Versions served by the `specific` policy (empty = the labelled ones).
+    stable_version: Version labelled `stable` in models.config (0 = no label).
+    canary_version: Version labelled `canary` in models.config (0 = no label).
+    poll_interval_seconds: How often the server checks the base path for new versions.
+    config_poll_seconds: How often TF Serving re-reads models.config (moved labels apply without restart).
+    max_request_mb: Largest request body the local server accepts.
+    gpu_max_batch_size: GPU batching (batching_parameters_gpu.txt): largest batch.
+    gpu_batch_timeout_micros: GPU batching: longest wait to fill a batch.
+    cpu_image: Pinned TF Serving CPU image for the docker script and Kubernetes.
+    gpu_image: Pinned TF Serving GPU image.
+    cpu: CPU request/limit per serving pod (also the GPU batch threads).
+    memory: Memory request/limit per serving pod.
+    gpus: GPUs per serving pod (0 = the CPU image).
+    min_replicas: Serving pods the autoscaler keeps at least.
+    max_replicas: Serving pods the autoscaler may add up to.
+    target_cpu_percent: Autoscaler CPU utilisation target.
+    model_pvc: PersistentVolumeClaim with the models (empty = `<model_name>-models`).
+    storage_uri: KServe storageUri (empty = `pvc://<model_pvc>/<model_name>`).
+    namespace: Kubernetes namespace of the manifests (empty = none set).
     """
 
     model_name: str = Field("digits", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -148,6 +171,29 @@ class ServingSection(_Section):
     num_batch_threads: int = Field(2, ge=1)
     max_enqueued_batches: int = Field(100, ge=1)
     warmup_requests: int = Field(4, ge=0)
+    enable_batching: bool = True
+    allowed_batch_sizes: tuple[int, ...] = ()
+    version_policy: Literal["latest", "all", "specific"] = "latest"
+    num_versions: int = Field(1, ge=1)
+    versions: tuple[int, ...] = ()
+    stable_version: int = Field(0, ge=0)
+    canary_version: int = Field(0, ge=0)
+    poll_interval_seconds: float = Field(1.0, gt=0)
+    config_poll_seconds: int = Field(60, ge=0)
+    max_request_mb: int = Field(16, ge=1)
+    gpu_max_batch_size: int = Field(128, ge=1)
+    gpu_batch_timeout_micros: int = Field(5000, ge=0)
+    cpu_image: str = "tensorflow/serving:2.19.1"
+    gpu_image: str = "tensorflow/serving:2.19.1-gpu"
+    cpu: str = Field("4", pattern=r"^[0-9]+(\.[0-9]+)?m?$")
+    memory: str = "8Gi"
+    gpus: int = Field(0, ge=0)
+    min_replicas: int = Field(2, ge=1)
+    max_replicas: int = Field(10, ge=1)
+    target_cpu_percent: int = Field(70, ge=1, le=100)
+    model_pvc: str = ""
+    storage_uri: str = ""
+    namespace: str = ""
 
 
 class EdgeSection(_Section):
