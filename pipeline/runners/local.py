@@ -17,6 +17,7 @@ from typing import Any
 
 from pipeline.config import TfxpConfig, write_config
 from pipeline.layout import OutputLayout, output_layout
+from pipeline.runners.diagnose import explain_failure
 
 ProgressCallback = Callable[[str, str, float], None]
 """Called with (component id, state `running`|`finished`, seconds since the component started)."""
@@ -112,10 +113,11 @@ def _logs_to_file(path: Path) -> Iterator[None]:
 class ComponentFailed(RuntimeError):
     """A pipeline component failed; `component` names it, the message says why."""
 
-    def __init__(self, component: str, cause: BaseException) -> None:
+    def __init__(self, component: str, cause: BaseException, detail: str | None = None) -> None:
         self.component = component
         self.cause = cause
-        super().__init__(f"component {component} failed: {type(cause).__name__}: {cause}")
+        message = f"component {component} failed: {type(cause).__name__}: {cause}"
+        super().__init__(f"{message}\n{detail}" if detail else message)
 
 
 @dataclass
@@ -165,5 +167,6 @@ def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> L
             metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(layout.metadata_path)
             tfx.orchestration.LocalDagRunner().run(create_pipeline(config, metadata_config))
         except Exception as error:  # a component's failure: reported in the summary and by the CLI
-            failure = ComponentFailed(current[0] or "pipeline setup", error)
+            component = current[0] or "pipeline setup"
+            failure = ComponentFailed(component, error, explain_failure(component, config.data.path))
     return LocalRun(config, layout, time.monotonic() - started, log_path, failure, seconds)
