@@ -1,0 +1,348 @@
+"""pipeline.kfp_spec on small hand-written KFP IR specs: quantities, the patch, dropping resolver tasks, loading."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from pipeline.kfp_spec import (
+    Accelerator,
+    PipelineDoc,
+    Resources,
+    RetryPolicy,
+    SpecPatch,
+    SpecPatchError,
+    Toleration,
+    container_tasks,
+    cpu_cores,
+    drop_resolver_tasks,
+    image_warnings,
+    load_pipeline_doc,
+    memory_gigabytes,
+    parse_node_label,
+    parse_toleration,
+    patch_pipeline_doc,
+    write_pipeline_doc,
+)
+
+IMAGE = "registry.example.com/ml/tfxp:0.1.0"
+
+
+def _artifact(schema: str) -> dict[str, Any]:
+    return {"artifactType": {"instanceSchema": f"title: {schema}\ntype: object\n"}}
+
+
+def _container(executor_class: str) -> dict[str, Any]:
+    return {"container": {"image": "gcr.io/tfx-oss-public/tfx:1.21.0", "command": ["python"], "args": [executor_class]}}
+
+
+def _spec() -> dict[str, Any]:
+    """Trainer → Evaluator, with TFX's two-step latest-blessed resolver feeding Evaluator.baseline_model."""
+    return {
+        "pipelineInfo": {"name": "tfxp-test"},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "tfx-1.21.0",
+        "components": {
+            "Trainer": {
+                "executorLabel": "Trainer_executor",
+                "outputDefinitions": {"artifacts": {"model": _artifact("tfx.Model")}},
+            },
+            "Evaluator": {
+                "executorLabel": "Evaluator_executor",
+                "inputDefinitions": {
+                    "artifacts": {"model": _artifact("tfx.Model"), "baseline_model": _artifact("tfx.Model")}
+                },
+            },
+            "Resolver-blessing": {"executorLabel": "Resolver-blessing_executor"},
+            "Resolver-model": {
+                "executorLabel": "Resolver-model_executor",
+                "inputDefinitions": {"artifacts": {"input": _artifact("tfx.ModelBlessing")}},
+            },
+        },
+        "deploymentSpec": {
+            "executors": {
+                "Trainer_executor": _container("GenericExecutor"),
+                "Evaluator_executor": _container("EvaluatorExecutor"),
+                "Resolver-blessing_executor": {
+                    "resolver": {"outputArtifactQueries": {"model_blessing": {"filter": "b"}}}
+                },
+                "Resolver-model_executor": {"resolver": {"outputArtifactQueries": {"model": {"filter": "m"}}}},
+            }
+        },
+        "root": {
+            "dag": {
+                "tasks": {
+                    "Trainer": {
+                        "componentRef": {"name": "Trainer"},
+                        "taskInfo": {"name": "Trainer"},
+                        "cachingOptions": {"enableCache": True},
+                    },
+                    "Resolver-blessing": {"componentRef": {"name": "Resolver-blessing"}, "taskInfo": {"name": "b"}},
+                    "Resolver-model": {
+                        "componentRef": {"name": "Resolver-model"},
+                        "taskInfo": {"name": "m"},
+                        "inputs": {
+                            "artifacts": {
+                                "input": {
+                                    "taskOutputArtifact": {
+                                        "producerTask": "Resolver-blessing",
+                                        "outputArtifactKey": "model_blessing",
+                                    }
+                                }
+                            }
+                        },
+                    },
+                    "Evaluator": {
+                        "componentRef": {"name": "Evaluator"},
+                        "taskInfo": {"name": "Evaluator"},
+                        "cachingOptions": {"enableCache": True},
+                        "dependentTasks": ["Resolver-model", "Trainer"],
+                        "inputs": {
+                            "artifacts": {
+                                "model": {
+                                    "taskOutputArtifact": {"producerTask": "Trainer", "outputArtifactKey": "model"}
+                                },
+                                "baseline_model": {
+                                    "taskOutputArtifact": {
+                                        "producerTask": "Resolver-model",
+                                        "outputArtifactKey": "model",
+                                    }
+                                },
+                            }
+                        },
+                    },
+                }
+            }
+        },
+    }
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path) -> Path:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(_spec()))
+    return path
+
+
+@pytest.fixture
+def doc(spec_file: Path) -> PipelineDoc:
+    return load_pipeline_doc(spec_file)
+
+
+def _patch(**changes: Any) -> SpecPatch:
+    values: dict[str, Any] = {
+        "image": IMAGE,
+        "resources": Resources("2", "8G"),
+        "task_resources": {"Trainer": Resources("80", "560G", Accelerator("nvidia.com/gpu", 8))},
+        "retry": RetryPolicy(max_retries=2, backoff_seconds=120, backoff_factor=2.0, backoff_max_seconds=1800),
+        "enable_cache": True,
+        "uncached_tasks": frozenset({"Evaluator"}),
+        "display_name": "tfxp test (8xA100)",
+        "pipeline_root": "gs://bucket/root",
+    }
+    return SpecPatch(**{**values, **changes})
+
+
+def _reloaded(doc: PipelineDoc, tmp_path: Path) -> PipelineDoc:
+    path = tmp_path / "patched.yaml"
+    write_pipeline_doc(doc, path, header="patched")
+    return load_pipeline_doc(path)
+
+
+@pytest.mark.parametrize(("quantity", "cores"), [("8", 8.0), ("0.5", 0.5), ("500m", 0.5), (" 16 ", 16.0)])
+def test_cpu_quantities(quantity: str, cores: float) -> None:
+    assert cpu_cores(quantity) == cores
+
+
+@pytest.mark.parametrize(
+    ("quantity", "gigabytes"),
+    [("32G", 32.0), ("512Mi", 0.536870912), ("1Gi", 1.073741824), ("1T", 1000.0), ("2000000000", 2.0)],
+)
+def test_memory_quantities(quantity: str, gigabytes: float) -> None:
+    assert memory_gigabytes(quantity) == pytest.approx(gigabytes)
+
+
+def test_bad_quantities_say_what_is_expected() -> None:
+    with pytest.raises(ValueError, match=r"'eight' is not a CPU quantity; use cores \(`8`, `0.5`\)"):
+        cpu_cores("eight")
+    with pytest.raises(ValueError, match=r"'32GB' is not a memory quantity; use e.g. `32G`"):
+        memory_gigabytes("32GB")
+
+
+def test_node_labels_and_tolerations_use_kubectl_syntax() -> None:
+    assert parse_node_label("cloud.google.com/gke-accelerator=nvidia-tesla-a100") == (
+        "cloud.google.com/gke-accelerator",
+        "nvidia-tesla-a100",
+    )
+    assert parse_toleration("nvidia.com/gpu:NoSchedule").to_dict() == {
+        "key": "nvidia.com/gpu",
+        "operator": "Exists",
+        "effect": "NoSchedule",
+    }
+    assert parse_toleration("dedicated=gpu:NoExecute") == Toleration("dedicated", "NoExecute", "gpu")
+    with pytest.raises(ValueError, match="is not `key=value`"):
+        parse_node_label("a100")
+    with pytest.raises(ValueError, match="Effect one of NoSchedule, PreferNoSchedule, NoExecute"):
+        parse_toleration("nvidia.com/gpu:Never")
+
+
+@pytest.mark.parametrize(
+    ("image", "warned"),
+    [
+        ("registry.example.com/tfxp:0.1.0", False),
+        ("localhost:5000/tfxp:0.1.0", False),
+        ("registry.example.com/tfxp@sha256:" + "a" * 64, False),
+        ("registry.example.com/tfxp:latest", True),
+        ("registry.example.com/tfxp", True),
+        ("localhost:5000/tfxp", True),
+    ],
+)
+def test_image_tags(image: str, warned: bool) -> None:
+    warnings = image_warnings(image)
+    assert bool(warnings) == warned
+    if warned:
+        assert "`latest` tag" in warnings[0] and "pin a version tag or a @sha256 digest" in warnings[0]
+
+
+def test_empty_image_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"component image is empty; set `kubeflow\.image`"):
+        image_warnings(" ")
+
+
+def test_patch_sets_resources_image_retries_caching_root_and_name(doc: PipelineDoc, tmp_path: Path) -> None:
+    patch_pipeline_doc(doc, _patch())
+    spec = _reloaded(doc, tmp_path).pipeline_spec
+
+    containers = dict(container_tasks(spec))
+    assert sorted(containers) == ["Evaluator", "Trainer"]
+    assert {container.image for container in containers.values()} == {IMAGE}
+    trainer = containers["Trainer"].resources
+    assert (trainer.resource_cpu_request, trainer.resource_cpu_limit) == ("80", "80")
+    assert (trainer.resource_memory_request, trainer.resource_memory_limit) == ("560G", "560G")
+    assert (trainer.cpu_limit, trainer.memory_limit) == (80.0, 560.0)
+    assert (trainer.accelerator.type, trainer.accelerator.count) == ("nvidia.com/gpu", 8)
+    assert (trainer.accelerator.resource_type, trainer.accelerator.resource_count) == ("nvidia.com/gpu", "8")
+    evaluator = containers["Evaluator"].resources
+    assert (evaluator.resource_cpu_limit, evaluator.resource_memory_limit) == ("2", "8G")
+    assert not evaluator.HasField("accelerator")
+
+    for task in ("Trainer", "Evaluator"):
+        retry = spec.root.dag.tasks[task].retry_policy
+        assert retry.max_retry_count == 2
+        assert retry.backoff_duration.seconds == 120
+        assert retry.backoff_factor == 2.0
+        assert retry.backoff_max_duration.seconds == 1800
+    assert spec.root.dag.tasks["Trainer"].caching_options.enable_cache
+    assert not spec.root.dag.tasks["Evaluator"].caching_options.enable_cache
+    assert spec.pipeline_info.display_name == "tfxp test (8xA100)"
+    assert spec.pipeline_info.name == "tfxp-test"
+    assert spec.default_pipeline_root == "gs://bucket/root"
+
+
+def test_no_retries_and_caching_off(doc: PipelineDoc) -> None:
+    patch_pipeline_doc(doc, _patch(retry=RetryPolicy(max_retries=0), enable_cache=False, uncached_tasks=frozenset()))
+
+    for task in doc.pipeline_spec.root.dag.tasks.values():
+        assert not task.HasField("retry_policy")
+        assert not task.caching_options.enable_cache
+
+
+def test_node_selector_and_tolerations_go_to_the_kubernetes_platform_spec(doc: PipelineDoc, tmp_path: Path) -> None:
+    patch_pipeline_doc(
+        doc,
+        _patch(
+            node_selectors={"Trainer": {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}},
+            tolerations={"Trainer": (Toleration("nvidia.com/gpu", "NoSchedule"),)},
+        ),
+    )
+    path = tmp_path / "patched.yaml"
+    write_pipeline_doc(doc, path)
+
+    documents = list(yaml.safe_load_all(path.read_text()))
+    assert len(documents) == 2
+    executors = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert executors == {
+        "Trainer_executor": {
+            "nodeSelector": {"labels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        }
+    }
+
+
+def test_no_platform_document_without_node_settings(doc: PipelineDoc, tmp_path: Path) -> None:
+    patch_pipeline_doc(doc, _patch())
+    path = tmp_path / "patched.yaml"
+    write_pipeline_doc(doc, path, header="line one\nline two")
+
+    text = path.read_text()
+    assert text.startswith("# line one\n# line two\n")
+    assert len(list(yaml.safe_load_all(text))) == 1
+
+
+def test_resolver_tasks_are_dropped_with_the_inputs_they_fed(doc: PipelineDoc) -> None:
+    notes = drop_resolver_tasks(doc)
+    spec = doc.pipeline_spec
+
+    assert sorted(spec.root.dag.tasks) == ["Evaluator", "Trainer"]
+    assert sorted(spec.components) == ["Evaluator", "Trainer"]
+    evaluator = spec.root.dag.tasks["Evaluator"]
+    assert list(evaluator.dependent_tasks) == ["Trainer"]
+    assert sorted(evaluator.inputs.artifacts) == ["model"]
+    assert sorted(spec.components["Evaluator"].input_definitions.artifacts) == ["model"]
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    assert sorted(executors) == ["Evaluator_executor", "Trainer_executor"]
+    assert notes == [
+        "dropped resolver tasks Resolver-blessing, Resolver-model: open-source KFP cannot run resolver nodes; "
+        "Evaluator.baseline_model will be empty on every run, as on a first run"
+    ]
+    assert drop_resolver_tasks(doc) == []
+
+
+def test_unknown_task_names_list_the_real_ones(doc: PipelineDoc) -> None:
+    with pytest.raises(SpecPatchError, match=r"kubeflow.uncached_components names ExampleGen, .*tasks are Evaluator, "):
+        patch_pipeline_doc(doc, _patch(uncached_tasks=frozenset({"ExampleGen"})))
+    with pytest.raises(SpecPatchError, match="the per-task resources names Trainr"):
+        patch_pipeline_doc(doc, _patch(task_resources={"Trainr": Resources("1", "1G")}))
+
+
+def test_accelerators_without_a_type_are_refused(doc: PipelineDoc) -> None:
+    with pytest.raises(SpecPatchError, match="Trainer: 8 accelerators requested without an accelerator type"):
+        patch_pipeline_doc(doc, _patch(task_resources={"Trainer": Resources("8", "32G", Accelerator("", 8))}))
+
+
+def test_bad_quantities_name_the_task(doc: PipelineDoc) -> None:
+    with pytest.raises(SpecPatchError, match="resources of task Trainer: 'lots' is not a memory quantity"):
+        patch_pipeline_doc(doc, _patch(task_resources={"Trainer": Resources("8", "lots")}))
+
+
+def test_loading_merges_platform_documents_like_kfp(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.yaml"
+    first = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {"a": {"x": 1}}}}}}
+    path.write_text(yaml.safe_dump_all([_spec(), first]))
+
+    doc = load_pipeline_doc(path)
+
+    assert isinstance(doc.pipeline_spec, pipeline_spec_pb2.PipelineSpec)
+    assert doc.to_dicts()[1] == first
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (json.dumps({"pipelineSpec": _spec(), "runtimeConfig": {}}), "PipelineJob wrapper"),
+        ("", "holds no pipeline spec"),
+        ("a: [", "is not YAML"),
+        (yaml.safe_dump({"root": {"dag": {"tasks": {"t": {"bogus": 1}}}}}), "is not a KFP pipeline spec"),
+    ],
+)
+def test_loading_bad_files(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(content)
+    with pytest.raises(SpecPatchError, match=message):
+        load_pipeline_doc(path)
