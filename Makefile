@@ -38,8 +38,7 @@ $(DATA)/labels.txt: | $(STAMP)
 	$(TFXP) data digits --out $(DATA)
 
 demo: $(STAMP) $(DATA)/labels.txt
-	$(TFXP) doctor
-	$(TFXP) data inspect $(DATA)
+	$(TFXP) run --config configs/default.yaml --output $(OUT)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
