@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 import tf_keras as keras
 
 
@@ -90,3 +91,42 @@ class StopAtStep(keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if int(self.model.optimizer.iterations.numpy()) >= self.total_steps:
             self.model.stop_training = True
+
+
+class ProfilerWindow(keras.callbacks.Callback):
+    """Profiles training steps `start`..`stop` (1-based, inclusive) into `log_dir/plugins/profile/`.
+
+    The trace opens in TensorBoard's Profile tab (`pip install tensorboard tensorboard-plugin-profile`). Uses
+    TensorFlow's profiler directly, so it works without the tensorboard package that Keras's TensorBoard
+    callback needs. Skip the first steps (tracing, compilation) to profile the steady state.
+    """
+
+    def __init__(self, log_dir: str, start: int, stop: int) -> None:
+        super().__init__()
+        if not 1 <= start <= stop:
+            raise ValueError(f"trainer.profile_steps = {start},{stop}: need 1 ≤ start ≤ stop, e.g. `10,20`")
+        self.log_dir = log_dir
+        self.start, self.stop = start, stop
+        self._step = 0
+        self._running = False
+        self.profiled_steps = 0
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._step += 1
+        if self._step == self.start:
+            tf.profiler.experimental.start(self.log_dir)
+            self._running = True
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._running:
+            self.profiled_steps += 1
+            if self._step >= self.stop:
+                self._finish()
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        if self._running:  # training ended inside the window
+            self._finish()
+
+    def _finish(self) -> None:
+        tf.profiler.experimental.stop()
+        self._running = False

@@ -22,7 +22,7 @@ from typing import Any
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer.callbacks import StopAtStep, ThroughputCallback
+from components.trainer.callbacks import ProfilerWindow, StopAtStep, ThroughputCallback
 from components.trainer.export import export_saved_model
 from components.trainer.input_pipeline import IMAGE_KEY, InputOptions, list_files, make_dataset
 from components.trainer.memory import configure_gpu_memory
@@ -125,8 +125,15 @@ def _input_options(trainer: TrainerOptions, run: RunOptions, batch: int, trainin
     )
 
 
-def train_and_export(run: RunOptions, paths: TrainerPaths) -> dict[str, Any]:
+def train_and_export(
+    run: RunOptions, paths: TrainerPaths, extra_callbacks: Sequence[keras.callbacks.Callback] = ()
+) -> dict[str, Any]:
     """Trains `run.trainer.model`, evaluates it on the eval split and exports the SavedModel.
+
+    Args:
+        run: The Trainer's options.
+        paths: Inputs and outputs.
+        extra_callbacks: Further Keras callbacks for `fit` (after the Trainer's own; tests and benchmarks).
 
     Returns:
         The training metrics (also written as `training_metrics.json` to `model_run_dir` and `metrics_dirs`).
@@ -175,16 +182,19 @@ def train_and_export(run: RunOptions, paths: TrainerPaths) -> dict[str, Any]:
     try:
         throughput = ThroughputCallback(global_batch)
         callbacks: list[keras.callbacks.Callback] = [throughput, StopAtStep(trainer.train_steps)]
-        callbacks += _tensorboard(paths.model_run_dir if chief else scratch, trainer.profile_window)
+        log_dir = paths.model_run_dir if chief else scratch
+        callbacks += _tensorboard(log_dir)
+        if trainer.profile_window:
+            callbacks.append(ProfilerWindow(log_dir, *trainer.profile_window))
+        callbacks += extra_callbacks
         if paths.backup_dir:
             callbacks.insert(0, keras.callbacks.BackupAndRestore(paths.backup_dir, delete_checkpoint=True))
         phases["setup"] = time.perf_counter() - started
         history = model.fit(
             train_data, epochs=trainer.epochs, steps_per_epoch=trainer.epoch_steps, callbacks=callbacks, verbose=2
         )
-        if paths.backup_dir and chief and tf.io.gfile.exists(paths.backup_dir):
-            # BackupAndRestore deletes its checkpoint files but leaves the directory: a finished run leaves none.
-            tf.io.gfile.rmtree(paths.backup_dir)
+        if paths.backup_dir and chief:
+            _remove_backup(paths.backup_dir)
         phases["fit"] = time.perf_counter() - started - sum(phases.values())
         evaluation = model.evaluate(eval_data, steps=trainer.eval_steps or None, return_dict=True, verbose=0)
         phases["evaluate"] = time.perf_counter() - started - sum(phases.values())
@@ -212,6 +222,7 @@ def train_and_export(run: RunOptions, paths: TrainerPaths) -> dict[str, Any]:
         "strategy": strategy_name,
         "precision": policy,
         "xla": jit_compile,
+        "loss_scaling": isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer),
         "reasons": {"strategy": strategy_reason, "precision": precision_reason, "xla": xla_reason},
         "gpu_memory": memory,
         "model": trainer.model,
@@ -227,12 +238,22 @@ def train_and_export(run: RunOptions, paths: TrainerPaths) -> dict[str, Any]:
     return metrics
 
 
-def _tensorboard(log_dir: str, profile_window: tuple[int, int] | None) -> list[keras.callbacks.Callback]:
+def _remove_backup(backup_dir: str) -> None:
+    # BackupAndRestore deletes its checkpoint files but leaves the directory: a finished run leaves none.
+    try:
+        if tf.io.gfile.exists(backup_dir):
+            tf.io.gfile.rmtree(backup_dir)
+    except tf.errors.NotFoundError:
+        pass  # a worker removed its own temp backup at the same moment
+
+
+def _tensorboard(log_dir: str) -> list[keras.callbacks.Callback]:
     # TensorFlow 2.21 no longer depends on the tensorboard package, without which summaries cannot be written.
     if importlib.util.find_spec("tensorboard") is None:
-        logger.warning("trainer: the tensorboard package is not installed; no TensorBoard logs or profile")
+        logger.warning("trainer: the tensorboard package is not installed, so no TensorBoard scalars are written")
         return []
-    return [keras.callbacks.TensorBoard(log_dir=log_dir, write_graph=False, profile_batch=profile_window or 0)]
+    # profile_batch=0: ProfilerWindow profiles, also without the tensorboard package.
+    return [keras.callbacks.TensorBoard(log_dir=log_dir, write_graph=False, profile_batch=0)]
 
 
 def _float32_copy(model: keras.Model, name: str, spec: ModelSpec) -> keras.Model:

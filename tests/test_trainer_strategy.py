@@ -1,0 +1,100 @@
+"""Pure decisions of the Trainer: strategy, XLA, learning-rate schedule, GPU memory setting."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.trainer.memory import GpuMemoryConfigError, configure_gpu_memory, parse_gpu_memory
+from components.trainer.strategy import WarmupCosineDecay, resolve_strategy, scaled_learning_rate
+from components.trainer.xla import resolve_xla
+
+TWO_WORKERS = json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}})
+
+
+@pytest.mark.parametrize(
+    ("requested", "tf_config", "gpus", "expected"),
+    [
+        ("auto", None, 0, "default"),
+        ("auto", None, 1, "default"),
+        ("auto", None, 8, "mirrored"),
+        ("auto", TWO_WORKERS, 8, "multi_worker"),
+        ("auto", json.dumps({"cluster": {"worker": ["a:1"]}}), 0, "default"),
+        ("mirrored", None, 0, "mirrored"),
+        ("default", TWO_WORKERS, 8, "default"),
+        ("multi_worker", TWO_WORKERS, 0, "multi_worker"),
+    ],
+)
+def test_resolve_strategy(requested: str, tf_config: str | None, gpus: int, expected: str) -> None:
+    name, reason = resolve_strategy(requested, tf_config, gpus)
+    assert name == expected
+    assert reason
+
+
+def test_multi_worker_without_tf_config_says_how_to_fix() -> None:
+    with pytest.raises(ValueError, match=r"trainer\.strategy=multi_worker needs TF_CONFIG"):
+        resolve_strategy("multi_worker", None, 0)
+
+
+def test_unknown_strategy_and_bad_tf_config() -> None:
+    with pytest.raises(ValueError, match=r"unknown strategy 'tpu' .*valid: auto, default, mirrored, multi_worker"):
+        resolve_strategy("tpu", None, 0)
+    with pytest.raises(ValueError, match="TF_CONFIG is not a JSON object"):
+        resolve_strategy("auto", "{oops", 0)
+
+
+@pytest.mark.parametrize(
+    ("requested", "replicas", "gpus", "expected"),
+    [
+        ("auto", 1, 0, False),
+        ("auto", 2, 0, False),
+        ("auto", 1, 1, True),
+        ("auto", 8, 8, True),
+        ("on", 1, 0, True),
+        ("off", 8, 8, False),
+    ],
+)
+def test_resolve_xla(requested: str, replicas: int, gpus: int, expected: bool) -> None:
+    assert resolve_xla(requested, replicas, gpus)[0] is expected
+
+
+def test_xla_on_with_cpu_replicas_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"trainer\.xla=on with 2 replicas on CPU devices fails"):
+        resolve_xla("on", replicas=2, num_gpus=0)
+
+
+def test_linear_scaling_rule() -> None:
+    assert scaled_learning_rate(0.1, global_batch=1024, base_batch_size=256) == pytest.approx(0.4)
+
+
+def test_warmup_then_cosine_decay() -> None:
+    schedule = WarmupCosineDecay(peak=1.0, warmup_steps=10, total_steps=110)
+    values = np.array([float(schedule(step)) for step in range(111)])
+    assert values[0] == pytest.approx(0.1)  # warmup starts above zero: step 0 already learns
+    assert values[9] == pytest.approx(1.0) and values[10] == pytest.approx(1.0)
+    assert np.all(np.diff(values[:10]) > 0) and np.all(np.diff(values[10:]) < 0)
+    assert values[60] == pytest.approx(0.5, abs=1e-6) and values[110] == pytest.approx(0.0, abs=1e-6)
+    assert WarmupCosineDecay.from_config(schedule.get_config()).get_config() == schedule.get_config()
+
+
+@pytest.mark.parametrize(("setting", "parsed"), [("growth", ("growth", None)), ("limit_mb:2048", ("limit_mb", 2048))])
+def test_parse_gpu_memory(setting: str, parsed: tuple[str, int | None]) -> None:
+    assert parse_gpu_memory(setting) == parsed
+
+
+@pytest.mark.parametrize("setting", ["grow", "limit_mb:", "limit_mb:0", "limit_mb:lots", "default:1"])
+def test_bad_gpu_memory_setting(setting: str) -> None:
+    with pytest.raises(GpuMemoryConfigError, match=r"trainer.gpu_memory = .* is not valid; use `growth`"):
+        parse_gpu_memory(setting)
+
+
+def test_memory_config_after_tensors_exist_is_a_clear_error() -> None:
+    tf.constant(1.0)  # the runtime now exists, as it would after any earlier TensorFlow work
+    fake_gpu = tf.config.PhysicalDevice(name="/physical_device:GPU:0", device_type="GPU")
+    with pytest.raises(GpuMemoryConfigError, match="must be applied before TensorFlow creates its first tensor"):
+        configure_gpu_memory("growth", physical_gpus=[fake_gpu])
+    assert configure_gpu_memory("default", physical_gpus=[fake_gpu]) == []
+    assert configure_gpu_memory("growth", physical_gpus=[]) == []  # no GPU: nothing to configure
