@@ -176,7 +176,9 @@ def build_summary(
         "pushed_model_dir": None,
         "edge_model_path": None,
         "metrics": {},
-        "components": {name: {"status": record.status, "seconds": record.seconds} for name, record in components.items()},
+        "components": {
+            name: {"status": record.status, "seconds": record.seconds} for name, record in components.items()
+        },
         "wall_seconds": round(wall_seconds, 2),
         "config": config.to_dict(),
     }

@@ -26,6 +26,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -257,10 +258,8 @@ def _installed_versions() -> dict[str, str]:
 
     versions = {}
     for distribution in AFFECTED_PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions[distribution] = metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            pass
     return versions
 
 

@@ -42,7 +42,9 @@ def first_run(digits_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
     return out, summary
 
 
-def test_first_run_blesses_and_pushes_a_servable_model(first_run: tuple[Path, dict[str, Any]], digits_dir: Path) -> None:
+def test_first_run_blesses_and_pushes_a_servable_model(
+    first_run: tuple[Path, dict[str, Any]], digits_dir: Path
+) -> None:
     import tensorflow as tf
 
     from components.data.tfrecords import iter_examples, split_files

@@ -39,7 +39,7 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 def user_errors(*error_types: type[BaseException]) -> Callable[[F], F]:
     """Turns the given exception types (plus UserError) into a clean message and exit 2."""
-    handled = (UserError, *error_types)
+    handled: tuple[type[BaseException], ...] = (UserError, *error_types)
 
     def decorate(function: F) -> F:
         @functools.wraps(function)

@@ -68,7 +68,8 @@ def run(
     _print_summary(summary, result.layout.summary_path)
     if result.failure is not None:
         raise fail(
-            f"{result.failure}\nThe summary is in {result.layout.summary_path}; previously pushed models are untouched.",
+            f"{result.failure}\n"
+            f"The summary is in {result.layout.summary_path}; previously pushed models are untouched.",
             code=1,
         )
 

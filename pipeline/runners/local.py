@@ -53,7 +53,12 @@ def resolve_config(config: TfxpConfig) -> TfxpConfig:
         if not _is_remote(schema) and not Path(schema).is_file():
             raise FileNotFoundError(f"data.schema: curated schema file {schema} does not exist")
     data = config.data.model_copy(
-        update={"path": data_path, "labels": _absolute(config.data.labels_path), "split": split, "schema_source": schema}
+        update={
+            "path": data_path,
+            "labels": _absolute(config.data.labels_path),
+            "split": split,
+            "schema_source": schema,
+        }
     )
     pipeline = config.pipeline.model_copy(update={"output": _absolute(config.pipeline.output)})
     serving = config.serving.model_copy(update={"base_path": _absolute(config.serving.base_path)})
@@ -110,7 +115,7 @@ def _logs_to_file(path: Path) -> Iterator[None]:
         handler.close()
 
 
-class ComponentFailed(RuntimeError):
+class ComponentFailedError(RuntimeError):
     """A pipeline component failed; `component` names it, the message says why."""
 
     def __init__(self, component: str, cause: BaseException, detail: str | None = None) -> None:
@@ -128,7 +133,7 @@ class LocalRun:
     layout: OutputLayout
     wall_seconds: float
     log_path: Path
-    failure: ComponentFailed | None = None
+    failure: ComponentFailedError | None = None
     seconds_by_component: dict[str, float] = field(default_factory=dict)
 
 
@@ -168,5 +173,5 @@ def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> L
             tfx.orchestration.LocalDagRunner().run(create_pipeline(config, metadata_config))
         except Exception as error:  # a component's failure: reported in the summary and by the CLI
             component = current[0] or "pipeline setup"
-            failure = ComponentFailed(component, error, explain_failure(component, config.data.path))
+            failure = ComponentFailedError(component, error, explain_failure(component, config.data.path))
     return LocalRun(config, layout, time.monotonic() - started, log_path, failure, seconds)
