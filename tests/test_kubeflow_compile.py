@@ -1,0 +1,243 @@
+"""`tfxp compile`: the real pipeline through KubeflowV2DagRunner and pipeline.kfp_spec, read back as kfp.Client
+reads it.
+
+The golden file tests/golden/kubeflow_imagenet_a100.yaml makes compiler drift (TFX, kfp-pipeline-spec)
+and pipeline changes visible in review. After an intended change, regenerate it with
+    TFXP_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_kubeflow_compile.py -k golden
+and commit the diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import pipeline.cli.commands  # noqa: F401  (registers the commands)
+from pipeline.cli.app import app
+from pipeline.config import TfxpConfig, load_config
+from pipeline.kfp_spec import PipelineDoc, container_tasks, load_pipeline_doc
+from pipeline.runners.kubeflow import (
+    CompileResult,
+    KubeflowCompileError,
+    check_nothing_staged,
+    compile_pipeline,
+    resolve_config,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+A100_CONFIG = REPO / "configs" / "imagenet_a100.yaml"
+GOLDEN = Path(__file__).parent / "golden" / "kubeflow_imagenet_a100.yaml"
+RESOLVER_PREFIX = "LatestBlessedModelResolver"
+
+
+@pytest.fixture(scope="module")
+def default_config() -> TfxpConfig:
+    return load_config(None)
+
+
+@pytest.fixture(scope="module")
+def a100_config() -> TfxpConfig:
+    return load_config(A100_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def default_compiled(default_config: TfxpConfig, tmp_path_factory: pytest.TempPathFactory) -> CompileResult:
+    return compile_pipeline(default_config, tmp_path_factory.mktemp("default") / "pipeline.yaml")
+
+
+@pytest.fixture(scope="module")
+def a100_compiled(a100_config: TfxpConfig, tmp_path_factory: pytest.TempPathFactory) -> CompileResult:
+    return compile_pipeline(a100_config, tmp_path_factory.mktemp("a100") / "pipeline.yaml")
+
+
+def _doc(result: CompileResult) -> PipelineDoc:
+    # Exactly how kfp.Client reads the file before it creates a run.
+    return load_pipeline_doc(result.path)
+
+
+def _components(config: TfxpConfig) -> list[Any]:
+    from pipeline.pipeline import create_pipeline
+
+    return list(create_pipeline(resolve_config(config)).components)
+
+
+@pytest.mark.parametrize("which", ["default", "a100"])
+def test_tasks_are_the_pipeline_components_in_order(which: str, request: pytest.FixtureRequest) -> None:
+    from tfx.orchestration.kubeflow.v2.kubeflow_v2_dag_runner import KUBEFLOW_TFX_CMD
+
+    config: TfxpConfig = request.getfixturevalue(f"{which}_config")
+    result: CompileResult = request.getfixturevalue(f"{which}_compiled")
+    spec = _doc(result).pipeline_spec
+    components = [c for c in _components(config) if not c.id.startswith(RESOLVER_PREFIX)]
+
+    assert list(result.tasks) == [component.id for component in components]
+    assert sorted(spec.root.dag.tasks) == sorted(result.tasks)
+    for component in components:
+        upstream = {node.id for node in component.upstream_nodes if not node.id.startswith(RESOLVER_PREFIX)}
+        assert set(spec.root.dag.tasks[component.id].dependent_tasks) == upstream, component.id
+    # Every task runs the configured image with TFX's V2 entrypoint.
+    containers = dict(container_tasks(spec))
+    assert sorted(containers) == sorted(result.tasks)
+    assert {container.image for container in containers.values()} == {config.kubeflow.image}
+    assert {tuple(container.command) for container in containers.values()} == {KUBEFLOW_TFX_CMD}
+    # Schema 2.1: open-source KFP reads `runtimeValue.constant`, not the deprecated `constantValue`.
+    assert spec.schema_version == "2.1.0"
+
+
+def test_nothing_is_staged_the_trainer_runs_code_from_the_image(default_compiled: CompileResult) -> None:
+    from pipeline.pipeline import TRAINER_RUN_FN
+
+    spec = _doc(default_compiled).pipeline_spec
+    parameters = spec.root.dag.tasks["Trainer"].inputs.parameters
+    assert parameters["run_fn"].runtime_value.constant.string_value == TRAINER_RUN_FN
+    for task in spec.root.dag.tasks.values():
+        assert not {"module_file", "module_path"} & set(task.inputs.parameters)
+
+
+def test_a100_trainer_requests_gpus_and_everything_else_cpus(
+    a100_config: TfxpConfig, a100_compiled: CompileResult
+) -> None:
+    doc = _doc(a100_compiled)
+    containers = dict(container_tasks(doc.pipeline_spec))
+    kubeflow = a100_config.kubeflow
+
+    trainer = containers.pop("Trainer").resources
+    assert (trainer.accelerator.resource_type, trainer.accelerator.resource_count) == ("nvidia.com/gpu", "8")
+    assert (trainer.accelerator.type, trainer.accelerator.count) == ("nvidia.com/gpu", 8)
+    assert (trainer.resource_cpu_limit, trainer.resource_memory_limit) == (
+        kubeflow.trainer_cpu,
+        kubeflow.trainer_memory,
+    )
+    for task, container in containers.items():
+        assert not container.resources.HasField("accelerator"), task
+        assert container.resources.resource_cpu_request == kubeflow.cpu_request
+        assert container.resources.resource_memory_request == kubeflow.memory_request
+
+    executors = doc.to_dicts()[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert executors == {
+        "Trainer_executor": {
+            "nodeSelector": {"labels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        }
+    }
+
+
+def test_a100_retries_caching_root_and_name(a100_config: TfxpConfig, a100_compiled: CompileResult) -> None:
+    spec = _doc(a100_compiled).pipeline_spec
+
+    for name, task in spec.root.dag.tasks.items():
+        assert task.retry_policy.max_retry_count == a100_config.kubeflow.retries, name
+        assert task.retry_policy.backoff_duration.seconds == a100_config.kubeflow.retry_backoff_seconds
+        assert task.retry_policy.backoff_max_duration.seconds == a100_config.kubeflow.retry_backoff_max_seconds
+        # The A100 config caches everything: ImageNet under a fixed path does not change.
+        assert task.caching_options.enable_cache, name
+    assert spec.default_pipeline_root == "gs://my-bucket/tfxp/pipeline-root"
+    assert spec.pipeline_info.display_name == "tfxp ResNet-50 ImageNet (8xA100)"
+    assert spec.pipeline_info.name == a100_config.pipeline.name
+
+
+def test_a100_beam_components_run_on_dataflow(a100_compiled: CompileResult) -> None:
+    containers = dict(container_tasks(_doc(a100_compiled).pipeline_spec))
+    assert "--runner=DataflowRunner" in containers["StatisticsGen"].args
+
+
+def test_default_config_leaves_example_gen_uncached(default_compiled: CompileResult) -> None:
+    tasks = _doc(default_compiled).pipeline_spec.root.dag.tasks
+    assert {name for name, task in tasks.items() if not task.caching_options.enable_cache} == {"ImportExampleGen"}
+
+
+def test_warnings_name_what_pods_cannot_read(default_compiled: CompileResult, a100_compiled: CompileResult) -> None:
+    warnings = "\n".join(default_compiled.warnings)
+    assert "kubeflow.pipeline_root is empty" in warnings
+    assert "data.path=data/digits is a local path: pods on Kubeflow do not see it" in warnings
+    assert "dropped resolver tasks LatestBlessedModelResolver" in warnings
+    # The A100 config is production-shaped: only the resolver limitation of open-source KFP remains.
+    assert len(a100_compiled.warnings) == 1
+    assert a100_compiled.warnings[0].startswith("dropped resolver tasks")
+    assert "Evaluator.baseline_model will be empty on every run" in a100_compiled.warnings[0]
+
+
+def _normalised(doc: PipelineDoc) -> str:
+    # The compile is deterministic; paths of this checkout are the only values that depend on where it runs.
+    text = yaml.safe_dump_all(doc.to_dicts(), sort_keys=True)
+    return text.replace(str(REPO), "<repo>")
+
+
+def test_golden_a100_spec(a100_compiled: CompileResult) -> None:
+    actual = _normalised(_doc(a100_compiled))
+    if os.environ.get("TFXP_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(actual)
+    expected = GOLDEN.read_text()
+    diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True), "golden", "compiled", n=2))
+    assert actual == expected, (
+        f"the compiled A100 spec differs from {GOLDEN.name} (TFX/KFP or pipeline drift); if intended, "
+        f"regenerate with TFXP_UPDATE_GOLDEN=1 (see the module docstring):\n{diff[:6000]}"
+    )
+
+
+def test_module_files_are_refused_before_compiling() -> None:
+    from tfx import v1 as tfx
+
+    trainer = tfx.components.Trainer(
+        module_file="trainer_module.py",
+        examples=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Examples),
+        train_args=tfx.proto.TrainArgs(num_steps=1),
+        eval_args=tfx.proto.EvalArgs(num_steps=1),
+    )
+    with pytest.raises(KubeflowCompileError, match=r"component Trainer sets module_file='trainer_module.py'.*dotted"):
+        check_nothing_staged([trainer])
+
+
+def _compile(tmp_path: Path, *sets: str, out: str = "pipeline.yaml") -> Any:
+    args = ["compile", "--out", str(tmp_path / out)]
+    for item in sets:
+        args += ["--set", item]
+    return CliRunner().invoke(app, args)
+
+
+def test_cli_compile_prints_the_tasks_and_warns_on_latest(tmp_path: Path) -> None:
+    result = _compile(tmp_path, "kubeflow.image=registry.example.com/tfxp:latest", "pipeline.output=gs://b/out")
+
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "pipeline.yaml").is_file()
+    assert "Trainer" in result.output and "ImportExampleGen" in result.output
+    assert "warning:" in result.output
+    assert "uses the `latest` tag" in result.output
+    assert "submit with: tfxp submit" in result.output
+    spec = load_pipeline_doc(tmp_path / "pipeline.yaml").pipeline_spec
+    assert spec.default_pipeline_root == "gs://b/out/tfxp-digits/root"
+
+
+def test_cli_gpus_without_accelerator_type_is_a_clear_error(tmp_path: Path) -> None:
+    result = _compile(tmp_path, "kubeflow.trainer_accelerator.count=8")
+
+    assert result.exit_code == 2
+    assert "kubeflow.trainer_accelerator.count is 8 but kubeflow.trainer_accelerator.type is empty" in result.output
+    assert not (tmp_path / "pipeline.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("sets", "out", "message"),
+    [
+        (
+            ("kubeflow.trainer_memory=lots",),
+            "pipeline.yaml",
+            "kubeflow.trainer_memory: 'lots' is not a memory quantity",
+        ),
+        (("kubeflow.uncached_components=[ExampleGen]",), "pipeline.yaml", "names ExampleGen, which the compiled"),
+        (("kubeflow.trainer_tolerations=[gpu]",), "pipeline.yaml", "kubeflow.trainer_tolerations: 'gpu' is not"),
+        ((), "pipeline.json", "kfp.Client accepts .yaml/.yml pipeline files"),
+    ],
+)
+def test_cli_compile_bad_input(tmp_path: Path, sets: tuple[str, ...], out: str, message: str) -> None:
+    result = _compile(tmp_path, *sets, out=out)
+
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
