@@ -1,0 +1,314 @@
+"""`tfxp serve`, `tfxp predict`, `tfxp loadtest`, `tfxp deploy-assets`: serving the pushed model.
+
+The work happens in `serving/`; these handlers map the config and options onto it and print results.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from pipeline.cli.app import UserError, app, console, fail, user_errors
+from pipeline.cli.run import ConfigOption, SetOption, load_cli_config
+from pipeline.config import TfxpConfig
+from pipeline.layout import output_layout
+
+if TYPE_CHECKING:
+    from serving.client import ServingClient
+    from serving.deploy import DeploySpec
+    from serving.manager import ModelConfig
+
+GrpcOption = Annotated[str | None, typer.Option("--grpc", help="gRPC target HOST:PORT, e.g. localhost:8500.")]
+RestOption = Annotated[str | None, typer.Option("--rest", help="REST base URL, e.g. http://localhost:8501.")]
+ModelNameOption = Annotated[str | None, typer.Option("--model-name", help="Model name (default serving.model_name).")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds each request may take.")]
+WaitOption = Annotated[
+    float, typer.Option("--wait", min=0, help="Keep retrying an unreachable server for this many seconds.")
+]
+
+
+def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str | None) -> list[ModelConfig]:
+    from serving.manager import ModelConfig, VersionPolicy
+
+    serving = config.serving
+    base = model_base or Path(output_layout(config).serving_base)
+    if not base.is_dir():
+        raise UserError(
+            f"model base path {base} does not exist; run `tfxp run` first (it pushes to OUT/serving/<model>/) "
+            "or pass --model-base DIR (a directory of numeric version subdirectories)"
+        )
+    labels = {
+        name: version
+        for name, version in (("stable", serving.stable_version), ("canary", serving.canary_version))
+        if version
+    }
+    versions = serving.versions or tuple(sorted(set(labels.values())))
+    try:
+        policy = VersionPolicy(serving.version_policy, serving.num_versions, versions)
+    except ValueError as error:
+        raise UserError(f"serving.version_policy: {error}") from None
+    return [ModelConfig(model_name or serving.model_name, base, policy, labels)]
+
+
+@app.command()
+@user_errors(ValueError, OSError)
+def serve(
+    model_base: Annotated[
+        Path | None,
+        typer.Option("--model-base", help="Model base dir with numeric version subdirs (default: the pushed model)."),
+    ] = None,
+    model_name: ModelNameOption = None,
+    model_config_file: Annotated[
+        Path | None, typer.Option("--model-config-file", help="A TF Serving models.config instead of one model.")
+    ] = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Interface to bind; 0.0.0.0 accepts remote clients.")
+    ] = "127.0.0.1",
+    grpc_port: Annotated[int | None, typer.Option("--grpc-port", help="gRPC port (default serving.grpc_port).")] = None,
+    rest_port: Annotated[int | None, typer.Option("--rest-port", help="REST port (default serving.rest_port).")] = None,
+    batching: Annotated[
+        bool | None,
+        typer.Option("--batching/--no-batching", help="Server-side batching (default serving.enable_batching)."),
+    ] = None,
+    config_file: ConfigOption = None,
+    overrides: SetOption = None,
+) -> None:
+    """Serve models over TF Serving's gRPC and REST APIs, until Ctrl-C.
+
+    Production serves the pushed model with TensorFlow Serving (`tfxp deploy-assets` writes its docker and
+    Kubernetes setup). This command is a TF Serving-compatible stand-in for development and CI, where no
+    `tensorflow_model_server` binary exists: same API, status codes and errors, version policies, hot swap of
+    new versions, version labels, server-side batching, warmup, and Prometheus metrics at
+    /monitoring/prometheus/metrics.
+    """
+    config = load_cli_config(config_file, overrides)
+    from serving.batching import BatchingOptions
+    from serving.server import ModelServer, ServerOptions
+
+    serving = config.serving
+    use_batching = serving.enable_batching if batching is None else batching
+    options = ServerOptions(
+        host=host,
+        grpc_port=serving.grpc_port if grpc_port is None else grpc_port,
+        rest_port=serving.rest_port if rest_port is None else rest_port,
+        max_request_bytes=serving.max_request_mb * 1024 * 1024,
+        poll_interval_seconds=serving.poll_interval_seconds,
+        config_poll_interval_seconds=float(serving.config_poll_seconds),
+        batching=BatchingOptions(
+            max_batch_size=serving.max_batch_size,
+            batch_timeout_micros=serving.batch_timeout_micros,
+            num_batch_threads=serving.num_batch_threads,
+            max_enqueued_batches=serving.max_enqueued_batches,
+            allowed_batch_sizes=serving.allowed_batch_sizes,
+        )
+        if use_batching
+        else None,
+    )
+    if model_config_file is not None:
+        server = ModelServer(options=options, model_config_file=model_config_file)
+    else:
+        server = ModelServer(_model_configs(config, model_base, model_name), options)
+    stop = threading.Event()
+    for signal_number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signal_number, lambda *_: stop.set())
+    server.start()
+    for manager in server.core.models():
+        versions = manager.available_versions()
+        console.print(
+            f"model [bold]{manager.config.name}[/] from {manager.config.base_path}: "
+            f"versions {versions or 'none yet (polling)'}",
+            highlight=False,
+        )
+    rest = server.rest_url if server.rest_port else "off"
+    console.print(
+        f"serving gRPC on {server.grpc_target}, REST on {rest} "
+        f"(batching {'on' if options.batching else 'off'}); Ctrl-C stops",
+        highlight=False,
+    )
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        console.print("stopping: finishing in-flight requests, unloading models", highlight=False)
+        server.stop()
+
+
+def _client(
+    config: TfxpConfig, grpc: str | None, rest: str | None, model_name: str | None, timeout: float, wait: float
+) -> ServingClient:
+    from serving.client import RetryPolicy, connect
+
+    if (grpc is None) == (rest is None):
+        raise UserError("pass exactly one of --grpc HOST:PORT and --rest URL, e.g. `--grpc localhost:8500`")
+    retry = RetryPolicy()
+    if wait > 0:  # ~0.5 s between attempts, for `wait` seconds
+        retry = RetryPolicy(max_attempts=max(2, int(wait / 0.5) + 1), initial_backoff_seconds=0.5, multiplier=1.0)
+    return connect(
+        model_name or config.serving.model_name, grpc_target=grpc, rest_url=rest, timeout=timeout, retry=retry
+    )
+
+
+def _labels_for(config: TfxpConfig, labels_file: Path | None) -> list[str] | None:
+    if labels_file is not None:
+        try:
+            return labels_file.read_text().splitlines()
+        except OSError as error:
+            raise UserError(f"cannot read --labels {labels_file}: {error.strerror}") from None
+    # The server's API does not expose the label map; the pushed model carries it in assets/labels.txt.
+    base = Path(output_layout(config).serving_base)
+    versions = sorted((int(p.name) for p in base.glob("*") if p.name.isdigit()), reverse=True) if base.is_dir() else []
+    for version in versions:
+        path = base / str(version) / "assets" / "labels.txt"
+        if path.is_file():
+            return path.read_text().splitlines()
+    return None
+
+
+def _read_images(paths: list[Path]) -> list[bytes]:
+    images = []
+    for path in paths:
+        try:
+            images.append(path.read_bytes())
+        except OSError as error:
+            raise UserError(f"cannot read image {path}: {error.strerror}") from None
+    return images
+
+
+@app.command()
+@user_errors(ValueError)
+def predict(
+    images: Annotated[list[Path], typer.Argument(help="JPEG/PNG files to classify.")],
+    grpc: GrpcOption = None,
+    rest: RestOption = None,
+    model_name: ModelNameOption = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Classes shown per image.")] = 3,
+    labels_file: Annotated[
+        Path | None, typer.Option("--labels", help="labels.txt (default: the pushed model's assets/labels.txt).")
+    ] = None,
+    version: Annotated[int | None, typer.Option("--version", help="Ask this version (default: the newest).")] = None,
+    label: Annotated[str | None, typer.Option("--label", help="Ask the version with this label, e.g. stable.")] = None,
+    timeout: TimeoutOption = 10.0,
+    wait: WaitOption = 0.0,
+    config_file: ConfigOption = None,
+    overrides: SetOption = None,
+) -> None:
+    """Classify images with a served model (TF Serving or `tfxp serve`) and print the top-k classes."""
+    config = load_cli_config(config_file, overrides)
+    from serving.errors import ServingError
+
+    payload = _read_images(images)
+    labels = _labels_for(config, labels_file)
+    with _client(config, grpc, rest, model_name, timeout, wait) as client:
+        try:
+            prediction = client.predict_images(payload, version=version, label=label)
+        except ServingError as error:
+            raise fail(
+                f"predict on {grpc or rest} failed with {error.code.name}: {error.message}. "
+                "Is the server running (`tfxp serve`) and the model name right (--model-name)?"
+            ) from None
+    answered = f" (version {prediction.model_version})" if prediction.model_version is not None else ""
+    console.print(f"model {client.model_name}{answered} via {'gRPC' if grpc else 'REST'}", highlight=False)
+    for path, ranked in zip(images, prediction.top_k(top_k), strict=True):
+        shown = ", ".join(f"{labels[c] if labels and c < len(labels) else c} ({p:.3f})" for c, p in ranked)
+        console.print(f"{path}: {shown}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+@user_errors(ValueError)
+def loadtest(
+    image: Annotated[list[Path], typer.Option("--image", help="Image(s) to send; repeatable.")],
+    grpc: GrpcOption = None,
+    rest: RestOption = None,
+    model_name: ModelNameOption = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Requests in flight.")] = 8,
+    seconds: Annotated[float, typer.Option("--seconds", min=0.1, help="Measured duration.")] = 10.0,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Images per request.")] = 1,
+    warmup: Annotated[float, typer.Option("--warmup", min=0, help="Unmeasured seconds first.")] = 1.0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the result as JSON here.")] = None,
+    timeout: TimeoutOption = 10.0,
+    config_file: ConfigOption = None,
+    overrides: SetOption = None,
+) -> None:
+    """Closed-loop load test: QPS, p50/p95/p99 latency and errors at a fixed concurrency."""
+    config = load_cli_config(config_file, overrides)
+    from serving.loadtest import run_load_test
+
+    payload = _read_images(image)
+    _client(config, grpc, rest, model_name, timeout, 0).close()  # validates the options before starting workers
+    result = run_load_test(
+        lambda: _client(config, grpc, rest, model_name, timeout, 0),
+        payload,
+        concurrency=concurrency,
+        seconds=seconds,
+        images_per_request=batch,
+        warmup_seconds=warmup,
+    )
+    console.print(result.summary(), highlight=False, soft_wrap=True)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        console.print(f"wrote {json_out}", highlight=False)
+    if result.requests and result.errors == result.requests:
+        raise fail(f"every request failed ({result.error_kinds}); is the server up at {grpc or rest}?", code=1)
+
+
+def deploy_spec(config: TfxpConfig) -> DeploySpec:
+    """The deploy assets' values from the config (plain values: `serving/` does not read the config)."""
+    from serving.deploy import DeploySpec
+
+    serving = config.serving
+    remote = "://" in serving.base_path
+    return DeploySpec(
+        model_name=serving.model_name,
+        base_path=serving.base_path if remote else "",
+        local_model_dir="" if remote else str(Path(output_layout(config).serving_base).resolve()),
+        version_policy=serving.version_policy,
+        num_versions=serving.num_versions,
+        versions=serving.versions,
+        stable_version=serving.stable_version,
+        canary_version=serving.canary_version,
+        grpc_port=serving.grpc_port,
+        rest_port=serving.rest_port,
+        poll_interval_seconds=serving.poll_interval_seconds,
+        config_poll_seconds=serving.config_poll_seconds,
+        enable_batching=serving.enable_batching,
+        max_batch_size=serving.max_batch_size,
+        batch_timeout_micros=serving.batch_timeout_micros,
+        num_batch_threads=serving.num_batch_threads,
+        max_enqueued_batches=serving.max_enqueued_batches,
+        allowed_batch_sizes=serving.allowed_batch_sizes,
+        gpu_max_batch_size=serving.gpu_max_batch_size,
+        gpu_batch_timeout_micros=serving.gpu_batch_timeout_micros,
+        cpu_image=serving.cpu_image,
+        gpu_image=serving.gpu_image,
+        cpu=serving.cpu,
+        memory=serving.memory,
+        gpus=serving.gpus,
+        min_replicas=serving.min_replicas,
+        max_replicas=serving.max_replicas,
+        target_cpu_percent=serving.target_cpu_percent,
+        model_pvc=serving.model_pvc,
+        storage_uri=serving.storage_uri,
+        namespace=serving.namespace,
+    )
+
+
+@app.command("deploy-assets")
+@user_errors(ValueError, OSError)
+def deploy_assets(
+    out: Annotated[Path, typer.Option("--out", help="Directory for the assets (created).")],
+    config_file: ConfigOption = None,
+    overrides: SetOption = None,
+) -> None:
+    """Write TF Serving deployment assets from the config: models.config, batching and monitoring configs,
+    docker run scripts (CPU/GPU), Kubernetes Deployment/Service/HPA and a KServe InferenceService."""
+    config = load_cli_config(config_file, overrides)
+    from serving.deploy import write_deploy_assets
+
+    for path in write_deploy_assets(deploy_spec(config), out):
+        console.print(f"wrote {path}", highlight=False)
