@@ -2,17 +2,19 @@
 
 `export_edge_model` does the work without writing anything; `write_edge_model` lays out the EdgeModel
 directory (`model.tflite`, `labels.txt`, `edge_metadata.json`) and `push_atomically` publishes it as
-`<edge base>/<model>/<version>/` (a temporary directory beside it, renamed when complete).
+`<edge base>/<model>/<version>/` (a staging directory beside it, renamed when complete).
 
 Example:
     export = export_edge_model(Path("model/Format-Serving"), "data/digits", ExportOptions(mode="int8"))
-    write_edge_model(export, Path("edge_model"))
-    if export.blessed:
-        push_atomically(Path("edge_model"), "tfxp_output/edge", "digits")
+    target = next_version_dir("tfxp_output/edge/digits") if export.blessed else None
+    write_edge_model(export, Path("edge_model"), pushed_path=target)
+    if target:
+        push_atomically(Path("edge_model"), target)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -238,6 +240,7 @@ def export_edge_model(saved_model: Path, examples: str | Path, options: ExportOp
             "per_class_saved_model": reference.per_class_by_name(labels),
         },
         "size_bytes": len(tflite),
+        "sha256": hashlib.sha256(tflite).hexdigest(),
         "latency": speed.to_json(),
         "blessed": gate.blessed,
         "reason": gate.reason,
@@ -263,22 +266,45 @@ def write_metadata(metadata: dict[str, Any], out_dir: str | Path) -> None:
         handle.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
 
 
-def next_version_dir(edge_base: str | Path, model_name: str) -> str:
-    """`<edge base>/<model>/<version>`: a Unix timestamp like the TFX Pusher's, bumped past existing ones."""
-    version = int(time.time())
-    while tf.io.gfile.exists(f"{edge_base}/{model_name}/{version}"):
-        version += 1
-    return f"{str(edge_base).rstrip('/')}/{model_name}/{version}"
+def next_version_dir(model_base: str | Path) -> str:
+    """`<model base>/<version>`: a Unix timestamp like the TFX Pusher's, above every existing numeric version.
+
+    Args:
+        model_base: The device model's base directory, `<edge base>/<model>` (e.g. `OUT/edge/digits`).
+    """
+    base = str(model_base).rstrip("/")
+    existing = tf.io.gfile.listdir(base) if tf.io.gfile.isdir(base) else []
+    # Strictly above the newest version even when the clock is behind it or two pushes share a second.
+    numeric = [int(name.rstrip("/")) for name in existing if name.rstrip("/").isdigit()]
+    return f"{base}/{max([int(time.time()), *(version + 1 for version in numeric)])}"
+
+
+def find_pushed_version(model_base: str | Path, sha256: str) -> str | None:
+    """The version directory that already holds a model.tflite with this SHA-256, if any (reruns reuse it)."""
+    base = str(model_base).rstrip("/")
+    if not tf.io.gfile.isdir(base):
+        return None
+    for name in sorted(tf.io.gfile.listdir(base)):
+        version_dir = f"{base}/{name.rstrip('/')}"
+        metadata_path = f"{version_dir}/{METADATA_FILE}"
+        if name.rstrip("/").isdigit() and tf.io.gfile.exists(metadata_path):
+            with tf.io.gfile.GFile(metadata_path) as handle:
+                try:
+                    if json.loads(handle.read()).get("sha256") == sha256:
+                        return version_dir
+                except json.JSONDecodeError:
+                    continue
+    return None
 
 
 def push_atomically(source_dir: str | Path, target_dir: str) -> str:
-    """Copies the EdgeModel files into a temporary directory beside `target_dir`, then renames it.
+    """Copies the EdgeModel files into a staging directory beside `target_dir`, then renames it into place.
 
     On a local or POSIX file system the rename is atomic: a reader sees no version or a complete one.
 
     Args:
         source_dir: Directory holding `model.tflite`, `labels.txt`, `edge_metadata.json`.
-        target_dir: The version directory to create (from `next_version_dir`).
+        target_dir: The version directory to create (`next_version_dir(<edge base>/<model>)`).
 
     Returns:
         `target_dir`.

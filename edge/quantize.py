@@ -182,13 +182,13 @@ def _converter(saved_model: Path, signature: str) -> tf.lite.TFLiteConverter:
             f"{saved_model} is not a SavedModel directory (no saved_model.pb); pass the model's serving "
             "directory, e.g. OUT/serving/<model>/<version>/ or a Model artifact's Format-Serving/"
         )
-    signatures = list(tf.saved_model.load(str(saved_model)).signatures.keys())
-    if signature not in signatures:
+    try:
+        return tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=[signature])
+    except ValueError as error:  # "Invalid signature key 'x' found. Valid keys are 'a,b'."
         raise EdgeError(
-            f"SavedModel {saved_model} has no `{signature}` signature (it has {sorted(signatures)}); the model "
-            "contract requires `serving_preprocessed` (float32 images [None, H, W, C] → probabilities, classes)"
-        )
-    return tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=[signature])
+            f"SavedModel {saved_model} has no `{signature}` signature ({error}); the model contract requires "
+            "`serving_preprocessed` (float32 images [None, H, W, C] → probabilities, classes)"
+        ) from None
 
 
 def unsupported_ops(message: str) -> list[str]:

@@ -79,7 +79,8 @@ def write_dataset(root: Path, train_brightness: float = 1.0, tfx_layout: bool = 
 
 
 def train_classifier(seed: int = 0, epochs: int = 8) -> keras.Model:
-    """A tiny CNN trained to ~100% on the synthetic data (normalisation inside the model, as in the contract)."""
+    """A tiny CNN trained to ~100% on the synthetic data (normalisation inside the model, as in the contract);
+    `epochs=0` leaves it untrained (for tests where accuracy does not matter)."""
     keras.utils.set_random_seed(seed)
     images, labels = synthetic_images(320, seed=1)
     inputs = keras.Input(SPEC.shape)
@@ -91,7 +92,8 @@ def train_classifier(seed: int = 0, epochs: int = 8) -> keras.Model:
     outputs = keras.layers.Dense(len(LABELS), activation="softmax")(x)
     model = keras.Model(inputs, outputs)
     model.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy", metrics=["accuracy"])
-    model.fit(images.astype(np.float32) / 255.0, labels, epochs=epochs, batch_size=32, verbose=0)
+    if epochs:
+        model.fit(images.astype(np.float32) / 255.0, labels, epochs=epochs, batch_size=32, verbose=0)
     return model
 
 

@@ -1,0 +1,107 @@
+"""The EdgeExporter's executor: resolve artifact paths, call `edge.export`, record the result in the artifacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+from tfx import types
+from tfx.components.util import model_utils
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+from components.edge_exporter.spec import (
+    EDGE_BLESSING_KEY,
+    EDGE_MODEL_KEY,
+    EXAMPLES_KEY,
+    MODEL_BLESSING_KEY,
+    MODEL_KEY,
+    PUSH_BASE_KEY,
+)
+from edge.export import (
+    METADATA_FORMAT,
+    ExportOptions,
+    export_edge_model,
+    find_pushed_version,
+    next_version_dir,
+    push_atomically,
+    write_edge_model,
+    write_metadata,
+)
+
+NOT_BLESSED_UPSTREAM = "skipped: the Evaluator did not bless the model, so no device model was made or pushed"
+
+
+def export_options(exec_properties: dict[str, Any]) -> ExportOptions:
+    """The component's parameters as `edge.ExportOptions` (every field but the push base)."""
+    fields = ExportOptions.__dataclass_fields__
+    return ExportOptions(**{key: value for key, value in exec_properties.items() if key in fields})
+
+
+class Executor(base_executor.BaseExecutor):
+    """Converts, evaluates against the SavedModel, gates on the accuracy drop and pushes when blessed."""
+
+    def Do(  # noqa: N802  (TFX's executor API; TFX calls this)
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        """Writes the EdgeModel and EdgeBlessing; pushes to `push_base/<version>/` only when blessed.
+
+        Raises:
+            edge.errors.EdgeError: the model cannot be converted, evaluated or benchmarked (the message says
+                why and which setting to change); the component fails rather than bless an unchecked model.
+        """
+        self._log_startup(input_dict, output_dict, exec_properties)
+        edge_model = artifact_utils.get_single_instance(output_dict[EDGE_MODEL_KEY])
+        edge_blessing = artifact_utils.get_single_instance(output_dict[EDGE_BLESSING_KEY])
+        upstream = input_dict.get(MODEL_BLESSING_KEY)
+        if upstream and not model_utils.is_model_blessed(artifact_utils.get_single_instance(upstream)):
+            metadata = {"format": METADATA_FORMAT, "skipped": True, "blessed": False, "pushed_path": None}
+            write_metadata({**metadata, "reason": NOT_BLESSED_UPSTREAM}, edge_model.uri)
+            _record(edge_model, edge_blessing, blessed=False, reason=NOT_BLESSED_UPSTREAM, pushed_path=None)
+            return
+
+        model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
+        saved_model = path_utils.serving_model_path(model.uri, path_utils.is_old_model_artifact(model))
+        examples = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
+        export = export_edge_model(Path(saved_model), examples.uri, export_options(exec_properties))
+
+        pushed_path = None
+        if export.blessed:
+            push_base = exec_properties[PUSH_BASE_KEY]
+            # A rerun that produced the same bytes reuses that version instead of duplicating it.
+            existing = find_pushed_version(push_base, export.metadata["sha256"])
+            pushed_path = existing or next_version_dir(push_base)
+            write_edge_model(export, edge_model.uri, pushed_path)
+            if existing is None:
+                push_atomically(edge_model.uri, pushed_path)
+        else:
+            write_edge_model(export, edge_model.uri)
+        _record(edge_model, edge_blessing, export.blessed, export.gate.reason, pushed_path, export.gate.drop)
+        edge_model.set_string_custom_property("mode", export.metadata["mode"])
+
+
+def _record(
+    edge_model: types.Artifact,
+    edge_blessing: types.Artifact,
+    blessed: bool,
+    reason: str,
+    pushed_path: str | None,
+    accuracy_drop: float | None = None,
+) -> None:
+    edge_model.set_int_custom_property("blessed", int(blessed))
+    edge_model.set_int_custom_property("pushed", int(pushed_path is not None))
+    edge_model.set_string_custom_property("pushed_path", pushed_path or "")
+    edge_model.set_string_custom_property("reason", reason)
+    edge_blessing.set_int_custom_property("blessed", int(blessed))
+    edge_blessing.set_string_custom_property("reason", reason)
+    if accuracy_drop is not None:
+        edge_blessing.set_float_custom_property("accuracy_drop", accuracy_drop)
+    tf.io.gfile.makedirs(edge_blessing.uri)
+    # An empty file whose name is the verdict, as the Evaluator's blessing has (GFile creates it on write).
+    with tf.io.gfile.GFile(f"{edge_blessing.uri}/{'BLESSED' if blessed else 'NOT_BLESSED'}", "w") as handle:
+        handle.write("")

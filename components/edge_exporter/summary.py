@@ -1,0 +1,65 @@
+"""The run summary's edge fields, read from an EdgeModel artifact directory (its `edge_metadata.json`).
+
+Example (the run summary, given the EdgeExporter's `edge_model` artifact URI from MLMD):
+    fields = edge_summary(edge_model_uri)
+    summary["edge_model_path"] = fields["edge_model_path"]
+    summary["metrics"].update(fields["metrics"])
+    summary["edge"] = fields["edge"]
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from edge.errors import EdgeError
+
+METADATA_FILE = "edge_metadata.json"  # edge.export.METADATA_FILE; repeated to keep this module free of TensorFlow
+MODEL_FILE = "model.tflite"
+
+
+def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
+    """Summary fields of one EdgeExporter run.
+
+    Args:
+        edge_model_uri: The EdgeModel artifact's directory.
+
+    Returns:
+        `edge_model_path`: the pushed `model.tflite` (None when not pushed);
+        `edge`: {`status` (`pushed`, `not_blessed` or `skipped`), `blessed`, `reason`, `mode`, `io_dtype`};
+        `metrics`: `edge_accuracy`, `edge_saved_model_accuracy`, `edge_accuracy_drop`, `edge_size_bytes`,
+        `edge_latency_p50_ms`, `edge_latency_p99_ms` (empty when skipped).
+
+    Raises:
+        EdgeError: the directory has no readable `edge_metadata.json`.
+    """
+    path = Path(edge_model_uri) / METADATA_FILE
+    try:
+        metadata = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise EdgeError(f"cannot read the EdgeExporter's {path}: {error}; was the EdgeExporter run?") from None
+    pushed = metadata.get("pushed_path")
+    status = "skipped" if metadata.get("skipped") else "pushed" if pushed else "not_blessed"
+    fields: dict[str, Any] = {
+        "edge_model_path": f"{pushed}/{MODEL_FILE}" if pushed else None,
+        "edge": {
+            "status": status,
+            "blessed": bool(metadata.get("blessed")),
+            "reason": metadata.get("reason", ""),
+            "mode": metadata.get("mode"),
+            "io_dtype": metadata.get("io_dtype"),
+        },
+        "metrics": {},
+    }
+    if status != "skipped":
+        accuracy, latency = metadata["accuracy"], metadata["latency"]
+        fields["metrics"] = {
+            "edge_accuracy": accuracy["tflite"],
+            "edge_saved_model_accuracy": accuracy["saved_model"],
+            "edge_accuracy_drop": accuracy["drop"],
+            "edge_size_bytes": metadata["size_bytes"],
+            "edge_latency_p50_ms": latency["p50_ms"],
+            "edge_latency_p99_ms": latency["p99_ms"],
+        }
+    return fields

@@ -1,0 +1,97 @@
+"""`tfxp edge convert | eval | bench` through Typer's CliRunner."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_edge_data import shared_data, shared_model
+from typer.testing import CliRunner
+
+import pipeline.cli.commands  # noqa: F401  (registers the commands)
+from pipeline.cli.app import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return shared_model(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return shared_data(tmp_path_factory)
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)  # rich wraps long error paragraphs
+
+
+def test_convert_eval_and_bench_an_int8_model(saved_model: Path, data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "device" / "model.tflite"
+
+    converted = runner.invoke(
+        app,
+        [
+            "edge",
+            "convert",
+            str(saved_model),
+            "--mode",
+            "int8",
+            "--examples",
+            str(data_dir),
+            "--samples",
+            "50",
+            "--io-dtype",
+            "uint8",
+            "--out",
+            str(out),
+        ],
+    )
+    assert converted.exit_code == 0, converted.output
+    assert "calibrated on 50 train images" in converted.output
+    assert out.read_bytes()[4:8] == b"TFL3"
+
+    evaluated = runner.invoke(app, ["edge", "eval", str(out), "--examples", str(data_dir), "--threads", "1"])
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "(eval, 120 examples)" in _flat(evaluated.output)
+    overall = float(re.search(r"│ all\s+│\s+([0-9.]+)", evaluated.output).group(1))  # type: ignore[union-attr]
+    assert overall >= 0.9
+    assert "left" in evaluated.output  # class names from the data dir's labels.txt
+
+    benched = runner.invoke(app, ["edge", "bench", str(out), "--runs", "20", "--warmup", "2"])
+    assert benched.exit_code == 0, benched.output
+    assert re.search(
+        r"input uint8 \[-1, 16, 16, 1\]; batch 1, 2 threads, 20 runs: p50 [0-9.]+ ms", _flat(benched.output)
+    )
+
+
+def test_convert_int8_without_examples_explains_the_fix(saved_model: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["edge", "convert", str(saved_model), "--mode", "int8", "--out", str(tmp_path / "m")])
+
+    assert result.exit_code == 2
+    assert "needs representative data" in _flat(result.output)
+    assert "--examples DIR" in _flat(result.output)
+    assert not (tmp_path / "m").exists()
+
+
+def test_convert_unknown_mode_lists_the_modes(saved_model: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["edge", "convert", str(saved_model), "--mode", "int4", "--out", str(tmp_path / "m")])
+
+    assert result.exit_code == 2
+    assert "unknown quantization mode 'int4'" in _flat(result.output)
+    assert "'float16'" in _flat(result.output)
+
+
+@pytest.mark.parametrize("command", ["eval", "bench"])
+def test_eval_and_bench_reject_a_file_that_is_not_tflite(command: str, data_dir: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "model.tflite"
+    fake.write_text("definitely not a flatbuffer")
+    extra = ["--examples", str(data_dir)] if command == "eval" else []
+
+    result = runner.invoke(app, ["edge", command, str(fake), *extra])
+
+    assert result.exit_code == 2
+    assert "is not a TFLite model" in _flat(result.output)

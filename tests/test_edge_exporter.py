@@ -1,0 +1,177 @@
+"""EdgeExporter: the executor's Do() on artifacts in a tmp dir (no pipeline run), the component and the summary."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_edge_data import shared_model, write_dataset
+from tfx import types
+from tfx.types import standard_artifacts
+
+from components.edge_exporter.artifacts import EdgeBlessing, EdgeModel
+from components.edge_exporter.component import EdgeExporter
+from components.edge_exporter.executor import Executor
+from components.edge_exporter.summary import edge_summary
+from edge.errors import EdgeError
+
+PARAMETERS: dict[str, Any] = {
+    "mode": "int8",
+    "io_dtype": "uint8",
+    "representative_samples": 64,
+    "supported_ops": "builtins",
+    "max_accuracy_drop": 0.02,
+    "threads": 2,
+    "eval_samples": 0,
+    "label_offset": 0,
+    "benchmark_runs": 10,
+}
+
+
+@pytest.fixture(scope="module")
+def model_artifact(tmp_path_factory: pytest.TempPathFactory) -> standard_artifacts.Model:
+    uri = tmp_path_factory.mktemp("trainer") / "model"
+    shutil.copytree(shared_model(tmp_path_factory), uri / "Format-Serving")
+    model = standard_artifacts.Model()
+    model.uri = str(uri)
+    return model
+
+
+def _examples(root: Path, train_brightness: float = 1.0) -> standard_artifacts.Examples:
+    examples = standard_artifacts.Examples()
+    examples.uri = str(write_dataset(root, train_brightness=train_brightness, tfx_layout=True))
+    examples.splits = ["train", "eval"]
+    return examples
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory: pytest.TempPathFactory) -> standard_artifacts.Examples:
+    return _examples(tmp_path_factory.mktemp("example_gen") / "examples")
+
+
+def _blessing(tmp_path: Path, blessed: bool) -> standard_artifacts.ModelBlessing:
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.uri = str(tmp_path / "blessing")
+    blessing.set_int_custom_property("blessed", int(blessed))
+    return blessing
+
+
+def _run(
+    tmp_path: Path,
+    model: types.Artifact,
+    examples: types.Artifact,
+    blessing: types.Artifact | None = None,
+    run: str = "1",
+    **overrides: Any,
+) -> tuple[EdgeModel, EdgeBlessing]:
+    edge_model, edge_blessing = EdgeModel(), EdgeBlessing()
+    edge_model.uri = str(tmp_path / "EdgeExporter" / "edge_model" / run)
+    edge_blessing.uri = str(tmp_path / "EdgeExporter" / "edge_blessing" / run)
+    inputs: dict[str, list[types.Artifact]] = {"model": [model], "examples": [examples]}
+    if blessing is not None:
+        inputs["model_blessing"] = [blessing]
+    parameters = {**PARAMETERS, "push_base": str(tmp_path / "edge" / "digits"), **overrides}
+    Executor().Do(inputs, {"edge_model": [edge_model], "edge_blessing": [edge_blessing]}, parameters)
+    return edge_model, edge_blessing
+
+
+def test_blessed_model_is_converted_gated_and_pushed(tmp_path: Path, model_artifact, examples) -> None:
+    edge_model, edge_blessing = _run(tmp_path, model_artifact, examples, _blessing(tmp_path, blessed=True))
+
+    versions = list((tmp_path / "edge" / "digits").iterdir())
+    assert len(versions) == 1 and versions[0].name.isdigit()
+    pushed = versions[0]
+    assert sorted(path.name for path in pushed.iterdir()) == ["edge_metadata.json", "labels.txt", "model.tflite"]
+    assert (pushed / "model.tflite").read_bytes() == (Path(edge_model.uri) / "model.tflite").read_bytes()
+    assert edge_model.get_int_custom_property("blessed") == 1
+    assert edge_model.get_string_custom_property("pushed_path") == str(pushed)
+    assert edge_model.get_string_custom_property("mode") == "int8"
+    assert edge_blessing.get_int_custom_property("blessed") == 1
+    assert (Path(edge_blessing.uri) / "BLESSED").exists()
+
+    fields = edge_summary(edge_model.uri)
+    assert fields["edge_model_path"] == f"{pushed}/model.tflite"
+    assert fields["edge"]["status"] == "pushed"
+    assert fields["edge"]["io_dtype"] == "uint8"
+    metrics = fields["metrics"]
+    assert metrics["edge_accuracy_drop"] <= 0.02
+    assert metrics["edge_accuracy"] == pytest.approx(
+        metrics["edge_saved_model_accuracy"] - metrics["edge_accuracy_drop"]
+    )
+    assert metrics["edge_size_bytes"] == (pushed / "model.tflite").stat().st_size
+    assert 0 < metrics["edge_latency_p50_ms"] <= metrics["edge_latency_p99_ms"]
+
+
+def test_a_rerun_with_the_same_model_bytes_reuses_the_pushed_version(tmp_path: Path, model_artifact, examples) -> None:
+    quick = {"mode": "none", "io_dtype": "int8", "eval_samples": 8, "benchmark_runs": 2}
+    first, _ = _run(tmp_path, model_artifact, examples, run="1", **quick)
+    second, _ = _run(tmp_path, model_artifact, examples, run="2", **quick)
+
+    assert len(list((tmp_path / "edge" / "digits").iterdir())) == 1
+    assert second.get_string_custom_property("pushed_path") == first.get_string_custom_property("pushed_path")
+
+
+def test_model_not_blessed_by_the_evaluator_is_skipped(tmp_path: Path, model_artifact, examples) -> None:
+    edge_model, edge_blessing = _run(tmp_path, model_artifact, examples, _blessing(tmp_path, blessed=False))
+
+    assert not (tmp_path / "edge").exists()
+    assert sorted(path.name for path in Path(edge_model.uri).iterdir()) == ["edge_metadata.json"]
+    assert (Path(edge_blessing.uri) / "NOT_BLESSED").exists()
+    assert edge_blessing.get_int_custom_property("blessed") == 0
+    fields = edge_summary(edge_model.uri)
+    assert fields["edge_model_path"] is None
+    assert fields["edge"]["status"] == "skipped"
+    assert "the Evaluator did not bless the model" in fields["edge"]["reason"]
+    assert fields["metrics"] == {}
+
+
+def test_accuracy_drop_above_the_gate_is_not_blessed_nor_pushed(tmp_path: Path, model_artifact) -> None:
+    # Calibrating on 5%-brightness train images saturates the int8 input on normal eval images.
+    dark_train = _examples(tmp_path / "examples", train_brightness=0.05)
+
+    edge_model, edge_blessing = _run(tmp_path, model_artifact, dark_train, max_accuracy_drop=0.01)
+
+    assert not (tmp_path / "edge").exists()
+    assert (Path(edge_model.uri) / "model.tflite").exists()  # kept in the artifact for inspection
+    assert (Path(edge_blessing.uri) / "NOT_BLESSED").exists()
+    assert edge_blessing.get_float_custom_property("accuracy_drop") > 0.2
+    fields = edge_summary(edge_model.uri)
+    assert fields["edge_model_path"] is None
+    assert fields["edge"]["status"] == "not_blessed"
+    assert "exceeds edge.max_accuracy_drop 1.00 points, by" in fields["edge"]["reason"]
+    assert fields["metrics"]["edge_accuracy_drop"] > 0.2
+
+
+def test_conversion_errors_fail_the_component(tmp_path: Path, model_artifact, examples) -> None:
+    empty = standard_artifacts.Examples()
+    empty.uri = str(tmp_path / "no-examples")
+
+    with pytest.raises(EdgeError, match=r"no `train` examples under .*no-examples"):
+        _run(tmp_path, model_artifact, empty)
+
+
+def test_component_wires_channels_and_checks_settings_early(tmp_path: Path) -> None:
+    model = types.Channel(type=standard_artifacts.Model)
+    examples = types.Channel(type=standard_artifacts.Examples)
+    blessing = types.Channel(type=standard_artifacts.ModelBlessing)
+
+    component = EdgeExporter(model=model, examples=examples, model_blessing=blessing, push_base=str(tmp_path))
+
+    assert component.outputs["edge_model"].type is EdgeModel
+    assert component.outputs["edge_blessing"].type is EdgeBlessing
+    assert component.exec_properties["mode"] == "int8"
+    assert component.exec_properties["push_base"] == str(tmp_path)
+    with pytest.raises(EdgeError, match=r"unknown quantization mode 'int4'"):
+        EdgeExporter(model=model, examples=examples, push_base=str(tmp_path), mode="int4")
+    with pytest.raises(EdgeError, match=r"supported_ops 'everything' is not one of"):
+        EdgeExporter(model=model, examples=examples, push_base=str(tmp_path), supported_ops="everything")
+
+
+def test_edge_summary_of_a_missing_artifact_says_so(tmp_path: Path) -> None:
+    with pytest.raises(EdgeError, match=r"cannot read the EdgeExporter's .*edge_metadata.json.*was the EdgeExporter"):
+        edge_summary(tmp_path)
+    (tmp_path / "edge_metadata.json").write_text(json.dumps({"skipped": True, "reason": "r"}))
+    assert edge_summary(tmp_path)["edge"]["status"] == "skipped"
