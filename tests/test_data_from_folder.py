@@ -191,6 +191,13 @@ def test_non_empty_out_is_refused_without_overwrite(tree: Path, tmp_path: Path) 
     assert _snapshot(out) == {"precious.txt": b"user data"}
 
 
+def test_out_that_is_a_file_is_refused(tree: Path, tmp_path: Path) -> None:
+    out = _write(tmp_path / "out", b"a file")
+    with pytest.raises(DataError, match=r"--out .*out is a file, not a directory"):
+        convert_folder(tree, out, overwrite=True)
+    assert out.read_bytes() == b"a file"
+
+
 def test_overwrite_refuses_a_folder_tfxp_did_not_write(tree: Path, tmp_path: Path) -> None:
     out = _write(tmp_path / "out" / "train" / "photo.jpg", b"user data").parent.parent
     with pytest.raises(DataError, match=r"is not a data set written by `tfxp data` \(it has no tfxp_dataset.json\)"):

@@ -31,8 +31,10 @@ def _process_pool(workers: int) -> Executor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
 
 
-# Pillow releases the GIL while decoding, so threads parallelise the checks without process start-up
-# and pickling costs (measured: see the issue report); processes remain available for comparison.
+# Pillow decodes with the GIL released, so threads parallelise the checks without the start-up and
+# pickling costs of processes. Measured on the 2-core dev host (busy, load ~5), 1,200 JPEGs of 400x300
+# (58 MiB), median of 5 interleaved runs: checks serial 2.9 s, 2 threads 2.6 s, 2 spawned processes
+# 4.8 s; whole conversion with 2 workers: threads 7.7 s, processes 11.0 s (1 worker: 9.2 s).
 EXECUTORS: dict[str, Callable[[int], Executor]] = {"thread": _thread_pool, "process": _process_pool}
 
 
