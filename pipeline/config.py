@@ -185,7 +185,7 @@ class ServingSection(_Section):
     gpu_batch_timeout_micros: int = Field(5000, ge=0)
     cpu_image: str = "tensorflow/serving:2.19.1"
     gpu_image: str = "tensorflow/serving:2.19.1-gpu"
-    cpu: str = Field("4", pattern=r"^[0-9]+(\.[0-9]+)?m?$")
+    cpu: str = Field("4", pattern=r"^[0-9]+(\.[0-9]+)?m?$", coerce_numbers_to_str=True)
     memory: str = "8Gi"
     gpus: int = Field(0, ge=0)
     min_replicas: int = Field(2, ge=1)

@@ -1,0 +1,207 @@
+"""Deployment assets: every file parses, and the values come from the config."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+from google.protobuf import wrappers_pb2 as _wrappers  # registers the wrapper types in the default pool
+from tensorflow_serving.config import model_server_config_pb2
+from typer.testing import CliRunner
+
+import pipeline.cli.commands  # noqa: F401  (registers the commands)
+from pipeline.cli.app import app
+from pipeline.cli.serving import deploy_spec
+from pipeline.config import load_config
+from serving.deploy import DeploySpec, render_deploy_assets
+from serving.manager import read_model_config_file
+
+LABELLED = [
+    "serving.model_name=flowers",
+    "serving.version_policy=specific",
+    "serving.stable_version=3",
+    "serving.canary_version=4",
+    "serving.max_batch_size=64",
+    "serving.batch_timeout_micros=500",
+    "serving.num_batch_threads=6",
+    "serving.max_enqueued_batches=12",
+    "serving.cpu=8",
+    "serving.gpus=1",
+    "serving.min_replicas=3",
+    "serving.max_replicas=9",
+    "serving.target_cpu_percent=60",
+    "serving.grpc_port=9000",
+    "serving.rest_port=9001",
+    "serving.gpu_image=tensorflow/serving:2.19.1-gpu",
+    "serving.namespace=ml",
+]
+
+SET_LABELLED = [argument for setting in LABELLED for argument in ("--set", setting)]
+
+
+def _batching_parameters_type() -> type:
+    # BatchingParameters (tensorflow_serving/servables/tensorflow/session_bundle_config.proto) is not in the
+    # tensorflow-serving-api wheel; this declares its fields we write, with the real field numbers and
+    # wrapper types, so the text is parsed by protobuf rather than by regex.
+    file = descriptor_pb2.FileDescriptorProto(
+        name="tfxp_test_batching.proto",
+        package="tfxp_test",
+        dependency=["google/protobuf/wrappers.proto"],
+    )
+    message = file.message_type.add(name="BatchingParameters")
+    for name, number, type_name in (
+        ("max_batch_size", 1, ".google.protobuf.Int64Value"),
+        ("batch_timeout_micros", 2, ".google.protobuf.Int64Value"),
+        ("max_enqueued_batches", 3, ".google.protobuf.Int64Value"),
+        ("num_batch_threads", 4, ".google.protobuf.Int64Value"),
+    ):
+        message.field.add(name=name, number=number, type=11, type_name=type_name, label=1)
+    message.field.add(name="allowed_batch_sizes", number=6, type=3, label=3)
+    assert _wrappers.Int64Value.DESCRIPTOR.full_name == "google.protobuf.Int64Value"
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName(file.name)
+    except KeyError:
+        pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tfxp_test.BatchingParameters"))
+
+
+BatchingParameters = _batching_parameters_type()
+
+
+@pytest.fixture(scope="module")
+def assets() -> dict[str, str]:
+    return render_deploy_assets(deploy_spec(load_config(None, LABELLED)))
+
+
+def test_models_config_carries_name_path_policy_and_labels(assets: dict[str, str]) -> None:
+    config = text_format.Parse(assets["models.config"], model_server_config_pb2.ModelServerConfig())
+    (entry,) = config.model_config_list.config
+    assert (entry.name, entry.base_path, entry.model_platform) == ("flowers", "/models/flowers", "tensorflow")
+    assert list(entry.model_version_policy.specific.versions) == [3, 4]
+    assert dict(entry.version_labels) == {"stable": 3, "canary": 4}
+
+
+def test_models_config_is_what_the_local_server_reads(assets: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "models.config"
+    path.write_text(assets["models.config"])
+    (model,) = read_model_config_file(path)
+    assert (model.name, model.base_path, model.labels) == (
+        "flowers",
+        Path("/models/flowers"),
+        {"stable": 3, "canary": 4},
+    )
+    assert (model.policy.kind, model.policy.versions) == ("specific", (3, 4))
+
+
+def test_batching_parameters_follow_the_config_on_cpu_and_the_guide_on_gpu(assets: dict[str, str]) -> None:
+    cpu = text_format.Parse(assets["batching_parameters.txt"], BatchingParameters())
+    knobs = (cpu.max_batch_size, cpu.batch_timeout_micros, cpu.num_batch_threads, cpu.max_enqueued_batches)
+    assert [knob.value for knob in knobs] == [64, 500, 6, 12]
+    gpu = text_format.Parse(assets["batching_parameters_gpu.txt"], BatchingParameters())
+    # GPU: a batch thread per pod CPU, and a queue no deeper than the threads (online serving).
+    assert (gpu.max_batch_size.value, gpu.num_batch_threads.value, gpu.max_enqueued_batches.value) == (128, 8, 8)
+
+
+def test_monitoring_config_enables_prometheus(assets: dict[str, str]) -> None:
+    assert re.search(
+        r"prometheus_config \{\s*enable: true\s*path: \"/monitoring/prometheus/metrics\"", assets["monitoring.config"]
+    )
+
+
+def test_docker_scripts_pin_images_and_pass_the_configs(assets: dict[str, str]) -> None:
+    cpu, gpu = assets["run_tf_serving_cpu.sh"], assets["run_tf_serving_gpu.sh"]
+    assert "  tensorflow/serving:2.19.1 \\" in cpu
+    assert "  tensorflow/serving:2.19.1-gpu \\" in gpu and "--gpus all" in gpu
+    for script, batching in ((cpu, "batching_parameters.txt"), (gpu, "batching_parameters_gpu.txt")):
+        assert ":latest" not in script
+        assert '-p "${HOST}:9000:9000" -p "${HOST}:9001:9001"' in script
+        for flag in (
+            "--port=9000",
+            "--rest_api_port=9001",
+            "--model_config_file=/config/models.config",
+            "--monitoring_config_file=/config/monitoring.config",
+            "--allow_version_labels_for_unavailable_models=true",
+            f"--batching_parameters_file=/config/{batching}",
+        ):
+            assert flag in script
+        assert ':/models/flowers:ro"' in script
+
+
+def test_kubernetes_manifests_parse_and_carry_the_config(assets: dict[str, str]) -> None:
+    deployment = yaml.safe_load(assets["kubernetes/deployment.yaml"])
+    service = yaml.safe_load(assets["kubernetes/service.yaml"])
+    hpa = yaml.safe_load(assets["kubernetes/hpa.yaml"])
+    configmap = yaml.safe_load(assets["kubernetes/configmap.yaml"])
+    assert {doc["metadata"]["namespace"] for doc in (deployment, service, hpa, configmap)} == {"ml"}
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "tensorflow/serving:2.19.1-gpu"  # gpus=1
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v1/models/flowers", "port": 9001}
+    assert container["resources"]["limits"] == {"cpu": "8", "memory": "8Gi", "nvidia.com/gpu": 1}
+    assert {mount["mountPath"] for mount in container["volumeMounts"]} == {"/config", "/models/flowers"}
+    volumes = {volume["name"]: volume for volume in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["models"]["persistentVolumeClaim"]["claimName"] == "flowers-models"
+    assert volumes["config"]["configMap"]["name"] == configmap["metadata"]["name"]
+    assert "--batching_parameters_file=/config/batching_parameters_gpu.txt" in container["args"]
+    assert {(port["name"], port["port"]) for port in service["spec"]["ports"]} == {("grpc", 9000), ("http", 9001)}
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 9)
+    assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 60
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert configmap["data"]["models.config"] == assets["models.config"]
+
+
+def test_kserve_inference_service_uses_the_tensorflow_predictor(assets: dict[str, str]) -> None:
+    service = yaml.safe_load(assets["kserve/inferenceservice.yaml"])
+    assert (service["apiVersion"], service["kind"]) == ("serving.kserve.io/v1beta1", "InferenceService")
+    model = service["spec"]["predictor"]["model"]
+    assert model["modelFormat"] == {"name": "tensorflow"}
+    assert model["storageUri"] == "pvc://flowers-models/flowers"
+    assert model["runtimeVersion"] == "2.19.1-gpu"
+    assert (service["spec"]["predictor"]["minReplicas"], service["spec"]["predictor"]["maxReplicas"]) == (3, 9)
+
+
+def test_remote_base_path_needs_no_model_volume() -> None:
+    config = load_config(
+        None, ["serving.base_path=gs://bucket/serving/digits", "serving.storage_uri=gs://bucket/serving/digits"]
+    )
+    assets = render_deploy_assets(deploy_spec(config))
+    assert 'base_path: "gs://bucket/serving/digits"' in assets["models.config"]
+    deployment = yaml.safe_load(assets["kubernetes/deployment.yaml"])
+    assert [volume["name"] for volume in deployment["spec"]["template"]["spec"]["volumes"]] == ["config"]
+    assert "MODEL_DIR" not in assets["run_tf_serving_cpu.sh"].split("exec docker run", 1)[1]
+    assert "latest {\n        num_versions: 1" in assets["models.config"]
+    assert "--allow_version_labels_for_unavailable_models" not in assets["run_tf_serving_cpu.sh"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (DeploySpec("m", stable_version=3), "need the labelled versions loaded"),
+        (DeploySpec("m", version_policy="specific"), "needs serving.versions"),
+        (DeploySpec("m", version_policy="specific", versions=(1,), canary_version=2), r"does not include .* \[2\]"),
+        (DeploySpec("m", allowed_batch_sizes=(8, 16)), "must end with serving.max_batch_size"),
+    ],
+)
+def test_inconsistent_values_are_refused(spec: DeploySpec, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        render_deploy_assets(spec)
+
+
+def test_cli_writes_every_asset(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["deploy-assets", "--out", str(tmp_path), *SET_LABELLED])
+    assert result.exit_code == 0, result.output
+    written = {str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file()}
+    assert written == set(render_deploy_assets(deploy_spec(load_config(None, LABELLED))))
+    assert (tmp_path / "run_tf_serving_cpu.sh").stat().st_mode & 0o111
+    for path in tmp_path.rglob("*.yaml"):
+        assert yaml.safe_load(path.read_text())
+
+
+def test_cli_reports_inconsistent_labels(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["deploy-assets", "--out", str(tmp_path), "--set", "serving.stable_version=2"])
+    assert result.exit_code == 2
+    assert "serving.version_policy=specific" in result.output
