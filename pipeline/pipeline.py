@@ -14,6 +14,7 @@ from typing import Any
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
+from components.data.tfrecords import LABEL_KEY
 from components.pusher.executor import AtomicPusher
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
 from components.validation.strict_example_validator import StrictExampleValidator
@@ -21,7 +22,6 @@ from pipeline.config import TfxpConfig
 from pipeline.layout import OutputLayout, output_layout
 
 TRAINER_RUN_FN = "components.trainer.run_fn.run_fn"
-LABEL_KEY = "image/class/label"
 ACCURACY_METRIC = "sparse_categorical_accuracy"
 # The signature TFMA feeds serialized tf.Examples to (ARCHITECTURE.md, model contract).
 EVAL_SIGNATURE = "serving_tf_example"

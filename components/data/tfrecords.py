@@ -175,15 +175,24 @@ def read_labels(path: Path) -> list[str]:
             f"label map {path} not found: a data set directory needs a {LABELS_FILE} with one class name a line "
             "(line i = label i); write data with `tfxp data digits` or `tfxp data from-folder`"
         )
-    lines = path.read_text().splitlines()
+    return parse_labels(path.read_text(), str(path))
+
+
+def parse_labels(text: str, source: str) -> list[str]:
+    """The class names in a label map's text; `source` names the file in errors.
+
+    Raises:
+        DataError: the text is empty or has a blank line between names.
+    """
+    lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
-        raise DataError(f"label map {path} is empty: it needs one class name a line (line i = label i)")
+        raise DataError(f"label map {source} is empty: it needs one class name a line (line i = label i)")
     blank = [number for number, line in enumerate(lines, start=1) if not line.strip()]
     if blank:
         raise DataError(
-            f"label map {path} has a blank line at line {blank[0]}; every line names the class of that index, "
+            f"label map {source} has a blank line at line {blank[0]}; every line names the class of that index, "
             "so remove the blank line (or name the class)"
         )
     return lines

@@ -10,24 +10,26 @@ from tfx import v1 as tfx
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
+from components.data.errors import DataError
+from components.data.tfrecords import parse_labels
 from components.validation.label_map_schema import tighten_schema
 
 SCHEMA_FILE = "schema.pbtxt"
 
 
 def read_label_map(labels_path: str) -> list[str]:
-    """Reads labels.txt (one class name a line; blank lines ignored).
+    """Reads labels.txt from a local path or a bucket (tf.io.gfile).
 
     Raises:
-        FileNotFoundError: the file does not exist; the message says where it was looked for.
+        DataError: the file is missing, empty, or has a blank line between names.
     """
     if not tf.io.gfile.exists(labels_path):
-        raise FileNotFoundError(
+        raise DataError(
             f"label map {labels_path} not found: the data directory needs a labels.txt (one class name a "
             "line, as `tfxp data` writes), or set `data.labels` to its path"
         )
     with tf.io.gfile.GFile(labels_path) as handle:
-        return [line.strip() for line in handle if line.strip()]
+        return parse_labels(handle.read(), labels_path)
 
 
 @tfx.dsl.components.component
