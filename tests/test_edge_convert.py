@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_edge_data import SPEC, cached, save_contract_model, shared_data, shared_model, train_classifier
+from test_edge_data import SPEC, cached, save_with_matrix_inverse, shared_data, shared_model, train_classifier
 
 from edge.data import load_split
 from edge.errors import EdgeError
@@ -30,7 +30,7 @@ def model_with_matrix_inverse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cached(
         tmp_path_factory,
         "matrix_inverse",
-        lambda path: save_contract_model(train_classifier(epochs=0), path, extra_op=True),
+        lambda path: save_with_matrix_inverse(train_classifier(epochs=0), path),
     )
 
 

@@ -1,9 +1,9 @@
 """edge.data (reading labelled splits in both layouts), plus the synthetic data and model the edge tests share.
 
 The helpers at the top write a 4-class image data set (a bright bar on one side of a noisy 16×16 image) and train
-a tiny tf_keras CNN on it, saved with the model contract's three signatures and assets. Other `test_edge_*`
-modules import them (`from test_edge_data import ...`); a build is cached under pytest's base temp dir so the
-session builds each thing once.
+a tiny tf_keras CNN on it, saved by the trainer's exporter (the model contract's signatures and assets). Other
+`test_edge_*` modules import them (`from test_edge_data import ...`); a build is cached under pytest's base temp
+dir so the session builds each thing once.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from components.trainer.export import export_saved_model
 from components.trainer.preprocessing import PreprocessingSpec
 from edge.data import load_split, split_files
 from edge.errors import EdgeError
@@ -97,52 +98,17 @@ def train_classifier(seed: int = 0, epochs: int = 8) -> keras.Model:
     return model
 
 
-def save_contract_model(model: keras.Model, export_dir: Path, extra_op: bool = False) -> Path:
-    """Saves `model` with `serving_default`, `serving_tf_example`, `serving_preprocessed` and the assets.
-
-    Args:
-        model: Classifier on float32 [N, 16, 16, 1] images in [0, 1].
-        export_dir: SavedModel directory.
-        extra_op: Add a MatrixInverse (not a TFLite builtin) to `serving_preprocessed`, for the ops error.
-    """
+def save_with_matrix_inverse(model: keras.Model, export_dir: Path) -> Path:
+    """Saves `model` with a `serving_preprocessed` signature that also runs MatrixInverse (not a TFLite builtin)."""
 
     @tf.function(input_signature=[tf.TensorSpec([None, *SPEC.shape], tf.float32, name="images")])
     def serving_preprocessed(images: tf.Tensor) -> dict[str, tf.Tensor]:
-        probabilities = model(images, training=False)
-        if extra_op:
-            probabilities *= tf.reduce_sum(tf.linalg.inv(tf.eye(2) + tf.reduce_mean(images)))
+        scale = tf.reduce_sum(tf.linalg.inv(tf.eye(2) + tf.reduce_mean(images)))
+        probabilities = model(images, training=False) * scale
         return {"probabilities": probabilities, "classes": tf.argmax(probabilities, axis=-1)}
 
-    def decode(image_bytes: tf.Tensor) -> tf.Tensor:
-        return tf.map_fn(
-            lambda one: tf.cast(tf.io.decode_png(one, channels=1), tf.float32) / 255.0,
-            image_bytes,
-            fn_output_signature=tf.TensorSpec(SPEC.shape, tf.float32),
-        )
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
-    def serving_default(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
-        return serving_preprocessed(decode(image_bytes))
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-    def serving_tf_example(examples: tf.Tensor) -> dict[str, tf.Tensor]:
-        parsed = tf.io.parse_example(examples, {"image/encoded": tf.io.FixedLenFeature([], tf.string)})
-        return serving_default(parsed["image/encoded"])
-
-    assets = export_dir.parent / f"{export_dir.name}-assets"
-    assets.mkdir(parents=True, exist_ok=True)
-    (assets / "labels.txt").write_text("".join(f"{label}\n" for label in LABELS))
-    (assets / "preprocessing.json").write_text(SPEC.to_json())
-    module = tf.Module()
-    module.model = model
-    module.labels = tf.saved_model.Asset(str(assets / "labels.txt"))
-    module.preprocessing = tf.saved_model.Asset(str(assets / "preprocessing.json"))
-    signatures = {
-        "serving_default": serving_default.get_concrete_function(),
-        "serving_tf_example": serving_tf_example.get_concrete_function(),
-        "serving_preprocessed": serving_preprocessed.get_concrete_function(),
-    }
-    tf.saved_model.save(module, str(export_dir), signatures=signatures)
+    signatures = {"serving_preprocessed": serving_preprocessed.get_concrete_function()}
+    tf.saved_model.save(model, str(export_dir), signatures=signatures)
     return export_dir
 
 
@@ -161,8 +127,8 @@ def shared_data(factory: pytest.TempPathFactory) -> Path:
 
 
 def shared_model(factory: pytest.TempPathFactory) -> Path:
-    """The trained classifier as a contract SavedModel."""
-    return cached(factory, "saved_model", lambda path: save_contract_model(train_classifier(), path))
+    """The trained classifier as the trainer exports it: three signatures, labels and preprocessing assets."""
+    return cached(factory, "saved_model", lambda path: export_saved_model(train_classifier(), str(path), SPEC, LABELS))
 
 
 @pytest.fixture(scope="module")
