@@ -1,0 +1,122 @@
+"""Hot swap under load, and version labels moved in models.config, on the local server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from serving.batching import BatchingOptions
+from serving.client import GrpcClient, RestClient
+from serving.errors import NotFoundError
+from serving.loadtest import LoadTestResult, run_load_test
+from serving.manager import ModelConfig
+from serving.server import ModelServer, ServerOptions
+from serving.testing import random_png, tiny_classifier, write_model_version
+
+SIZE, CHANNELS, CLASSES = 8, 1, 3
+POLL_SECONDS = 1.5
+IMAGES = [random_png(SIZE, CHANNELS, seed) for seed in range(4)]
+
+
+def push(base: Path, version: int, seed: int) -> Path:
+    return write_model_version(
+        base, version, tiny_classifier(SIZE, CHANNELS, CLASSES, seed=seed), warmup_images=IMAGES[:1]
+    )
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> float:
+    """Seconds until `condition()` held; fails the test after `seconds`."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        if condition():
+            return time.monotonic() - started
+        time.sleep(0.05)
+    pytest.fail(f"{what} did not happen within {seconds}s")
+
+
+def test_new_version_swaps_in_under_load_without_failing_a_request(tmp_path: Path) -> None:
+    base = tmp_path / "hot"
+    push(base, 1, seed=1)
+    options = ServerOptions(
+        grpc_port=0,
+        rest_port=0,
+        poll_interval_seconds=POLL_SECONDS,
+        batching=BatchingOptions(max_batch_size=8, batch_timeout_micros=1000),
+    )
+    with ModelServer([ModelConfig("hot", base)], options) as server:
+        results: list[LoadTestResult] = []
+        load = threading.Thread(
+            target=lambda: results.append(
+                run_load_test(lambda: GrpcClient(server.grpc_target, "hot"), IMAGES, concurrency=4, seconds=7.0)
+            )
+        )
+        load.start()
+        time.sleep(1.5)
+        push(base, 2, seed=2)
+        pushed = time.monotonic()
+        probe = GrpcClient(server.grpc_target, "hot")
+        answered_after = wait_for(
+            lambda: probe.predict_images(IMAGES[:1]).model_version == 2, 4 * POLL_SECONDS, "version 2 answering"
+        )
+        statuses = wait_for(
+            lambda: [(s.version, s.state) for s in probe.status()] == [(2, "AVAILABLE"), (1, "END")],
+            4 * POLL_SECONDS,
+            "version 1 unloading",
+        )
+        load.join()
+        with pytest.raises(NotFoundError, match=r"Specific\(hot, 1\)"):
+            probe.predict_images(IMAGES[:1], version=1)
+        probe.close()
+    (result,) = results
+    assert result.errors == 0, result.error_kinds
+    assert result.requests > 50
+    assert set(result.versions) == {"1", "2"}  # traffic was served by both sides of the swap
+    # The push lands between two polls; the next poll loads (and warms up) version 2 and routes to it.
+    assert time.monotonic() - pushed >= answered_after
+    assert answered_after <= 2 * POLL_SECONDS, f"version 2 answered {answered_after:.2f}s after the push"
+    assert statuses <= 2 * POLL_SECONDS
+
+
+def models_config(base: Path, stable: int, canary: int) -> str:
+    return f"""model_config_list {{
+  config {{
+    name: "labelled"
+    base_path: "{base}"
+    model_platform: "tensorflow"
+    model_version_policy {{ specific {{ versions: 1 versions: 2 }} }}
+    version_labels {{ key: "stable" value: {stable} }}
+    version_labels {{ key: "canary" value: {canary} }}
+  }}
+}}
+"""
+
+
+def test_version_label_moved_in_models_config_is_honoured(tmp_path: Path) -> None:
+    base = tmp_path / "labelled"
+    push(base, 1, seed=1)
+    push(base, 2, seed=2)
+    config_file = tmp_path / "models.config"
+    config_file.write_text(models_config(base, stable=1, canary=2))
+    options = ServerOptions(grpc_port=0, rest_port=0, poll_interval_seconds=0.5, config_poll_interval_seconds=0.5)
+    with ModelServer(options=options, model_config_file=config_file) as server:
+        grpc_client = GrpcClient(server.grpc_target, "labelled")
+        rest_client = RestClient(server.rest_url, "labelled")
+        wait_for(lambda: grpc_client.predict_images(IMAGES[:1], label="stable").model_version == 1, 5, "labels applied")
+        assert grpc_client.predict_images(IMAGES[:1], label="canary").model_version == 2
+        by_label = rest_client.predict_images(IMAGES[:1], label="canary").probabilities
+        by_version = rest_client.predict_images(IMAGES[:1], version=2).probabilities
+        assert (by_label == by_version).all()
+
+        config_file.write_text(models_config(base, stable=2, canary=2))  # promote the canary
+        wait_for(lambda: grpc_client.predict_images(IMAGES[:1], label="stable").model_version == 2, 5, "stable → 2")
+
+        # A label on a version that is not loaded is refused; the previous labels stay in force.
+        config_file.write_text(models_config(base, stable=7, canary=2))
+        time.sleep(1.5)
+        assert grpc_client.predict_images(IMAGES[:1], label="stable").model_version == 2
+        grpc_client.close()
+        rest_client.close()
