@@ -151,7 +151,8 @@ def host(fake: FakeKfp) -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (TOKEN_ENV, TOKEN_PATH_ENV, COOKIE_ENV, "KF_PIPELINES_UI_ENDPOINT", "KF_PIPELINES_ENDPOINT"):
+    kfp_variables = ("ENDPOINT", "UI_ENDPOINT", "DEFAULT_EXPERIMENT_NAME", "OVERRIDE_EXPERIMENT_NAME")
+    for name in (TOKEN_ENV, TOKEN_PATH_ENV, COOKIE_ENV, *(f"KF_PIPELINES_{variable}" for variable in kfp_variables)):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -207,9 +208,9 @@ def test_submit_sends_the_compiled_spec_and_creates_the_experiment(fake: FakeKfp
     assert run.run_id == RUN_ID
     assert run.url == f"{host}/#/runs/details/{RUN_ID}"
     assert run.tasks == ("ImportExampleGen", "Pusher", "Trainer")
-    assert [(r.method, r.path) for r in fake.requests] == [
-        ("GET", f"{API}/healthz"),  # tfxp's own check
-        ("GET", f"{API}/healthz"),  # kfp.Client's constructor
+    # tfxp checks the health endpoint first (kfp.Client's constructor may check it again).
+    assert (fake.requests[0].method, fake.requests[0].path) == ("GET", f"{API}/healthz")
+    assert [(r.method, r.path) for r in fake.requests if r.path != f"{API}/healthz"] == [
         ("GET", f"{API}/experiments"),
         ("POST", f"{API}/experiments"),
         ("POST", f"{API}/runs"),
@@ -431,7 +432,7 @@ def test_cli_wait_exit_codes(
 
 
 def test_cli_submit_to_an_unreachable_host(package: Path) -> None:
-    result = _invoke("submit", str(package), "--host", f"http://127.0.0.1:{_closed_port()}", "--timeout", "5")
+    result = _invoke("submit", str(package), "--host", f"http://127.0.0.1:{_closed_port()}", "--request-timeout", "5")
 
     assert result.exit_code == 2
     assert "cannot reach Kubeflow Pipelines" in result.output
@@ -450,3 +451,16 @@ def test_the_spec_the_client_sends_parses_as_kfp_ir(fake: FakeKfp, host: str, pa
     sent = fake.calls("POST", f"{API}/runs")[0].body["pipeline_spec"]
     spec = json_format.ParseDict(sent, pipeline_spec_pb2.PipelineSpec())
     assert sorted(spec.root.dag.tasks) == ["ImportExampleGen", "Pusher", "Trainer"]
+
+
+def test_cli_submit_to_a_silent_host_gives_up_after_the_request_timeout(package: Path) -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        started = time.monotonic()
+        result = _invoke(
+            "submit", str(package), "--host", f"http://127.0.0.1:{silent.getsockname()[1]}", "--request-timeout", "1"
+        )
+    assert result.exit_code == 2
+    assert "did not answer within 1 s" in result.output
+    assert time.monotonic() - started < 4
