@@ -205,6 +205,7 @@ class EdgeSection(_Section):
     supported_ops: `builtins`, or `builtins+select_tf` to allow TF ops (needs the Flex delegate).
     max_accuracy_drop: Largest accuracy loss (absolute) of the TFLite model vs the SavedModel.
     threads: LiteRT interpreter threads for evaluation and benchmarks.
+    eval_samples: Eval examples the EdgeExporter evaluates both models on; 0 = the whole eval split.
     """
 
     enabled: bool = True
@@ -214,6 +215,7 @@ class EdgeSection(_Section):
     supported_ops: Literal["builtins", "builtins+select_tf"] = "builtins"
     max_accuracy_drop: float = Field(0.01, ge=0, le=1)
     threads: int = Field(2, ge=1)
+    eval_samples: int = Field(0, ge=0)
 
 
 class AcceleratorSpec(_Section):

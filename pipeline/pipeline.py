@@ -15,6 +15,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.data.tfrecords import LABEL_KEY
+from components.edge_exporter.component import EdgeExporter
 from components.pusher.executor import AtomicPusher
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
 from components.validation.strict_example_validator import StrictExampleValidator
@@ -152,7 +153,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=layout.serving_base)
         ),
     ).with_id("Pusher")
-    return [
+    components = [
         example_gen,
         statistics_gen,
         schema_gen,
@@ -162,6 +163,24 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
         evaluator,
         pusher,
     ]
+    if config.edge.enabled:
+        components.append(
+            EdgeExporter(
+                model=trainer.outputs["model"],
+                examples=example_gen.outputs["examples"],
+                model_blessing=evaluator.outputs["blessing"],
+                push_base=layout.edge_base,
+                mode=config.edge.mode,
+                io_dtype=config.edge.io_dtype,
+                representative_samples=config.edge.representative_samples,
+                supported_ops=config.edge.supported_ops,
+                max_accuracy_drop=config.edge.max_accuracy_drop,
+                threads=config.edge.threads,
+                eval_samples=config.edge.eval_samples,
+                label_offset=config.data.label_offset,
+            ).with_id("EdgeExporter")
+        )
+    return components
 
 
 def create_pipeline(
