@@ -1,0 +1,140 @@
+"""`tfxp serve`, `tfxp predict` and `tfxp loadtest` from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import portpicker
+import pytest
+from typer.testing import CliRunner
+
+import pipeline.cli.commands  # noqa: F401  (registers the commands)
+from pipeline.cli.app import app
+from serving.client import GrpcClient, RetryPolicy
+from serving.manager import ModelConfig
+from serving.server import ModelServer, ServerOptions
+from serving.testing import random_png, tiny_classifier, write_model_version
+
+LABELS = ["cat", "dog", "emu"]
+
+
+@pytest.fixture(scope="module")
+def model_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("cli") / "pets"
+    write_model_version(base, 1, tiny_classifier(8, 1, len(LABELS), seed=3), LABELS)
+    return base
+
+
+@pytest.fixture(scope="module")
+def server(model_base: Path) -> Iterator[ModelServer]:
+    with ModelServer([ModelConfig("pets", model_base)], ServerOptions(grpc_port=0, rest_port=0)) as running:
+        yield running
+
+
+@pytest.fixture
+def image_files(tmp_path: Path) -> list[Path]:
+    paths = []
+    for seed in range(2):
+        path = tmp_path / f"image{seed}.png"
+        path.write_bytes(random_png(8, 1, seed))
+        paths.append(path)
+    return paths
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("transport", ["grpc", "rest"])
+def test_predict_prints_top_k_with_label_names(
+    server: ModelServer, model_base: Path, image_files: list[Path], transport: str
+) -> None:
+    target = server.grpc_target if transport == "grpc" else server.rest_url
+    labels = model_base / "1" / "assets" / "labels.txt"
+    code, output = run_cli(
+        "predict",
+        *map(str, image_files),
+        f"--{transport}",
+        target,
+        "--model-name",
+        "pets",
+        "--labels",
+        str(labels),
+        "--top-k",
+        "2",
+    )
+    assert code == 0, output
+    lines = [line for line in output.splitlines() if line.startswith(str(image_files[0].parent))]
+    assert len(lines) == 2
+    for line in lines:
+        ranked = line.split(": ", 1)[1].split(", ")
+        assert len(ranked) == 2 and all(entry.split(" ")[0] in LABELS for entry in ranked)
+    if transport == "grpc":
+        assert "(version 1) via gRPC" in output
+
+
+def test_predict_explains_bad_targets_and_models(server: ModelServer, image_files: list[Path]) -> None:
+    code, output = run_cli("predict", str(image_files[0]))
+    assert code == 2 and "pass exactly one of --grpc HOST:PORT and --rest URL" in output
+    code, output = run_cli("predict", str(image_files[0]), "--grpc", server.grpc_target, "--model-name", "nope")
+    assert code == 2
+    assert "NOT_FOUND: Servable not found for request: Latest(nope)" in output.replace("\n", " ")
+    code, output = run_cli("predict", "missing.png", "--grpc", server.grpc_target)
+    assert code == 2 and "cannot read image missing.png" in output
+
+
+def test_loadtest_reports_throughput_and_writes_json(
+    server: ModelServer, image_files: list[Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "load.json"
+    code, output = run_cli(
+        "loadtest", "--grpc", server.grpc_target, "--model-name", "pets", "--image", str(image_files[0]),
+        "--concurrency", "2", "--seconds", "1", "--warmup", "0.2", "--json", str(out),
+    )  # fmt: skip
+    assert code == 0, output
+    result = json.loads(out.read_text())
+    assert result["errors"] == 0 and result["requests"] > 0 and result["concurrency"] == 2
+    assert result["qps"] > 0 and result["p50_ms"] <= result["p95_ms"] <= result["p99_ms"]
+    assert "QPS" in output and "p99" in output
+
+
+def test_serve_refuses_a_missing_model_base(tmp_path: Path) -> None:
+    code, output = run_cli("serve", "--model-base", str(tmp_path / "nothing"))
+    assert code == 2
+    assert "does not exist; run `tfxp run` first" in output.replace("\n", " ")
+
+
+def test_serve_help_says_it_stands_in_for_tf_serving() -> None:
+    code, output = run_cli("serve", "--help")
+    assert code == 0
+    assert "Production serves the pushed model with TensorFlow Serving" in " ".join(output.split())
+
+
+def test_tfxp_serve_answers_until_interrupted(model_base: Path) -> None:
+    grpc_port, rest_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()
+    command = [
+        str(Path(sys.executable).parent / "tfxp"), "serve", "--model-base", str(model_base), "--model-name", "pets",
+        "--grpc-port", str(grpc_port), "--rest-port", str(rest_port), "--no-batching",
+    ]  # fmt: skip
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        retry = RetryPolicy(max_attempts=120, initial_backoff_seconds=0.25, multiplier=1.0)
+        with GrpcClient(f"127.0.0.1:{grpc_port}", "pets", retry=retry) as client:
+            assert client.predict_images([random_png(8, 1, 0)]).model_version == 1
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, output
+    assert f"serving gRPC on 127.0.0.1:{grpc_port}, REST on http://127.0.0.1:{rest_port}" in output
+    assert "stopping: finishing in-flight requests" in output
