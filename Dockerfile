@@ -30,7 +30,7 @@ COPY serving ./serving
 COPY edge ./edge
 # tensorflow[and-cuda] adds the CUDA/cuDNN wheels for the A100 Trainer; the same TF version as the project.
 RUN pip install -c constraints.txt "tensorflow[and-cuda]==2.21.0" . \
-    && python -c "import tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor, components.trainer.run_fn, components.pusher.executor"
+    && python -c "import tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor, components.trainer.run_fn, components.pusher.executor, components.edge_exporter.executor"
 # Non-root, with a numeric UID so Kubernetes' runAsNonRoot can verify it. KFP's launcher writes artifacts
 # under /gcs, /minio and /s3, which a non-root user cannot create at run time.
 RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin tfxp \

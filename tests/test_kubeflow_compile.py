@@ -156,6 +156,7 @@ def test_warnings_name_what_pods_cannot_read(default_compiled: CompileResult, a1
     warnings = "\n".join(default_compiled.warnings)
     assert "kubeflow.pipeline_root is empty" in warnings
     assert "data.path=data/digits is a local path: pods on Kubeflow do not see it" in warnings
+    assert "the edge base (pipeline.output)=tfxp_output/edge/digits is a local path" in warnings
     assert "dropped resolver tasks LatestBlessedModelResolver" in warnings
     # The A100 config is production-shaped: only the resolver limitation of open-source KFP remains.
     assert len(a100_compiled.warnings) == 1
@@ -241,3 +242,14 @@ def test_cli_compile_bad_input(tmp_path: Path, sets: tuple[str, ...], out: str, 
 
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
+
+
+def test_every_executor_class_the_spec_names_is_importable(a100_compiled: CompileResult) -> None:
+    # What the image must contain: TFX's executors and the project's (installed from this repository).
+    import importlib
+
+    for task, container in container_tasks(_doc(a100_compiled).pipeline_spec):
+        args = list(container.args)
+        path = args[args.index("--executor_class_path") + 1]
+        module, _, name = path.rpartition(".")
+        assert hasattr(importlib.import_module(module), name), f"{task}: {path}"

@@ -116,6 +116,8 @@ def config_warnings(config: TfxpConfig) -> list[str]:
         ("data.labels", config.data.labels_path),
         ("the serving base (serving.base_path or pipeline.output)", layout.serving_base),
     ]
+    if config.edge.enabled:
+        paths.append(("the edge base (pipeline.output)", layout.edge_base))
     if config.data.schema_source not in ("label_map", "infer"):
         paths.append(("data.schema", config.data.schema_source))
     warnings.extend(warning for key, path in paths if (warning := _storage_warning(key, path)))
