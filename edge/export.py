@@ -300,7 +300,9 @@ def find_pushed_version(model_base: str | Path, sha256: str) -> str | None:
 def push_atomically(source_dir: str | Path, target_dir: str) -> str:
     """Copies the EdgeModel files into a staging directory beside `target_dir`, then renames it into place.
 
-    On a local or POSIX file system the rename is atomic: a reader sees no version or a complete one.
+    On a local or POSIX file system the rename is atomic: a reader sees no version or a complete one. Buckets
+    (`gs://`, `s3://`) have no directory rename: there the files are copied straight into `target_dir` with
+    `model.tflite` last, so a reader that waits for `model.tflite` sees complete labels and metadata.
 
     Args:
         source_dir: Directory holding `model.tflite`, `labels.txt`, `edge_metadata.json`.
@@ -314,16 +316,23 @@ def push_atomically(source_dir: str | Path, target_dir: str) -> str:
     """
     if tf.io.gfile.exists(target_dir):
         raise EdgeError(f"edge push target {target_dir} exists already; versions are never overwritten")
+    for name in EDGE_FILES:
+        if not tf.io.gfile.exists(f"{source_dir}/{name}"):
+            raise EdgeError(f"cannot push {source_dir}: {name} is missing; write it with write_edge_model")
+    # model.tflite last: on buckets its presence marks a complete version.
+    ordered = sorted(EDGE_FILES, key=lambda name: name == MODEL_FILE)
+    if "://" in target_dir:
+        for name in ordered:
+            tf.io.gfile.makedirs(target_dir)
+            tf.io.gfile.copy(f"{source_dir}/{name}", f"{target_dir}/{name}")
+        return target_dir
     parent, _, version = target_dir.rstrip("/").rpartition("/")
     # A dot-name: model servers and version scanners ignore it until the rename.
     staging = f"{parent}/.{version}.tmp-{uuid.uuid4().hex[:8]}"
     tf.io.gfile.makedirs(staging)
     try:
-        for name in EDGE_FILES:
-            source = f"{source_dir}/{name}"
-            if not tf.io.gfile.exists(source):
-                raise EdgeError(f"cannot push {source_dir}: {name} is missing; write it with write_edge_model")
-            tf.io.gfile.copy(source, f"{staging}/{name}")
+        for name in ordered:
+            tf.io.gfile.copy(f"{source_dir}/{name}", f"{staging}/{name}")
         tf.io.gfile.rename(staging, target_dir)
     except BaseException:
         if tf.io.gfile.exists(staging):

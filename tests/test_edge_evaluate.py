@@ -190,11 +190,22 @@ def test_push_is_a_complete_new_version_or_nothing(int8_model: bytes, tmp_path: 
         push_atomically(tmp_path / "artifact", target)
 
 
-def test_a_failed_push_leaves_no_version_and_no_staging(tmp_path: Path) -> None:
+def test_a_push_without_all_files_is_refused(tmp_path: Path) -> None:
     (tmp_path / "artifact").mkdir()
     (tmp_path / "artifact" / "model.tflite").write_bytes(b"x")
-    target = str(tmp_path / "edge" / "digits" / "7")
 
     with pytest.raises(EdgeError, match=r"labels.txt is missing"):
-        push_atomically(tmp_path / "artifact", target)
+        push_atomically(tmp_path / "artifact", str(tmp_path / "edge" / "digits" / "7"))
+    assert not (tmp_path / "edge").exists()
+
+
+def test_a_push_failing_midway_leaves_no_version_and_no_staging(tmp_path: Path) -> None:
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / "labels.txt").write_text("a\n")
+    (artifact / "edge_metadata.json").write_text("{}")
+    (artifact / "model.tflite").mkdir()  # copied last; copying a directory fails
+
+    with pytest.raises(Exception):  # noqa: B017  (whatever the file system raises)
+        push_atomically(artifact, str(tmp_path / "edge" / "digits" / "7"))
     assert list((tmp_path / "edge" / "digits").iterdir()) == []
