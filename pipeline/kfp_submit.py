@@ -286,14 +286,13 @@ class KfpRunClient:
             f"Kubeflow Pipelines at {self.host} did not answer within {seconds:g} s while {doing}; {_HOST_HINT}"
         )
 
-        def quiet_call() -> T:
+        try:
             # kfp prints its own "Run details: …" lines and warns about API versions; tfxp reports itself.
+            # Both switches are process-wide, so they are made and undone here, in the waiting thread, never
+            # in the worker (an abandoned worker would restore a stale sys.stdout when it finally ends).
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
-                return call()
-
-        try:
-            return _with_deadline(quiet_call, seconds, on_timeout)
+                return _with_deadline(call, seconds, on_timeout)
         except SubmitError:
             raise
         except Exception as error:

@@ -64,6 +64,7 @@ class FakeKfp:
     run_error: str = ""
     required_auth: str | None = None
     hang: tuple[str, str] | None = None
+    create_run_error: str = ""
     experiments: dict[str, str] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     polls: int = 0
@@ -88,6 +89,8 @@ class FakeKfp:
             self.experiments[name] = f"exp-{len(self.experiments) + 1}"
             return 200, {"experiment_id": self.experiments[name], "display_name": name}
         if route == ("POST", f"{API}/runs"):
+            if self.create_run_error:
+                return 400, {"error": self.create_run_error, "code": 3}
             return 200, {**request.body, "run_id": RUN_ID, "state": "PENDING"}
         if route == ("GET", f"{API}/runs/{RUN_ID}"):
             state = self.states[min(self.polls, len(self.states) - 1)]
@@ -273,6 +276,15 @@ def test_refused_credentials_name_the_variables(fake: FakeKfp, host: str, packag
     assert not fake.calls("POST", f"{API}/runs")
 
 
+def test_api_errors_carry_the_server_message(fake: FakeKfp, host: str, package: Path) -> None:
+    fake.create_run_error = "Failed to create a run: resolver executors not implemented"
+
+    with pytest.raises(
+        SubmitError, match=r"answered HTTP 400 while creating the run: .*resolver executors not implemented"
+    ):
+        KfpRunClient(host).submit(package)
+
+
 def test_token_and_token_path_together_are_refused(tmp_path: Path) -> None:
     with pytest.raises(SubmitError, match=f"both {TOKEN_ENV} and {TOKEN_PATH_ENV} are set"):
         KfpAuth.from_env({TOKEN_ENV: "t", TOKEN_PATH_ENV: str(tmp_path)})
@@ -409,6 +421,7 @@ def test_cli_submit_and_wait(fake: FakeKfp, host: str, package: Path) -> None:
     result = _invoke("submit", str(package), "--host", host, "--wait", "--poll", "0.05", env={TOKEN_ENV: "tok"})
 
     assert result.exit_code == 0, result.output
+    assert "Experiment details" not in result.output  # kfp's own prints stay out of tfxp's output
     assert f"run id: {RUN_ID}" in result.output
     assert f"{host}/#/runs/details/{RUN_ID}" in result.output
     assert "RUNNING  done 0/3  running: Trainer" in result.output
