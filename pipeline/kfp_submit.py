@@ -259,8 +259,7 @@ class KfpRunClient:
         self.request_timeout = request_timeout
         self._client: Any = None
 
-    def _explain(self, error: BaseException, doing: str) -> SubmitError:
-        status = _http_status(error)
+    def _http_error(self, status: int, doing: str, detail: str = "") -> SubmitError:
         if status in (401, 403):
             return SubmitError(
                 f"Kubeflow Pipelines at {self.host} refused the request (HTTP {status}) while {doing}; "
@@ -268,11 +267,13 @@ class KfpRunClient:
             )
         if status == 404:
             return SubmitError(f"{self.host} answered HTTP 404 while {doing}: no KFP v2beta1 API there; {_HOST_HINT}")
+        return SubmitError(f"Kubeflow Pipelines at {self.host} answered HTTP {status} while {doing}: {detail}")
+
+    def _explain(self, error: BaseException, doing: str) -> SubmitError:
+        status = _http_status(error)
         if status is not None:
             body = str(getattr(error, "body", "") or "").strip()[:300]
-            return SubmitError(
-                f"Kubeflow Pipelines at {self.host} answered HTTP {status} while {doing}: {body or error}"
-            )
+            return self._http_error(status, doing, body or str(error))
         if _is_connection_error(error):
             reason = getattr(error, "reason", None) or error
             return SubmitError(f"cannot reach Kubeflow Pipelines at {self.host} while {doing} ({reason}); {_HOST_HINT}")
@@ -321,17 +322,7 @@ class KfpRunClient:
             with opener.open(urllib.request.Request(url, headers=headers), timeout=self.request_timeout) as response:
                 body = response.read(1 << 16)
         except urllib.error.HTTPError as error:
-            doing = f"checking {url}"
-            if error.code in (401, 403):
-                raise SubmitError(
-                    f"Kubeflow Pipelines at {self.host} refused the request (HTTP {error.code}) while {doing}; "
-                    f"tfxp {self.auth.describe()}; {_AUTH_HINT}"
-                ) from None
-            if error.code == 404:
-                raise SubmitError(
-                    f"{self.host} answered HTTP 404 for {url}: no KFP v2beta1 API there; {_HOST_HINT}"
-                ) from None
-            raise SubmitError(f"Kubeflow Pipelines at {self.host} answered HTTP {error.code} while {doing}") from None
+            raise self._http_error(error.code, f"checking {url}", error.reason) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             if isinstance(reason, TimeoutError):
