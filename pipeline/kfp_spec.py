@@ -255,8 +255,9 @@ def image_warnings(image: str) -> list[str]:
     last = image.rsplit("/", 1)[-1]
     tag = last.split(":", 1)[1] if ":" in last else ""
     if tag in ("", "latest"):
+        which = "uses the" if tag else "has no tag, i.e. the"
         return [
-            f"kubeflow.image {image!r} uses the `latest` tag: pods pull whatever was pushed last, so reruns and "
+            f"kubeflow.image {image!r} {which} `latest` tag: pods pull whatever was pushed last, so reruns and "
             "retries may run different code and KFP's cache may mix them; pin a version tag or a @sha256 digest"
         ]
     return []
@@ -390,6 +391,10 @@ def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
             accelerator has a count but no type.
     """
     spec = doc.pipeline_spec
+    if not patch.image.strip():
+        raise SpecPatchError(
+            "the component image is empty; set `kubeflow.image`, e.g. `registry.example.com/tfxp:0.1.0`"
+        )
     _check_task_names(spec, patch.task_resources, "the per-task resources")
     _check_task_names(spec, patch.uncached_tasks, "kubeflow.uncached_components")
     _check_task_names(spec, patch.node_selectors, "the node selectors")

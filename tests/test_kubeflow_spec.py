@@ -208,11 +208,14 @@ def test_image_tags(image: str, warned: bool) -> None:
     assert bool(warnings) == warned
     if warned:
         assert "`latest` tag" in warnings[0] and "pin a version tag or a @sha256 digest" in warnings[0]
+        assert ("has no tag" in warnings[0]) == (not image.endswith(":latest"))
 
 
-def test_empty_image_is_an_error() -> None:
+def test_empty_image_is_an_error(doc: PipelineDoc) -> None:
     with pytest.raises(ValueError, match=r"component image is empty; set `kubeflow\.image`"):
         image_warnings(" ")
+    with pytest.raises(SpecPatchError, match=r"component image is empty; set `kubeflow\.image`"):
+        patch_pipeline_doc(doc, _patch(image=""))
 
 
 def test_patch_sets_resources_image_retries_caching_root_and_name(doc: PipelineDoc, tmp_path: Path) -> None:
