@@ -15,6 +15,7 @@ from typing import Any
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.edge_exporter.summary import edge_summary
 from pipeline.config import TfxpConfig
 
 _STATES = {
@@ -204,6 +205,12 @@ def build_summary(
     trainer = components.get("Trainer")
     if trainer is not None and trainer.outputs.get("model"):
         summary["metrics"]["training"] = training_metrics(trainer.outputs["model"][0].uri)
+    edge_exporter = components.get("EdgeExporter")
+    if edge_exporter is not None and edge_exporter.outputs.get("edge_model"):
+        edge = edge_summary(edge_exporter.outputs["edge_model"][0].uri)
+        summary["edge_model_path"] = edge["edge_model_path"]
+        summary["edge"] = edge["edge"]
+        summary["metrics"].update(edge["metrics"])
     pusher = components.get("Pusher")
     if pusher is not None and pusher.outputs.get("pushed_model"):
         pushed = pusher.outputs["pushed_model"][0]

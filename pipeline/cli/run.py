@@ -91,4 +91,19 @@ def _print_summary(summary: dict, summary_path: str) -> None:
         console.print(f"served model: {summary['pushed_model_dir']}", highlight=False)
     elif summary["status"] == "succeeded":
         console.print("nothing pushed this run; the previously pushed version (if any) is unchanged", highlight=False)
+    edge = summary.get("edge")
+    if edge:
+        metrics = summary["metrics"]
+        detail = f"edge ({edge['mode']}): {edge['status']}"
+        if metrics.get("edge_accuracy") is not None:
+            detail += (
+                f", tflite accuracy {metrics['edge_accuracy']:.4f}"
+                f" vs SavedModel {metrics['edge_saved_model_accuracy']:.4f}"
+                f", {metrics['edge_size_bytes'] / 1024:.0f} KiB, p50 {metrics['edge_latency_p50_ms']:.2f} ms"
+            )
+        console.print(detail, highlight=False)
+        if edge.get("reason"):
+            console.print(f"  {edge['reason']}", highlight=False)
+        if summary.get("edge_model_path"):
+            console.print(f"device model: {summary['edge_model_path']}", highlight=False)
     console.print(f"wall time {summary['wall_seconds']:.1f}s; summary: {summary_path}", highlight=False)
