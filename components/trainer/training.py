@@ -164,7 +164,6 @@ def train_and_export(
     global_batch = trainer.batch_size * replicas
     workers = getattr(strategy.extended, "_num_workers", 1)
     train_data = make_dataset(paths.train_files, _input_options(trainer, run, global_batch, True, workers))
-    eval_data = make_dataset(paths.eval_files, _input_options(trainer, run, global_batch, False, workers))
     model_spec = ModelSpec(trainer.image_size, trainer.channels, len(labels), trainer.width)
     peak_learning_rate = scaled_learning_rate(trainer.learning_rate, global_batch, trainer.base_batch_size)
     with strategy.scope():
@@ -196,11 +195,18 @@ def train_and_export(
         if paths.backup_dir and chief:
             _remove_backup(paths.backup_dir)
         phases["fit"] = time.perf_counter() - started - sum(phases.values())
-        evaluation = model.evaluate(eval_data, steps=trainer.eval_steps or None, return_dict=True, verbose=0)
+        # Evaluate the float32 export copy on one device: the accuracy reported is the served model's, and
+        # no replica gets an empty final eval batch (which breaks Conv2D under MirroredStrategy).
+        export_model = _float32_copy(model, trainer.model, model_spec)
+        export_model.compile(
+            loss=keras.losses.SparseCategoricalCrossentropy(),
+            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        )
+        eval_data = make_dataset(paths.eval_files, _input_options(trainer, run, global_batch, False, 1))
+        evaluation = export_model.evaluate(eval_data, steps=trainer.eval_steps or None, return_dict=True, verbose=0)
         phases["evaluate"] = time.perf_counter() - started - sum(phases.values())
 
         export_dir = paths.serving_model_dir if chief else f"{scratch}/export"
-        export_model = _float32_copy(model, trainer.model, model_spec)
         warmup = read_encoded_images(paths.eval_files, run.warmup_requests) if chief else []
         export_saved_model(
             export_model, export_dir, PreprocessingSpec(trainer.image_size, trainer.channels), labels, warmup
@@ -219,6 +225,7 @@ def train_and_export(
         "final_train_accuracy": float(history.history["accuracy"][-1]),
         "peak_learning_rate": peak_learning_rate,
         "replicas": replicas,
+        "chief": chief,
         "strategy": strategy_name,
         "precision": policy,
         "xla": jit_compile,
