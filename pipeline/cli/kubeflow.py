@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.app import app, console, error_console, fail
-from pipeline.cli.run import ConfigOption, SetOption, load_cli_config
+from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
 
 if TYPE_CHECKING:
     from pipeline.kfp_submit import RunStatus

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pipeline.cli.app import UserError, app, console, fail, user_errors
-from pipeline.cli.run import ConfigOption, SetOption, load_cli_config
+from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 
