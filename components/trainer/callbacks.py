@@ -14,8 +14,9 @@ class ThroughputCallback(keras.callbacks.Callback):
     """Records the wall time of every training step and summarises images/s and step-time percentiles.
 
     A step's time is the interval between consecutive `on_train_batch_end` calls, so it includes waiting for
-    input. The first `skip_steps` steps of the run (tracing, XLA compilation, filling the input pipeline) and
-    the first step of each epoch (it follows the epoch-end work: checkpoints, logs) are left out.
+    input. The first `skip_steps` steps of the run (tracing, XLA compilation, filling the input pipeline) are
+    left out, and so is the work between epochs (checkpoints, logs): an epoch's first step is timed from its
+    own `on_train_batch_begin`.
 
     Example:
         throughput = ThroughputCallback(global_batch=256)
