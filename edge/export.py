@@ -203,8 +203,14 @@ def export_edge_model(saved_model: Path, examples: str | Path, options: ExportOp
             f"{saved_model} has {len(labels)} labels in assets/{LABELS_FILE} but {model.num_classes} outputs; "
             "the label map must have one line per class"
         )
+    # A subset is a seeded sample (shards are often sorted by class); both models see the same images.
     eval_data = load_split(
-        examples, options.eval_split, spec, limit=options.eval_samples, label_offset=options.label_offset
+        examples,
+        options.eval_split,
+        spec,
+        limit=options.eval_samples,
+        label_offset=options.label_offset,
+        shuffle=options.eval_samples > 0,
     )
     reference = evaluate_saved_model(saved_model, eval_data)
     result = evaluate(model, eval_data)

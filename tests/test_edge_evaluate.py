@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_edge_data import LABELS, SPEC, shared_data, shared_model
+from test_edge_data import LABELS, SPEC, shared_data, shared_model, synthetic_images, write_split
 
 from edge.benchmark import LatencyStats, benchmark
 from edge.data import LabeledImages, load_split
@@ -209,3 +209,14 @@ def test_a_push_failing_midway_leaves_no_version_and_no_staging(tmp_path: Path) 
     with pytest.raises(Exception):  # noqa: B017  (whatever the file system raises)
         push_atomically(artifact, str(tmp_path / "edge" / "digits" / "7"))
     assert list((tmp_path / "edge" / "digits").iterdir()) == []
+
+
+def test_an_eval_subset_is_a_sample_across_classes(saved_model: Path, tmp_path: Path) -> None:
+    images, labels = synthetic_images(120, seed=7)
+    order = np.argsort(labels, kind="stable")  # a class-sorted shard: its first 40 records are all class 0
+    write_split(tmp_path / "eval" / "part-00000-of-00001.tfrecord.gz", images[order], labels[order])
+
+    export = export_edge_model(saved_model, tmp_path, ExportOptions(mode="none", eval_samples=40, benchmark_runs=2))
+
+    assert export.metadata["accuracy"]["eval_examples"] == 40
+    assert None not in export.metadata["accuracy"]["per_class_tflite"].values()
