@@ -10,7 +10,9 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from components.trainer.input_pipeline import InputOptions, make_batch_augmentation, make_dataset
+from components.trainer.augment import augment_pixels
+from components.trainer.input_pipeline import InputOptions, make_dataset
+from components.trainer.preprocessing import PreprocessingSpec, pixels_to_input
 
 NUM_EXAMPLES = 20
 
@@ -68,21 +70,50 @@ def test_deterministic_mode_repeats_the_same_order(records: str) -> None:
     assert first_labels() == first_labels()
 
 
-def test_augmentations_keep_shape_dtype_and_range() -> None:
-    images = tf.random.stateless_uniform([5, 16, 16, 3], seed=[1, 2])
-    augmented = make_batch_augmentation(["flip", "crop", "translate"], seed=7)(images)
-    assert augmented.shape == images.shape and augmented.dtype == tf.float32
-    assert float(tf.reduce_min(augmented)) >= 0.0 and float(tf.reduce_max(augmented)) <= 1.0
-    assert not np.allclose(augmented.numpy(), images.numpy())
+def _ramp(width: int = 40, height: int = 30) -> tf.Tensor:
+    """uint8 [height, width, 1]: each row rises left to right from 10 to 249."""
+    row = tf.cast(tf.linspace(10.0, 249.0, width), tf.uint8)
+    return tf.tile(row[None, :, None], [height, 1, 1])
 
 
-def test_flip_mirrors_some_images_and_keeps_others() -> None:
-    images = tf.reshape(tf.range(32 * 4 * 4, dtype=tf.float32), [32, 4, 4, 1])
-    flipped = make_batch_augmentation(["flip"], seed=1)(images).numpy()
-    mirrored = [np.array_equal(flipped[i], images.numpy()[i, :, ::-1]) for i in range(32)]
-    unchanged = [np.array_equal(flipped[i], images.numpy()[i]) for i in range(32)]
-    assert all(m or u for m, u in zip(mirrored, unchanged, strict=True))
-    assert 0 < sum(mirrored) < 32
+def _seed(index: int) -> tf.Tensor:
+    return tf.constant([42, index], tf.int64)
+
+
+def test_crop_keeps_80_to_100_percent_of_each_side() -> None:
+    shapes = {tuple(augment_pixels(_ramp(), ["crop"], _seed(i)).shape) for i in range(40)}
+    assert all(24 <= height <= 30 and 32 <= width <= 40 and channels == 1 for height, width, channels in shapes)
+    assert len(shapes) > 3  # random sizes
+
+
+def test_flip_mirrors_about_half_the_images() -> None:
+    flipped = [bool(augment_pixels(_ramp(), ["flip"], _seed(i))[0, 0, 0] == 249) for i in range(64)]
+    assert 16 < sum(flipped) < 48
+    np.testing.assert_array_equal(augment_pixels(_ramp(), ["flip"], _seed(flipped.index(True))), _ramp()[:, ::-1])
+
+
+def test_translate_keeps_size_and_fills_zeros_at_most_10_percent() -> None:
+    for index in range(20):
+        shifted = augment_pixels(_ramp(), ["translate"], _seed(index)).numpy()
+        assert shifted.shape == (30, 40, 1)
+        zero_columns = int((shifted[10, :, 0] == 0).sum())
+        assert zero_columns <= 4  # 10 % of 40
+
+
+def test_same_seed_same_augmentation_and_the_resize_restores_the_input_size() -> None:
+    names = ["crop", "translate", "flip"]
+    first, again = (augment_pixels(_ramp(), names, _seed(3)) for _ in range(2))
+    np.testing.assert_array_equal(first, again)
+    assert any(not np.array_equal(augment_pixels(_ramp(), names, _seed(i)), first) for i in range(4, 8))
+    image = pixels_to_input(first, PreprocessingSpec(image_size=16, channels=1))
+    assert image.shape == (16, 16, 1) and image.dtype == tf.float32
+
+
+def test_training_pipeline_augments_with_static_shapes(records: str) -> None:
+    dataset = make_dataset(records, _options(training=True, augment=("crop", "flip", "translate")))
+    images, _ = next(iter(dataset))
+    assert images.shape == (6, 8, 8, 1)
+    assert float(tf.reduce_min(images)) >= 0.0 and float(tf.reduce_max(images)) <= 1.0
 
 
 def test_unknown_augmentation_lists_valid_ones() -> None:

@@ -1,7 +1,13 @@
 """tf.data input pipeline over gzip TFRecords of ImageNet-style tf.Examples.
 
-files → parallel interleave → parallel parse + decode + resize (the shared preprocessing) → optional cache →
-shuffle → repeat → batch (static shapes when training) → augmentation on whole batches → prefetch.
+Large data (no cache): files → parallel interleave → shuffle records → repeat → parallel
+parse + decode + augment + resize → batch (static shapes when training) → prefetch.
+Small data (cache): files → parallel interleave → parallel parse + decode → cache (uint8 pixels) → shuffle →
+repeat → parallel augment + resize → batch → prefetch.
+
+Decode and resize are the shared preprocessing (`decode_pixels` + `pixels_to_input` = `decode_image`);
+augmentation works on the decoded uint8 pixels between the two (see augment.py for why not on batches).
+Shuffling serialized records instead of decoded images keeps the shuffle buffer ~10× smaller for JPEGs.
 
 Example:
     dataset = make_dataset(["/data/train/*.gz"], InputOptions(image_size=32, channels=1, batch_size=64))
@@ -9,12 +15,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import tensorflow as tf
 
-from components.trainer.preprocessing import PreprocessingSpec, decode_image
+from components.trainer.augment import augment_pixels, check_augmentations
+from components.trainer.preprocessing import PreprocessingSpec, decode_image, decode_pixels, pixels_to_input
 
 IMAGE_KEY = "image/encoded"
 LABEL_KEY = "image/class/label"
@@ -37,7 +44,7 @@ class InputOptions:
         label_offset: Subtracted from `image/class/label` (1 for 1-based label sets).
         cache: Cache decoded images in memory (small data sets only).
         shuffle_buffer: Shuffle buffer in examples.
-        augment: Batch augmentations, any of `flip`, `crop`, `translate`.
+        augment: Augmentations of each decoded training image, any of `flip`, `crop`, `translate`.
         deterministic: Fixed element order and seeded randomness (tests); slower.
         seed: Seed for file order, shuffling and augmentation.
         num_workers: Workers reading the data; >1 sets the multi-worker auto-shard policy.
@@ -58,11 +65,7 @@ class InputOptions:
     compression: str = "GZIP"
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.augment) - set(AUGMENTATIONS))
-        if unknown:
-            raise ValueError(
-                f"unknown augmentation(s) {unknown} (trainer.augment); valid: {', '.join(sorted(AUGMENTATIONS))}"
-            )
+        check_augmentations(self.augment)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be ≥ 1, got {self.batch_size}")
 
@@ -117,20 +120,36 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
         deterministic=options.deterministic or None,
     )
     spec = options.spec
-    dataset = dataset.map(
-        lambda serialized: parse_example(serialized, spec, options.label_offset),
-        num_parallel_calls=autotune,
-        deterministic=options.deterministic or None,
-    )
+    deterministic = options.deterministic or None  # None: follow the dataset options (non-deterministic = faster)
+    augment = options.augment if options.training else ()
+
+    def read(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        features = tf.io.parse_single_example(serialized, _FEATURES)
+        return decode_pixels(features[IMAGE_KEY], spec), features[LABEL_KEY] - options.label_offset
+
+    def finish(index: tf.Tensor, pixels: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        if augment:
+            pixels = augment_pixels(pixels, augment, tf.stack([tf.constant(options.seed, tf.int64), index]))
+        return pixels_to_input(pixels, spec), label
+
     if options.cache:
-        dataset = dataset.cache()
-    if options.training:
-        dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
-        dataset = dataset.repeat()
+        dataset = dataset.map(read, num_parallel_calls=autotune, deterministic=deterministic).cache()
+        if options.training:
+            dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
+            dataset = dataset.repeat()
+        dataset = dataset.enumerate().map(
+            lambda index, element: finish(index, *element), num_parallel_calls=autotune, deterministic=deterministic
+        )
+    else:
+        if options.training:
+            dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
+            dataset = dataset.repeat()
+        dataset = dataset.enumerate().map(
+            lambda index, serialized: finish(index, *read(serialized)),
+            num_parallel_calls=autotune,
+            deterministic=deterministic,
+        )
     dataset = dataset.batch(options.batch_size, drop_remainder=options.training)
-    if options.training and options.augment:
-        augment = make_batch_augmentation(options.augment, seed=options.seed if options.deterministic else None)
-        dataset = dataset.map(lambda images, labels: (augment(images), labels), num_parallel_calls=autotune)
     dataset = dataset.prefetch(autotune)
     return dataset.with_options(_dataset_options(options, len(files)))
 
@@ -144,58 +163,3 @@ def _dataset_options(options: InputOptions, num_files: int) -> tf.data.Options:
         enough_files = num_files >= options.num_workers
         dataset_options.experimental_distribute.auto_shard_policy = policy.FILE if enough_files else policy.DATA
     return dataset_options
-
-
-# ---- augmentation on whole batches (vectorised: one op per batch, not per image) ----
-
-Augmentation = Callable[[tf.Tensor, int | None], tf.Tensor]
-
-
-def _flip(images: tf.Tensor, seed: int | None) -> tf.Tensor:
-    flip = tf.random.uniform([tf.shape(images)[0], 1, 1, 1], seed=seed) < 0.5
-    return tf.where(flip, tf.reverse(images, axis=[2]), images)
-
-
-def _boxes_resample(images: tf.Tensor, boxes: tf.Tensor) -> tf.Tensor:
-    size = tf.shape(images)[1:3]
-    indices = tf.range(tf.shape(images)[0])
-    return tf.image.crop_and_resize(images, boxes, indices, size, extrapolation_value=0.0)
-
-
-def _crop(images: tf.Tensor, seed: int | None) -> tf.Tensor:
-    # Random crop of 80–100 % of each side at a random position, resized back (scale augmentation).
-    batch = tf.shape(images)[0]
-    scale = tf.random.uniform([batch, 1], 0.8, 1.0, seed=seed)
-    offset = tf.random.uniform([batch, 2], seed=seed) * (1.0 - scale)
-    boxes = tf.concat([offset, offset + scale], axis=1)
-    return tf.cast(_boxes_resample(tf.cast(images, tf.float32), boxes), images.dtype)
-
-
-def _translate(images: tf.Tensor, seed: int | None) -> tf.Tensor:
-    # Shift by up to ±10 % of each side, filling with zeros (black).
-    batch = tf.shape(images)[0]
-    shift = tf.random.uniform([batch, 2], -0.1, 0.1, seed=seed)
-    boxes = tf.concat([shift, shift + 1.0], axis=1)
-    return tf.cast(_boxes_resample(tf.cast(images, tf.float32), boxes), images.dtype)
-
-
-AUGMENTATIONS: dict[str, Augmentation] = {"flip": _flip, "crop": _crop, "translate": _translate}
-
-
-def make_batch_augmentation(names: Sequence[str], seed: int | None = None) -> Callable[[tf.Tensor], tf.Tensor]:
-    """Composes the named augmentations into one function on image batches [B, H, W, C].
-
-    Raises:
-        ValueError: an unknown name (lists the valid ones).
-    """
-    unknown = sorted(set(names) - set(AUGMENTATIONS))
-    if unknown:
-        raise ValueError(f"unknown augmentation(s) {unknown}; valid: {', '.join(sorted(AUGMENTATIONS))}")
-    steps = [AUGMENTATIONS[name] for name in names]
-
-    def augment(images: tf.Tensor) -> tf.Tensor:
-        for index, step in enumerate(steps):
-            images = step(images, None if seed is None else seed + index)
-        return images
-
-    return augment

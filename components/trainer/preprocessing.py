@@ -74,6 +74,34 @@ class PreprocessingSpec:
 _EXAMPLE = '{"channels": 1, "image_size": 32}'
 
 
+def decode_pixels(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
+    """Decodes one encoded image to uint8 pixels at its own size (the first half of `decode_image`).
+
+    Training augments these pixels (random crop, flip) before `pixels_to_input`, where it is cheap.
+
+    Args:
+        image_bytes: Scalar string tensor holding a JPEG or PNG (GIF/BMP also decode).
+        spec: Channels to decode to.
+
+    Returns:
+        uint8 [height, width, channels].
+    """
+    return tf.io.decode_image(image_bytes, channels=spec.channels, expand_animations=False)
+
+
+def pixels_to_input(pixels: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
+    """uint8 pixels of any size → the model input (the second half of `decode_image`).
+
+    Returns:
+        float32 [image_size, image_size, channels] in [0, 1].
+    """
+    image = tf.image.convert_image_dtype(pixels, tf.float32)  # uint8 → [0, 1]
+    # Bilinear resize is the identity when the image already has the target size.
+    image = tf.image.resize(image, [spec.image_size, spec.image_size], method=tf.image.ResizeMethod.BILINEAR)
+    image = tf.clip_by_value(image, 0.0, 1.0)
+    return tf.ensure_shape(image, spec.shape)
+
+
 def decode_image(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
     """Decodes one encoded image and resizes it.
 
@@ -84,12 +112,7 @@ def decode_image(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
     Returns:
         float32 [image_size, image_size, channels] in [0, 1].
     """
-    image = tf.io.decode_image(image_bytes, channels=spec.channels, expand_animations=False)
-    image = tf.image.convert_image_dtype(image, tf.float32)  # uint8 → [0, 1]
-    # Bilinear resize is the identity when the image already has the target size (digits: 32 → 32).
-    image = tf.image.resize(image, [spec.image_size, spec.image_size], method=tf.image.ResizeMethod.BILINEAR)
-    image = tf.clip_by_value(image, 0.0, 1.0)
-    return tf.ensure_shape(image, spec.shape)
+    return pixels_to_input(decode_pixels(image_bytes, spec), spec)
 
 
 def preprocess_image_bytes(batch: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
