@@ -1,0 +1,219 @@
+"""Training throughput benchmark: images/s of the Trainer's training step under different settings.
+
+Default (the CPU comparison, digits-sized `small_resnet`): one run measures, in rotated order per round,
+
+- `synthetic`: float32, no XLA, one in-memory batch repeated (the model's ceiling);
+- `real`: the same model fed by the Trainer's input pipeline from digits TFRecords (`cache` on, the digits
+  default) — target ≥ 0.9 × synthetic;
+- `real_nocache`: the same, decoding every image every step;
+- `xla`: synthetic with `jit_compile=True` (vs `synthetic`);
+- `bfloat16`: synthetic with the `mixed_bfloat16` policy (vs `synthetic`; emulated on CPUs without AMX).
+
+Each configuration gets its own compiled model, a persistent iterator and warm-up steps (tracing, XLA
+compilation) before rounds of `--steps` timed steps; reported are medians over rounds and the ratios.
+
+GPU mode (one configuration, e.g. on an A100/H100 host):
+
+    .venv/bin/python bench/train_throughput.py --out bench/results \\
+        --model resnet50 --synthetic --precision mixed_float16 --xla --batch 256
+
+Anchors for that command: NVIDIA's TF ResNet-50 reaches 2,375 img/s with AMP+XLA on one A100 40GB (909 img/s
+TF32+XLA); with several GPUs the strategy is MirroredStrategy and `--batch` is per replica.
+
+Usage:
+    .venv/bin/python bench/train_throughput.py --out bench/results [--rounds 3] [--steps 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WARMUP_STEPS = 5
+TARGETS = {"real_over_synthetic": 0.9}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One measured configuration."""
+
+    model: str = "small_resnet"
+    image_size: int = 16
+    channels: int = 1
+    width: int = 16
+    num_classes: int = 10
+    batch: int = 64
+    data: str = "synthetic"  # synthetic | real | real_nocache
+    precision: str = "float32"
+    xla: bool = False
+
+
+def build_step(setting: Setting, data_dir: Path | None, strategy: Any) -> tuple[Callable[[], None], int]:
+    """A function running one training step of `setting` (persistent iterator), and the global batch."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from components.trainer.input_pipeline import InputOptions, make_dataset
+    from components.trainer.models import ModelSpec, build_model
+
+    global_batch = setting.batch * strategy.num_replicas_in_sync
+    keras.mixed_precision.set_global_policy(setting.precision)
+    try:
+        with strategy.scope():
+            model = build_model(
+                setting.model, ModelSpec(setting.image_size, setting.channels, setting.num_classes, setting.width)
+            )
+            model.compile(
+                optimizer=keras.optimizers.Adam(1e-3),
+                loss=keras.losses.SparseCategoricalCrossentropy(),
+                jit_compile=setting.xla,
+            )
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    if setting.data == "synthetic":
+        shape = (global_batch, setting.image_size, setting.image_size, setting.channels)
+        images = tf.random.stateless_uniform(shape, seed=[1, 2])
+        labels = tf.random.stateless_uniform([global_batch], seed=[3, 4], maxval=setting.num_classes, dtype=tf.int64)
+        dataset = tf.data.Dataset.from_tensors((images, labels)).repeat().prefetch(tf.data.AUTOTUNE)
+    else:
+        assert data_dir is not None
+        options = InputOptions(
+            image_size=setting.image_size,
+            channels=setting.channels,
+            batch_size=global_batch,
+            cache=setting.data == "real",
+        )
+        dataset = make_dataset(str(data_dir / "train" / "*"), options)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    train_function = model.make_train_function()
+
+    def step() -> None:
+        logs = train_function(iterator)
+        float(logs["loss"])  # wait for the step to finish
+
+    return step, global_batch
+
+
+def measure(settings: dict[str, Setting], data_dir: Path | None, rounds: int, steps: int) -> dict[str, list[float]]:
+    import tensorflow as tf
+
+    strategy = tf.distribute.get_strategy()
+    if len(tf.config.list_logical_devices("GPU")) > 1:
+        strategy = tf.distribute.MirroredStrategy()
+    runners = {}
+    for name, setting in settings.items():
+        step, global_batch = build_step(setting, data_dir, strategy)
+        for _ in range(WARMUP_STEPS):
+            step()
+        runners[name] = (step, global_batch)
+    names = list(settings)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            step, global_batch = runners[name]
+            started = time.perf_counter()
+            for _ in range(steps):
+                step()
+            rates[name].append(steps * global_batch / (time.perf_counter() - started))
+    return rates
+
+
+def comparison_settings(batch: int) -> dict[str, Setting]:
+    return {
+        "synthetic": Setting(batch=batch),
+        "real": Setting(batch=batch, data="real"),
+        "real_nocache": Setting(batch=batch, data="real_nocache"),
+        "xla": Setting(batch=batch, xla=True),
+        "bfloat16": Setting(batch=batch, precision="mixed_bfloat16"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="directory for train_throughput.json")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions (medians are reported)")
+    parser.add_argument("--steps", type=int, default=40, help="timed steps per configuration and round")
+    parser.add_argument("--batch", type=int, default=64, help="batch size per replica")
+    single = parser.add_argument_group("one configuration instead of the CPU comparison (e.g. the GPU mode)")
+    single.add_argument("--model", help="registry name, e.g. resnet50 (224×224×3, 1,000 classes)")
+    single.add_argument("--synthetic", action="store_true", help="in-memory batches instead of digits TFRecords")
+    single.add_argument("--precision", choices=["float32", "mixed_float16", "mixed_bfloat16"])
+    single.add_argument("--xla", action="store_true", help="jit_compile=True")
+    args = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    one = args.model is not None or args.synthetic or args.precision is not None or args.xla
+    if one:
+        model = args.model or "small_resnet"
+        big = model != "small_resnet"
+        setting = Setting(
+            model=model,
+            image_size=224 if big else 16,
+            channels=3 if big else 1,
+            width=32 if model == "mobilenet_v2" else 16,
+            num_classes=1000 if big else 10,
+            batch=args.batch,
+            data="synthetic" if args.synthetic else "real",
+            precision=args.precision or "float32",
+            xla=args.xla,
+        )
+        settings = {"single": setting}
+    else:
+        settings = comparison_settings(args.batch)
+
+    with tempfile.TemporaryDirectory(prefix="tfxp-bench-train-") as work:
+        data_dir = None
+        if any(setting.data != "synthetic" for setting in settings.values()):
+            from components.data.digits import write_digits
+
+            data_dir = Path(work) / "digits"
+            write_digits(data_dir)
+        rates = measure(settings, data_dir, args.rounds, args.steps)
+
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    ratios = {}
+    if not one:
+        ratios = {
+            "real_over_synthetic": medians["real"] / medians["synthetic"],
+            "real_nocache_over_synthetic": medians["real_nocache"] / medians["synthetic"],
+            "xla_over_no_xla": medians["xla"] / medians["synthetic"],
+            "bfloat16_over_float32": medians["bfloat16"] / medians["synthetic"],
+        }
+    report = {
+        "benchmark": "train_throughput",
+        "command": " ".join([".venv/bin/python", "bench/train_throughput.py", *sys.argv[1:]]),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
+        "settings": {name: setting.__dict__ for name, setting in settings.items()},
+        "rounds": args.rounds,
+        "steps_per_round": args.steps,
+        "images_per_second": rates,
+        "median_images_per_second": medians,
+        "ratios": ratios,
+        "targets": TARGETS if not one else {"anchor_a100_40gb_resnet50_amp_xla": 2375},
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "train_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
+    for name, value in medians.items():
+        print(f"{name:14s} {value:9.0f} img/s  (rounds: {', '.join(f'{rate:.0f}' for rate in rates[name])})")
+    for name, value in ratios.items():
+        target = TARGETS.get(name)
+        print(f"{name:28s} {value:5.2f}" + (f"  (target ≥ {target})" if target else ""))
+    print(f"wrote {args.out / 'train_throughput.json'} (load average at the end: {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
