@@ -3,7 +3,8 @@
 Large data (no cache): files → parallel interleave → shuffle records → repeat → parallel
 parse + decode + augment + resize → batch (static shapes when training) → prefetch.
 Small data (cache): files → parallel interleave → parallel parse + decode → cache (uint8 pixels) → shuffle →
-repeat → parallel augment + resize → batch → prefetch.
+repeat → parallel augment + resize → batch → prefetch; without augmentation the resized inputs are cached and
+later epochs only shuffle and batch.
 
 Decode and resize are the shared preprocessing (`decode_pixels` + `pixels_to_input` = `decode_image`);
 augmentation works on the decoded uint8 pixels between the two (see augment.py for why not on batches).
@@ -132,7 +133,17 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
             pixels = augment_pixels(pixels, augment, tf.stack([tf.constant(options.seed, tf.int64), index]))
         return pixels_to_input(pixels, spec), label
 
-    if options.cache:
+    if options.cache and not augment:
+        # Nothing random per element: cache the finished model inputs, so later epochs only shuffle and batch.
+        dataset = dataset.map(
+            lambda serialized: finish(tf.constant(0, tf.int64), *read(serialized)),
+            num_parallel_calls=autotune,
+            deterministic=deterministic,
+        ).cache()
+        if options.training:
+            dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
+            dataset = dataset.repeat()
+    elif options.cache:
         dataset = dataset.map(read, num_parallel_calls=autotune, deterministic=deterministic).cache()
         if options.training:
             dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
