@@ -147,6 +147,8 @@ class ServingSection(_Section):
     poll_interval_seconds: How often the server checks the base path for new versions.
     config_poll_seconds: How often TF Serving re-reads models.config (moved labels apply without restart).
     max_request_mb: Largest request body the local server accepts.
+    intra_op_threads: TensorFlow threads within one op (TF Serving's --tensorflow_intra_op_parallelism); 0 = TF's.
+    inter_op_threads: TensorFlow ops run in parallel (--tensorflow_inter_op_parallelism); 0 = TF's choice.
     gpu_max_batch_size: GPU batching (batching_parameters_gpu.txt): largest batch.
     gpu_batch_timeout_micros: GPU batching: longest wait to fill a batch.
     cpu_image: Pinned TF Serving CPU image for the docker script and Kubernetes.
@@ -181,6 +183,8 @@ class ServingSection(_Section):
     poll_interval_seconds: float = Field(1.0, gt=0)
     config_poll_seconds: int = Field(60, ge=0)
     max_request_mb: int = Field(16, ge=1)
+    intra_op_threads: int = Field(0, ge=0)
+    inter_op_threads: int = Field(0, ge=0)
     gpu_max_batch_size: int = Field(128, ge=1)
     gpu_batch_timeout_micros: int = Field(5000, ge=0)
     cpu_image: str = "tensorflow/serving:2.19.1"

@@ -54,6 +54,7 @@ class DeploySpec:
         enable_batching: Server-side batching.
         max_batch_size, batch_timeout_micros, num_batch_threads, max_enqueued_batches: CPU batching.
         allowed_batch_sizes: Batch sizes to pad to (empty = any).
+        intra_op_threads, inter_op_threads: TensorFlow thread pools (0 = TF's choice).
         gpu_max_batch_size: GPU batching: largest batch.
         gpu_batch_timeout_micros: GPU batching: longest wait to fill a batch.
         cpu_image: Pinned CPU image, e.g. `tensorflow/serving:2.19.1`.
@@ -87,6 +88,8 @@ class DeploySpec:
     num_batch_threads: int = 2
     max_enqueued_batches: int = 100
     allowed_batch_sizes: tuple[int, ...] = ()
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
     gpu_max_batch_size: int = 128
     gpu_batch_timeout_micros: int = 5000
     cpu_image: str = "tensorflow/serving:2.19.1"
@@ -210,6 +213,10 @@ def server_args(spec: DeploySpec) -> list[str]:
         f"--file_system_poll_wait_seconds={max(1, round(spec.poll_interval_seconds))}",
         f"--monitoring_config_file={CONFIG_DIR}/monitoring.config",
     ]
+    if spec.intra_op_threads:
+        args.append(f"--tensorflow_intra_op_parallelism={spec.intra_op_threads}")
+    if spec.inter_op_threads:
+        args.append(f"--tensorflow_inter_op_parallelism={spec.inter_op_threads}")
     if spec.labels:
         # TF Serving checks labels before its first load finishes; without this flag a labelled config
         # fails at startup ("not currently available for inference").

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from serving.errors import (
 from serving.tensors import DType, dtype_of, dtype_of_array, shape_string
 
 DEFAULT_SIGNATURE = "serving_default"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -103,16 +105,19 @@ class Servable:
         self.path = path
         self.signature_defs = dict(signature_defs)
         self._functions = dict(functions)
-        self.signatures = {
-            key: Signature(
-                name=key,
-                method_name=definition.method_name,
-                inputs={alias: _tensor_info(info) for alias, info in definition.inputs.items()},
-                outputs={alias: _tensor_info(info) for alias, info in definition.outputs.items()},
-            )
-            for key, definition in signature_defs.items()
-            if key in functions
-        }
+        self.signatures: dict[str, Signature] = {}
+        for key, definition in signature_defs.items():
+            if key not in functions:  # e.g. __saved_model_init_op: metadata only, not callable
+                continue
+            try:
+                self.signatures[key] = Signature(
+                    name=key,
+                    method_name=definition.method_name,
+                    inputs={alias: _tensor_info(info) for alias, info in definition.inputs.items()},
+                    outputs={alias: _tensor_info(info) for alias, info in definition.outputs.items()},
+                )
+            except ServingError as error:
+                logger.warning("%s version %d: signature %s is not served: %s", name, version, key, error.message)
         self._schedulers: dict[tuple[str, tuple[str, ...]], BatchScheduler] = {}
         self._batching: BatchingOptions | None = None
         self._on_batch: Callable[[int], None] | None = None

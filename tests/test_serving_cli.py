@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import pipeline.cli.commands  # noqa: F401  (registers the commands)
+from components.data.tfrecords import make_example, write_shards
 from pipeline.cli.app import app
 from serving.client import GrpcClient, RetryPolicy
 from serving.manager import ModelConfig
@@ -80,7 +81,25 @@ def test_predict_prints_top_k_with_label_names(
         assert "(version 1) via gRPC" in output
 
 
+def test_predict_classifies_eval_examples_and_shows_the_true_label(server: ModelServer, tmp_path: Path) -> None:
+    images = [random_png(8, 1, seed) for seed in range(3)]
+    records = [make_example(image, label).SerializeToString() for label, image in enumerate(images)]
+    write_shards(tmp_path / "data" / "eval", records, 1, lambda record: record)
+    (tmp_path / "labels.txt").write_text("\n".join(LABELS) + "\n")
+    code, output = run_cli(
+        "predict", "--examples", str(tmp_path / "data"), "--count", "2", "--grpc", server.grpc_target,
+        "--model-name", "pets", "--labels", str(tmp_path / "labels.txt"), "--top-k", "1",
+    )  # fmt: skip
+    assert code == 0, output
+    lines = [line for line in output.splitlines() if "/eval #" in line]
+    assert [line.rsplit("[true: ", 1)[1] for line in lines] == ["cat]", "dog]"]
+
+
 def test_predict_explains_bad_targets_and_models(server: ModelServer, image_files: list[Path]) -> None:
+    code, output = run_cli("predict", "--grpc", server.grpc_target)
+    assert code == 2 and "pass image files or --examples DIR" in output
+    code, output = run_cli("predict", "--examples", str(image_files[0].parent), "--grpc", server.grpc_target)
+    assert code == 2 and "has no part-NNNNN-of-MMMMM.tfrecord.gz files" in output.replace("\n", " ")
     code, output = run_cli("predict", str(image_files[0]))
     assert code == 2 and "pass exactly one of --grpc HOST:PORT and --rest URL" in output
     code, output = run_cli("predict", str(image_files[0]), "--grpc", server.grpc_target, "--model-name", "nope")

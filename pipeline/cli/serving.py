@@ -88,9 +88,10 @@ def serve(
     """
     config = load_cli_config(config_file, overrides)
     from serving.batching import BatchingOptions
-    from serving.server import ModelServer, ServerOptions
+    from serving.server import ModelServer, ServerOptions, set_tensorflow_threads
 
     serving = config.serving
+    set_tensorflow_threads(serving.intra_op_threads, serving.inter_op_threads)
     use_batching = serving.enable_batching if batching is None else batching
     options = ServerOptions(
         host=host,
@@ -179,10 +180,33 @@ def _read_images(paths: list[Path]) -> list[bytes]:
     return images
 
 
+def _read_examples(directory: Path, count: int) -> tuple[list[str], list[bytes], list[int]]:
+    from components.data.tfrecords import IMAGE_KEY, LABEL_KEY, split_files
+    from components.data.tfrecords import iter_examples as read_examples
+
+    files = split_files(directory, "eval")
+    if not files:
+        raise UserError(f"{directory}/eval has no part-NNNNN-of-MMMMM.tfrecord.gz files; make one with `tfxp data`")
+    names, images, truths = [], [], []
+    for index, example in enumerate(read_examples(files)):
+        if index == count:
+            break
+        features = example.features.feature
+        names.append(f"{directory}/eval #{index}")
+        images.append(features[IMAGE_KEY].bytes_list.value[0])
+        truths.append(int(features[LABEL_KEY].int64_list.value[0]))
+    return names, images, truths
+
+
 @app.command()
 @user_errors(ValueError)
 def predict(
-    images: Annotated[list[Path], typer.Argument(help="JPEG/PNG files to classify.")],
+    images: Annotated[list[Path] | None, typer.Argument(help="JPEG/PNG files to classify.")] = None,
+    examples: Annotated[
+        Path | None,
+        typer.Option("--examples", help="Or classify images from a data set's eval split (DIR/eval/*.tfrecord.gz)."),
+    ] = None,
+    count: Annotated[int, typer.Option("--count", min=1, help="Images taken from --examples.")] = 5,
     grpc: GrpcOption = None,
     rest: RestOption = None,
     model_name: ModelNameOption = None,
@@ -197,11 +221,20 @@ def predict(
     config_file: ConfigOption = None,
     overrides: SetOption = None,
 ) -> None:
-    """Classify images with a served model (TF Serving or `tfxp serve`) and print the top-k classes."""
+    """Classify images with a served model (TF Serving or `tfxp serve`) and print the top-k classes.
+
+    Images come from files, or from a data set's eval split with --examples (then the true label is shown).
+    """
     config = load_cli_config(config_file, overrides)
     from serving.errors import ServingError
 
-    payload = _read_images(images)
+    if bool(images) == (examples is not None):
+        raise UserError("pass image files or --examples DIR (a data set written by `tfxp data`), not both or neither")
+    names, payload, truths = (
+        _read_examples(examples, count)
+        if examples is not None
+        else ([str(p) for p in images or []], _read_images(images or []), [])
+    )
     labels = _labels_for(config, labels_file)
     with _client(config, grpc, rest, model_name, timeout, wait) as client:
         try:
@@ -213,9 +246,14 @@ def predict(
             ) from None
     answered = f" (version {prediction.model_version})" if prediction.model_version is not None else ""
     console.print(f"model {client.model_name}{answered} via {'gRPC' if grpc else 'REST'}", highlight=False)
-    for path, ranked in zip(images, prediction.top_k(top_k), strict=True):
-        shown = ", ".join(f"{labels[c] if labels and c < len(labels) else c} ({p:.3f})" for c, p in ranked)
-        console.print(f"{path}: {shown}", highlight=False, soft_wrap=True)
+
+    def name_of(label_id: int) -> str:
+        return labels[label_id] if labels and 0 <= label_id < len(labels) else str(label_id)
+
+    for index, (name, ranked) in enumerate(zip(names, prediction.top_k(top_k), strict=True)):
+        shown = ", ".join(f"{name_of(c)} ({p:.3f})" for c, p in ranked)
+        truth = f" [true: {name_of(truths[index])}]" if truths else ""
+        console.print(f"{name}: {shown}{truth}", highlight=False, soft_wrap=True, markup=False)
 
 
 @app.command()
@@ -282,6 +320,8 @@ def deploy_spec(config: TfxpConfig) -> DeploySpec:
         num_batch_threads=serving.num_batch_threads,
         max_enqueued_batches=serving.max_enqueued_batches,
         allowed_batch_sizes=serving.allowed_batch_sizes,
+        intra_op_threads=serving.intra_op_threads,
+        inter_op_threads=serving.inter_op_threads,
         gpu_max_batch_size=serving.gpu_max_batch_size,
         gpu_batch_timeout_micros=serving.gpu_batch_timeout_micros,
         cpu_image=serving.cpu_image,

@@ -1,0 +1,317 @@
+"""Serving benchmark: in-process SavedModel throughput vs the local server over gRPC and REST, batching on and off.
+
+Models (exported with the trainer's exporter, random init: throughput only):
+- digits: `small_resnet` as `configs/default.yaml` configures it, fed scikit-learn digits as PNGs;
+- mobilenet_v2: 224×224×3, alpha 1.0, 1,000 classes, fed 224×224 JPEGs: compute-bound (batch-32 forward is
+  measured and reported).
+
+For each model, two `tfxp serve` subprocesses run (server-side batching on, off); the load generator in this
+process keeps `--concurrency` single-image requests in flight. Each round measures, in turn: the SavedModel
+called in this process at batch B (= concurrency, the largest batch the server can form from those requests),
+then gRPC and REST with batching on and off; rounds alternate the order so drifting machine load hits every
+configuration alike. Reported: medians over rounds, and the issue's targets:
+- mobilenet_v2: gRPC with batching ≥ 0.7 × in-process images/s;
+- digits: batching ≥ 2 × unbatched requests/s (gRPC; REST reported too).
+
+Usage:
+    .venv/bin/python bench/serving.py --out bench/results [--seconds 8] [--rounds 2] [--skip-mobilenet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ("in_process", "grpc_batched", "rest_batched", "grpc_unbatched", "rest_unbatched")
+TARGETS = {"mobilenet_v2_grpc_batched_vs_in_process": 0.7, "digits_batched_vs_unbatched_rps": 2.0}
+
+
+def digits_images(image_size: int, count: int = 64) -> list[bytes]:
+    """scikit-learn's digits (8×8, 0..16) scaled to uint8 and resized to `image_size`, as PNG."""
+    import numpy as np
+    import tensorflow as tf
+    from sklearn.datasets import load_digits
+
+    images = load_digits().images[:count]
+    pixels = (images * (255.0 / 16.0)).astype(np.uint8)[..., None]
+    resized = tf.image.resize(pixels, [image_size, image_size], method="nearest").numpy().astype(np.uint8)
+    return [tf.io.encode_png(image).numpy() for image in resized]
+
+
+def photo_like_jpegs(image_size: int, count: int = 32) -> list[bytes]:
+    """Smooth random colour fields plus noise, as JPEG (sizes like real photos, unlike pure noise)."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    jpegs = []
+    for _ in range(count):
+        coarse = rng.uniform(0, 255, size=(1, 8, 8, 3)).astype(np.float32)
+        smooth = tf.image.resize(coarse, [image_size, image_size], method="bicubic")[0].numpy()
+        noisy = np.clip(smooth + rng.normal(0, 12, size=smooth.shape), 0, 255).astype(np.uint8)
+        jpegs.append(tf.io.encode_jpeg(noisy, quality=90).numpy())
+    return jpegs
+
+
+def export(name: str, base: Path, image_size: int, channels: int, num_classes: int, width: int) -> Path:
+    from components.trainer.models import ModelSpec, build_model
+    from serving.testing import write_model_version
+
+    model = build_model(name, ModelSpec(image_size, channels, num_classes, width))
+    return write_model_version(base, 1, model)
+
+
+def forward_ms(version_dir: Path, image_size: int, channels: int, batch: int = 32, seconds: float = 3.0) -> float:
+    """Milliseconds of one `serving_preprocessed` call on a float batch (the model alone, no decoding)."""
+    import tensorflow as tf
+
+    function = tf.saved_model.load(str(version_dir)).signatures["serving_preprocessed"]
+    images = tf.random.uniform((batch, image_size, image_size, channels))
+    function(images=images)
+    calls, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        function(images=images)
+        calls += 1
+    return (time.perf_counter() - started) / calls * 1e3
+
+
+def in_process_images_per_second(version_dir: Path, images: list[bytes], batch: int, seconds: float) -> float:
+    """`serving_default` called in this process on `batch` encoded images at a time (decode included)."""
+    import tensorflow as tf
+
+    function = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+    payload = tf.constant([images[index % len(images)] for index in range(batch)])
+    function(image_bytes=payload)
+    calls, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        function(image_bytes=payload)
+        calls += 1
+    return calls * batch / (time.perf_counter() - started)
+
+
+class Server:
+    """A `tfxp serve` subprocess on free ports."""
+
+    def __init__(self, base: Path, model_name: str, batching: bool, log: Path, settings: list[str]) -> None:
+        import portpicker
+
+        self.grpc_port, self.rest_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()
+        self.model_name = model_name
+        command = [
+            str(Path(sys.executable).parent / "tfxp"), "serve", "--model-base", str(base), "--model-name", model_name,
+            "--grpc-port", str(self.grpc_port), "--rest-port", str(self.rest_port),
+            "--batching" if batching else "--no-batching",
+            *[argument for setting in settings for argument in ("--set", setting)],
+        ]  # fmt: skip
+        self._log = log.open("w")
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+
+    @property
+    def grpc(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def rest(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def wait_ready(self, image: bytes) -> None:
+        from serving.client import GrpcClient, RetryPolicy
+
+        retry = RetryPolicy(max_attempts=240, initial_backoff_seconds=0.5, multiplier=1.0)
+        with GrpcClient(self.grpc, self.model_name, timeout=60, retry=retry) as client:
+            client.predict_images([image])
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+def load(server: Server, transport: str, images: list[bytes], concurrency: int, seconds: float) -> dict[str, Any]:
+    from serving.client import GrpcClient, RestClient
+    from serving.loadtest import run_load_test
+
+    make: Callable[[], Any] = (
+        (lambda: GrpcClient(server.grpc, server.model_name, timeout=60))
+        if transport == "grpc"
+        else (lambda: RestClient(server.rest, server.model_name, timeout=60))
+    )
+    return run_load_test(make, images, concurrency=concurrency, seconds=seconds, warmup_seconds=2.0).to_json()
+
+
+def bench_model(
+    name: str, export_args: tuple, images: list[bytes], workdir: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    base = workdir / name
+    version_dir = export(export_args[0], base, *export_args[1:])
+    _, image_size, channels, *_ = export_args
+    result: dict[str, Any] = {
+        "model": export_args[0],
+        "image_size": image_size,
+        "channels": channels,
+        "forward_ms_batch32": forward_ms(version_dir, image_size, channels),
+        "in_process_batch": args.concurrency,
+        "runs": {config: [] for config in CONFIGS},
+    }
+    servers = {
+        batching: Server(
+            base, name, batching, workdir / f"{name}-{'batched' if batching else 'unbatched'}.log", args.server_set
+        )
+        for batching in (True, False)
+    }
+    try:
+        for server in servers.values():
+            server.wait_ready(images[0])
+        steps: dict[str, Callable[[], Any]] = {
+            "in_process": lambda: in_process_images_per_second(version_dir, images, args.concurrency, args.seconds),
+            "grpc_batched": lambda: load(servers[True], "grpc", images, args.concurrency, args.seconds),
+            "rest_batched": lambda: load(servers[True], "rest", images, args.concurrency, args.seconds),
+            "grpc_unbatched": lambda: load(servers[False], "grpc", images, args.concurrency, args.seconds),
+            "rest_unbatched": lambda: load(servers[False], "rest", images, args.concurrency, args.seconds),
+        }
+        for round_index in range(args.rounds):
+            order = CONFIGS if round_index % 2 == 0 else tuple(reversed(CONFIGS))
+            for config in order:
+                value = steps[config]()
+                result["runs"][config].append(value)
+                shown = f"{value:.1f} images/s" if config == "in_process" else _short(value)
+                print(f"  {name} round {round_index + 1} {config}: {shown}", flush=True)
+    finally:
+        for server in servers.values():
+            server.stop()
+    result["in_process_images_per_second"] = statistics.median(result["runs"]["in_process"])
+    for config in CONFIGS[1:]:
+        runs = result["runs"][config]
+        result[config] = {
+            key: statistics.median(run[key] for run in runs)
+            for key in ("qps", "images_per_second", "p50_ms", "p95_ms", "p99_ms")
+        }
+        result[config]["errors"] = sum(run["errors"] for run in runs)
+    return result
+
+
+def _short(run: dict[str, Any]) -> str:
+    return f"{run['qps']:.1f} req/s, p50 {run['p50_ms']:.1f} ms, p99 {run['p99_ms']:.1f} ms, {run['errors']} errors"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="Directory for serving.json.")
+    parser.add_argument("--seconds", type=float, default=8.0, help="Measured seconds per configuration and round.")
+    parser.add_argument("--rounds", type=int, default=2, help="Interleaved repetitions.")
+    parser.add_argument("--concurrency", type=int, default=16, help="Requests in flight (and in-process batch).")
+    parser.add_argument("--skip-mobilenet", action="store_true", help="Only the digits model.")
+    parser.add_argument(
+        "--server-set",
+        action="append",
+        default=[],
+        help="`--set` for the servers, e.g. serving.num_batch_threads=1; repeatable.",
+    )
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from pipeline.config import load_config
+
+    trainer = load_config(ROOT / "configs" / "default.yaml").trainer
+    started = time.time()
+    report: dict[str, Any] = {
+        "benchmark": "serving",
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
+        "concurrency": args.concurrency,
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "server_settings": args.server_set,
+        "models": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="tfxp-bench-serving-") as tmp:
+        workdir = Path(tmp)
+        digits_args = ("small_resnet", trainer.image_size, trainer.channels, 10, trainer.width)
+        print(f"digits: small_resnet {trainer.image_size}x{trainer.image_size}x{trainer.channels}", flush=True)
+        report["models"]["digits"] = bench_model(
+            "digits", digits_args, digits_images(trainer.image_size), workdir, args
+        )
+        if not args.skip_mobilenet:
+            print("mobilenet_v2: 224x224x3, 1000 classes", flush=True)
+            report["models"]["mobilenet_v2"] = bench_model(
+                "mobilenet_v2", ("mobilenet_v2", 224, 3, 1000, 32), photo_like_jpegs(224), workdir, args
+            )
+    report["wall_seconds"] = time.time() - started
+    report["checks"] = checks(report["models"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "serving.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(summary(report))
+    print(f"wrote {path}")
+    return 0
+
+
+def checks(models: dict[str, Any]) -> dict[str, Any]:
+    """The issue's targets, each with its measured value and limit."""
+    result: dict[str, Any] = {}
+    digits = models.get("digits")
+    if digits:
+        ratio = digits["grpc_batched"]["qps"] / digits["grpc_unbatched"]["qps"]
+        limit = TARGETS["digits_batched_vs_unbatched_rps"]
+        result["digits_batched_vs_unbatched_rps"] = {"value": ratio, "min": limit, "ok": ratio >= limit}
+        result["digits_rest_batched_vs_unbatched_rps"] = {
+            "value": digits["rest_batched"]["qps"] / digits["rest_unbatched"]["qps"]
+        }
+    mobilenet = models.get("mobilenet_v2")
+    if mobilenet:
+        ratio = mobilenet["grpc_batched"]["images_per_second"] / mobilenet["in_process_images_per_second"]
+        limit = TARGETS["mobilenet_v2_grpc_batched_vs_in_process"]
+        result["mobilenet_v2_grpc_batched_vs_in_process"] = {"value": ratio, "min": limit, "ok": ratio >= limit}
+        result["mobilenet_v2_forward_ms_batch32_at_least_20"] = {
+            "value": mobilenet["forward_ms_batch32"],
+            "ok": mobilenet["forward_ms_batch32"] >= 20,
+        }
+    return result
+
+
+def summary(report: dict[str, Any]) -> str:
+    out = io.StringIO()
+    for name, model in report["models"].items():
+        print(
+            f"\n{name} ({model['model']} {model['image_size']}x{model['image_size']}x{model['channels']}), "
+            f"batch-32 forward {model['forward_ms_batch32']:.1f} ms, in-process batch {model['in_process_batch']}: "
+            f"{model['in_process_images_per_second']:.1f} images/s",
+            file=out,
+        )
+        print(f"  {'config':<16}{'req/s':>9}{'images/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}", file=out)
+        for config in CONFIGS[1:]:
+            row = model[config]
+            print(
+                f"  {config:<16}{row['qps']:>9.1f}{row['images_per_second']:>10.1f}{row['p50_ms']:>9.1f}"
+                f"{row['p99_ms']:>9.1f}{row['errors']:>8}",
+                file=out,
+            )
+    print("\nchecks:", file=out)
+    for name, check in report["checks"].items():
+        status = "" if "ok" not in check else (" OK" if check["ok"] else " FAIL")
+        limit = f" (min {check['min']})" if "min" in check else ""
+        print(f"  {name}: {check['value']:.2f}{limit}{status}", file=out)
+    print(f"\ncommand: {report['command']}  ({report['wall_seconds']:.0f} s)", file=out)
+    return out.getvalue()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
