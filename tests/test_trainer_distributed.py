@@ -74,6 +74,7 @@ def one_process_runs(digits_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     return {name: {**each, "out": runs[name]["out"]} for name, each in zip(runs, metrics, strict=True)}
 
 
+@pytest.mark.slow
 def test_mirrored_over_two_cpus_trains_close_to_single_device(one_process_runs: dict[str, dict[str, Any]]) -> None:
     single, mirrored = one_process_runs["single"], one_process_runs["mirrored"]
     assert (single["replicas"], mirrored["replicas"]) == (1, 2)
@@ -83,6 +84,7 @@ def test_mirrored_over_two_cpus_trains_close_to_single_device(one_process_runs: 
     assert (Path(mirrored["out"]) / "model" / "saved_model.pb").exists()
 
 
+@pytest.mark.slow
 def test_xla_on_one_cpu_device_trains(one_process_runs: dict[str, dict[str, Any]]) -> None:
     import numpy as np
 
@@ -90,6 +92,7 @@ def test_xla_on_one_cpu_device_trains(one_process_runs: dict[str, dict[str, Any]
     assert xla["xla"] is True and xla["replicas"] == 1 and np.isfinite(xla["final_loss"])
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_on_cpu_keeps_float32_head_and_signatures(one_process_runs: dict[str, dict[str, Any]]) -> None:
     import numpy as np
     import tensorflow as tf
