@@ -66,6 +66,8 @@ def configure_gpu_memory(setting: str, physical_gpus: Sequence[tf.config.Physica
         logger.info("gpu_memory=%s: %s", setting, "TensorFlow's default" if gpus else "no GPU visible, nothing to do")
         return []
     if runtime_initialized():
+        if all(_already_applied(gpu, mode, limit) for gpu in gpus):  # e.g. an earlier run in this process
+            return [f"{gpu.name}: {setting} already in effect" for gpu in gpus]
         raise _too_late(setting, "TensorFlow's runtime is already initialized in this process")
     configured = []
     try:
@@ -81,6 +83,16 @@ def configure_gpu_memory(setting: str, physical_gpus: Sequence[tf.config.Physica
     for line in configured:
         logger.info("gpu_memory=%s: %s", setting, line)
     return configured
+
+
+def _already_applied(gpu: tf.config.PhysicalDevice, mode: str, limit: int | None) -> bool:
+    try:
+        if mode == "growth":
+            return bool(tf.config.experimental.get_memory_growth(gpu))
+        logical = tf.config.get_logical_device_configuration(gpu)
+    except ValueError:  # not a device TensorFlow knows
+        return False
+    return bool(logical) and len(logical) == 1 and logical[0].memory_limit == limit
 
 
 def _too_late(setting: str, detail: str) -> GpuMemoryConfigError:
