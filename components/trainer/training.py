@@ -32,6 +32,7 @@ from components.trainer.precision import resolve_precision
 from components.trainer.preprocessing import PreprocessingSpec
 from components.trainer.strategy import (
     WarmupCosineDecay,
+    cluster_workers,
     create_strategy,
     is_chief,
     resolve_strategy,
@@ -148,7 +149,8 @@ def train_and_export(
     trainer = run.trainer
     memory = configure_gpu_memory(trainer.gpu_memory)
     num_gpus = len(tf.config.list_physical_devices("GPU"))
-    strategy_name, strategy_reason = resolve_strategy(trainer.strategy, os.environ.get("TF_CONFIG"), num_gpus)
+    tf_config = os.environ.get("TF_CONFIG")
+    strategy_name, strategy_reason = resolve_strategy(trainer.strategy, tf_config, num_gpus)
     strategy = create_strategy(strategy_name)
     policy, precision_reason = resolve_precision(trainer.precision, _gpu_capabilities())
     replicas = strategy.num_replicas_in_sync
@@ -162,7 +164,7 @@ def train_and_export(
 
     labels = read_labels(run.labels_path)
     global_batch = trainer.batch_size * replicas
-    workers = getattr(strategy.extended, "_num_workers", 1)
+    workers = cluster_workers(tf_config) if strategy_name == "multi_worker" else 1
     train_data = make_dataset(paths.train_files, _input_options(trainer, run, global_batch, True, workers))
     model_spec = ModelSpec(trainer.image_size, trainer.channels, len(labels), trainer.width)
     peak_learning_rate = scaled_learning_rate(trainer.learning_rate, global_batch, trainer.base_batch_size)
