@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from components.trainer.memory import GpuMemoryConfigError, configure_gpu_memory, parse_gpu_memory
-from components.trainer.strategy import WarmupCosineDecay, resolve_strategy, scaled_learning_rate
+from components.trainer.strategy import WarmupCosineDecay, resolve_strategy, scaled_learning_rate, worker_index
 from components.trainer.xla import resolve_xla
 
 TWO_WORKERS = json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}})
@@ -98,3 +98,13 @@ def test_memory_config_after_tensors_exist_is_a_clear_error() -> None:
         configure_gpu_memory("growth", physical_gpus=[fake_gpu])
     assert configure_gpu_memory("default", physical_gpus=[fake_gpu]) == []
     assert configure_gpu_memory("growth", physical_gpus=[]) == []  # no GPU: nothing to configure
+
+
+def test_worker_index_counts_the_chief_first() -> None:
+    cluster = {"chief": ["c:0"], "worker": ["a:1", "b:2"]}
+    assert worker_index(json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}})) == 0
+    assert worker_index(json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}})) == 2
+    assert worker_index(TWO_WORKERS) == 0
+    assert worker_index(None) == 0
+    with pytest.raises(ValueError, match="TF_CONFIG has no usable `task`"):
+        worker_index('{"cluster": {}, "task": {"index": "x"}}')

@@ -48,7 +48,9 @@ class InputOptions:
         augment: Augmentations of each decoded training image, any of `flip`, `crop`, `translate`.
         deterministic: Fixed element order and seeded randomness (tests); slower.
         seed: Seed for file order, shuffling and augmentation.
-        num_workers: Workers reading the data; >1 sets the multi-worker auto-shard policy.
+        num_workers: Workers reading the data; with >1 each worker reads its own shard (whole files when
+          there are enough, else every num_workers-th record), and tf.data's auto-sharding is off.
+        worker_index: This worker's shard, 0 … num_workers − 1.
         compression: TFRecord compression (`GZIP` for TFX Examples artifacts, `""` for none).
     """
 
@@ -63,6 +65,7 @@ class InputOptions:
     deterministic: bool = False
     seed: int = 42
     num_workers: int = 1
+    worker_index: int = 0
     compression: str = "GZIP"
 
     def __post_init__(self) -> None:
@@ -109,6 +112,10 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
         FileNotFoundError: no file matches.
     """
     files = list_files(file_patterns)
+    # Shard by hand: auto-sharding refuses pipelines with a second source (enumerate's counter).
+    shard_files = options.num_workers > 1 and len(files) >= options.num_workers
+    if shard_files:
+        files = files[options.worker_index :: options.num_workers]
     autotune = tf.data.AUTOTUNE
     shuffle_files = options.training and not options.deterministic
     dataset = tf.data.Dataset.from_tensor_slices(files)
@@ -120,6 +127,8 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
         num_parallel_calls=autotune,
         deterministic=options.deterministic or None,
     )
+    if options.num_workers > 1 and not shard_files:
+        dataset = dataset.shard(options.num_workers, options.worker_index)
     spec = options.spec
     deterministic = options.deterministic or None  # None: follow the dataset options (non-deterministic = faster)
     augment = options.augment if options.training else ()
@@ -162,15 +171,12 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
         )
     dataset = dataset.batch(options.batch_size, drop_remainder=options.training)
     dataset = dataset.prefetch(autotune)
-    return dataset.with_options(_dataset_options(options, len(files)))
+    return dataset.with_options(_dataset_options(options))
 
 
-def _dataset_options(options: InputOptions, num_files: int) -> tf.data.Options:
+def _dataset_options(options: InputOptions) -> tf.data.Options:
     dataset_options = tf.data.Options()
     dataset_options.deterministic = options.deterministic
     if options.num_workers > 1:
-        # FILE sharding gives each worker whole files (no redundant reads) but needs ≥ 1 file per worker.
-        policy = tf.data.experimental.AutoShardPolicy
-        enough_files = num_files >= options.num_workers
-        dataset_options.experimental_distribute.auto_shard_policy = policy.FILE if enough_files else policy.DATA
+        dataset_options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return dataset_options

@@ -38,6 +38,25 @@ def cluster_workers(tf_config: str | None) -> int:
     return sum(len(cluster.get(kind, [])) for kind in ("chief", "worker"))
 
 
+def worker_index(tf_config: str | None) -> int:
+    """This task's position among the chief + worker tasks of TF_CONFIG (chief first), 0 when unset.
+
+    Raises:
+        ValueError: TF_CONFIG is not JSON with `cluster` and `task` mappings.
+    """
+    if not tf_config:
+        return 0
+    try:
+        parsed = json.loads(tf_config)
+        cluster, task = parsed.get("cluster", {}), parsed.get("task", {})
+        task_type, index = task.get("type", "worker"), int(task.get("index", 0))
+    except (json.JSONDecodeError, AttributeError, TypeError, ValueError) as error:
+        raise ValueError(
+            f'TF_CONFIG has no usable `task` ({error}); expected e.g. {{"type": "worker", "index": 0}}'
+        ) from None
+    return index if task_type == "chief" else len(cluster.get("chief", [])) + index
+
+
 def resolve_strategy(requested: str, tf_config: str | None, num_gpus: int) -> tuple[str, str]:
     """Resolves `trainer.strategy` to one of `default`, `mirrored`, `multi_worker`, with the reason.
 

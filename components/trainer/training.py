@@ -37,6 +37,7 @@ from components.trainer.strategy import (
     is_chief,
     resolve_strategy,
     scaled_learning_rate,
+    worker_index,
 )
 from components.trainer.xla import resolve_xla
 
@@ -110,7 +111,9 @@ def read_encoded_images(file_patterns: Sequence[str], count: int, compression: s
     return [tf.io.parse_single_example(record, feature)[IMAGE_KEY].numpy() for record in dataset]
 
 
-def _input_options(trainer: TrainerOptions, run: RunOptions, batch: int, training: bool, workers: int) -> InputOptions:
+def _input_options(
+    trainer: TrainerOptions, run: RunOptions, batch: int, training: bool, workers: int, index: int = 0
+) -> InputOptions:
     return InputOptions(
         image_size=trainer.image_size,
         channels=trainer.channels,
@@ -123,6 +126,7 @@ def _input_options(trainer: TrainerOptions, run: RunOptions, batch: int, trainin
         deterministic=trainer.deterministic,
         seed=trainer.seed,
         num_workers=workers,
+        worker_index=index,
     )
 
 
@@ -165,7 +169,8 @@ def train_and_export(
     labels = read_labels(run.labels_path)
     global_batch = trainer.batch_size * replicas
     workers = cluster_workers(tf_config) if strategy_name == "multi_worker" else 1
-    train_data = make_dataset(paths.train_files, _input_options(trainer, run, global_batch, True, workers))
+    index = worker_index(tf_config) if workers > 1 else 0
+    train_data = make_dataset(paths.train_files, _input_options(trainer, run, global_batch, True, workers, index))
     model_spec = ModelSpec(trainer.image_size, trainer.channels, len(labels), trainer.width)
     peak_learning_rate = scaled_learning_rate(trainer.learning_rate, global_batch, trainer.base_batch_size)
     with strategy.scope():
