@@ -14,7 +14,6 @@ from typing import Any
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
-from components.data.tfrecords import LABEL_KEY
 from components.edge_exporter.component import EdgeExporter
 from components.pusher.executor import AtomicPusher
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
@@ -27,6 +26,9 @@ ACCURACY_METRIC = "sparse_categorical_accuracy"
 # The signature TFMA feeds serialized tf.Examples to (ARCHITECTURE.md, model contract).
 EVAL_SIGNATURE = "serving_tf_example"
 PREDICTION_KEY = "probabilities"
+# components.trainer.export's TFMA-only signature and its output (not imported: it would pull in Keras).
+EVAL_LABELS_SIGNATURE = "tfxp_eval_labels"
+EVAL_LABEL_KEY = "label_index"
 
 
 def example_gen_input_config(config: TfxpConfig) -> tfx.proto.Input:
@@ -65,7 +67,9 @@ def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
         model_specs=[
             tfma.ModelSpec(
                 signature_name=EVAL_SIGNATURE,
-                label_key=LABEL_KEY,
+                # The model's own signature maps labels to 0-based class ids (data.label_offset).
+                preprocessing_function_names=[EVAL_LABELS_SIGNATURE],
+                label_key=EVAL_LABEL_KEY,
                 prediction_key=PREDICTION_KEY,
             )
         ],

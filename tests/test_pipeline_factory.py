@@ -73,3 +73,11 @@ def test_layout_follows_output_contract() -> None:
     assert layout.metadata_path == "/nonexistent/out/tfxp-digits/metadata.db"
     assert layout.summary_path == "/nonexistent/out/run-summary.json"
     assert layout.edge_base == "/nonexistent/out/edge/digits"
+
+
+def test_tfma_reads_labels_through_the_models_own_signature() -> None:
+    from components.trainer.export import EVAL_LABEL_KEY, SIGNATURE_EVAL_LABELS
+
+    spec = eval_config(_config()).model_specs[0]
+    assert list(spec.preprocessing_function_names) == [SIGNATURE_EVAL_LABELS]
+    assert spec.label_key == EVAL_LABEL_KEY

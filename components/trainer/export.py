@@ -6,6 +6,8 @@ Three signatures share one preprocessing and one model call:
 - `serving_tf_example`: `examples` string [None] (serialized tf.Example with `image/encoded`) → same outputs
 - `serving_preprocessed`: `images` float32 [None, H, W, C] → same outputs
 
+and, for TFMA only, `tfxp_eval_labels`: `examples` → `label_index` int64 [None] (the example's label minus
+`data.label_offset`, so 1-based data sets are scored against 0-based classes),
 plus `assets/labels.txt`, `assets/preprocessing.json` and `assets.extra/tf_serving_warmup_requests`.
 
 Example:
@@ -21,17 +23,21 @@ from pathlib import Path
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer.input_pipeline import IMAGE_KEY
+from components.trainer.input_pipeline import IMAGE_KEY, LABEL_KEY
 from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
 
 SIGNATURE_DEFAULT = "serving_default"
 SIGNATURE_TF_EXAMPLE = "serving_tf_example"
 SIGNATURE_PREPROCESSED = "serving_preprocessed"
+SIGNATURE_EVAL_LABELS = "tfxp_eval_labels"
+EVAL_LABEL_KEY = "label_index"
 WARMUP_FILE = "tf_serving_warmup_requests"
 
 
-def make_signatures(model: keras.Model, spec: PreprocessingSpec) -> dict[str, tf.types.experimental.ConcreteFunction]:
-    """The three serving signatures of the model contract, all through one model call."""
+def make_signatures(
+    model: keras.Model, spec: PreprocessingSpec, label_offset: int = 0
+) -> dict[str, tf.types.experimental.ConcreteFunction]:
+    """The three serving signatures of the model contract, all through one model call, and TFMA's labels."""
 
     @tf.function(input_signature=[tf.TensorSpec([None, *spec.shape], tf.float32, name="images")])
     def serving_preprocessed(images: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -48,7 +54,14 @@ def make_signatures(model: keras.Model, spec: PreprocessingSpec) -> dict[str, tf
         features = tf.io.parse_example(examples, {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string)})
         return serving_default(features[IMAGE_KEY])
 
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def eval_labels(examples: tf.Tensor) -> dict[str, tf.Tensor]:
+        # TFMA runs this as a preprocessing function and reads the label from its output.
+        features = tf.io.parse_example(examples, {LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)})
+        return {EVAL_LABEL_KEY: features[LABEL_KEY] - label_offset}
+
     return {
+        SIGNATURE_EVAL_LABELS: eval_labels.get_concrete_function(),
         SIGNATURE_DEFAULT: serving_default.get_concrete_function(),
         SIGNATURE_TF_EXAMPLE: serving_tf_example.get_concrete_function(),
         SIGNATURE_PREPROCESSED: serving_preprocessed.get_concrete_function(),
@@ -61,6 +74,7 @@ def export_saved_model(
     spec: PreprocessingSpec,
     labels: Sequence[str],
     warmup_images: Sequence[bytes] = (),
+    label_offset: int = 0,
 ) -> None:
     """Saves `model` with the contract's signatures, assets and warmup requests.
 
@@ -70,6 +84,7 @@ def export_saved_model(
         spec: The preprocessing the model was trained with.
         labels: Class names, index = class id.
         warmup_images: Encoded images for `assets.extra/tf_serving_warmup_requests`, one request each; empty = none.
+        label_offset: Subtracted from `image/class/label` by the `tfxp_eval_labels` signature.
 
     Raises:
         ValueError: the label count differs from the model's output classes.
@@ -77,7 +92,7 @@ def export_saved_model(
     num_classes = model.output_shape[-1]
     if len(labels) != num_classes:
         raise ValueError(f"the label map has {len(labels)} names but the model predicts {num_classes} classes")
-    signatures = make_signatures(model, spec)
+    signatures = make_signatures(model, spec, label_offset)
     with tempfile.TemporaryDirectory(prefix="tfxp-assets-") as staging:
         # Assets are copied into <export_dir>/assets/ on save; attaching them to the model tracks them.
         labels_file = Path(staging) / "labels.txt"

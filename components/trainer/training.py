@@ -216,7 +216,12 @@ def train_and_export(
         export_dir = paths.serving_model_dir if chief else f"{scratch}/export"
         warmup = read_encoded_images(paths.eval_files, run.warmup_requests) if chief else []
         export_saved_model(
-            export_model, export_dir, PreprocessingSpec(trainer.image_size, trainer.channels), labels, warmup
+            export_model,
+            export_dir,
+            PreprocessingSpec(trainer.image_size, trainer.channels),
+            labels,
+            warmup,
+            label_offset=run.label_offset,
         )
         phases["export"] = time.perf_counter() - started - sum(phases.values())
     finally:
