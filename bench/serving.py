@@ -36,6 +36,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("in_process", "grpc_batched", "rest_batched", "grpc_unbatched", "rest_unbatched")
+# The batching guide's CPU advice is one batch thread per core and batch_timeout_micros 0 to start with. Here
+# one thread did better: TensorFlow already spreads each batch over both cores, and a second batch thread only
+# splits the queue into smaller batches (measured: ~470 vs ~800 req/s for digits at concurrency 16).
+DEFAULT_SERVER_SETTINGS = ["serving.num_batch_threads=1", "serving.batch_timeout_micros=0"]
 TARGETS = {"mobilenet_v2_grpc_batched_vs_in_process": 0.7, "digits_batched_vs_unbatched_rps": 2.0}
 
 
@@ -146,6 +150,15 @@ class Server:
 
 
 def load(server: Server, transport: str, images: list[bytes], concurrency: int, seconds: float) -> dict[str, Any]:
+    """A closed-loop load test, plus the CPU seconds server and client spent per request.
+
+    CPU per request does not depend on how much of the machine other processes take, so its ratio between
+    batching on and off is the stable measure of what batching saves; throughput ratios move with the load.
+    """
+    import resource
+
+    import psutil
+
     from serving.client import GrpcClient, RestClient
     from serving.loadtest import run_load_test
 
@@ -154,7 +167,38 @@ def load(server: Server, transport: str, images: list[bytes], concurrency: int, 
         if transport == "grpc"
         else (lambda: RestClient(server.rest, server.model_name, timeout=60))
     )
-    return run_load_test(make, images, concurrency=concurrency, seconds=seconds, warmup_seconds=2.0).to_json()
+    server_process = psutil.Process(server.process.pid)
+
+    def cpu_seconds() -> tuple[float, float]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        times = server_process.cpu_times()
+        return times.user + times.system, usage.ru_utime + usage.ru_stime
+
+    run_load_test(make, images, concurrency=concurrency, seconds=2.0)  # warm up (first batches, connections)
+    server_before, client_before = cpu_seconds()
+    batches_before = batch_counts(server)
+    result = run_load_test(make, images, concurrency=concurrency, seconds=seconds).to_json()
+    server_after, client_after = cpu_seconds()
+    batches_after = batch_counts(server)
+    requests = max(1, result["requests"])
+    result["server_cpu_ms_per_request"] = (server_after - server_before) / requests * 1e3
+    result["client_cpu_ms_per_request"] = (client_after - client_before) / requests * 1e3
+    batches = batches_after[1] - batches_before[1]
+    result["mean_batch_size"] = (batches_after[0] - batches_before[0]) / batches if batches else None
+    return result
+
+
+def batch_counts(server: Server) -> tuple[float, float]:
+    """(rows, batches) processed so far, from the server's Prometheus metrics."""
+    import requests
+
+    text = requests.get(f"{server.rest}/monitoring/prometheus/metrics", timeout=10).text
+    values = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for kind in values:
+            if line.startswith(f"tfxp_serving_batch_size_{kind}{{"):
+                values[kind] += float(line.rsplit(" ", 1)[1])
+    return values["sum"], values["count"]
 
 
 def bench_model(
@@ -202,9 +246,19 @@ def bench_model(
         runs = result["runs"][config]
         result[config] = {
             key: statistics.median(run[key] for run in runs)
-            for key in ("qps", "images_per_second", "p50_ms", "p95_ms", "p99_ms")
+            for key in (
+                "qps",
+                "images_per_second",
+                "p50_ms",
+                "p95_ms",
+                "p99_ms",
+                "server_cpu_ms_per_request",
+                "client_cpu_ms_per_request",
+            )
         }
         result[config]["errors"] = sum(run["errors"] for run in runs)
+        sizes = [run["mean_batch_size"] for run in runs if run["mean_batch_size"] is not None]
+        result[config]["mean_batch_size"] = statistics.median(sizes) if sizes else None
     return result
 
 
@@ -222,10 +276,11 @@ def main() -> int:
     parser.add_argument(
         "--server-set",
         action="append",
-        default=[],
-        help="`--set` for the servers, e.g. serving.num_batch_threads=1; repeatable.",
+        default=None,
+        help=f"`--set` for both servers; repeatable (default: {' '.join(DEFAULT_SERVER_SETTINGS)}).",
     )
     args = parser.parse_args()
+    args.server_set = DEFAULT_SERVER_SETTINGS if args.server_set is None else args.server_set
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from pipeline.config import load_config
@@ -275,6 +330,16 @@ def checks(models: dict[str, Any]) -> dict[str, Any]:
         result["digits_rest_batched_vs_unbatched_rps"] = {
             "value": digits["rest_batched"]["qps"] / digits["rest_unbatched"]["qps"]
         }
+        for transport in ("grpc", "rest"):
+            cpu = {
+                mode: digits[f"{transport}_{mode}"]["server_cpu_ms_per_request"]
+                + digits[f"{transport}_{mode}"]["client_cpu_ms_per_request"]
+                for mode in ("batched", "unbatched")
+            }
+            # Requests per CPU second, batched over unbatched: the saving independent of the machine's load.
+            result[f"digits_{transport}_batched_vs_unbatched_requests_per_cpu_second"] = {
+                "value": cpu["unbatched"] / cpu["batched"]
+            }
     mobilenet = models.get("mobilenet_v2")
     if mobilenet:
         ratio = mobilenet["grpc_batched"]["images_per_second"] / mobilenet["in_process_images_per_second"]
@@ -296,12 +361,16 @@ def summary(report: dict[str, Any]) -> str:
             f"{model['in_process_images_per_second']:.1f} images/s",
             file=out,
         )
-        print(f"  {'config':<16}{'req/s':>9}{'images/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}", file=out)
+        header = f"  {'config':<16}{'req/s':>9}{'images/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}"
+        print(header + f"{'server cpu ms/req':>19}{'client cpu ms/req':>19}{'batch':>7}", file=out)
         for config in CONFIGS[1:]:
             row = model[config]
+            batch = "-" if row["mean_batch_size"] is None else f"{row['mean_batch_size']:.1f}"
             print(
                 f"  {config:<16}{row['qps']:>9.1f}{row['images_per_second']:>10.1f}{row['p50_ms']:>9.1f}"
-                f"{row['p99_ms']:>9.1f}{row['errors']:>8}",
+                f"{row['p99_ms']:>9.1f}{row['errors']:>8}{row['server_cpu_ms_per_request']:>19.2f}"
+                f"{row['client_cpu_ms_per_request']:>19.2f}"
+                f"{batch:>7}",
                 file=out,
             )
     print("\nchecks:", file=out)
