@@ -39,6 +39,7 @@ $(DATA)/labels.txt: | $(STAMP)
 
 demo: $(STAMP) $(DATA)/labels.txt
 	$(TFXP) run --config configs/default.yaml --output $(OUT)
+	scripts/demo_serve.sh $(TFXP) $(DATA) $(OUT)/serving/digits
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
