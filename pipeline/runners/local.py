@@ -17,7 +17,6 @@ from typing import Any
 
 from pipeline.config import TfxpConfig, write_config
 from pipeline.layout import OutputLayout, output_layout
-from pipeline.runners.diagnose import explain_failure
 
 ProgressCallback = Callable[[str, str, float], None]
 """Called with (component id, state `running`|`finished`, seconds since the component started)."""
@@ -172,6 +171,8 @@ def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> L
             metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(layout.metadata_path)
             tfx.orchestration.LocalDagRunner().run(create_pipeline(config, metadata_config))
         except Exception as error:  # a component's failure: reported in the summary and by the CLI
+            from pipeline.runners.diagnose import explain_failure
+
             component = current[0] or "pipeline setup"
             failure = ComponentFailedError(component, error, explain_failure(component, config.data.path))
     return LocalRun(config, layout, time.monotonic() - started, log_path, failure, seconds)
