@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -23,8 +24,30 @@ class ConfigError(ValueError):
     """A configuration problem: names the key, the value and what is expected."""
 
 
+class _Yaml12Loader(yaml.SafeLoader):
+    """SafeLoader whose booleans are YAML 1.2's `true`/`false` only.
+
+    PyYAML follows YAML 1.1, where `on`, `off`, `yes` and `no` are booleans too, so `trainer.xla: on` would
+    arrive as True instead of the setting "on".
+    """
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Yaml12Loader)
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # coerce_numbers_to_str: `--set kubeflow.cpu_request=4` or `data.path=2024` are strings, not numbers.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, coerce_numbers_to_str=True)
 
 
 class PipelineSection(_Section):
@@ -48,6 +71,7 @@ class DataSection(_Section):
     split: `folders` (train/ and eval/ subfolders), `hash` (hash buckets) or `auto` (folders when both exist).
     schema: `label_map` (a schema derived from the label map: label in range, image present),
       `infer` (TFX SchemaGen) or a path to a curated `schema.pbtxt` (ImportSchemaGen).
+    file_pattern: TFRecord files to read when the data has no train/eval folders (relative to `path`).
     train_buckets: Hash buckets for train when the data has no train/eval folders.
     eval_buckets: Hash buckets for eval when the data has no train/eval folders.
     """
@@ -57,10 +81,13 @@ class DataSection(_Section):
     label_offset: int = Field(0, ge=0)
     split: Literal["auto", "folders", "hash"] = "auto"
     schema_source: str = Field("label_map", alias="schema")
+    file_pattern: str = Field("*.tfrecord*", min_length=1)
     train_buckets: int = Field(9, ge=1)
     eval_buckets: int = Field(1, ge=1)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, coerce_numbers_to_str=True, populate_by_name=True
+    )
 
     @property
     def labels_path(self) -> str:
@@ -346,7 +373,7 @@ def parse_override(override: str) -> tuple[list[str], Any]:
     if not sep or not key.strip():
         raise ConfigError(f"--set {override!r}: expected `section.key=value`, e.g. `--set trainer.train_steps=100`")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = _load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value
@@ -415,7 +442,7 @@ def load_config(path: Path | None = None, overrides: Sequence[str] = ()) -> Tfxp
     source = "defaults"
     if path is not None:
         try:
-            loaded = yaml.safe_load(path.read_text())
+            loaded = _load_yaml(path.read_text())
         except OSError as error:
             raise ConfigError(f"cannot read config file {path}: {error.strerror}; pass an existing --config") from None
         except yaml.YAMLError as error:

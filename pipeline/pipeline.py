@@ -32,7 +32,7 @@ EVAL_LABEL_KEY = "label_index"
 
 
 def example_gen_input_config(config: TfxpConfig) -> tfx.proto.Input:
-    """Splits by folder (`train/`, `eval/`) when `data.split` is `folders`."""
+    """Splits by folder (`train/*`, `eval/*`) when `data.split` is `folders`."""
     return tfx.proto.Input(
         splits=[
             tfx.proto.Input.Split(name="train", pattern="train/*"),
@@ -118,7 +118,10 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
     """The pipeline's components in execution order."""
     if config.data.split == "hash":
         example_gen = tfx.components.ImportExampleGen(
-            input_base=config.data.path, output_config=example_gen_output_config(config)
+            input_base=config.data.path,
+            # Only the TFRecords: labels.txt and the data set manifest live beside them.
+            input_config=tfx.proto.Input(splits=[tfx.proto.Input.Split(name="all", pattern=config.data.file_pattern)]),
+            output_config=example_gen_output_config(config),
         )
     else:
         example_gen = tfx.components.ImportExampleGen(

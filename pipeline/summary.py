@@ -46,14 +46,25 @@ def open_store(metadata_path: str) -> metadata_store.MetadataStore:
     return metadata_store.MetadataStore(config)
 
 
-def latest_run_components(store: metadata_store.MetadataStore, pipeline_name: str) -> dict[str, ComponentRecord]:
-    """The executions of the newest `pipeline_run` context of `pipeline_name`, by component id."""
+def latest_run_components(
+    store: metadata_store.MetadataStore, pipeline_name: str, since_ms: int = 0
+) -> dict[str, ComponentRecord]:
+    """The executions of the newest `pipeline_run` context of `pipeline_name`, by component id.
+
+    Args:
+        store: The MLMD store.
+        pipeline_name: `pipeline.name`.
+        since_ms: Ignore runs created before this time (ms since the epoch), e.g. the current run's start,
+            so a run that failed before registering does not report the previous run's results.
+    """
     runs = store.get_contexts_by_type("pipeline_run")
     pipeline_contexts = store.get_contexts_by_type("pipeline")
     pipeline_ids = {context.id for context in pipeline_contexts if context.name == pipeline_name}
     if not runs or not pipeline_ids:
         return {}
     run = max(runs, key=lambda context: (context.create_time_since_epoch, context.id))
+    if run.create_time_since_epoch < since_ms:
+        return {}
     executions = store.get_executions_by_context(run.id)
     node_prefix = f"{pipeline_name}."
     records: dict[str, ComponentRecord] = {}
@@ -165,11 +176,22 @@ def build_summary(
     wall_seconds: float,
     failure: BaseException | None = None,
     failed_component: str | None = None,
+    started_at: float = 0.0,
 ) -> dict[str, Any]:
-    """The run summary of ARCHITECTURE.md's output contract, from MLMD."""
+    """The run summary of ARCHITECTURE.md's output contract, from MLMD.
+
+    Args:
+        config: The run's resolved config.
+        metadata_path: The SQLite MLMD file.
+        wall_seconds: The run's duration.
+        failure: The failure, when a component failed.
+        failed_component: Its id.
+        started_at: The run's start (seconds since the epoch); earlier runs in MLMD are not reported.
+    """
     components: dict[str, ComponentRecord] = {}
     if Path(metadata_path).exists():
-        components = latest_run_components(open_store(metadata_path), config.pipeline.name)
+        since_ms = int(started_at * 1000) - 1000  # MLMD and this clock may round differently
+        components = latest_run_components(open_store(metadata_path), config.pipeline.name, max(since_ms, 0))
     summary: dict[str, Any] = {
         "status": "failed" if failure else "succeeded",
         "blessed": False,

@@ -89,3 +89,21 @@ def test_contract_keys_exist() -> None:
         "kubeflow.trainer_accelerator.type", "kubeflow.trainer_accelerator.count",
     }  # fmt: skip
     assert contract <= set(valid_keys())
+
+
+def test_on_off_stay_strings_and_numbers_fit_string_keys(tmp_path: Path) -> None:
+    # YAML 1.1 would read `on`/`off` as booleans; tfxp reads YAML 1.2 booleans (true/false) only.
+    config = build_config({}, ["trainer.xla=off", "kubeflow.cpu_request=4", "data.path=2024"])
+    assert config.trainer.xla == "off"
+    assert config.kubeflow.cpu_request == "4"
+    assert config.data.path == "2024"
+    (tmp_path / "c.yaml").write_text("trainer:\n  xla: on\n  cache: false\n")
+    from_file = load_config(tmp_path / "c.yaml")
+    assert from_file.trainer.xla == "on" and from_file.trainer.cache is False
+
+
+def test_output_option_is_taken_as_a_path() -> None:
+    from pipeline.cli.options import load_cli_config
+
+    config = load_cli_config(None, ["trainer.train_steps=5"], Path("/tmp/runs #1: test"))
+    assert config.pipeline.output == "/tmp/runs #1: test"

@@ -117,6 +117,7 @@ def test_corrupt_shard_fails_naming_file_and_component(digits_dir: Path, tmp_pat
     flat = " ".join(output.split())
     assert "component ImportExampleGen failed" in flat
     assert shard.name in flat
+    assert "tfxp_dataset.json" not in flat  # only the TFRecords ImportExampleGen reads are suspects
     assert not (tmp_path / "out" / "serving").exists()
 
 
@@ -142,3 +143,25 @@ def test_schema_violations_stop_the_run_before_training(digits_dir: Path, tmp_pa
     assert "training was not started" in flat
     assert "feature 'image/class/label'" in flat and "feature 'image/encoded'" in flat
     assert "Trainer" not in summary["components"]
+
+
+def test_flat_data_is_split_by_hash_buckets(digits_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "flat"
+    data.mkdir()
+    for split in ("train", "eval"):
+        for shard in (digits_dir / split).iterdir():
+            shutil.copy(shard, data / f"{split}-{shard.name}")
+    for name in ("labels.txt", "tfxp_dataset.json"):  # non-TFRecord files beside the data are not read
+        if (digits_dir / name).exists():
+            shutil.copy(digits_dir / name, data / name)
+    code, output, summary = run_cli(data, tmp_path / "out", "trainer.train_steps=100", "evaluator.min_accuracy=0.5")
+    assert code == 0, output
+    assert summary["config"]["data"]["split"] == "hash"
+    assert summary["blessed"] is True, summary["blessing_reason"]
+    assert 120 < summary["metrics"]["example_count"] < 260  # one bucket of ten: about 180 of 1,797 examples
+
+
+def test_bucket_output_is_refused_before_anything_runs(digits_dir: Path) -> None:
+    result = CliRunner().invoke(app, ["run", "--set", f"data.path={digits_dir}", "--output", "gs://bucket/tfxp"])
+    assert result.exit_code == 2
+    assert "must be local" in " ".join(result.output.split())

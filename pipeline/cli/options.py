@@ -19,12 +19,14 @@ SetOption = Annotated[
 ]
 
 
-def load_cli_config(config_file: Path | None, overrides: list[str] | None, output: Path | None = None) -> TfxpConfig:
+def load_cli_config(
+    config_file: Path | None, overrides: list[str] | None, output: str | Path | None = None
+) -> TfxpConfig:
     """The config from `--config`, `--set` and `--output`, or a clean CLI error."""
-    settings = list(overrides or [])
-    if output is not None:
-        settings.append(f"pipeline.output={output}")
     try:
-        return load_config(config_file, settings)
+        config = load_config(config_file, list(overrides or []))
     except ConfigError as error:
         raise fail(str(error)) from None
+    if output is not None:  # a path, not YAML: applied as is
+        config = config.model_copy(update={"pipeline": config.pipeline.model_copy(update={"output": str(output)})})
+    return config

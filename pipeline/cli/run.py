@@ -22,7 +22,7 @@ def _print_progress(component: str, state: str, seconds: float) -> None:
 def run(
     config_file: ConfigOption = None,
     overrides: SetOption = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output dir OUT (pipeline.output).")] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Output dir OUT (pipeline.output).")] = None,
 ) -> None:
     """Run the pipeline locally (LocalDagRunner) and write OUT/run-summary.json.
 
@@ -34,7 +34,7 @@ def run(
 
     try:
         resolve_config(config)
-    except FileNotFoundError as error:
+    except FileNotFoundError as error:  # missing data, or a bucket output that SQLite MLMD cannot use
         raise fail(str(error)) from None
     console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
     result = run_local(config, _print_progress)
@@ -44,6 +44,7 @@ def run(
         result.wall_seconds,
         result.failure,
         result.failure.component if result.failure else None,
+        result.started_at,
     )
     write_summary(summary, Path(result.layout.summary_path))
     _print_summary(summary, result.layout.summary_path)

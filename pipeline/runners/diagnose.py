@@ -7,9 +7,9 @@ culprit only after ImportExampleGen has failed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import tensorflow as tf
+
+from pipeline.config import TfxpConfig
 
 MAX_REPORTED = 5
 
@@ -18,34 +18,42 @@ def _compression(path: str) -> str:
     return "GZIP" if path.endswith((".gz", ".gzip")) else ""
 
 
-def find_corrupt_tfrecords(data_path: str, max_reported: int = MAX_REPORTED) -> list[tuple[str, str]]:
-    """Reads each TFRecord file under `data_path` to the end; returns (file, error) for unreadable ones.
+def input_patterns(config: TfxpConfig) -> list[str]:
+    """The globs ImportExampleGen reads for this config (a resolved `data.split`)."""
+    base = config.data.path.rstrip("/")
+    if config.data.split == "hash":
+        return [f"{base}/{config.data.file_pattern}"]
+    return [f"{base}/train/*", f"{base}/eval/*"]
+
+
+def find_corrupt_tfrecords(patterns: list[str], max_reported: int = MAX_REPORTED) -> list[tuple[str, str]]:
+    """Reads each TFRecord file matching `patterns` to the end; returns (file, error) for unreadable ones.
 
     Args:
-        data_path: The pipeline's `data.path` (files directly inside or in subfolders).
+        patterns: Globs of TFRecord files (`input_patterns`).
         max_reported: Stop after this many corrupt files.
     """
-    pattern_roots = [data_path, f"{data_path.rstrip('/')}/*"]
-    files = sorted({f for root in pattern_roots for f in tf.io.gfile.glob(f"{root}/*") if not tf.io.gfile.isdir(f)})
+    files = sorted({f for pattern in patterns for f in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(f)})
     corrupt: list[tuple[str, str]] = []
     for path in files:
-        if Path(path).name in ("labels.txt", "schema.pbtxt") or Path(path).name.startswith("."):
-            continue
         try:
             for _ in tf.data.TFRecordDataset(path, compression_type=_compression(path)):
                 pass
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError, tf.errors.OutOfRangeError) as error:
+        except tf.errors.OpError as error:
             corrupt.append((path, error.message.splitlines()[0] if error.message else type(error).__name__))
             if len(corrupt) >= max_reported:
                 break
     return corrupt
 
 
-def explain_failure(component: str, data_path: str) -> str | None:
-    """Extra detail for a failed component, or None when there is nothing to add."""
+def explain_failure(component: str, config: TfxpConfig) -> str | None:
+    """Extra detail for a failed component, or None when there is nothing to add (never raises)."""
     if component != "ImportExampleGen":
         return None
-    corrupt = find_corrupt_tfrecords(data_path)
+    try:
+        corrupt = find_corrupt_tfrecords(input_patterns(config))
+    except Exception:  # the diagnosis must never hide the component's own failure
+        return None
     if not corrupt:
         return None
     listed = "\n".join(f"  - {path}: {error}" for path, error in corrupt)

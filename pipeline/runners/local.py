@@ -36,6 +36,11 @@ def resolve_config(config: TfxpConfig) -> TfxpConfig:
     Raises:
         FileNotFoundError: `data.path` is a local directory that does not exist.
     """
+    if _is_remote(config.pipeline.output):
+        raise FileNotFoundError(
+            f"pipeline.output {config.pipeline.output} is a bucket: `tfxp run` keeps ML Metadata in SQLite under "
+            "the output dir, which must be local; use a local --output, or `tfxp compile` for Kubeflow"
+        )
     data_path = _absolute(config.data.path)
     if not _is_remote(data_path) and not Path(data_path).is_dir():
         raise FileNotFoundError(
@@ -132,6 +137,7 @@ class LocalRun:
     layout: OutputLayout
     wall_seconds: float
     log_path: Path
+    started_at: float
     failure: ComponentFailedError | None = None
     seconds_by_component: dict[str, float] = field(default_factory=dict)
 
@@ -164,6 +170,7 @@ def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> L
             progress(node_id, state, elapsed)
 
     log_path = Path(layout.log_dir) / f"run-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    started_at = time.time()
     started = time.monotonic()
     failure = None
     with _logs_to_file(log_path), _component_progress(record) as current:
@@ -174,5 +181,5 @@ def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> L
             from pipeline.runners.diagnose import explain_failure
 
             component = current[0] or "pipeline setup"
-            failure = ComponentFailedError(component, error, explain_failure(component, config.data.path))
-    return LocalRun(config, layout, time.monotonic() - started, log_path, failure, seconds)
+            failure = ComponentFailedError(component, error, explain_failure(component, config))
+    return LocalRun(config, layout, time.monotonic() - started, log_path, started_at, failure, seconds)
