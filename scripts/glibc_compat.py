@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -240,13 +241,14 @@ def preinstall(constraints: Path) -> None:
     if all(installed.get(req.split("==")[0]) == req.split("==")[1] for req in requirements):
         print("glibc-compat: manylinux_2_39 wheels already installed: " + ", ".join(requirements))
         return
+    _compiler()  # fail now, not after a multi-GB install
     print(
         "glibc-compat: host glibc is older than 2.39, which ml-metadata and TFDV wheels require;\n"
         "              installing them with the manylinux_2_39 tag, to be patched after the main install"
     )
     command = [
         sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
-        "--platform", "manylinux_2_39_x86_64",
+        "--platform", f"manylinux_2_39_{platform.machine()}",
         "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
         "--upgrade", "--target", str(site_packages()), *requirements,
     ]  # fmt: skip
@@ -263,15 +265,23 @@ def _installed_versions() -> dict[str, str]:
     return versions
 
 
-def _build_shim(destination: Path) -> None:
+def _compiler() -> str:
     compiler = shutil.which("g++") or shutil.which("c++")
     if compiler is None:
         raise CompatError(
             "the glibc compat step needs a C++ compiler to build its 6-symbol shim, and none was found; "
             "install one (Debian/Ubuntu: `apt-get install g++`) and run `make setup` again"
         )
+    return compiler
+
+
+def _shim_source_digest() -> str:
+    return hashlib.sha256(SHIM_SOURCE.read_bytes()).hexdigest()
+
+
+def _build_shim(destination: Path) -> None:
     subprocess.run(
-        [compiler, "-shared", "-fPIC", "-O2", "-o", str(destination), str(SHIM_SOURCE)],
+        [_compiler(), "-shared", "-fPIC", "-O2", "-o", str(destination), str(SHIM_SOURCE)],
         check=True,
     )
 
@@ -334,6 +344,7 @@ def patch_extension(extension: Path) -> bool:
         "shimmed_symbols": sorted(symbols),
         "weakened_versions": sorted(f"{lib}:{ver}" for lib, ver in weak_targets),
         "sha256": hashlib.sha256(extension.read_bytes()).hexdigest(),
+        "shim_source_sha256": _shim_source_digest(),
     }
     marker_path = extension.parent / MARKER_NAME
     marker_path.write_text(json.dumps(marker, indent=2) + "\n")
@@ -349,8 +360,24 @@ def patch() -> None:
     if not extensions:
         raise CompatError("no ml-metadata / TFDV extension modules found: run the preinstall step first")
     changed = [extension for extension in extensions if patch_extension(extension)]
-    if not changed:
+    rebuilt = [extension for extension in extensions if extension not in changed and _refresh_shim(extension)]
+    if not changed and not rebuilt:
         print("glibc-compat: extensions already patched")
+
+
+def _refresh_shim(extension: Path) -> bool:
+    """Rebuilds an already-patched extension's shim when glibc_compat_shim.cc changed since."""
+    marker_path = extension.parent / MARKER_NAME
+    if not marker_path.is_file():
+        return False
+    marker = json.loads(marker_path.read_text())
+    if marker.get("shim_source_sha256") == _shim_source_digest():
+        return False
+    _build_shim(extension.with_name(SHIM_NAME))
+    marker["shim_source_sha256"] = _shim_source_digest()
+    marker_path.write_text(json.dumps(marker, indent=2) + "\n")
+    print(f"glibc-compat: rebuilt the shim beside {extension.name} (glibc_compat_shim.cc changed)")
+    return True
 
 
 VERIFY_SNIPPET = """

@@ -98,7 +98,7 @@ def test_compat_status_applied_only_when_every_extension_has_a_matching_marker(
     status = doctor.compat_status((2, 36))
     assert (status["needed"], status["applied"]) == (True, False)
     assert "not patched" in status["summary"]
-    assert "run `make setup`" in status["summary"]
+    assert "run `.venv/bin/python scripts/glibc_compat.py patch`" in status["summary"]
 
     for extension in extensions.values():
         _mark(extension)
@@ -124,7 +124,7 @@ def test_compat_status_reports_missing_packages(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(doctor, "_package_dir", lambda package: None)
     status = doctor.compat_status((2, 36))
     assert status["summary"] == (
-        "needed, not applied: ml_metadata, tensorflow_data_validation not installed; run `make setup`"
+        "needed, not applied: ml_metadata, tensorflow_data_validation not installed; run `rm .venv/.tfxp-setup && make setup`"
     )
 
 
@@ -132,4 +132,6 @@ def test_doctor_exits_non_zero_when_there_are_problems(monkeypatch: pytest.Monke
     monkeypatch.setattr(doctor, "distribution_versions", lambda: dict.fromkeys(doctor.DISTRIBUTIONS))
     result = CliRunner().invoke(app, ["doctor"])
     assert result.exit_code == 1
-    assert "problem: tensorflow is not installed; run `make setup`" in result.output
+    assert "problem: tensorflow is not installed; run `rm .venv/.tfxp-setup && make setup`" in " ".join(
+        result.output.split()
+    )

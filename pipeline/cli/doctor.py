@@ -105,14 +105,20 @@ def compat_status(glibc: tuple[int, int] | None) -> dict[str, Any]:
     if not needed:
         summary = "not needed (glibc >= 2.39 installs the wheels as published)"
     elif missing_packages:
-        summary = f"needed, not applied: {', '.join(missing_packages)} not installed; run `make setup`"
+        summary = (
+            f"needed, not applied: {', '.join(missing_packages)} not installed; "
+            "run `rm .venv/.tfxp-setup && make setup`"
+        )
     elif all_patched:
         summary = f"needed and applied ({len(extensions)} extension modules patched and unchanged)"
     else:
         broken = [
             f"{Path(item['extension']).name}: {item['state']}" for item in extensions if item["state"] != "patched"
         ]
-        summary = f"needed, not applied: {'; '.join(broken)}; run `make setup`"
+        summary = (
+            f"needed, not applied: {'; '.join(broken)}; "
+            "run `.venv/bin/python scripts/glibc_compat.py patch` (or `rm .venv/.tfxp-setup && make setup`)"
+        )
     return {
         "needed": needed,
         "applied": needed and not missing_packages and all_patched,
@@ -147,7 +153,11 @@ def collect_report() -> dict[str, Any]:
     devices = visible_devices() if versions["tensorflow"] else []
     capabilities = [tuple(d["compute_capability"]) for d in devices if d.get("compute_capability")]
     policy, reason = resolve_precision("auto", capabilities)  # type: ignore[arg-type]
-    problems = [f"{name} is not installed; run `make setup`" for name, version in versions.items() if not version]
+    problems = [
+        f"{name} is not installed; run `rm .venv/.tfxp-setup && make setup`"
+        for name, version in versions.items()
+        if not version
+    ]
     if compat["needed"] and not compat["applied"]:
         problems.append(f"glibc compat step {compat['summary']}")
     return {
