@@ -124,7 +124,8 @@ def test_compat_status_reports_missing_packages(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(doctor, "_package_dir", lambda package: None)
     status = doctor.compat_status((2, 36))
     assert status["summary"] == (
-        "needed, not applied: ml_metadata, tensorflow_data_validation not installed; run `rm .venv/.tfxp-setup && make setup`"
+        "needed, not applied: ml_metadata, tensorflow_data_validation not installed; "
+        "run `rm .venv/.tfxp-setup && make setup`"
     )
 
 
