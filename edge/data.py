@@ -17,11 +17,10 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from components.data.tfrecords import IMAGE_KEY, LABEL_KEY
 from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
 from edge.errors import EdgeError
 
-IMAGE_KEY = "image/encoded"
-LABEL_KEY = "image/class/label"
 _GZIP_MAGIC = b"\x1f\x8b"
 _BATCH = 64
 

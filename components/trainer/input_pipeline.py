@@ -21,11 +21,9 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
+from components.data.tfrecords import IMAGE_KEY, LABEL_KEY
 from components.trainer.augment import augment_pixels, check_augmentations
 from components.trainer.preprocessing import PreprocessingSpec, decode_image, decode_pixels, pixels_to_input
-
-IMAGE_KEY = "image/encoded"
-LABEL_KEY = "image/class/label"
 
 _FEATURES = {
     IMAGE_KEY: tf.io.FixedLenFeature([], tf.string),
