@@ -55,6 +55,7 @@ class ExportOptions:
         benchmark_runs: Timed batch-1 invocations for the latency figures.
         train_split: Split the calibration images come from.
         eval_split: Split both models are evaluated on.
+        keep_tensor_names: Keep the tensor debug names in `model.tflite` (default: stripped, signatures kept).
     """
 
     mode: str = "int8"
@@ -68,6 +69,7 @@ class ExportOptions:
     benchmark_runs: int = 50
     train_split: str = "train"
     eval_split: str = "eval"
+    keep_tensor_names: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,14 @@ def export_edge_model(saved_model: Path, examples: str | Path, options: ExportOp
             label_offset=options.label_offset,
             shuffle=True,
         ).images
-    tflite = convert(saved_model, options.mode, calibration, options.supported_ops, options.io_dtype)
+    tflite = convert(
+        saved_model,
+        options.mode,
+        calibration,
+        options.supported_ops,
+        options.io_dtype,
+        keep_tensor_names=options.keep_tensor_names,
+    )
     model = TfliteModel(tflite, threads=options.threads, where=f"the {options.mode} TFLite model of {saved_model}")
     if model.num_classes != len(labels):
         raise EdgeError(

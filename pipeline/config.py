@@ -237,6 +237,8 @@ class EdgeSection(_Section):
     max_accuracy_drop: Largest accuracy loss (absolute) of the TFLite model vs the SavedModel.
     threads: LiteRT interpreter threads for evaluation and benchmarks.
     eval_samples: Eval examples the EdgeExporter evaluates both models on; 0 = the whole eval split.
+    keep_tensor_names: Keep the converter's tensor debug names in `model.tflite` (for Netron); by default they are
+      stripped, a few KB less per model; signatures and their input/output names stay either way.
     """
 
     enabled: bool = True
@@ -247,6 +249,7 @@ class EdgeSection(_Section):
     max_accuracy_drop: float = Field(0.01, ge=0, le=1)
     threads: int = Field(2, ge=1)
     eval_samples: int = Field(0, ge=0)
+    keep_tensor_names: bool = False
 
 
 class AcceleratorSpec(_Section):

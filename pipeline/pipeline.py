@@ -185,6 +185,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
                 threads=config.edge.threads,
                 eval_samples=config.edge.eval_samples,
                 label_offset=config.data.label_offset,
+                keep_tensor_names=config.edge.keep_tensor_names,
             ).with_id("EdgeExporter")
         )
     return components

@@ -96,6 +96,25 @@ def test_int8_with_float_io_quantizes_inside(saved_model: Path, calibration: np.
     assert "int8" in _tensor_dtypes(tflite)
 
 
+@pytest.mark.parametrize("mode", ["none", "int8"])
+def test_tensor_names_are_stripped_but_the_signature_and_outputs_stay(
+    saved_model: Path, calibration: np.ndarray, mode: str
+) -> None:
+    named = convert(saved_model, mode, calibration, keep_tensor_names=True)
+    stripped = convert(saved_model, mode, calibration)
+    named_model, stripped_model = TfliteModel(named), TfliteModel(stripped)
+
+    def tensor_names(model: TfliteModel) -> list[str]:
+        return [detail["name"] for detail in model.interpreter.get_tensor_details() if detail["name"]]
+
+    assert any("/" in name for name in tensor_names(named_model))
+    assert tensor_names(stripped_model) == []
+    assert len(stripped) < len(named) - 1000
+    assert stripped_model.signature_key == named_model.signature_key == "serving_preprocessed"
+    assert (stripped_model.input, stripped_model.probabilities) == (named_model.input, named_model.probabilities)
+    np.testing.assert_array_equal(named_model.predict(calibration[:8]), stripped_model.predict(calibration[:8]))
+
+
 @pytest.mark.parametrize("data", [None, np.zeros((0, 16, 16, 1), np.float32)])
 def test_int8_without_representative_data_says_how_to_give_some(saved_model: Path, data: np.ndarray | None) -> None:
     with pytest.raises(EdgeError, match=r"mode 'int8' needs representative data.*--examples DIR.*`dynamic`"):

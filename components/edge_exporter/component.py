@@ -40,6 +40,7 @@ class EdgeExporter(base_component.BaseComponent):
         eval_samples: Eval examples evaluated; 0 = all. Defaults to 0.
         label_offset: Subtracted from `image/class/label`. Defaults to 0.
         benchmark_runs: Timed batch-1 invocations. Defaults to 50.
+        keep_tensor_names: Keep the tensor debug names in `model.tflite`. Defaults to False (stripped).
 
     Raises:
         EdgeError: an unknown mode, ops setting or I/O type (checked here, before the pipeline runs).
@@ -63,6 +64,7 @@ class EdgeExporter(base_component.BaseComponent):
         eval_samples: int = 0,
         label_offset: int = 0,
         benchmark_runs: int = 50,
+        keep_tensor_names: bool = False,
     ) -> None:
         get_mode(mode)
         if supported_ops not in SUPPORTED_OPS:
@@ -83,6 +85,7 @@ class EdgeExporter(base_component.BaseComponent):
             eval_samples=eval_samples,
             label_offset=label_offset,
             benchmark_runs=benchmark_runs,
+            keep_tensor_names=int(keep_tensor_names),
             edge_model=types.Channel(type=EdgeModel),
             edge_blessing=types.Channel(type=EdgeBlessing),
         )

@@ -37,7 +37,10 @@ NOT_BLESSED_UPSTREAM = "skipped: the Evaluator did not bless the model, so no de
 def export_options(exec_properties: dict[str, Any]) -> ExportOptions:
     """The component's parameters as `edge.ExportOptions` (every field but the push base)."""
     fields = ExportOptions.__dataclass_fields__
-    return ExportOptions(**{key: value for key, value in exec_properties.items() if key in fields})
+    options = {key: value for key, value in exec_properties.items() if key in fields}
+    if "keep_tensor_names" in options:  # an int 0/1 in the execution properties
+        options["keep_tensor_names"] = bool(options["keep_tensor_names"])
+    return ExportOptions(**options)
 
 
 class Executor(base_executor.BaseExecutor):

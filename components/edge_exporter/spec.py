@@ -32,6 +32,8 @@ class EdgeExporterSpec(ComponentSpec):
         "eval_samples": ExecutionParameter(type=int),
         "label_offset": ExecutionParameter(type=int),
         "benchmark_runs": ExecutionParameter(type=int),
+        # 0/1: TFX execution properties have no bool type (its own components use int the same way).
+        "keep_tensor_names": ExecutionParameter(type=int),
         PUSH_BASE_KEY: ExecutionParameter(type=str),
     }
     INPUTS: ClassVar[dict[str, ChannelParameter]] = {

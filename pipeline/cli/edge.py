@@ -45,6 +45,13 @@ def convert_command(
         str, typer.Option("--supported-ops", help="builtins, or builtins+select_tf for TF ops (Flex delegate).")
     ] = "builtins",
     label_offset: LabelOffsetOption = 0,
+    keep_tensor_names: Annotated[
+        bool,
+        typer.Option(
+            "--keep-tensor-names",
+            help="Keep the tensor debug names (for Netron); stripped by default, signatures stay.",
+        ),
+    ] = False,
 ) -> None:
     """Convert SAVED_MODEL to TFLite; int8 calibrates on --samples train images from --examples."""
     from edge.data import load_split
@@ -61,6 +68,7 @@ def convert_command(
         calibration.images if calibration is not None else None,
         supported_ops=supported_ops,
         io_dtype=io_dtype,
+        keep_tensor_names=keep_tensor_names,
     )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
