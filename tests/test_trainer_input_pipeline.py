@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from components.trainer.augment import augment_pixels
+from components.trainer import input_pipeline
+from components.trainer.augment import augment_batch, augment_on_batches, augment_pixels
 from components.trainer.input_pipeline import InputOptions, make_dataset
 from components.trainer.preprocessing import PreprocessingSpec, pixels_to_input
 
@@ -109,11 +110,63 @@ def test_same_seed_same_augmentation_and_the_resize_restores_the_input_size() ->
     assert image.shape == (16, 16, 1) and image.dtype == tf.float32
 
 
-def test_training_pipeline_augments_with_static_shapes(records: str) -> None:
+def _ramp_batch(count: int = 64) -> tf.Tensor:
+    """float32 [count, 30, 40, 1] copies of the ramp in [0, 1]."""
+    return tf.tile(tf.cast(_ramp(), tf.float32)[None] / 255.0, [count, 1, 1, 1])
+
+
+def test_batch_augmentation_without_transforms_is_the_identity() -> None:
+    images = _ramp_batch(4)
+    np.testing.assert_array_equal(augment_batch(images, [], _seed(0)), images)
+    assert augment_on_batches(16) and not augment_on_batches(224)
+
+
+def test_batch_flip_mirrors_about_half_the_images_exactly() -> None:
+    images = _ramp_batch()
+    flipped = augment_batch(images, ["flip"], _seed(1)).numpy()
+    mirrored = [np.allclose(image, images[0, :, ::-1].numpy(), atol=1e-6) for image in flipped]
+    unchanged = [np.allclose(image, images[0].numpy(), atol=1e-6) for image in flipped]
+    assert all(a != b for a, b in zip(mirrored, unchanged, strict=True))
+    assert 16 < sum(mirrored) < 48
+
+
+def test_batch_translate_keeps_size_and_fills_zeros_at_most_10_percent() -> None:
+    shifted = augment_batch(_ramp_batch(), ["translate"], _seed(2)).numpy()
+    assert shifted.shape == (64, 30, 40, 1)
+    zero_columns = (shifted[:, 10, :, 0] == 0).sum(axis=1)
+    assert zero_columns.max() <= 4 and zero_columns.max() > 0  # ≤ 10 % of 40, and some images did move
+
+
+def test_batch_crop_zooms_into_80_to_100_percent_of_the_image() -> None:
+    cropped = augment_batch(_ramp_batch(), ["crop"], _seed(3)).numpy()
+    # A crop of the ramp rescaled to full width: the row starts at or above 10/255 and ends at or below 249/255,
+    # and spans at least 80 % of the original range.
+    first, last = cropped[:, 15, 0, 0] * 255, cropped[:, 15, -1, 0] * 255
+    assert (first >= 10 - 1e-3).all() and (last <= 249 + 1e-3).all()
+    assert ((last - first) >= 0.8 * (249 - 10) - 8).all()  # 8: one pixel step of the 40-wide ramp, twice
+    assert len({round(float(value), 2) for value in first}) > 10  # random windows
+
+
+def test_batch_augmentation_is_seeded() -> None:
+    names = ["crop", "translate", "flip"]
+    first, again = (augment_batch(_ramp_batch(8), names, _seed(5)) for _ in range(2))
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(augment_batch(_ramp_batch(8), names, _seed(6)), first)
+
+
+@pytest.mark.parametrize("on_batches", [True, False])
+def test_training_pipeline_augments_with_static_shapes(
+    records: str, on_batches: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(input_pipeline, "augment_on_batches", lambda image_size: on_batches)
     dataset = make_dataset(records, _options(training=True, augment=("crop", "flip", "translate")))
-    images, _ = next(iter(dataset))
+    assert dataset.element_spec[0].shape == (6, 8, 8, 1)
+    images, labels = next(iter(dataset))
     assert images.shape == (6, 8, 8, 1)
     assert float(tf.reduce_min(images)) >= 0.0 and float(tf.reduce_max(images)) <= 1.0
+    # Constant images stay constant under crop and flip; translate only adds zeros at the edges.
+    centre = images.numpy()[:, 4, 4, 0]
+    np.testing.assert_allclose(centre, 10 * labels.numpy() / 255.0, atol=1e-6)
 
 
 def test_unknown_augmentation_lists_valid_ones() -> None:

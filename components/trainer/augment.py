@@ -1,11 +1,18 @@
-"""Training augmentation: random crop, horizontal flip and translation of decoded uint8 pixels.
+"""Training augmentation: random crop, horizontal flip and translation, per image or per batch.
 
-Augmentation runs on each decoded image *before* the resize to the model input, inside the input pipeline's
-parallel map: a crop is then a slice that the resize (needed anyway) scales back up, and flips and shifts
-move small uint8 arrays that sit in cache. Measured on this 2-core VM with 224×224 JPEGs (bench/
-input_pipeline.py), augmenting float32 batches after `batch()` instead costs as much as the decoding itself:
-a `crop_and_resize` pass over a 64 × 224² × 3 batch ≈ 90–140 ms, a broadcast flip ≈ 90–250 ms, against
-≈ 70 ms to decode the 64 JPEGs on both cores; the pipeline fell to ~0.5 × the decode ceiling.
+Two forms of the same three transforms, because which one is cheap depends on the image size:
+
+- `augment_pixels`, for one decoded uint8 image *before* the resize to the model input: a crop is a slice
+  that the resize (needed anyway) scales back up, and flips and shifts move small uint8 arrays. Its cost is
+  a fixed ~20 small ops per image. For 224×224 JPEGs this is the cheap form: augmenting float32 batches
+  instead costs as much as the decoding itself (a `crop_and_resize` pass over 64 × 224² × 3 ≈ 90–140 ms
+  against ≈ 70 ms to decode the 64 JPEGs on both cores; measured on this 2-core VM with bench/input_pipeline.py:
+  the pipeline fell to ~0.4 × the decode ceiling).
+- `augment_batch`, for a batch of resized float32 images: all three transforms become one box per image and
+  a single `crop_and_resize` over the batch, whose cost is per pixel. For small images (digits at 16×16) this
+  is the cheap form: ~25,000 vs ~15,000 images/s for the per-image form in the same pipeline.
+
+`augment_on_batches(image_size)` picks the form (`BATCH_AUGMENT_MAX_SIZE`).
 
 Randomness is stateless, seeded per element by (seed, element index), so a seed reproduces a run exactly,
 also with parallel maps.
@@ -24,6 +31,9 @@ PixelTransform = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 
 CROP_MIN_SCALE = 0.8  # a crop keeps 80–100 % of each side
 MAX_SHIFT = 0.1  # translation by up to ±10 % of each side
+# Largest model input side augmented on batches; between digits (16) and ImageNet (224) the per-pixel cost of
+# the batch form passes the per-image op overhead somewhere around 64–96 px on CPU.
+BATCH_AUGMENT_MAX_SIZE = 64
 
 
 def _uniform(seed: tf.Tensor, shape: Sequence[int], low: float = 0.0, high: float = 1.0) -> tf.Tensor:
@@ -84,3 +94,57 @@ def augment_pixels(pixels: tf.Tensor, names: Sequence[str], seed: tf.Tensor) -> 
     for index, name in enumerate(names):
         pixels = AUGMENTATIONS[name](pixels, tf.random.experimental.stateless_fold_in(seed, index))
     return pixels
+
+
+def augment_on_batches(image_size: int) -> bool:
+    """Whether images of this model input size are augmented with `augment_batch` (else `augment_pixels`)."""
+    return image_size <= BATCH_AUGMENT_MAX_SIZE
+
+
+def augment_batch(images: tf.Tensor, names: Sequence[str], seed: tf.Tensor) -> tf.Tensor:
+    """Applies the named augmentations, in order, to each image of a batch, in one `crop_and_resize`.
+
+    Each transform moves the image's sampling box (normalised [y1, x1, y2, x2], starting at the whole image):
+    `crop` shrinks it to 80–100 % of each side at a random position, `translate` shifts it by up to ±10 % of
+    each side (uncovered pixels are zero), `flip` swaps its left and right edges. Without transforms the box
+    is the whole image and the result equals the input.
+
+    Args:
+        images: float32 [N, height, width, channels].
+        names: Any of `crop`, `flip`, `translate`.
+        seed: int32/int64 [2], e.g. (run seed, index of the batch's first element): the same seed and batch
+            give the same result.
+
+    Returns:
+        float32 images of the input shape.
+
+    Raises:
+        ValueError: an unknown name (lists the valid ones).
+    """
+    check_augmentations(names)
+    if not names:
+        return images
+    count = tf.shape(images)[0]
+    top, left = tf.zeros([count]), tf.zeros([count])
+    bottom, right = tf.ones([count]), tf.ones([count])
+
+    def uniform(index: int, draw: int, low: float = 0.0, high: float = 1.0) -> tf.Tensor:
+        folded = tf.random.experimental.stateless_fold_in(tf.random.experimental.stateless_fold_in(seed, index), draw)
+        return tf.random.stateless_uniform([count], seed=folded, minval=low, maxval=high)
+
+    for index, name in enumerate(names):
+        height, width = bottom - top, right - left
+        if name == "crop":
+            scale = uniform(index, 0, CROP_MIN_SCALE, 1.0)
+            top, left = top + height * (1 - scale) * uniform(index, 1), left + width * (1 - scale) * uniform(index, 2)
+            bottom, right = top + height * scale, left + width * scale
+        elif name == "translate":
+            shift_y, shift_x = uniform(index, 0, -MAX_SHIFT, MAX_SHIFT), uniform(index, 1, -MAX_SHIFT, MAX_SHIFT)
+            top, bottom = top - height * shift_y, bottom - height * shift_y
+            left, right = left - width * shift_x, right - width * shift_x
+        else:  # flip
+            flip = uniform(index, 0) < 0.5
+            left, right = tf.where(flip, right, left), tf.where(flip, left, right)
+    boxes = tf.stack([top, left, bottom, right], axis=1)
+    size = tf.shape(images)[1:3]
+    return tf.image.crop_and_resize(images, boxes, tf.range(count), size, extrapolation_value=0.0)
