@@ -10,7 +10,11 @@ converter, and the digits PNGs), images/s of:
 - (c) `tfxp`: `components.trainer.input_pipeline.make_dataset` for training (interleave, parallel map,
   shuffle, repeat, batch, crop+flip augmentation, prefetch); also reported without augmentation
   (`tfxp_no_augment`), which separates the pipeline's overhead from the augmentation's own work, and with
-  `cache` and no augmentation (`tfxp_cache`: decoded and resized once; the digits trainer's defaults).
+  `cache` and no augmentation (`tfxp_cache`: decoded and resized once; the digits trainer's defaults);
+- `records`: what (c) does besides decoding: read the gzip TFRecords (parallel interleave), shuffle, batch
+  and parse, nothing decoded. The ceiling leaves this work out; when it is as large as the decoding (tiny
+  PNGs), no pipeline on the same cores can come near (a). So the JSON also reports the work-conserving bound
+  1 / (1/a + 1/records) — both kinds of work on all cores, perfectly overlapped — and c over it.
 
 Pipelines (b) and (c) repeat, and are timed after a few warm-up batches (steady state). Each round measures
 all three in a rotated order so drifting machine load hits each alike; reported are medians over rounds and
@@ -38,7 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-VARIANTS = ("ceiling", "naive", "tfxp", "tfxp_no_augment", "tfxp_cache")
+VARIANTS = ("ceiling", "naive", "tfxp", "tfxp_no_augment", "tfxp_cache", "records")
 AUGMENT = ("crop", "flip")
 TARGETS = {"tfxp_over_ceiling": 0.9, "tfxp_over_naive": 1.8}
 BATCH = 64
@@ -148,6 +152,26 @@ def tfxp_dataset(
     return make_dataset(pattern, options)
 
 
+def records_dataset(pattern: str) -> Any:
+    """(c) without the decoding: the same reading, shuffling, batching and parsing of the records."""
+    import tensorflow as tf
+
+    from components.trainer.input_pipeline import _FEATURES, list_files
+
+    files = list_files(pattern)
+    dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
+        cycle_length=min(len(files), 16),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=False,
+    )
+    dataset = dataset.shuffle(2048).repeat().batch(BATCH, drop_remainder=True)
+    dataset = dataset.map(
+        lambda serialized: tf.io.parse_example(serialized, _FEATURES), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
 def dataset_runner(make: Callable[[], Any], images: int) -> Callable[[], float]:
     """(b)/(c): seconds for `images` images after warm-up batches, from a fresh iterator."""
     batches = max(1, images // BATCH)
@@ -173,6 +197,7 @@ def measure(data: dict[str, Any], images: int, rounds: int) -> dict[str, Any]:
         "tfxp": dataset_runner(lambda: tfxp_dataset(pattern, size, channels), counted),
         "tfxp_no_augment": dataset_runner(lambda: tfxp_dataset(pattern, size, channels, ()), counted),
         "tfxp_cache": dataset_runner(lambda: tfxp_dataset(pattern, size, channels, (), cache=True), counted),
+        "records": dataset_runner(lambda: records_dataset(pattern), counted),
     }
     rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
     for round_index in range(rounds):
@@ -181,17 +206,21 @@ def measure(data: dict[str, Any], images: int, rounds: int) -> dict[str, Any]:
         for name in order:
             rates[name].append(counted / runners[name]())
     medians = {name: statistics.median(values) for name, values in rates.items()}
+    bound = 1 / (1 / medians["ceiling"] + 1 / medians["records"])
     return {
         "images_per_measurement": counted,
         "image_size": size,
         "channels": channels,
         "images_per_second": rates,
         "median_images_per_second": medians,
+        "read_and_decode_bound_images_per_second": bound,
         "ratios": {
             "tfxp_over_ceiling": medians["tfxp"] / medians["ceiling"],
             "tfxp_over_naive": medians["tfxp"] / medians["naive"],
             "tfxp_no_augment_over_ceiling": medians["tfxp_no_augment"] / medians["ceiling"],
             "tfxp_cache_over_ceiling": medians["tfxp_cache"] / medians["ceiling"],
+            "bound_over_ceiling": bound / medians["ceiling"],
+            "tfxp_over_bound": medians["tfxp"] / bound,
         },
     }
 
@@ -230,7 +259,9 @@ def main() -> None:
             f"tfxp/naive {ratios['tfxp_over_naive']:.2f} (target ≥ 1.8)  "
             f"without augmentation {medians['tfxp_no_augment']:.0f} img/s = "
             f"{ratios['tfxp_no_augment_over_ceiling']:.2f} × ceiling; cached, no augmentation "
-            f"{medians['tfxp_cache']:.0f} img/s"
+            f"{medians['tfxp_cache']:.0f} img/s; records alone {medians['records']:.0f} img/s → read+decode "
+            f"bound {result['read_and_decode_bound_images_per_second']:.0f} img/s = "
+            f"{ratios['bound_over_ceiling']:.2f} × ceiling, tfxp/bound {ratios['tfxp_over_bound']:.2f}"
         )
     print(f"wrote {args.out / 'input_pipeline.json'} (load average at the end: {os.getloadavg()[0]:.1f})")
 
