@@ -272,19 +272,26 @@ def loadtest(
     config_file: ConfigOption = None,
     overrides: SetOption = None,
 ) -> None:
-    """Closed-loop load test: QPS, p50/p95/p99 latency and errors at a fixed concurrency."""
+    """Closed-loop load test: QPS, p50/p95/p99 latency and errors at a fixed concurrency.
+
+    All workers share one asyncio loop and each distinct request is built once, so the load generator takes
+    little CPU from a server on the same machine.
+    """
     config = load_cli_config(config_file, overrides)
-    from serving.loadtest import run_load_test
+    from serving.loadtest import run_async_load_test
 
     payload = _read_images(image)
     _client(config, grpc, rest, model_name, timeout, 0).close()  # validates the options before starting workers
-    result = run_load_test(
-        lambda: _client(config, grpc, rest, model_name, timeout, 0),
+    result = run_async_load_test(
+        grpc or rest or "",
+        model_name or config.serving.model_name,
         payload,
+        transport="grpc" if grpc else "rest",
         concurrency=concurrency,
         seconds=seconds,
         images_per_request=batch,
         warmup_seconds=warmup,
+        timeout=timeout,
     )
     console.print(result.summary(), highlight=False, soft_wrap=True)
     if json_out is not None:

@@ -1,0 +1,66 @@
+"""serving.loadtest: both drivers against the local server, and errors counted by code."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from serving.client import GrpcClient
+from serving.loadtest import run_async_load_test, run_load_test
+from serving.manager import ModelConfig
+from serving.server import ModelServer, ServerOptions
+from serving.testing import random_png, tiny_classifier, write_model_version
+
+IMAGES = [random_png(8, 1, seed) for seed in range(3)]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
+    base = tmp_path_factory.mktemp("load") / "digits"
+    write_model_version(base, 3, tiny_classifier(8, 1, 4, seed=1), ["a", "b", "c", "d"])
+    with ModelServer([ModelConfig("digits", Path(base))], ServerOptions(grpc_port=0, rest_port=0)) as running:
+        yield running
+
+
+@pytest.mark.parametrize("transport", ["grpc", "rest"])
+def test_async_driver_keeps_requests_flowing_without_errors(server: ModelServer, transport: str) -> None:
+    target = server.grpc_target if transport == "grpc" else server.rest_url
+    result = run_async_load_test(
+        target, "digits", IMAGES, transport, concurrency=4, seconds=1.0, images_per_request=2, warmup_seconds=0.2
+    )
+
+    assert result.errors == 0 and result.requests > 20
+    assert result.images_per_second == pytest.approx(2 * result.qps)
+    assert 0 < result.p50_ms <= result.p95_ms <= result.p99_ms
+    assert result.versions == ({"3": result.requests} if transport == "grpc" else {})
+
+
+@pytest.mark.parametrize("transport", ["grpc", "rest"])
+def test_async_driver_counts_failures_by_code(server: ModelServer, transport: str) -> None:
+    target = server.grpc_target if transport == "grpc" else server.rest_url
+    result = run_async_load_test(target, "no-such-model", IMAGES, transport, concurrency=2, seconds=0.5)
+
+    assert result.requests > 0 and result.errors == result.requests
+    assert result.error_kinds == {"NOT_FOUND": result.requests}
+    assert result.qps == 0
+
+
+def test_async_driver_counts_an_unreachable_server_as_unavailable() -> None:
+    result = run_async_load_test("http://127.0.0.1:9", "digits", IMAGES, "rest", concurrency=1, seconds=0.3)
+    assert result.requests > 0 and set(result.error_kinds) == {"UNAVAILABLE"}
+
+
+def test_threaded_driver_goes_through_the_client(server: ModelServer) -> None:
+    result = run_load_test(lambda: GrpcClient(server.grpc_target, "digits"), IMAGES, concurrency=2, seconds=0.5)
+    assert result.errors == 0 and result.versions == {"3": result.requests}
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least one image"):
+        run_async_load_test("localhost:1", "digits", [], "grpc")
+    with pytest.raises(ValueError, match="must be positive"):
+        run_async_load_test("localhost:1", "digits", IMAGES, "grpc", concurrency=0)
+    with pytest.raises(ValueError, match="unknown transport"):
+        run_async_load_test("localhost:1", "digits", IMAGES, "http2")  # type: ignore[arg-type]
