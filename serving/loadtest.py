@@ -131,13 +131,9 @@ def run_load_test(
                 measured = now >= window["start"]
                 try:
                     prediction = client.predict_images(batch)
-                except ServingError as error:
-                    if measured:
-                        local_errors[error.code.name] += 1
-                    continue
                 except Exception as error:  # count, don't crash: the test reports what clients saw
                     if measured:
-                        local_errors[f"OTHER: {type(error).__name__}"] += 1
+                        local_errors[error_kind(error)] += 1
                     continue
                 if measured:
                     local_latencies.append(time.perf_counter() - now)
@@ -160,6 +156,11 @@ def run_load_test(
         thread.join()
     elapsed = min(time.perf_counter(), window["end"]) - window["start"]
     return _result(concurrency, elapsed, images_per_request, latencies, errors, versions)
+
+
+def error_kind(error: Exception) -> str:
+    """How a failed request is counted: its TF Serving code, or `OTHER: <type>` for any other exception."""
+    return error.code.name if isinstance(error, ServingError) else f"OTHER: {type(error).__name__}"
 
 
 def _check_arguments(images: Sequence[bytes], concurrency: int, seconds: float, images_per_request: int) -> None:
@@ -264,13 +265,9 @@ async def _run_async(
             measured = now >= start
             try:
                 version = await send(index)
-            except ServingError as error:
-                if measured:
-                    errors[error.code.name] += 1
-                continue
             except Exception as error:  # count, don't crash: the test reports what clients saw
                 if measured:
-                    errors[f"OTHER: {type(error).__name__}"] += 1
+                    errors[error_kind(error)] += 1
                 continue
             finally:
                 index += concurrency
