@@ -124,15 +124,20 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-@pytest.mark.slow
-def test_multi_worker_two_processes_only_chief_exports(digits_dir: Path, tmp_path: Path) -> None:
+# What TF's coordination service reports when a worker misses its heartbeats. On a loaded 2-core VM that
+# happened once in a full-suite CI run (the chief's first collective after fit aborted); a real bug fails twice.
+HEARTBEAT_LOSS = "stopped sending heartbeats"
+
+
+def _two_workers(digits_dir: Path, root: Path) -> list[tuple[int, str, str]]:
+    """Runs the two-worker job under `root`; (return code, stdout, stderr) per worker."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-    job = _job(digits_dir, tmp_path / "shared", strategy="auto")
+    job = _job(digits_dir, root / "shared", strategy="auto")
     processes = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
-        scratch = tmp_path / f"tmp{index}"
-        scratch.mkdir()
+        scratch = root / f"tmp{index}"
+        scratch.mkdir(parents=True)
         processes.append(
             subprocess.Popen(
                 _child_command(job),
@@ -143,18 +148,29 @@ def test_multi_worker_two_processes_only_chief_exports(digits_dir: Path, tmp_pat
             )
         )
     outputs = [process.communicate(timeout=CHILD_TIMEOUT) for process in processes]
-    for process, (stdout, stderr) in zip(processes, outputs, strict=True):
-        assert process.returncode == 0, f"worker failed:\n{stdout[-3000:]}\n{stderr[-5000:]}"
+    return [(process.returncode, *output) for process, output in zip(processes, outputs, strict=True)]
+
+
+@pytest.mark.slow
+def test_multi_worker_two_processes_only_chief_exports(digits_dir: Path, tmp_path: Path) -> None:
+    root = tmp_path / "attempt1"
+    results = _two_workers(digits_dir, root)
+    if any(code != 0 and HEARTBEAT_LOSS in stderr for code, _, stderr in results):
+        root = tmp_path / "attempt2"  # a starved machine, not the trainer: once more
+        results = _two_workers(digits_dir, root)
+    outputs = [(stdout, stderr) for _, stdout, stderr in results]
+    for code, stdout, stderr in results:
+        assert code == 0, f"worker failed:\n{stdout[-3000:]}\n{stderr[-5000:]}"
     (chief,), (other,) = (_metrics(stdout) for stdout, _ in outputs)
     assert chief["strategy"] == other["strategy"] == "multi_worker"
     assert chief["replicas"] == 2 and chief["global_batch"] == 32
     assert chief["final_loss"] == pytest.approx(other["final_loss"], rel=1e-5)  # one synchronous model
     assert chief["chief"] is True and other["chief"] is False
-    shared = tmp_path / "shared"
+    shared = root / "shared"
     assert (shared / "model" / "saved_model.pb").exists()
     assert json.loads((shared / "run" / "training_metrics.json").read_text())["final_loss"] == chief["final_loss"]
     # The non-chief exported into a temp dir that is gone again; no worker left a backup behind.
-    assert not list((tmp_path / "tmp1").iterdir())
+    assert not list((root / "tmp1").iterdir())
     assert not list(shared.glob("backup/*"))
 
 
