@@ -197,7 +197,8 @@ class ServingClient(abc.ABC):
         self.close()
 
 
-def _model_spec(name: str, signature_name: str, version: int | None, label: str | None) -> model_pb2.ModelSpec:
+def request_model_spec(name: str, signature_name: str, version: int | None, label: str | None) -> model_pb2.ModelSpec:
+    """The ModelSpec of a request: a version or a label (not both), or neither for the latest."""
     if version is not None and label:
         raise ValueError(f"pass a version ({version}) or a label ({label!r}), not both")
     spec = model_pb2.ModelSpec(name=name, signature_name=signature_name)
@@ -255,7 +256,9 @@ class GrpcClient(ServingClient):
     def _predict(
         self, inputs: Mapping[str, np.ndarray], signature_name: str, version: int | None, label: str | None
     ) -> tuple[dict[str, np.ndarray], int | None]:
-        request = predict_pb2.PredictRequest(model_spec=_model_spec(self.model_name, signature_name, version, label))
+        request = predict_pb2.PredictRequest(
+            model_spec=request_model_spec(self.model_name, signature_name, version, label)
+        )
         for alias, array in inputs.items():
             request.inputs[alias].CopyFrom(ndarray_to_proto(np.asarray(array)))
         response = self._call(self._prediction.Predict, request)
@@ -271,7 +274,7 @@ class GrpcClient(ServingClient):
         label: str | None = None,
     ) -> list[list[tuple[str, float]]]:
         request = classification_pb2.ClassificationRequest(
-            model_spec=_model_spec(self.model_name, signature_name, version, label)
+            model_spec=request_model_spec(self.model_name, signature_name, version, label)
         )
         request.input.example_list.examples.extend(examples)
         response = self._call(self._prediction.Classify, request)
@@ -284,7 +287,7 @@ class GrpcClient(ServingClient):
         self, *, version: int | None = None, label: str | None = None
     ) -> dict[str, meta_graph_pb2.SignatureDef]:
         request = get_model_metadata_pb2.GetModelMetadataRequest(
-            model_spec=_model_spec(self.model_name, "", version, label), metadata_field=["signature_def"]
+            model_spec=request_model_spec(self.model_name, "", version, label), metadata_field=["signature_def"]
         )
         response = self._call(self._prediction.GetModelMetadata, request)
         signature_map = get_model_metadata_pb2.SignatureDefMap()
@@ -292,7 +295,9 @@ class GrpcClient(ServingClient):
         return dict(signature_map.signature_def)
 
     def status(self, *, version: int | None = None) -> list[VersionStatus]:
-        request = get_model_status_pb2.GetModelStatusRequest(model_spec=_model_spec(self.model_name, "", version, None))
+        request = get_model_status_pb2.GetModelStatusRequest(
+            model_spec=request_model_spec(self.model_name, "", version, None)
+        )
         response = self._call(self._models.GetModelStatus, request)
         state_name = get_model_status_pb2.ModelVersionStatus.State.Name
         return [
@@ -309,7 +314,8 @@ class GrpcClient(ServingClient):
         self._channel.close()
 
 
-def _to_json_value(array: np.ndarray) -> Any:
+def to_json_value(array: np.ndarray) -> Any:
+    """An array as TF Serving's REST API takes it: nested lists, bytes as `{"b64": ...}`."""
     if array.dtype == object or array.dtype.kind == "S":
         encode = np.vectorize(
             lambda value: {"b64": base64.b64encode(value).decode()} if isinstance(value, bytes) else value,
@@ -377,12 +383,12 @@ class RestClient(ServingClient):
         payload: dict[str, Any] = {"signature_name": signature_name} if signature_name else {}
         arrays = {alias: np.asarray(array) for alias, array in inputs.items()}
         if self.columnar:
-            values = {alias: _to_json_value(array) for alias, array in arrays.items()}
+            values = {alias: to_json_value(array) for alias, array in arrays.items()}
             payload["inputs"] = next(iter(values.values())) if len(values) == 1 else values
         elif len(arrays) == 1:
-            payload["instances"] = _to_json_value(next(iter(arrays.values())))
+            payload["instances"] = to_json_value(next(iter(arrays.values())))
         else:
-            columns = {alias: _to_json_value(array) for alias, array in arrays.items()}
+            columns = {alias: to_json_value(array) for alias, array in arrays.items()}
             rows = len(next(iter(columns.values())))
             payload["instances"] = [{alias: column[row] for alias, column in columns.items()} for row in range(rows)]
         body = self._request("POST", self._url(version, label, ":predict"), payload)

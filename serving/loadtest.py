@@ -32,7 +32,7 @@ import grpc
 import numpy as np
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from serving.client import DEFAULT_SIGNATURE, ServingClient, _model_spec, _to_json_value
+from serving.client import DEFAULT_SIGNATURE, ServingClient, request_model_spec, to_json_value
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
 from serving.tensors import ndarray_to_proto
 
@@ -300,7 +300,7 @@ def _grpc_sender(
     stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
     requests = []
     for batch in batches:
-        request = predict_pb2.PredictRequest(model_spec=_model_spec(model_name, signature_name, None, None))
+        request = predict_pb2.PredictRequest(model_spec=request_model_spec(model_name, signature_name, None, None))
         request.inputs["image_bytes"].CopyFrom(ndarray_to_proto(np.array(batch, dtype=object)))
         requests.append(request)
 
@@ -321,7 +321,7 @@ def _rest_sender(
     url = f"{base_url.rstrip('/')}/v1/models/{urllib.parse.quote(model_name, safe='')}:predict"
     bodies = [
         json.dumps(
-            {"signature_name": signature_name, "instances": _to_json_value(np.array(batch, dtype=object))}
+            {"signature_name": signature_name, "instances": to_json_value(np.array(batch, dtype=object))}
         ).encode()
         for batch in batches
     ]
