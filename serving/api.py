@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -91,7 +90,7 @@ class ServingApi:
         self, servable: Servable, signature: Any, inputs: dict[str, np.ndarray], outputs: tuple[str, ...], api: str
     ) -> dict[str, np.ndarray]:
         started = time.perf_counter()
-        result = await asyncio.wrap_future(servable.submit(signature, inputs, outputs))
+        result = await servable.submit_async(signature, inputs, outputs)
         self.metrics.runtime_latency.observe(
             (time.perf_counter() - started) * 1e6, model_name=servable.name, API=api, runtime="TF2"
         )

@@ -6,6 +6,10 @@ it is full (`max_batch_size` rows) or `batch_timeout_micros` after its first req
 with UNAVAILABLE, and a request larger than `max_batch_size` is refused with INVALID_ARGUMENT (TF Serving's
 texts). `allowed_batch_sizes` pads a batch up to the next allowed size, as TF Serving does.
 
+Requests from an asyncio loop (`submit_async`, what the server's front ends use) get their results handed over
+once per batch: one `call_soon_threadsafe` settles every request of the batch on that loop, instead of one
+loop wake-up per request.
+
 One difference from TF Serving, on purpose: when a merged batch fails with INVALID_ARGUMENT (one undecodable
 image fails the whole op), its requests are re-run one by one, so only the bad request fails; TF Serving fails
 every request in that batch.
@@ -13,11 +17,14 @@ every request in that batch.
 Example:
     scheduler = BatchScheduler(run_model, BatchingOptions(max_batch_size=32, batch_timeout_micros=2000))
     outputs = scheduler.submit({"image_bytes": images}, rows=len(images)).result()
+    outputs = await scheduler.submit_async({"image_bytes": images}, rows=len(images))  # on an asyncio loop
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -68,7 +75,11 @@ class BatchingOptions:
 class _Task:
     inputs: Arrays
     rows: int
-    future: Future[Arrays]
+    future: Future[Arrays] | asyncio.Future[Arrays]
+    loop: asyncio.AbstractEventLoop | None = None  # the loop `future` belongs to (submit_async)
+
+
+Outcome = tuple[_Task, Arrays | ServingError]  # a task and its output slice, or its error
 
 
 @dataclass
@@ -116,16 +127,32 @@ class BatchScheduler:
             InvalidArgumentError: `rows` is larger than `max_batch_size`.
             UnavailableError: the queue is full, or the scheduler is closed (the version is unloading).
         """
+        future: Future[Arrays] = Future()
+        self._enqueue(_Task(dict(inputs), rows, future))
+        return future
+
+    def submit_async(self, inputs: Mapping[str, np.ndarray], rows: int) -> asyncio.Future[Arrays]:
+        """As `submit`, from a coroutine: the future belongs to the running loop, and is settled together with
+        the batch's other requests from that loop, in one loop callback.
+
+        Raises:
+            InvalidArgumentError, UnavailableError: as `submit`.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Arrays] = loop.create_future()
+        self._enqueue(_Task(dict(inputs), rows, future, loop))
+        return future
+
+    def _enqueue(self, task: _Task) -> None:
         options = self._options
-        if rows > options.max_batch_size:
+        if task.rows > options.max_batch_size:
             raise InvalidArgumentError(
-                f"Task size {rows} is larger than maximum input batch size {options.max_batch_size}"
+                f"Task size {task.rows} is larger than maximum input batch size {options.max_batch_size}"
             )
-        task = _Task(dict(inputs), rows, Future())
         with self._condition:
             if self._closed:
                 raise UnavailableError("The batch scheduler is closed: the model version is being unloaded")
-            if not self._batches or self._batches[-1].rows + rows > options.max_batch_size:
+            if not self._batches or self._batches[-1].rows + task.rows > options.max_batch_size:
                 if len(self._batches) >= options.max_enqueued_batches:
                     raise UnavailableError("The batch scheduling queue to which this task was submitted is full")
                 self._batches.append(_Batch([]))
@@ -133,9 +160,8 @@ class BatchScheduler:
             if not batch.tasks:
                 batch.opened = time.monotonic()
             batch.tasks.append(task)
-            batch.rows += rows
+            batch.rows += task.rows
             self._condition.notify()
-        return task.future
 
     def close(self) -> None:
         """Runs every queued batch, then stops the threads; later submits raise UnavailableError."""
@@ -176,26 +202,24 @@ class BatchScheduler:
     def _run(self, batch: _Batch) -> None:
         if self._on_batch is not None:
             self._on_batch(batch.rows)
-        error = self._attempt(batch.tasks, batch.rows)
-        if error is None:
-            return
-        if isinstance(error, InvalidArgumentError) and len(batch.tasks) > 1:
-            for task in batch.tasks:  # isolate the bad request(s): see the module docstring
-                task_error = self._attempt([task], task.rows)
-                if task_error is not None:
-                    task.future.set_exception(task_error)
-            return
-        for task in batch.tasks:
-            task.future.set_exception(error)
+        outcomes = self._attempt(batch.tasks, batch.rows)
+        if isinstance(outcomes, InvalidArgumentError) and len(batch.tasks) > 1:
+            isolated: list[Outcome] = []  # isolate the bad request(s): see the module docstring
+            for task in batch.tasks:
+                alone = self._attempt([task], task.rows)
+                isolated.extend(alone if isinstance(alone, list) else [(task, alone)])
+            outcomes = isolated
+        elif isinstance(outcomes, ServingError):
+            outcomes = [(task, outcomes) for task in batch.tasks]
+        _deliver(outcomes)
 
-    def _attempt(self, tasks: list[_Task], rows: int) -> ServingError | None:
+    def _attempt(self, tasks: list[_Task], rows: int) -> list[Outcome] | ServingError:
         try:
-            self._split(tasks, self._process(self._merge(tasks)), rows)
+            return self._split(tasks, self._process(self._merge(tasks)), rows)
         except ServingError as error:
             return error
         except Exception as error:  # a bug or an unexpected TF failure must not kill the batch thread
             return InternalError(f"batch processing failed: {error!r}")
-        return None
 
     def _merge(self, tasks: list[_Task]) -> Arrays:
         rows = sum(task.rows for task in tasks)
@@ -210,13 +234,42 @@ class BatchScheduler:
         return merged
 
     @staticmethod
-    def _split(tasks: list[_Task], outputs: Arrays, rows: int) -> None:
+    def _split(tasks: list[_Task], outputs: Arrays, rows: int) -> list[Outcome]:
         for alias, array in outputs.items():
             if array.ndim == 0 or array.shape[0] < rows:
                 raise InternalError(
                     f"Batched output tensor {alias} has 0th dimension {array.shape[:1]} but the batch has {rows} rows"
                 )
+        outcomes: list[Outcome] = []
         offset = 0
         for task in tasks:
-            task.future.set_result({alias: array[offset : offset + task.rows] for alias, array in outputs.items()})
+            outcomes.append((task, {alias: array[offset : offset + task.rows] for alias, array in outputs.items()}))
             offset += task.rows
+        return outcomes
+
+
+def _deliver(outcomes: list[Outcome]) -> None:
+    """Settles thread futures now, and each loop's futures in one callback on that loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+    for task, outcome in outcomes:
+        if task.loop is None:
+            _settle(task, outcome)
+        else:
+            by_loop.setdefault(task.loop, []).append((task, outcome))
+    for loop, settled_together in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting for these any more
+            loop.call_soon_threadsafe(_settle_all, settled_together)
+
+
+def _settle_all(outcomes: list[Outcome]) -> None:
+    for task, outcome in outcomes:
+        _settle(task, outcome)
+
+
+def _settle(task: _Task, outcome: Arrays | ServingError) -> None:
+    if task.future.done():  # cancelled: the caller went away (e.g. a client deadline)
+        return
+    if isinstance(outcome, ServingError):
+        task.future.set_exception(outcome)
+    else:
+        task.future.set_result(outcome)

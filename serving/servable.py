@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
@@ -251,9 +252,29 @@ class Servable:
         """
         outputs = self._output_aliases(signature, output_filter)
         if self._batching is None:
-            if self._executor is None:
-                raise InternalError(f"servable {self.name} version {self.version} was not started")
-            return self._executor.submit(self.run, signature.name, inputs, outputs)
+            return self._started_executor().submit(self.run, signature.name, inputs, outputs)
+        return self._scheduler(signature, outputs).submit(inputs, _rows(inputs))
+
+    def submit_async(
+        self, signature: Signature, inputs: Mapping[str, np.ndarray], output_filter: Sequence[str] = ()
+    ) -> asyncio.Future[dict[str, np.ndarray]]:
+        """As `submit`, from a coroutine on the server's loop: await the returned future.
+
+        Raises:
+            InvalidArgumentError: as `submit`.
+        """
+        outputs = self._output_aliases(signature, output_filter)
+        if self._batching is None:
+            return asyncio.wrap_future(self._started_executor().submit(self.run, signature.name, inputs, outputs))
+        return self._scheduler(signature, outputs).submit_async(inputs, _rows(inputs))
+
+    def _started_executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            raise InternalError(f"servable {self.name} version {self.version} was not started")
+        return self._executor
+
+    def _scheduler(self, signature: Signature, outputs: tuple[str, ...]) -> BatchScheduler:
+        assert self._batching is not None
         key = (signature.name, outputs)
         with self._lock:
             scheduler = self._schedulers.get(key)
@@ -265,8 +286,7 @@ class Servable:
                     on_batch=self._on_batch,
                 )
                 self._schedulers[key] = scheduler
-        rows = next(iter(inputs.values())).shape[0]
-        return scheduler.submit(dict(inputs), rows)
+        return scheduler
 
     def run(
         self, signature_name: str, inputs: Mapping[str, np.ndarray], outputs: Sequence[str] = ()
@@ -302,6 +322,10 @@ class Servable:
                 raise InvalidArgumentError(f"duplicate output tensor alias: {alias}")
             seen.append(alias)
         return tuple(seen)
+
+
+def _rows(inputs: Mapping[str, np.ndarray]) -> int:
+    return next(iter(inputs.values())).shape[0]  # validate_inputs checked they agree
 
 
 def dtype_of_name(array: np.ndarray) -> str:

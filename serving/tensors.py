@@ -15,12 +15,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+from tensorflow.core.framework import tensor_pb2, types_pb2
 
 from serving.errors import InvalidArgumentError
 
@@ -96,7 +97,7 @@ def tensor_proto_to_ndarray(proto: tensor_pb2.TensorProto, alias: str = "") -> n
     """
     dtype = dtype_of(proto.dtype)
     shape = tuple(dim.size for dim in proto.tensor_shape.dim)
-    count = int(np.prod(shape)) if shape else 1
+    count = math.prod(shape)  # per request: math.prod is ~40x faster than np.prod on a tuple
     try:
         if proto.tensor_content:
             array = np.frombuffer(proto.tensor_content, dtype=dtype.numpy).copy()
@@ -120,17 +121,17 @@ def ndarray_to_proto(array: np.ndarray, dtype: DType | None = None) -> tensor_pb
     """Encodes an array in typed value fields, as TF Serving's Predict writes its outputs."""
     array = np.asarray(array)
     dtype = dtype or dtype_of_array(array)
-    proto = tensor_pb2.TensorProto(
-        dtype=dtype.enum,
-        tensor_shape=tensor_shape_pb2.TensorShapeProto(
-            dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=size) for size in array.shape]
-        ),
-    )
+    proto = tensor_pb2.TensorProto(dtype=dtype.enum)
+    dims = proto.tensor_shape.dim
+    for size in array.shape:
+        dims.add(size=size)
     values = array.ravel()
     if dtype.enum == types_pb2.DT_STRING:
         proto.string_val.extend(value if isinstance(value, bytes) else str(value).encode() for value in values)
     else:
-        getattr(proto, dtype.field).extend(values.astype(dtype.numpy).tolist())
+        if values.dtype != dtype.numpy:
+            values = values.astype(dtype.numpy)
+        getattr(proto, dtype.field).extend(values.tolist())
     return proto
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -105,6 +106,36 @@ def test_a_bad_request_fails_alone_when_its_batch_fails() -> None:
     with pytest.raises(InvalidArgumentError, match=r"cannot decode 13\.0"):
         bad.result(timeout=5)
     scheduler.close()
+
+
+def test_async_requests_of_a_batch_are_settled_together_in_one_loop_callback() -> None:
+    model = RecordingModel(fail_on=13.0)
+    model.release.clear()
+    scheduler = BatchScheduler(model, BatchingOptions(max_batch_size=8, batch_timeout_micros=100_000))
+
+    async def send() -> tuple[list[object], int]:
+        loop = asyncio.get_running_loop()
+        handed_over = 0
+        call_soon_threadsafe = loop.call_soon_threadsafe
+
+        def counting(*args: object) -> object:
+            nonlocal handed_over
+            handed_over += 1
+            return call_soon_threadsafe(*args)  # type: ignore[arg-type]
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        futures = [scheduler.submit_async({"x": np.array([value])}, 1) for value in (1.0, 13.0, 3.0, 4.0)]
+        abandoned = scheduler.submit_async({"x": np.array([5.0])}, 1)
+        abandoned.cancel()  # its caller went away (e.g. a deadline): the others must still be answered
+        model.release.set()
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        return results, handed_over
+
+    results, handed_over = asyncio.run(send())
+    scheduler.close()
+    assert [result["y"].tolist() for result in (results[0], results[2], results[3])] == [[2.0], [6.0], [8.0]]
+    assert isinstance(results[1], InvalidArgumentError)
+    assert model.batches[0] == 5 and handed_over == 1
 
 
 def test_batching_options_are_validated() -> None:
