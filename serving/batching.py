@@ -157,11 +157,16 @@ class BatchScheduler:
                     raise UnavailableError("The batch scheduling queue to which this task was submitted is full")
                 self._batches.append(_Batch([]))
             batch = self._batches[-1]
-            if not batch.tasks:
+            opened = not batch.tasks
+            if opened:
                 batch.opened = time.monotonic()
             batch.tasks.append(task)
             batch.rows += task.rows
-            self._condition.notify()
+            # Wake a batch thread only when this task changes what it waits for: a batch to wait on (it may be
+            # idle), or a batch that is now ready (full, or another batch queued behind it). Otherwise it
+            # sleeps to the open batch's deadline; waking it per request would cost a thread switch each.
+            if opened or batch.rows >= options.max_batch_size or len(self._batches) > 1:
+                self._condition.notify()
 
     def close(self) -> None:
         """Runs every queued batch, then stops the threads; later submits raise UnavailableError."""
