@@ -32,6 +32,7 @@ import grpc
 import numpy as np
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from serving import event_loop
 from serving.client import DEFAULT_SIGNATURE, ServingClient, request_model_spec, to_json_value
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
 from serving.tensors import ndarray_to_proto
@@ -236,7 +237,7 @@ def run_async_load_test(
     batches = [
         [images[(start + offset) % len(images)] for offset in range(images_per_request)] for start in range(len(images))
     ]
-    return asyncio.run(
+    return event_loop.run(
         _run_async(
             target, model_name, batches, transport, concurrency, seconds, warmup_seconds, timeout, signature_name
         )

@@ -25,6 +25,7 @@ from pathlib import Path
 import grpc
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
+from serving import event_loop
 from serving.api import ServingApi, replay_warmup, version_states
 from serving.batching import BatchingOptions
 from serving.manager import ModelConfig, ServerCore, read_model_config_file
@@ -214,7 +215,7 @@ class ModelServer:
         self.stop()
 
     def _run_loop(self) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = event_loop.new_event_loop()
         asyncio.set_event_loop(self._loop)
         try:
             self._loop.run_until_complete(self._startup())

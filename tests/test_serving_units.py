@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from tensorflow.core.framework import types_pb2
 
+from serving import event_loop
 from serving.batching import BatchingOptions, BatchScheduler
 from serving.errors import Code, InvalidArgumentError, NotFoundError, UnavailableError, code_from_http, error_for
 from serving.manager import ModelConfig, ModelManager, ServerCore, State, VersionPolicy, read_model_config_file
@@ -317,3 +319,21 @@ def test_metrics_render_prometheus_text() -> None:
     )
     assert ':tensorflow:serving:request_latency_count{model_name="m",API="Predict",entrypoint="GRPC"} 1' in text
     assert "# TYPE :tensorflow:serving:request_latency histogram" in text
+
+
+# --- event loop ------------------------------------------------------------------------------------------------
+
+
+async def _running_loop_type() -> type:
+    return type(asyncio.get_running_loop())
+
+
+def test_server_and_load_generator_loops_are_uvloop_when_installed() -> None:
+    uvloop = pytest.importorskip("uvloop")
+    assert issubclass(event_loop.run(_running_loop_type()), uvloop.Loop)
+
+
+def test_without_uvloop_the_same_code_runs_on_asyncio_default_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop → ImportError, as on Windows
+    loop_type = event_loop.run(_running_loop_type())
+    assert loop_type.__module__.startswith("asyncio")
