@@ -34,12 +34,12 @@ from serving.manager import ServerCore, State
 from serving.metrics import ServingMetrics
 from serving.servable import DEFAULT_SIGNATURE, Servable
 from serving.tensors import (
-    ndarray_to_proto,
     outputs_to_json,
     parse_json_body,
     predict_inputs_from_json,
     signature_name_of,
     tensor_proto_to_ndarray,
+    write_tensor_proto,
 )
 from serving.warmup import read_warmup_requests
 
@@ -114,7 +114,7 @@ class ServingApi:
                     model_spec=_model_spec(servable.name, servable.version, request.model_spec.signature_name)
                 )
                 for alias, array in outputs.items():
-                    response.outputs[alias].CopyFrom(ndarray_to_proto(array, signature.outputs[alias].dtype))
+                    write_tensor_proto(response.outputs[alias], array, signature.outputs[alias].dtype)
                 return response
 
         return await self._measured(request.model_spec.name, "Predict", "GRPC", call)

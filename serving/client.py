@@ -46,7 +46,7 @@ from serving.errors import (
     code_from_number,
     error_for,
 )
-from serving.tensors import ndarray_to_proto, tensor_proto_to_ndarray
+from serving.tensors import tensor_proto_to_ndarray, write_tensor_proto
 
 T = TypeVar("T")
 DEFAULT_SIGNATURE = "serving_default"
@@ -260,7 +260,7 @@ class GrpcClient(ServingClient):
             model_spec=request_model_spec(self.model_name, signature_name, version, label)
         )
         for alias, array in inputs.items():
-            request.inputs[alias].CopyFrom(ndarray_to_proto(np.asarray(array)))
+            write_tensor_proto(request.inputs[alias], np.asarray(array))
         response = self._call(self._prediction.Predict, request)
         outputs = {alias: tensor_proto_to_ndarray(proto, alias) for alias, proto in response.outputs.items()}
         return outputs, response.model_spec.version.value if response.model_spec.HasField("version") else None

@@ -35,7 +35,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from serving import event_loop
 from serving.client import DEFAULT_SIGNATURE, ServingClient, request_model_spec, to_json_value
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
-from serving.tensors import ndarray_to_proto
+from serving.tensors import write_tensor_proto
 
 Transport = Literal["grpc", "rest"]
 
@@ -302,7 +302,7 @@ def _grpc_sender(
     requests = []
     for batch in batches:
         request = predict_pb2.PredictRequest(model_spec=request_model_spec(model_name, signature_name, None, None))
-        request.inputs["image_bytes"].CopyFrom(ndarray_to_proto(np.array(batch, dtype=object)))
+        write_tensor_proto(request.inputs["image_bytes"], np.array(batch, dtype=object))
         requests.append(request)
 
     async def send(index: int) -> str | None:

@@ -38,7 +38,7 @@ class Counter:
         self._lock = threading.Lock()
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
-        key = tuple(labels[name] for name in self.labels)
+        key = tuple(map(labels.__getitem__, self.labels))
         with self._lock:
             self._values[key] = self._values.get(key, 0.0) + amount
 
@@ -63,9 +63,11 @@ class Histogram:
         self._lock = threading.Lock()
 
     def observe(self, value: float, **labels: str) -> None:
-        key = tuple(labels[name] for name in self.labels)
+        key = tuple(map(labels.__getitem__, self.labels))
         with self._lock:
-            series = self._series.setdefault(key, [0.0] * (len(self.buckets) + 3))
+            series = self._series.get(key)
+            if series is None:
+                series = self._series[key] = [0.0] * (len(self.buckets) + 3)
             series[bisect.bisect_left(self.buckets, value)] += 1  # index len(buckets) is the overflow slot
             series[-2] += value
             series[-1] += 1

@@ -119,9 +119,17 @@ def tensor_proto_to_ndarray(proto: tensor_pb2.TensorProto, alias: str = "") -> n
 
 def ndarray_to_proto(array: np.ndarray, dtype: DType | None = None) -> tensor_pb2.TensorProto:
     """Encodes an array in typed value fields, as TF Serving's Predict writes its outputs."""
+    proto = tensor_pb2.TensorProto()
+    write_tensor_proto(proto, array, dtype)
+    return proto
+
+
+def write_tensor_proto(proto: tensor_pb2.TensorProto, array: np.ndarray, dtype: DType | None = None) -> None:
+    """`ndarray_to_proto` into an empty proto in place, e.g. a map entry (`response.outputs[alias]`), without
+    the copy that building a separate proto and `CopyFrom` would cost on every request."""
     array = np.asarray(array)
     dtype = dtype or dtype_of_array(array)
-    proto = tensor_pb2.TensorProto(dtype=dtype.enum)
+    proto.dtype = dtype.enum
     dims = proto.tensor_shape.dim
     for size in array.shape:
         dims.add(size=size)
@@ -132,7 +140,6 @@ def ndarray_to_proto(array: np.ndarray, dtype: DType | None = None) -> tensor_pb
         if values.dtype != dtype.numpy:
             values = values.astype(dtype.numpy)
         getattr(proto, dtype.field).extend(values.tolist())
-    return proto
 
 
 # --- REST JSON requests ----------------------------------------------------------------------------------------
