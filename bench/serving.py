@@ -343,9 +343,15 @@ def checks(models: dict[str, Any]) -> dict[str, Any]:
     if digits:
         ratio = digits["grpc_batched"]["qps"] / digits["grpc_unbatched"]["qps"]
         limit = TARGETS["digits_batched_vs_unbatched_rps"]
-        result["digits_batched_vs_unbatched_rps"] = {"value": ratio, "min": limit, "ok": ratio >= limit}
+        result["digits_batched_vs_unbatched_rps"] = {
+            "value": ratio,
+            "min": limit,
+            "ok": ratio >= limit,
+            "rounds": _round_ratios(digits, "grpc_batched", "grpc_unbatched"),
+        }
         result["digits_rest_batched_vs_unbatched_rps"] = {
-            "value": digits["rest_batched"]["qps"] / digits["rest_unbatched"]["qps"]
+            "value": digits["rest_batched"]["qps"] / digits["rest_unbatched"]["qps"],
+            "rounds": _round_ratios(digits, "rest_batched", "rest_unbatched"),
         }
         for transport in ("grpc", "rest"):
             cpu = {
@@ -367,6 +373,12 @@ def checks(models: dict[str, Any]) -> dict[str, Any]:
             "ok": mobilenet["forward_ms_batch32"] >= 20,
         }
     return result
+
+
+def _round_ratios(model: dict[str, Any], numerator: str, denominator: str) -> list[float]:
+    """The ratio of two configurations' req/s within each round: its spread shows the machine's noise."""
+    runs = model["runs"]
+    return [top["qps"] / bottom["qps"] for top, bottom in zip(runs[numerator], runs[denominator], strict=True)]
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -394,7 +406,8 @@ def summary(report: dict[str, Any]) -> str:
     for name, check in report["checks"].items():
         status = "" if "ok" not in check else (" OK" if check["ok"] else " FAIL")
         limit = f" (min {check['min']})" if "min" in check else ""
-        print(f"  {name}: {check['value']:.2f}{limit}{status}", file=out)
+        rounds = f"  (rounds: {', '.join(f'{value:.2f}' for value in check['rounds'])})" if "rounds" in check else ""
+        print(f"  {name}: {check['value']:.2f}{limit}{status}{rounds}", file=out)
     print(f"\ncommand: {report['command']}  ({report['wall_seconds']:.0f} s)", file=out)
     return out.getvalue()
 
