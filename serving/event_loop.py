@@ -30,6 +30,9 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Runs `coroutine` to completion on a new loop from `new_event_loop`, then closes the loop."""
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(coroutine)
+    """Runs `coroutine` to completion on a new loop, as `asyncio.run` does (uvloop's where installed)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
