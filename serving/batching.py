@@ -25,10 +25,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,7 @@ import numpy as np
 from serving.errors import InternalError, InvalidArgumentError, ServingError, UnavailableError
 
 Arrays = dict[str, np.ndarray]
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,11 @@ class BatchScheduler:
 
     def _work(self) -> None:
         while (batch := self._next_batch()) is not None:
-            self._run(batch)
+            try:
+                self._run(batch)
+            except Exception:  # a bug outside the model (metrics, delivery) must not end the thread
+                logger.exception("batch of %d requests failed outside the model", len(batch.tasks))
+                _deliver([(task, InternalError("batch processing failed")) for task in batch.tasks])
 
     def _run(self, batch: _Batch) -> None:
         if self._on_batch is not None:
@@ -274,7 +280,10 @@ def _settle_all(outcomes: list[Outcome]) -> None:
 def _settle(task: _Task, outcome: Arrays | ServingError) -> None:
     if task.future.done():  # cancelled: the caller went away (e.g. a client deadline)
         return
-    if isinstance(outcome, ServingError):
-        task.future.set_exception(outcome)
-    else:
-        task.future.set_result(outcome)
+    try:
+        if isinstance(outcome, ServingError):
+            task.future.set_exception(outcome)
+        else:
+            task.future.set_result(outcome)
+    except InvalidStateError:  # a thread's Future, cancelled from its thread since done() was checked
+        pass

@@ -14,7 +14,15 @@ from tensorflow.core.framework import types_pb2
 
 from serving import event_loop
 from serving.batching import BatchingOptions, BatchScheduler
-from serving.errors import Code, InvalidArgumentError, NotFoundError, UnavailableError, code_from_http, error_for
+from serving.errors import (
+    Code,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnavailableError,
+    code_from_http,
+    error_for,
+)
 from serving.manager import ModelConfig, ModelManager, ServerCore, State, VersionPolicy, read_model_config_file
 from serving.metrics import ServingMetrics
 from serving.tensors import COLUMNAR, ROW, dtype_of, json_to_ndarray, outputs_to_json, predict_inputs_from_json
@@ -138,6 +146,21 @@ def test_async_requests_of_a_batch_are_settled_together_in_one_loop_callback() -
     assert [result["y"].tolist() for result in (results[0], results[2], results[3])] == [[2.0], [6.0], [8.0]]
     assert isinstance(results[1], InvalidArgumentError)
     assert model.batches[0] == 5 and handed_over == 1
+
+
+def test_a_failure_outside_the_model_fails_its_batch_and_the_thread_serves_on() -> None:
+    calls = []
+
+    def flaky_metrics(rows: int) -> None:
+        calls.append(rows)
+        if len(calls) == 1:
+            raise RuntimeError("metrics backend down")
+
+    scheduler = BatchScheduler(RecordingModel(), BatchingOptions(batch_timeout_micros=0), on_batch=flaky_metrics)
+    with pytest.raises(InternalError, match="batch processing failed"):
+        scheduler.submit({"x": np.array([1.0])}, 1).result(timeout=5)
+    assert scheduler.submit({"x": np.array([2.0])}, 1).result(timeout=5)["y"].tolist() == [4.0]
+    scheduler.close()
 
 
 def test_batching_options_are_validated() -> None:
