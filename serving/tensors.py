@@ -130,6 +130,7 @@ def write_tensor_proto(proto: tensor_pb2.TensorProto, array: np.ndarray, dtype: 
     array = np.asarray(array)
     dtype = dtype or dtype_of_array(array)
     proto.dtype = dtype.enum
+    proto.tensor_shape.SetInParent()  # present even for a scalar, as TF writes it
     dims = proto.tensor_shape.dim
     for size in array.shape:
         dims.add(size=size)
