@@ -11,13 +11,12 @@ import pytest
 from sklearn.datasets import load_digits
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
 from components.data.dataset import MANIFEST_FILE, DatasetSummary
 from components.data.digits import write_digits
 from components.data.errors import DataError
 from components.data.inspect import inspect_dataset
 from components.data.tfrecords import IMAGE_KEY, LABEL_KEY, TEXT_KEY, iter_examples, read_labels, split_files
-from pipeline.cli.app import app
+from pipeline.cli import app
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,13 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
 from components.data import dataset as dataset_module
 from components.data.dataset import MANIFEST_FILE
 from components.data.errors import DataError
 from components.data.from_folder import check_images, convert_folder
 from components.data.inspect import inspect_dataset
 from components.data.tfrecords import IMAGE_KEY, LABEL_KEY, TEXT_KEY, iter_examples, read_labels, split_files
-from pipeline.cli.app import app
+from pipeline.cli import app
 
 
 def _image_bytes(size: tuple[int, int], mode: str, image_format: str, seed: int) -> bytes:

@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
 from components.trainer.precision import resolve_precision
-from pipeline.cli import doctor
-from pipeline.cli.app import app
+from pipeline.cli import app, doctor
 
 HOST_GLIBC = doctor.glibc_version()
 OLD_GLIBC = HOST_GLIBC is not None and HOST_GLIBC < doctor.WHEEL_GLIBC

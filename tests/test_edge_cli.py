@@ -9,8 +9,7 @@ import pytest
 from test_edge_data import shared_data, shared_model
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
-from pipeline.cli.app import app
+from pipeline.cli import app
 
 runner = CliRunner()
 

@@ -18,8 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
-from pipeline.cli.app import app
+from pipeline.cli import app
 from pipeline.config import TfxpConfig, load_config
 from pipeline.kfp_spec import PipelineDoc, container_tasks, load_pipeline_doc
 from pipeline.runners.kubeflow import (

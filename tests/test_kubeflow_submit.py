@@ -24,8 +24,7 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
-from pipeline.cli.app import app
+from pipeline.cli import app
 from pipeline.kfp_spec import load_pipeline_doc
 from pipeline.kfp_submit import (
     COOKIE_ENV,

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
-from pipeline.cli.app import app
+from pipeline.cli import app
 from pipeline.summary import latest_run_components, open_store
 
 pytestmark = pytest.mark.e2e

@@ -14,9 +14,8 @@ import portpicker
 import pytest
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
 from components.data.tfrecords import make_example, write_shards
-from pipeline.cli.app import app
+from pipeline.cli import app
 from serving.client import GrpcClient, RetryPolicy
 from serving.manager import ModelConfig
 from serving.server import ModelServer, ServerOptions

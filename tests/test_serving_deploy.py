@@ -12,8 +12,7 @@ from google.protobuf import wrappers_pb2 as _wrappers  # registers the wrapper t
 from tensorflow_serving.config import model_server_config_pb2
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
-from pipeline.cli.app import app
+from pipeline.cli import app
 from pipeline.cli.serving import deploy_spec
 from pipeline.config import load_config
 from serving.deploy import DeploySpec, render_deploy_assets

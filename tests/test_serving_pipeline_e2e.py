@@ -10,9 +10,8 @@ import pytest
 import tensorflow as tf
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
 from components.data.tfrecords import iter_examples, split_files
-from pipeline.cli.app import app
+from pipeline.cli import app
 from serving.batching import BatchingOptions
 from serving.client import GrpcClient, RestClient
 from serving.manager import ModelConfig

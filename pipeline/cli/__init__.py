@@ -1,4 +1,7 @@
-"""The `tfxp` command line; see `tfxp --help`."""
+"""The `tfxp` command line; see `tfxp --help`.
+
+`app` is the root Typer app (for `typer.testing.CliRunner().invoke(app, [...])`); `main` runs it.
+"""
 
 from pipeline.cli.app import app, main
 

@@ -1,61 +1,100 @@
-"""The `tfxp` Typer application and the error handling every command shares.
+"""The `tfxp` root command: the name of each command and where it lives, imported only when needed.
 
-Command modules (`data.py`, `run.py`, ...) register on `app`; they import heavy
-libraries (TensorFlow, TFX) inside the command functions so `tfxp --help` is fast.
+Command modules define a command function (`run.py`: `run`) or, for a command group, a Typer app
+(`data.py`: `data_app`), and know nothing of this module. `COMMANDS` names them; `LazyGroup`, shaped like
+Kedro's, imports a command's module only when the command runs or help lists it: `tfxp run --help` imports
+`pipeline.cli.run` alone, and `tfxp --help` imports every command module but, as they keep TensorFlow and
+TFX inside the command functions, neither of those.
 """
 
 from __future__ import annotations
 
-import functools
+import importlib
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
+from typer.core import MarkupMode, TyperGroup
+from typer.main import get_command_from_info, get_group
+from typer.models import CommandInfo
+
+if TYPE_CHECKING:
+    from typer import _click as click  # Typer vendors Click; its commands and contexts are these classes.
+
+# Command name → "module:attribute": a command function, or a Typer app for a command group.
+# `tfxp --help` lists the commands in this order.
+COMMANDS: dict[str, str] = {
+    "doctor": "pipeline.cli.doctor:doctor",
+    "compile": "pipeline.cli.kubeflow:compile_command",
+    "submit": "pipeline.cli.kubeflow:submit_command",
+    "run": "pipeline.cli.run:run",
+    "serve": "pipeline.cli.serving:serve",
+    "predict": "pipeline.cli.serving:predict",
+    "loadtest": "pipeline.cli.serving:loadtest",
+    "deploy-assets": "pipeline.cli.serving:deploy_assets",
+    "data": "pipeline.cli.data:data_app",
+    "edge": "pipeline.cli.edge:edge_app",
+}
+
+
+def load_command(name: str, target: str, rich_markup_mode: MarkupMode) -> click.Command:
+    """Imports a command's module and makes the command (or command group) that Typer would have made.
+
+    Args:
+        name: The command's name on the command line, e.g. `deploy-assets`.
+        target: Where it lives, `module:attribute`, e.g. `pipeline.cli.serving:deploy_assets`.
+        rich_markup_mode: The root's, for a command's help text (a Typer app's own applies to a group).
+
+    Returns:
+        The Click command; a group when the attribute is a Typer app.
+    """
+    module_name, _, attribute = target.partition(":")
+    definition = getattr(importlib.import_module(module_name), attribute)
+    if isinstance(definition, typer.Typer):
+        return get_group(definition)
+    # What `@app.command(name)` on the root would make; tracebacks are plain (pretty_exceptions_enable=False).
+    return get_command_from_info(
+        CommandInfo(name=name, callback=definition), pretty_exceptions_short=True, rich_markup_mode=rich_markup_mode
+    )
+
+
+class LazyGroup(TyperGroup):
+    """The root group: lists the names in `COMMANDS` and loads each command the first time it is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.add_command(load_command(cmd_name, COMMANDS[cmd_name], self.rich_markup_mode), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in COMMANDS:
+            # Not a command: Typer's "Did you mean ...?" looks among the loaded commands, so load them all.
+            for name in COMMANDS:
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
 
 app = typer.Typer(
     name="tfxp",
+    cls=LazyGroup,
     help="One TFX pipeline from image TFRecords to a TF Serving model and a quantized TFLite model.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
-error_console = Console(stderr=True)
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
-class UserError(Exception):
-    """Bad input from the user; the message says what, where and how to fix it."""
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Prints `message` as one paragraph on stderr and returns the Exit to raise."""
-    error_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def user_errors(*error_types: type[BaseException]) -> Callable[[F], F]:
-    """Turns the given exception types (plus UserError) into a clean message and exit 2."""
-    handled: tuple[type[BaseException], ...] = (UserError, *error_types)
-
-    def decorate(function: F) -> F:
-        @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return function(*args, **kwargs)
-            except handled as error:
-                raise fail(str(error)) from None
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
+@app.callback()
+def _root() -> None:
+    # Typer builds a Typer app with a callback as a group (`LazyGroup`) even though no command is registered on it.
+    pass
 
 
 def main() -> None:
-    """Console-script entry point: registers every command module, then runs."""
-    from pipeline.cli import commands  # noqa: F401  (registers the commands on `app`)
-
+    """Console-script entry point (`tfxp`)."""
     sys.exit(app())

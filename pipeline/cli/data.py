@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from components.data.errors import DataError
-from pipeline.cli.app import app, console, user_errors
+from pipeline.cli.console import console, user_errors
 
 if TYPE_CHECKING:
     from components.data.dataset import DatasetSummary
@@ -23,7 +23,6 @@ data_app = typer.Typer(
     help="Image data sets as sharded TFRecords (DIR/train, DIR/eval, DIR/labels.txt).",
     no_args_is_help=True,
 )
-app.add_typer(data_app, name="data")
 
 OutOption = Annotated[Path, typer.Option("--out", help="Output directory (DIR/train, DIR/eval, DIR/labels.txt).")]
 EvalFractionOption = Annotated[float, typer.Option("--eval-fraction", help="Share of each class that goes to eval.")]

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from pipeline.cli.app import app, console
+from pipeline.cli.console import console
 
 # Distributions whose versions decide whether the stack works (ARCHITECTURE.md "Stack").
 DISTRIBUTIONS = (
@@ -203,7 +203,6 @@ def _print_report(report: dict[str, Any]) -> None:
         console.print(f"[bold red]problem:[/] {problem}", highlight=False)
 
 
-@app.command()
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:

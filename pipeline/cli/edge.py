@@ -13,14 +13,13 @@ import typer
 from rich.table import Table
 
 from edge.errors import EdgeError
-from pipeline.cli.app import app, console, user_errors
+from pipeline.cli.console import console, user_errors
 
 edge_app = typer.Typer(
     name="edge",
     help="TFLite models: convert a SavedModel (quantized), evaluate and benchmark with LiteRT.",
     no_args_is_help=True,
 )
-app.add_typer(edge_app, name="edge")
 
 ExamplesOption = Annotated[
     Path | None,

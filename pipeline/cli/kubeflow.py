@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from pipeline.cli.app import app, console, error_console, fail
+from pipeline.cli.console import console, error_console, fail
 from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
 
 if TYPE_CHECKING:
@@ -56,7 +56,6 @@ def _print_compiled(result: CompileResult) -> None:
     console.print(f"pipeline root: {spec.default_pipeline_root or '(the KFP server default)'}", highlight=False)
 
 
-@app.command("compile")
 def compile_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Pipeline YAML to write (what `tfxp submit` sends).")],
     config_file: ConfigOption = None,
@@ -80,7 +79,6 @@ def compile_command(
     console.print(f"submit with: tfxp submit {result.path} --host URL --wait", highlight=False)
 
 
-@app.command("submit")
 def submit_command(
     package: Annotated[Path, typer.Argument(help="Pipeline YAML from `tfxp compile`.")],
     host: Annotated[

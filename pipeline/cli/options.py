@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pipeline.cli.app import fail
-from pipeline.config import ConfigError, TfxpConfig, load_config
+from pipeline.cli.console import fail
+
+if TYPE_CHECKING:
+    from pipeline.config import TfxpConfig
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML config (defaults: the built-in digits config).")
@@ -23,6 +25,8 @@ def load_cli_config(
     config_file: Path | None, overrides: list[str] | None, output: str | Path | None = None
 ) -> TfxpConfig:
     """The config from `--config`, `--set` and `--output`, or a clean CLI error."""
+    from pipeline.config import ConfigError, load_config  # here, so `--help` does not import the config schema
+
     try:
         config = load_config(config_file, list(overrides or []))
     except ConfigError as error:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.app import app, console, fail
+from pipeline.cli.console import console, fail
 from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
 
 
@@ -18,7 +18,6 @@ def _print_progress(component: str, state: str, seconds: float) -> None:
         console.print(f"[green]✓[/] {component} [dim]{seconds:.1f}s[/]", highlight=False)
 
 
-@app.command()
 def run(
     config_file: ConfigOption = None,
     overrides: SetOption = None,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pipeline.cli.app import UserError, app, console, fail, user_errors
+from pipeline.cli.console import UserError, console, fail, user_errors
 from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
@@ -55,7 +55,6 @@ def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str 
     return [ModelConfig(model_name or serving.model_name, base, policy, labels)]
 
 
-@app.command()
 @user_errors(ValueError, OSError)
 def serve(
     model_base: Annotated[
@@ -198,7 +197,6 @@ def _read_examples(directory: Path, count: int) -> tuple[list[str], list[bytes],
     return names, images, truths
 
 
-@app.command()
 @user_errors(ValueError)
 def predict(
     images: Annotated[list[Path] | None, typer.Argument(help="JPEG/PNG files to classify.")] = None,
@@ -256,7 +254,6 @@ def predict(
         console.print(f"{name}: {shown}{truth}", highlight=False, soft_wrap=True, markup=False)
 
 
-@app.command()
 @user_errors(ValueError)
 def loadtest(
     image: Annotated[list[Path], typer.Option("--image", help="Image(s) to send; repeatable.")],
@@ -345,7 +342,6 @@ def deploy_spec(config: TfxpConfig) -> DeploySpec:
     )
 
 
-@app.command("deploy-assets")
 @user_errors(ValueError, OSError)
 def deploy_assets(
     out: Annotated[Path, typer.Option("--out", help="Directory for the assets (created).")],
