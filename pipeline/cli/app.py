@@ -21,8 +21,8 @@ from typer.models import CommandInfo
 if TYPE_CHECKING:
     from typer import _click as click  # Typer vendors Click; its commands and contexts are these classes.
 
-# Command name → "module:attribute": a command function, or a Typer app for a command group.
-# `tfxp --help` lists the commands in this order.
+# Command name → "module:attribute": a command function, or a Typer app for a command group. A new command
+# is a function in a command module plus its line here; `tfxp --help` lists the commands in this order.
 COMMANDS: dict[str, str] = {
     "doctor": "pipeline.cli.doctor:doctor",
     "compile": "pipeline.cli.kubeflow:compile_command",
