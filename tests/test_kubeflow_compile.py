@@ -1,4 +1,4 @@
-"""`tfxp compile`: the real pipeline through KubeflowV2DagRunner and pipeline.kfp_spec, read back as kfp.Client
+"""`tfxp compile`: the real pipeline through KubeflowV2DagRunner and pipeline.kubeflow.spec, read back as kfp.Client
 reads it.
 
 The golden file tests/golden/kubeflow_imagenet_a100.yaml makes compiler drift (TFX, kfp-pipeline-spec)
@@ -20,14 +20,14 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.config import TfxpConfig, load_config
-from pipeline.kfp_spec import PipelineDoc, container_tasks, load_pipeline_doc
-from pipeline.runners.kubeflow import (
+from pipeline.kubeflow.compile import (
     CompileResult,
     KubeflowCompileError,
     check_nothing_staged,
     compile_pipeline,
     resolve_config,
 )
+from pipeline.kubeflow.spec import PipelineDoc, container_tasks, load_pipeline_doc
 
 REPO = Path(__file__).resolve().parents[1]
 A100_CONFIG = REPO / "configs" / "imagenet_a100.yaml"

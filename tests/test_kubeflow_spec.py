@@ -1,4 +1,4 @@
-"""pipeline.kfp_spec on small hand-written KFP IR specs: quantities, the patch, dropping resolver tasks, loading."""
+"""pipeline.kubeflow.spec on small hand-written KFP IR specs: quantities, the patch, dropped resolvers, loading."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from pipeline.kfp_spec import (
+from pipeline.kubeflow.spec import (
     Accelerator,
     PipelineDoc,
     Resources,

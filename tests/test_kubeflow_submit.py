@@ -1,4 +1,4 @@
-"""`tfxp submit` and pipeline.kfp_submit against a local fake of the KFP v2beta1 REST API.
+"""`tfxp submit` and pipeline.kubeflow.submit against a local fake of the KFP v2beta1 REST API.
 
 The fake implements what kfp 2.16's `Client.create_run_from_pipeline_package` calls: GET healthz (the
 client's constructor), GET experiments?filter= (find by name), POST experiments, POST runs; and GET
@@ -25,8 +25,8 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.kfp_spec import load_pipeline_doc
-from pipeline.kfp_submit import (
+from pipeline.kubeflow.spec import load_pipeline_doc
+from pipeline.kubeflow.submit import (
     COOKIE_ENV,
     TOKEN_ENV,
     TOKEN_PATH_ENV,
@@ -221,7 +221,7 @@ def test_submit_sends_the_compiled_spec_and_creates_the_experiment(fake: FakeKfp
     body = fake.calls("POST", f"{API}/runs")[0].body
     assert body["display_name"] == "tfxp-test-1"
     assert body["experiment_id"] == "exp-1"
-    # What the client sent is exactly the file as pipeline.kfp_spec loads it.
+    # What the client sent is exactly the file as pipeline.kubeflow.spec loads it.
     expected = json_format.MessageToDict(load_pipeline_doc(package).pipeline_spec)
     assert body["pipeline_spec"] == expected
     assert body["pipeline_spec"]["root"]["dag"]["tasks"]["Trainer"]["dependentTasks"] == ["ImportExampleGen"]

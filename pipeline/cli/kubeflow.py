@@ -1,6 +1,6 @@
 """`tfxp compile` and `tfxp submit`: the pipeline on Kubeflow Pipelines.
 
-The work happens in `pipeline.runners.kubeflow` (compile + patch) and `pipeline.kfp_submit` (runs);
+The work happens in `pipeline.kubeflow.compile` (compile + patch) and `pipeline.kubeflow.submit` (runs);
 these handlers parse options and print. kfp and TFX are imported inside the commands.
 """
 
@@ -16,8 +16,8 @@ from pipeline.cli.console import console, error_console, fail
 from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
 
 if TYPE_CHECKING:
-    from pipeline.kfp_submit import RunStatus
-    from pipeline.runners.kubeflow import CompileResult
+    from pipeline.kubeflow.compile import CompileResult
+    from pipeline.kubeflow.submit import RunStatus
 
 # Exit codes of `tfxp submit --wait` beyond the shared 2 (bad input, unreachable host).
 EXIT_RUN_FAILED = 1
@@ -29,7 +29,7 @@ def _warn(message: str) -> None:
 
 
 def _print_compiled(result: CompileResult) -> None:
-    from pipeline.kfp_spec import container_tasks, load_pipeline_doc
+    from pipeline.kubeflow.spec import container_tasks, load_pipeline_doc
 
     spec = load_pipeline_doc(result.path).pipeline_spec
     containers = dict(container_tasks(spec))
@@ -66,8 +66,8 @@ def compile_command(
     Compiling stages nothing: the Trainer's code is referenced by dotted path and ships in `kubeflow.image`.
     """
     config = load_cli_config(config_file, overrides)
-    from pipeline.kfp_spec import SpecPatchError
-    from pipeline.runners.kubeflow import KubeflowCompileError, compile_pipeline
+    from pipeline.kubeflow.compile import KubeflowCompileError, compile_pipeline
+    from pipeline.kubeflow.spec import SpecPatchError
 
     try:
         result = compile_pipeline(config, out)
@@ -110,7 +110,14 @@ def submit_command(
 
     Each API call gives up after --request-timeout seconds; --timeout bounds the whole wait.
     """
-    from pipeline.kfp_submit import KfpAuth, KfpRunClient, RunFailedError, RunTimeoutError, SubmitError, progress_line
+    from pipeline.kubeflow.submit import (
+        KfpAuth,
+        KfpRunClient,
+        RunFailedError,
+        RunTimeoutError,
+        SubmitError,
+        progress_line,
+    )
 
     try:
         client = KfpRunClient(host, namespace=namespace, auth=KfpAuth.from_env(), request_timeout=request_timeout)

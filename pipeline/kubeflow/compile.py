@@ -2,7 +2,7 @@
 
 `KubeflowV2DagRunner` turns `create_pipeline(config)` into the KFP IR YAML (`pipeline.yaml`, the format
 `kfp.Client` accepts; its default `pipeline.json` is a PipelineJob wrapper that the client rejects), then
-`pipeline.kfp_spec` sets what the compiler leaves out, from the config: the image, per-component
+`pipeline.kubeflow.spec` sets what the compiler leaves out, from the config: the image, per-component
 resources (the Trainer's accelerators), retries, caching, display name and pipeline root.
 
 The Trainer's run_fn is referenced by dotted path and lives in the image, so compiling builds and
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import TfxpConfig
-from pipeline.kfp_spec import (
+from pipeline.kubeflow.spec import (
     Accelerator,
     Resources,
     RetryPolicy,
@@ -216,7 +216,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
 
     Raises:
         KubeflowCompileError: `out` is not a `.yaml`/`.yml` file, or the config does not fit Kubeflow.
-        pipeline.kfp_spec.SpecPatchError: the patch does not fit the compiled spec.
+        pipeline.kubeflow.spec.SpecPatchError: the patch does not fit the compiled spec.
     """
     if out.suffix not in (".yaml", ".yml"):
         raise KubeflowCompileError(f"--out {out}: kfp.Client accepts .yaml/.yml pipeline files; use e.g. pipeline.yaml")
@@ -244,7 +244,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
         doc = load_pipeline_doc(Path(tmp) / COMPILED_FILENAME)
     warnings.extend(patch_pipeline_doc(doc, patch))
     header = (
-        f"tfxp pipeline {config.pipeline.name} for Kubeflow Pipelines (KFP v2 IR, patched by pipeline.kfp_spec).\n"
+        f"tfxp pipeline {config.pipeline.name} for Kubeflow Pipelines (KFP v2 IR, patched by pipeline.kubeflow.spec).\n"
         f"Submit: tfxp submit {out.name} --host URL [--wait]"
     )
     write_pipeline_doc(doc, out, header)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline.kfp_spec import load_pipeline_doc
+from pipeline.kubeflow.spec import load_pipeline_doc
 
 TOKEN_ENV = "TFXP_KFP_TOKEN"
 COOKIE_ENV = "TFXP_KFP_COOKIE"

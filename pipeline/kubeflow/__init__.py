@@ -1,0 +1,9 @@
+"""tfxp on Kubeflow Pipelines (KFP v2, open source): compile, patch the compiled spec, submit and watch runs.
+
+Modules:
+    compile: `create_pipeline(config)` through TFX's KubeflowV2DagRunner into `pipeline.yaml`, then patched.
+    spec: The one place that reads, edits and writes a compiled KFP pipeline spec.
+    submit: `KfpRunClient`, a small client around `kfp.Client` with deadlines and clear errors.
+
+Nothing is imported here, so `import pipeline.kubeflow.<module>` pulls in only what that module needs.
+"""
