@@ -1,10 +1,19 @@
-"""Where a run's outputs go (ARCHITECTURE.md, "Output contract"), derived purely from the config."""
+"""Where a run reads and writes, shared by both runners: the output layout (ARCHITECTURE.md, "Output contract"),
+remote paths, and the one rule from `data.split` to the files ImportExampleGen reads.
+
+Everything here is derived from the config, except `resolve_split`, which may look for `train/` and `eval/`
+folders on the local disk (never in a bucket).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from pipeline.config import TfxpConfig
+
+# The split folders of the on-disk data layout (ARCHITECTURE.md, "Data contract").
+SPLIT_FOLDERS = ("train", "eval")
 
 
 @dataclass(frozen=True)
@@ -44,3 +53,42 @@ def output_layout(config: TfxpConfig) -> OutputLayout:
         config_path=f"{pipeline_dir}/params.yaml",
         log_dir=f"{pipeline_dir}/logs",
     )
+
+
+def is_remote(path: str) -> bool:
+    """Whether `path` is a URI (`gs://bucket/...`, `s3://...`) rather than a local path.
+
+    Example:
+        is_remote("gs://bucket/data")  # True
+        is_remote("data/digits")  # False
+    """
+    return "://" in path
+
+
+def resolve_split(config: TfxpConfig) -> TfxpConfig:
+    """`config` with `data.split: auto` made concrete; any other split is returned as it is.
+
+    `folders` for remote data (buckets are not listed; the ImageNet layout has the folders), and for local
+    data with both `train/` and `eval/` folders; `hash` otherwise.
+    """
+    if config.data.split != "auto":
+        return config
+    path = config.data.path
+    has_folders = is_remote(path) or all((Path(path) / name).is_dir() for name in SPLIT_FOLDERS)
+    data = config.data.model_copy(update={"split": "folders" if has_folders else "hash"})
+    return config.model_copy(update={"data": data})
+
+
+def split_patterns(config: TfxpConfig) -> dict[str, str]:
+    """ImportExampleGen's input splits: split name → glob relative to `data.path`.
+
+    `hash` reads one split `all` of `data.file_pattern` (only the TFRecords: `labels.txt` and the data set
+    manifest live beside them), which ExampleGen then splits by hash buckets. Any other split reads the
+    folders, `train/*` and `eval/*` (an unresolved `auto` reads as `folders`).
+
+    Example:
+        split_patterns(config)  # {"train": "train/*", "eval": "eval/*"} for `data.split: folders`
+    """
+    if config.data.split == "hash":
+        return {"all": config.data.file_pattern}
+    return {name: f"{name}/*" for name in SPLIT_FOLDERS}

@@ -19,7 +19,7 @@ from components.pusher.executor import AtomicPusher
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
 from components.validation.strict_example_validator import StrictExampleValidator
 from pipeline.config import TfxpConfig
-from pipeline.layout import OutputLayout, output_layout
+from pipeline.layout import OutputLayout, output_layout, split_patterns
 
 TRAINER_RUN_FN = "components.trainer.run_fn.run_fn"
 ACCURACY_METRIC = "sparse_categorical_accuracy"
@@ -32,17 +32,17 @@ EVAL_LABEL_KEY = "label_index"
 
 
 def example_gen_input_config(config: TfxpConfig) -> tfx.proto.Input:
-    """Splits by folder (`train/*`, `eval/*`) when `data.split` is `folders`."""
+    """The files ImportExampleGen reads, from `data.split` (`pipeline.layout.split_patterns`)."""
     return tfx.proto.Input(
-        splits=[
-            tfx.proto.Input.Split(name="train", pattern="train/*"),
-            tfx.proto.Input.Split(name="eval", pattern="eval/*"),
-        ]
+        splits=[tfx.proto.Input.Split(name=name, pattern=pattern) for name, pattern in split_patterns(config).items()]
     )
 
 
-def example_gen_output_config(config: TfxpConfig) -> tfx.proto.Output:
-    """Hash-bucket split for data without train/eval folders (`data.split: hash`)."""
+def example_gen_output_config(config: TfxpConfig) -> tfx.proto.Output | None:
+    """Hash-bucket split for data without train/eval folders (`data.split: hash`); None when the input splits
+    (the folders) are the output splits."""
+    if config.data.split != "hash":
+        return None
     return tfx.proto.Output(
         split_config=tfx.proto.SplitConfig(
             splits=[
@@ -116,17 +116,11 @@ def _schema_component(config: TfxpConfig, statistics: Any) -> Any:
 
 def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
     """The pipeline's components in execution order."""
-    if config.data.split == "hash":
-        example_gen = tfx.components.ImportExampleGen(
-            input_base=config.data.path,
-            # Only the TFRecords: labels.txt and the data set manifest live beside them.
-            input_config=tfx.proto.Input(splits=[tfx.proto.Input.Split(name="all", pattern=config.data.file_pattern)]),
-            output_config=example_gen_output_config(config),
-        )
-    else:
-        example_gen = tfx.components.ImportExampleGen(
-            input_base=config.data.path, input_config=example_gen_input_config(config)
-        )
+    example_gen = tfx.components.ImportExampleGen(
+        input_base=config.data.path,
+        input_config=example_gen_input_config(config),
+        output_config=example_gen_output_config(config),
+    )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = _schema_component(config, statistics_gen.outputs["statistics"])
     example_validator = StrictExampleValidator(

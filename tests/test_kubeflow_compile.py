@@ -25,9 +25,9 @@ from pipeline.kubeflow.compile import (
     KubeflowCompileError,
     check_nothing_staged,
     compile_pipeline,
-    resolve_config,
 )
 from pipeline.kubeflow.spec import PipelineDoc, container_tasks, load_pipeline_doc
+from pipeline.layout import resolve_split
 
 REPO = Path(__file__).resolve().parents[1]
 A100_CONFIG = REPO / "configs" / "imagenet_a100.yaml"
@@ -63,7 +63,7 @@ def _doc(result: CompileResult) -> PipelineDoc:
 def _components(config: TfxpConfig) -> list[Any]:
     from pipeline.pipeline import create_pipeline
 
-    return list(create_pipeline(resolve_config(config)).components)
+    return list(create_pipeline(resolve_split(config)).components)
 
 
 @pytest.mark.parametrize("which", ["default", "a100"])

@@ -37,7 +37,7 @@ from pipeline.kubeflow.spec import (
     patch_pipeline_doc,
     write_pipeline_doc,
 )
-from pipeline.layout import output_layout
+from pipeline.layout import is_remote, output_layout, resolve_split
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
 COMPILED_FILENAME = "pipeline.yaml"
@@ -65,27 +65,12 @@ class CompileResult:
     warnings: tuple[str, ...]
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def pipeline_root(config: TfxpConfig) -> str:
     """`kubeflow.pipeline_root`, else the layout's root when `pipeline.output` is a bucket path, else ""."""
     if config.kubeflow.pipeline_root:
         return config.kubeflow.pipeline_root.rstrip("/")
     root = output_layout(config).pipeline_root
-    return root if _is_remote(root) else ""
-
-
-def resolve_config(config: TfxpConfig) -> TfxpConfig:
-    """Makes `data.split` concrete without reading buckets: `folders` for remote data (the ImageNet layout),
-    for local data `folders` when `train/` and `eval/` exist, else `hash`."""
-    if config.data.split != "auto":
-        return config
-    path = config.data.path
-    has_folders = _is_remote(path) or all((Path(path) / name).is_dir() for name in ("train", "eval"))
-    data = config.data.model_copy(update={"split": "folders" if has_folders else "hash"})
-    return config.model_copy(update={"data": data})
+    return root if is_remote(root) else ""
 
 
 def _storage_warning(key: str, path: str) -> str | None:
@@ -94,7 +79,7 @@ def _storage_warning(key: str, path: str) -> str | None:
             f"{key} is empty: KFP's default root (minio://…) is not readable by TFX executors; "
             "set it to a bucket, e.g. gs://bucket/tfxp"
         )
-    if not _is_remote(path):
+    if not is_remote(path):
         return f"{key}={path} is a local path: pods on Kubeflow do not see it; use a bucket path, e.g. gs://bucket/…"
     if not path.startswith(READABLE_SCHEMES):
         scheme = path.split("://", 1)[0]
@@ -224,7 +209,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
 
     from pipeline.pipeline import create_pipeline
 
-    config = resolve_config(config)
+    config = resolve_split(config)
     warnings = config_warnings(config)
     pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None)
     components = list(pipeline.components)

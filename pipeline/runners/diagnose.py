@@ -10,6 +10,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pipeline.config import TfxpConfig
+from pipeline.layout import split_patterns
 
 MAX_REPORTED = 5
 
@@ -21,9 +22,7 @@ def _compression(path: str) -> str:
 def input_patterns(config: TfxpConfig) -> list[str]:
     """The globs ImportExampleGen reads for this config (a resolved `data.split`)."""
     base = config.data.path.rstrip("/")
-    if config.data.split == "hash":
-        return [f"{base}/{config.data.file_pattern}"]
-    return [f"{base}/train/*", f"{base}/eval/*"]
+    return [f"{base}/{pattern}" for pattern in split_patterns(config).values()]
 
 
 def find_corrupt_tfrecords(patterns: list[str], max_reported: int = MAX_REPORTED) -> list[tuple[str, str]]:

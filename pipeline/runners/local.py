@@ -16,57 +16,48 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import TfxpConfig, write_config
-from pipeline.layout import OutputLayout, output_layout
+from pipeline.layout import OutputLayout, is_remote, output_layout, resolve_split
 
 ProgressCallback = Callable[[str, str, float], None]
 """Called with (component id, state `running`|`finished`, seconds since the component started)."""
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def _absolute(path: str) -> str:
-    return path if not path or _is_remote(path) else str(Path(path).expanduser().resolve())
+    return path if not path or is_remote(path) else str(Path(path).expanduser().resolve())
 
 
-def resolve_config(config: TfxpConfig) -> TfxpConfig:
+def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
     """Absolute paths and a concrete `data.split`, so the pipeline does not depend on the working dir.
 
     Raises:
         FileNotFoundError: `data.path` is a local directory that does not exist.
     """
-    if _is_remote(config.pipeline.output):
+    if is_remote(config.pipeline.output):
         raise FileNotFoundError(
             f"pipeline.output {config.pipeline.output} is a bucket: `tfxp run` keeps ML Metadata in SQLite under "
             "the output dir, which must be local; use a local --output, or `tfxp compile` for Kubeflow"
         )
     data_path = _absolute(config.data.path)
-    if not _is_remote(data_path) and not Path(data_path).is_dir():
+    if not is_remote(data_path) and not Path(data_path).is_dir():
         raise FileNotFoundError(
             f"data.path {data_path} is not a directory; make the digits data with "
             f"`tfxp data digits --out {config.data.path}` or point `--set data.path=...` at your TFRecords"
         )
-    split = config.data.split
-    if split == "auto":
-        has_folders = _is_remote(data_path) or all((Path(data_path) / name).is_dir() for name in ("train", "eval"))
-        split = "folders" if has_folders else "hash"
     schema = config.data.schema_source
     if schema not in ("label_map", "infer"):
         schema = _absolute(schema)
-        if not _is_remote(schema) and not Path(schema).is_file():
+        if not is_remote(schema) and not Path(schema).is_file():
             raise FileNotFoundError(f"data.schema: curated schema file {schema} does not exist")
     data = config.data.model_copy(
         update={
             "path": data_path,
             "labels": _absolute(config.data.labels_path),
-            "split": split,
             "schema_source": schema,
         }
     )
     pipeline = config.pipeline.model_copy(update={"output": _absolute(config.pipeline.output)})
     serving = config.serving.model_copy(update={"base_path": _absolute(config.serving.base_path)})
-    return config.model_copy(update={"data": data, "pipeline": pipeline, "serving": serving})
+    return resolve_split(config.model_copy(update={"data": data, "pipeline": pipeline, "serving": serving}))
 
 
 @contextlib.contextmanager
@@ -157,7 +148,7 @@ def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> L
 
     from pipeline.pipeline import create_pipeline
 
-    config = resolve_config(config)
+    config = resolve_local_paths(config)
     layout = output_layout(config)
     Path(layout.metadata_path).parent.mkdir(parents=True, exist_ok=True)
     write_config(config, Path(layout.config_path))
