@@ -1,4 +1,4 @@
-"""pipeline.kubeflow.spec on small hand-written KFP IR specs: quantities, the patch, dropped resolvers, loading."""
+"""pipeline.kubeflow.spec and .pod on hand-written KFP IR specs: quantities, the patch, dropped resolvers, loading."""
 
 from __future__ import annotations
 
@@ -11,22 +11,24 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from pipeline.kubeflow.spec import (
+from pipeline.kubeflow.pod import (
     Accelerator,
-    PipelineDoc,
     Resources,
-    RetryPolicy,
-    SpecPatch,
-    SpecPatchError,
     Toleration,
-    container_tasks,
     cpu_cores,
-    drop_resolver_tasks,
     image_warnings,
-    load_pipeline_doc,
     memory_gigabytes,
     parse_node_label,
     parse_toleration,
+)
+from pipeline.kubeflow.spec import (
+    PipelineDoc,
+    RetryPolicy,
+    SpecPatch,
+    SpecPatchError,
+    container_tasks,
+    drop_resolver_tasks,
+    load_pipeline_doc,
     patch_pipeline_doc,
     write_pipeline_doc,
 )

@@ -3,6 +3,7 @@
 Modules:
     compile: `create_pipeline(config)` through TFX's KubeflowV2DagRunner into `pipeline.yaml`, then patched.
     spec: The one place that reads, edits and writes a compiled KFP pipeline spec.
+    pod: What a pod asks of Kubernetes (resources, node labels, tolerations), parsed from the config.
     submit: `KfpRunClient`, a small client around `kfp.Client` with deadlines and clear errors.
 
 Nothing is imported here, so `import pipeline.kubeflow.<module>` pulls in only what that module needs.

@@ -23,20 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import TfxpConfig
-from pipeline.kubeflow.spec import (
-    Accelerator,
-    Resources,
-    RetryPolicy,
-    SpecPatch,
-    cpu_cores,
-    image_warnings,
-    load_pipeline_doc,
-    memory_gigabytes,
-    parse_node_label,
-    parse_toleration,
-    patch_pipeline_doc,
-    write_pipeline_doc,
-)
+from pipeline.kubeflow import pod
+from pipeline.kubeflow.spec import RetryPolicy, SpecPatch, load_pipeline_doc, patch_pipeline_doc, write_pipeline_doc
 from pipeline.layout import is_remote, output_layout, resolve_split
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
@@ -94,7 +82,7 @@ def config_warnings(config: TfxpConfig) -> list[str]:
     """What would break or surprise on Kubeflow but still compiles: paths pods cannot read, a `latest`
     image, a Vertex-style accelerator name."""
     layout = output_layout(config)
-    warnings = list(image_warnings(config.kubeflow.image))
+    warnings = list(pod.image_warnings(config.kubeflow.image))
     paths = [
         ("kubeflow.pipeline_root", pipeline_root(config)),
         ("data.path", config.data.path),
@@ -131,23 +119,24 @@ def spec_patch(config: TfxpConfig, trainer_id: str) -> SpecPatch:
             or an empty image.
     """
     kubeflow = config.kubeflow
-    _checked("kubeflow.image", kubeflow.image, image_warnings)
+    _checked("kubeflow.image", kubeflow.image, pod.image_warnings)
     for key in ("cpu_request", "trainer_cpu"):
-        _checked(f"kubeflow.{key}", getattr(kubeflow, key), cpu_cores)
+        _checked(f"kubeflow.{key}", getattr(kubeflow, key), pod.cpu_cores)
     for key in ("memory_request", "trainer_memory"):
-        _checked(f"kubeflow.{key}", getattr(kubeflow, key), memory_gigabytes)
+        _checked(f"kubeflow.{key}", getattr(kubeflow, key), pod.memory_gigabytes)
     labels = dict(
-        _checked("kubeflow.trainer_node_selector", entry, parse_node_label) for entry in kubeflow.trainer_node_selector
+        _checked("kubeflow.trainer_node_selector", entry, pod.parse_node_label)
+        for entry in kubeflow.trainer_node_selector
     )
     tolerations = tuple(
-        _checked("kubeflow.trainer_tolerations", entry, parse_toleration) for entry in kubeflow.trainer_tolerations
+        _checked("kubeflow.trainer_tolerations", entry, pod.parse_toleration) for entry in kubeflow.trainer_tolerations
     )
     wanted = kubeflow.trainer_accelerator
-    accelerator = Accelerator(type=wanted.type, count=wanted.count) if wanted.count > 0 else None
+    accelerator = pod.Accelerator(type=wanted.type, count=wanted.count) if wanted.count > 0 else None
     return SpecPatch(
         image=kubeflow.image,
-        resources=Resources(cpu=kubeflow.cpu_request, memory=kubeflow.memory_request),
-        task_resources={trainer_id: Resources(kubeflow.trainer_cpu, kubeflow.trainer_memory, accelerator)},
+        resources=pod.Resources(cpu=kubeflow.cpu_request, memory=kubeflow.memory_request),
+        task_resources={trainer_id: pod.Resources(kubeflow.trainer_cpu, kubeflow.trainer_memory, accelerator)},
         retry=RetryPolicy(
             max_retries=kubeflow.retries,
             backoff_seconds=kubeflow.retry_backoff_seconds,

@@ -7,7 +7,7 @@ tasks that open-source KFP refuses ("resolver executors not implemented"). `patc
 of that from a plain `SpecPatch`; `load_pipeline_doc` reads the YAML exactly as `kfp.Client` does before
 it sends a run, so tests see what the server would see.
 
-Example:
+Example (`Resources` is from `pipeline.kubeflow.pod`):
     doc = load_pipeline_doc(Path("pipeline.yaml"))
     notes = patch_pipeline_doc(doc, SpecPatch(image="registry/tfxp:0.1.0", resources=Resources("2", "8G")))
     write_pipeline_doc(doc, Path("pipeline.yaml"))
@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,51 +24,17 @@ import yaml
 from google.protobuf import duration_pb2, json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from pipeline.kubeflow.pod import Resources, Toleration, cpu_cores, image_warnings, memory_gigabytes
+
 ContainerSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
 ResourceSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
 
 # The platform key KFP's Kubernetes extension (kfp-kubernetes) reads executor configs from.
 KUBERNETES_PLATFORM = "kubernetes"
 
-_CPU = re.compile(r"^(?P<number>[0-9]+(\.[0-9]+)?)(?P<milli>m?)$")
-_MEMORY = re.compile(r"^(?P<number>[0-9]+(\.[0-9]+)?)(?P<unit>E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?$")
-# Bytes per unit of a Kubernetes memory quantity; no unit means bytes.
-_MEMORY_UNITS = {
-    "": 1,
-    **{unit: 1000**power for power, unit in enumerate("KMGTPE", start=1)},
-    **{f"{unit}i": 1024**power for power, unit in enumerate("KMGTPE", start=1)},
-}
-_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-
 
 class SpecPatchError(ValueError):
     """The patch does not fit the compiled spec (unknown task, bad quantity); the message says how to fix it."""
-
-
-@dataclass(frozen=True)
-class Accelerator:
-    """Attributes:
-    type: The accelerator's Kubernetes resource name on open-source KFP, e.g. `nvidia.com/gpu`.
-    count: Accelerators per pod.
-    """
-
-    type: str
-    count: int
-
-
-@dataclass(frozen=True)
-class Resources:
-    """Requests of one pod; requests equal limits (Guaranteed QoS, so a busy node cannot starve training).
-
-    Attributes:
-        cpu: Kubernetes CPU quantity, e.g. `8` or `500m`.
-        memory: Kubernetes memory quantity, e.g. `32G` or `512Mi`.
-        accelerator: Accelerators, or None.
-    """
-
-    cpu: str
-    memory: str
-    accelerator: Accelerator | None = None
 
 
 @dataclass(frozen=True)
@@ -85,21 +50,6 @@ class RetryPolicy:
     backoff_seconds: int = 60
     backoff_factor: float = 2.0
     backoff_max_seconds: int = 3600
-
-
-@dataclass(frozen=True)
-class Toleration:
-    """A Kubernetes toleration; `value` empty means operator `Exists`."""
-
-    key: str
-    effect: str
-    value: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        entry = {"key": self.key, "operator": "Equal" if self.value else "Exists", "effect": self.effect}
-        if self.value:
-            entry["value"] = self.value
-        return entry
 
 
 @dataclass(frozen=True)
@@ -187,80 +137,6 @@ def write_pipeline_doc(doc: PipelineDoc, path: Path, header: str = "") -> None:
     """Writes `doc` to `path` (parent directories are created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump_pipeline_doc(doc, header))
-
-
-def cpu_cores(quantity: str) -> float:
-    """A Kubernetes CPU quantity (`8`, `0.5`, `500m`) in cores.
-
-    Raises:
-        ValueError: not a CPU quantity.
-    """
-    match = _CPU.match(quantity.strip())
-    if not match:
-        raise ValueError(f"{quantity!r} is not a CPU quantity; use cores (`8`, `0.5`) or millicores (`500m`)")
-    number = float(match["number"])
-    return number / 1000 if match["milli"] else number
-
-
-def memory_gigabytes(quantity: str) -> float:
-    """A Kubernetes memory quantity (`32G`, `512Mi`, bytes) in gigabytes (10^9 bytes), as KFP's legacy fields hold it.
-
-    Raises:
-        ValueError: not a memory quantity.
-    """
-    match = _MEMORY.match(quantity.strip())
-    if not match:
-        raise ValueError(f"{quantity!r} is not a memory quantity; use e.g. `32G`, `32Gi` or `512Mi`")
-    return float(match["number"]) * _MEMORY_UNITS[match["unit"] or ""] / 1e9
-
-
-def parse_node_label(entry: str) -> tuple[str, str]:
-    """`key=value` → (key, value).
-
-    Raises:
-        ValueError: no `=` or an empty key.
-    """
-    key, sep, value = entry.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"{entry!r} is not `key=value`, e.g. `cloud.google.com/gke-accelerator=nvidia-tesla-a100`")
-    return key.strip(), value.strip()
-
-
-def parse_toleration(entry: str) -> Toleration:
-    """`key=value:Effect` or `key:Effect` (kubectl's taint syntax) → Toleration.
-
-    Raises:
-        ValueError: no effect, an unknown effect or an empty key.
-    """
-    spec, _, effect = entry.rpartition(":")
-    key, _, value = spec.partition("=")
-    if not key.strip() or effect not in _TAINT_EFFECTS:
-        raise ValueError(
-            f"{entry!r} is not `key=value:Effect` or `key:Effect` with Effect one of {', '.join(_TAINT_EFFECTS)}, "
-            "e.g. `nvidia.com/gpu:NoSchedule`"
-        )
-    return Toleration(key=key.strip(), value=value.strip(), effect=effect)
-
-
-def image_warnings(image: str) -> list[str]:
-    """Why `image` may not be reproducible: a `latest` or missing tag pulls whatever was pushed last.
-
-    Raises:
-        ValueError: the image is empty.
-    """
-    if not image.strip():
-        raise ValueError("the component image is empty; set `kubeflow.image`, e.g. `registry.example.com/tfxp:0.1.0`")
-    if "@sha256:" in image:
-        return []
-    last = image.rsplit("/", 1)[-1]
-    tag = last.split(":", 1)[1] if ":" in last else ""
-    if tag in ("", "latest"):
-        which = "uses the" if tag else "has no tag, i.e. the"
-        return [
-            f"kubeflow.image {image!r} {which} `latest` tag: pods pull whatever was pushed last, so reruns and "
-            "retries may run different code and KFP's cache may mix them; pin a version tag or a @sha256 digest"
-        ]
-    return []
 
 
 def _deployment_config(spec: pipeline_spec_pb2.PipelineSpec) -> pipeline_spec_pb2.PipelineDeploymentConfig:
@@ -391,10 +267,10 @@ def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
             accelerator has a count but no type.
     """
     spec = doc.pipeline_spec
-    if not patch.image.strip():
-        raise SpecPatchError(
-            "the component image is empty; set `kubeflow.image`, e.g. `registry.example.com/tfxp:0.1.0`"
-        )
+    try:
+        image_warnings(patch.image)
+    except ValueError as error:  # an empty image
+        raise SpecPatchError(str(error)) from None
     _check_task_names(spec, patch.task_resources, "the per-task resources")
     _check_task_names(spec, patch.uncached_tasks, "kubeflow.uncached_components")
     _check_task_names(spec, patch.node_selectors, "the node selectors")
