@@ -1,4 +1,4 @@
-"""`tfxp submit` and pipeline.kubeflow.submit against a local fake of the KFP v2beta1 REST API.
+"""`tfxp submit` and pipeline.kubeflow (submit, auth, runs) against a local fake of the KFP v2beta1 REST API.
 
 The fake implements what kfp 2.16's `Client.create_run_from_pipeline_package` calls: GET healthz (the
 client's constructor), GET experiments?filter= (find by name), POST experiments, POST runs; and GET
@@ -25,13 +25,8 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.kubeflow.spec import load_pipeline_doc
-from pipeline.kubeflow.submit import (
-    COOKIE_ENV,
-    TOKEN_ENV,
-    TOKEN_PATH_ENV,
-    KfpAuth,
-    KfpRunClient,
+from pipeline.kubeflow.auth import COOKIE_ENV, TOKEN_ENV, TOKEN_PATH_ENV, KfpAuth
+from pipeline.kubeflow.runs import (
     NoAnswerError,
     RunFailedError,
     RunStatus,
@@ -40,6 +35,8 @@ from pipeline.kubeflow.submit import (
     progress_line,
     wait_for_run,
 )
+from pipeline.kubeflow.spec import load_pipeline_doc
+from pipeline.kubeflow.submit import KfpRunClient
 
 RUN_ID = "3f1e9a2c-run"
 API = "/apis/v2beta1"

@@ -1,6 +1,6 @@
 """`tfxp compile` and `tfxp submit`: the pipeline on Kubeflow Pipelines.
 
-The work happens in `pipeline.kubeflow.compile` (compile + patch) and `pipeline.kubeflow.submit` (runs);
+The work happens in the `pipeline.kubeflow` package (compile + patch, submit, auth, runs);
 these handlers parse options and print. kfp and TFX are imported inside the commands.
 """
 
@@ -17,7 +17,7 @@ from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
 
 if TYPE_CHECKING:
     from pipeline.kubeflow.compile import CompileResult
-    from pipeline.kubeflow.submit import RunStatus
+    from pipeline.kubeflow.runs import RunStatus
 
 # Exit codes of `tfxp submit --wait` beyond the shared 2 (bad input, unreachable host).
 EXIT_RUN_FAILED = 1
@@ -110,14 +110,9 @@ def submit_command(
 
     Each API call gives up after --request-timeout seconds; --timeout bounds the whole wait.
     """
-    from pipeline.kubeflow.submit import (
-        KfpAuth,
-        KfpRunClient,
-        RunFailedError,
-        RunTimeoutError,
-        SubmitError,
-        progress_line,
-    )
+    from pipeline.kubeflow.auth import KfpAuth
+    from pipeline.kubeflow.runs import RunFailedError, RunTimeoutError, SubmitError, progress_line
+    from pipeline.kubeflow.submit import KfpRunClient
 
     try:
         client = KfpRunClient(host, namespace=namespace, auth=KfpAuth.from_env(), request_timeout=request_timeout)

@@ -1,0 +1,204 @@
+"""Credentials and the host of the Kubeflow Pipelines API, and the errors that name them.
+
+Credentials come only from the environment, never from flags (which land in shell history):
+
+    TFXP_KFP_TOKEN              a bearer token (e.g. `gcloud auth print-identity-token`, a Dex ID token)
+    KF_PIPELINES_SA_TOKEN_PATH  a file with a projected service-account token (kfp's own variable;
+                                re-read before every request, so the kubelet's refreshes apply)
+    TFXP_KFP_COOKIE             a session cookie for an auth proxy, e.g. `authservice_session=...`
+
+Example:
+    auth = KfpAuth.from_env()
+    host = check_host("http://localhost:8080")
+    check_api(host, auth, timeout=60)  # names a refused token or a login page instead of kfp's bare timeout
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.kubeflow.runs import NoAnswerError, SubmitError
+
+TOKEN_ENV = "TFXP_KFP_TOKEN"
+COOKIE_ENV = "TFXP_KFP_COOKIE"
+TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
+UI_ENDPOINT_ENV = "KF_PIPELINES_UI_ENDPOINT"
+
+AUTH_HINT = f"set {TOKEN_ENV}, {TOKEN_PATH_ENV} or {COOKIE_ENV} in the environment"
+HOST_HINT = (
+    "check --host; for a port-forward run `kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80` "
+    "and pass --host http://localhost:8080"
+)
+
+
+@dataclass(frozen=True)
+class KfpAuth:
+    """Credentials for the KFP API; `repr` never shows the secrets.
+
+    Attributes:
+        token: Bearer token.
+        token_path: File holding a service-account token.
+        cookie: Cookie header value.
+    """
+
+    token: str | None = field(default=None, repr=False)
+    token_path: Path | None = None
+    cookie: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> KfpAuth:
+        """Reads the credentials from the environment (see the module docstring).
+
+        Raises:
+            SubmitError: both a token and a token path are set, or the token file cannot be read.
+        """
+        environ = os.environ if environ is None else environ
+        token = environ.get(TOKEN_ENV, "").strip() or None
+        path_value = environ.get(TOKEN_PATH_ENV, "").strip()
+        cookie = environ.get(COOKIE_ENV, "").strip() or None
+        if token and path_value:
+            raise SubmitError(f"both {TOKEN_ENV} and {TOKEN_PATH_ENV} are set; unset one of them")
+        token_path = Path(path_value) if path_value else None
+        if token_path is not None and not os.access(token_path, os.R_OK):
+            raise SubmitError(
+                f"{TOKEN_PATH_ENV}={token_path} is not a readable file; point it at the projected "
+                "service-account token (e.g. /var/run/secrets/kubeflow/pipelines/token) or unset it"
+            )
+        return cls(token=token, token_path=token_path, cookie=cookie)
+
+    def describe(self) -> str:
+        """Which credentials are in use, without their values."""
+        sources = []
+        if self.token:
+            sources.append(f"a bearer token from {TOKEN_ENV}")
+        if self.token_path:
+            sources.append(f"the token file {self.token_path} ({TOKEN_PATH_ENV})")
+        if self.cookie:
+            sources.append(f"a cookie from {COOKIE_ENV}")
+        return "sent " + " and ".join(sources) if sources else "sent no credentials"
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers carrying the credentials (the token file is read now).
+
+        Raises:
+            OSError: the token file cannot be read.
+        """
+        headers = {}
+        token = self.token or (self.token_path.read_text().strip() if self.token_path else None)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if self.cookie:
+            headers["Cookie"] = self.cookie
+        return headers
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `kfp.Client`."""
+        kwargs: dict[str, Any] = {}
+        if self.token:
+            kwargs["existing_token"] = self.token
+        if self.token_path:
+            from kfp.client.set_volume_credentials import ServiceAccountTokenVolumeCredentials
+
+            kwargs["credentials"] = ServiceAccountTokenVolumeCredentials(str(self.token_path))
+        if self.cookie:
+            kwargs["cookies"] = self.cookie
+        return kwargs
+
+    def token_file_error(self, error: OSError) -> SubmitError:
+        """The error for a token file that cannot be read."""
+        return SubmitError(f"cannot read the token file {self.token_path} ({TOKEN_PATH_ENV}): {error}")
+
+
+def check_host(host: str) -> str:
+    """`host` without a trailing slash.
+
+    Raises:
+        SubmitError: `host` has no http(s) scheme.
+    """
+    if not host.startswith(("http://", "https://")):
+        raise SubmitError(f"--host {host!r} has no scheme; use http://… or https://…, e.g. http://localhost:8080")
+    return host.rstrip("/")
+
+
+def run_url(host: str, run_id: str, environ: Mapping[str, str] | None = None) -> str:
+    """The run's page; like kfp.Client, `KF_PIPELINES_UI_ENDPOINT` overrides the host."""
+    environ = os.environ if environ is None else environ
+    base = environ.get(UI_ENDPOINT_ENV) or host
+    return f"{base.rstrip('/')}/#/runs/details/{run_id}"
+
+
+def _while(doing: str) -> str:
+    return f" while {doing}" if doing else ""
+
+
+def no_answer_error(host: str, seconds: float, doing: str = "") -> NoAnswerError:
+    """The error for a host that did not answer within `seconds` (while `doing`, when given)."""
+    return NoAnswerError(
+        f"Kubeflow Pipelines at {host} did not answer within {seconds:g} s{_while(doing)}; {HOST_HINT}"
+    )
+
+
+def unreachable_error(host: str, reason: object, doing: str = "") -> SubmitError:
+    """The error for a host that cannot be reached (refused, unknown name, reset)."""
+    return SubmitError(f"cannot reach Kubeflow Pipelines at {host}{_while(doing)} ({reason}); {HOST_HINT}")
+
+
+def api_error(host: str, auth: KfpAuth, status: int, doing: str, detail: str = "") -> SubmitError:
+    """The error for an HTTP error status: refused credentials (naming those sent), no KFP API, or the server's
+    own message."""
+    if status in (401, 403):
+        return SubmitError(
+            f"Kubeflow Pipelines at {host} refused the request (HTTP {status}) while {doing}; "
+            f"tfxp {auth.describe()}; {AUTH_HINT}"
+        )
+    if status == 404:
+        return SubmitError(f"{host} answered HTTP 404 while {doing}: no KFP v2beta1 API there; {HOST_HINT}")
+    return SubmitError(f"Kubeflow Pipelines at {host} answered HTTP {status} while {doing}: {detail}")
+
+
+def check_api(host: str, auth: KfpAuth, timeout: float) -> None:
+    """Asks the API's health endpoint, with the credentials, before kfp.Client does.
+
+    kfp.Client retries a failing health check for 25 s and then reports a bare timeout; this names
+    the cause instead: connection refused, no KFP API at that address, refused credentials, or an
+    auth proxy's login page.
+
+    Args:
+        host: The API address from `check_host`.
+        auth: The credentials to send.
+        timeout: Seconds to wait for the answer.
+
+    Raises:
+        SubmitError: the cause and the fix (`NoAnswerError` when the host is silent).
+    """
+    url = f"{host}/apis/v2beta1/healthz"
+    try:
+        headers = auth.headers()
+    except OSError as error:
+        raise auth.token_file_error(error) from None
+    # Like kfp's own HTTP client, ignore *_proxy variables.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
+            body = response.read(1 << 16)
+    except urllib.error.HTTPError as error:
+        raise api_error(host, auth, error.code, f"checking {url}", error.reason) from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, TimeoutError):
+            raise no_answer_error(host, timeout) from None
+        raise unreachable_error(host, reason) from None
+    try:
+        json.loads(body)
+    except ValueError:
+        raise SubmitError(
+            f"{url} did not answer with JSON, so {host} is not the KFP API (an auth proxy's login page?); "
+            f"tfxp {auth.describe()}; {AUTH_HINT}, or {HOST_HINT}"
+        ) from None
