@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.data.tfrecords import SPLITS
 from pipeline.config import TfxpConfig
-
-# The split folders of the on-disk data layout (ARCHITECTURE.md, "Data contract").
-SPLIT_FOLDERS = ("train", "eval")
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,7 @@ def resolve_split(config: TfxpConfig) -> TfxpConfig:
     if config.data.split != "auto":
         return config
     path = config.data.path
-    has_folders = is_remote(path) or all((Path(path) / name).is_dir() for name in SPLIT_FOLDERS)
+    has_folders = is_remote(path) or all((Path(path) / name).is_dir() for name in SPLITS)
     data = config.data.model_copy(update={"split": "folders" if has_folders else "hash"})
     return config.model_copy(update={"data": data})
 
@@ -84,11 +82,11 @@ def split_patterns(config: TfxpConfig) -> dict[str, str]:
 
     `hash` reads one split `all` of `data.file_pattern` (only the TFRecords: `labels.txt` and the data set
     manifest live beside them), which ExampleGen then splits by hash buckets. Any other split reads the
-    folders, `train/*` and `eval/*` (an unresolved `auto` reads as `folders`).
+    folders `tfxp data` writes, `train/*` and `eval/*` (an unresolved `auto` reads as `folders`).
 
     Example:
         split_patterns(config)  # {"train": "train/*", "eval": "eval/*"} for `data.split: folders`
     """
     if config.data.split == "hash":
         return {"all": config.data.file_pattern}
-    return {name: f"{name}/*" for name in SPLIT_FOLDERS}
+    return {name: f"{name}/*" for name in SPLITS}
