@@ -59,3 +59,25 @@ def test_example_gen_and_the_failure_diagnosis_read_the_same_files(split: str) -
         assert [s.name for s in output_config.split_config.splits] == ["train", "eval"]
     else:
         assert output_config is None
+
+
+def test_local_paths_are_absolute_and_the_split_concrete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.runners.local import resolve_local_paths
+
+    (tmp_path / "digits" / "train").mkdir(parents=True)
+    (tmp_path / "digits" / "eval").mkdir()
+    monkeypatch.chdir(tmp_path)
+    config = resolve_local_paths(build_config({}, ["data.path=digits", "pipeline.output=out"]))
+    assert config.data.path == str(tmp_path / "digits")
+    assert config.data.labels_path == str(tmp_path / "digits" / "labels.txt")
+    assert config.pipeline.output == str(tmp_path / "out")
+    assert config.data.split == "folders"
+
+
+def test_local_runs_refuse_a_bucket_output_and_missing_data(tmp_path: Path) -> None:
+    from pipeline.runners.local import resolve_local_paths
+
+    with pytest.raises(FileNotFoundError, match=r"pipeline\.output gs://b/out is a bucket"):
+        resolve_local_paths(build_config({}, [f"data.path={tmp_path}", "pipeline.output=gs://b/out"]))
+    with pytest.raises(FileNotFoundError, match=r"data.path .*missing is not a directory"):
+        resolve_local_paths(build_config({}, [f"data.path={tmp_path / 'missing'}", f"pipeline.output={tmp_path}"]))
