@@ -35,30 +35,41 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from components.trainer.options import Precision, TrainerOptions  # noqa: E402  (after the sys.path entry)
 
 WARMUP_STEPS = 5
 TARGETS = {"real_over_synthetic": 0.9}
 
 
+def trainer_options(**changes: Any) -> TrainerOptions:
+    """The `trainer` section's digits defaults with explicit float32 and no XLA, plus `changes` (validated)."""
+    return TrainerOptions.model_validate({"precision": "float32", "xla": "off", **changes})
+
+
 @dataclass(frozen=True)
 class Setting:
-    """One measured configuration."""
+    """One measured configuration.
 
-    model: str = "small_resnet"
-    image_size: int = 16
-    channels: int = 1
-    width: int = 16
+    Attributes:
+        trainer: The trainer section; read are model, image_size, channels, width, batch_size (per replica),
+            precision (explicit, not `auto`) and xla (`on` or `off`).
+        num_classes: Classes of the model's head.
+        data: `synthetic` (one in-memory batch repeated), `real` (digits TFRecords, cached) or `real_nocache`.
+    """
+
+    trainer: TrainerOptions = field(default_factory=trainer_options)
     num_classes: int = 10
-    batch: int = 64
-    data: str = "synthetic"  # synthetic | real | real_nocache
-    precision: str = "float32"
-    xla: bool = False
+    data: str = "synthetic"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trainer": self.trainer.model_dump(mode="json"), "num_classes": self.num_classes, "data": self.data}
 
 
 def build_step(setting: Setting, data_dir: Path | None, strategy: Any) -> tuple[Callable[[], None], int]:
@@ -69,30 +80,31 @@ def build_step(setting: Setting, data_dir: Path | None, strategy: Any) -> tuple[
     from components.trainer.input_pipeline import InputOptions, make_dataset
     from components.trainer.models import ModelSpec, build_model
 
-    global_batch = setting.batch * strategy.num_replicas_in_sync
-    keras.mixed_precision.set_global_policy(setting.precision)
+    trainer = setting.trainer
+    global_batch = trainer.batch_size * strategy.num_replicas_in_sync
+    keras.mixed_precision.set_global_policy(trainer.precision)
     try:
         with strategy.scope():
             model = build_model(
-                setting.model, ModelSpec(setting.image_size, setting.channels, setting.num_classes, setting.width)
+                trainer.model, ModelSpec(trainer.image_size, trainer.channels, setting.num_classes, trainer.width)
             )
             model.compile(
                 optimizer=keras.optimizers.Adam(1e-3),
                 loss=keras.losses.SparseCategoricalCrossentropy(),
-                jit_compile=setting.xla,
+                jit_compile=trainer.xla == "on",
             )
     finally:
         keras.mixed_precision.set_global_policy("float32")
     if setting.data == "synthetic":
-        shape = (global_batch, setting.image_size, setting.image_size, setting.channels)
+        shape = (global_batch, trainer.image_size, trainer.image_size, trainer.channels)
         images = tf.random.stateless_uniform(shape, seed=[1, 2])
         labels = tf.random.stateless_uniform([global_batch], seed=[3, 4], maxval=setting.num_classes, dtype=tf.int64)
         dataset = tf.data.Dataset.from_tensors((images, labels)).repeat().prefetch(tf.data.AUTOTUNE)
     else:
         assert data_dir is not None
         options = InputOptions(
-            image_size=setting.image_size,
-            channels=setting.channels,
+            image_size=trainer.image_size,
+            channels=trainer.channels,
             batch_size=global_batch,
             cache=setting.data == "real",
         )
@@ -133,12 +145,13 @@ def measure(settings: dict[str, Setting], data_dir: Path | None, rounds: int, st
 
 
 def comparison_settings(batch: int) -> dict[str, Setting]:
+    base = trainer_options(batch_size=batch)
     return {
-        "synthetic": Setting(batch=batch),
-        "real": Setting(batch=batch, data="real"),
-        "real_nocache": Setting(batch=batch, data="real_nocache"),
-        "xla": Setting(batch=batch, xla=True),
-        "bfloat16": Setting(batch=batch, precision="mixed_bfloat16"),
+        "synthetic": Setting(base),
+        "real": Setting(base, data="real"),
+        "real_nocache": Setting(base, data="real_nocache"),
+        "xla": Setting(trainer_options(batch_size=batch, xla="on")),
+        "bfloat16": Setting(trainer_options(batch_size=batch, precision="mixed_bfloat16")),
     }
 
 
@@ -151,7 +164,7 @@ def main() -> None:
     single = parser.add_argument_group("one configuration instead of the CPU comparison (e.g. the GPU mode)")
     single.add_argument("--model", help="registry name, e.g. resnet50 (224×224×3, 1,000 classes)")
     single.add_argument("--synthetic", action="store_true", help="in-memory batches instead of digits TFRecords")
-    single.add_argument("--precision", choices=["float32", "mixed_float16", "mixed_bfloat16"])
+    single.add_argument("--precision", choices=[name for name in get_args(Precision) if name != "auto"])
     single.add_argument("--xla", action="store_true", help="jit_compile=True")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -160,17 +173,16 @@ def main() -> None:
     if one:
         model = args.model or "small_resnet"
         big = model != "small_resnet"
-        setting = Setting(
+        trainer = trainer_options(
             model=model,
             image_size=224 if big else 16,
             channels=3 if big else 1,
             width=32 if model == "mobilenet_v2" else 16,
-            num_classes=1000 if big else 10,
-            batch=args.batch,
-            data="synthetic" if args.synthetic else "real",
+            batch_size=args.batch,
             precision=args.precision or "float32",
-            xla=args.xla,
+            xla="on" if args.xla else "off",
         )
+        setting = Setting(trainer, num_classes=1000 if big else 10, data="synthetic" if args.synthetic else "real")
         settings = {"single": setting}
     else:
         settings = comparison_settings(args.batch)
@@ -197,7 +209,7 @@ def main() -> None:
         "benchmark": "train_throughput",
         "command": " ".join([".venv/bin/python", "bench/train_throughput.py", *sys.argv[1:]]),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
-        "settings": {name: setting.__dict__ for name, setting in settings.items()},
+        "settings": {name: setting.to_json() for name, setting in settings.items()},
         "rounds": args.rounds,
         "steps_per_round": args.steps,
         "images_per_second": rates,

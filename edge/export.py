@@ -5,7 +5,7 @@ directory (`model.tflite`, `labels.txt`, `edge_metadata.json`) and `push_atomica
 `<edge base>/<model>/<version>/` (a staging directory beside it, renamed when complete).
 
 Example:
-    export = export_edge_model(Path("model/Format-Serving"), "data/digits", ExportOptions(mode="int8"))
+    export = export_edge_model(Path("model/Format-Serving"), "data/digits", EdgeOptions(mode="int8"))
     target = next_version_dir("tfxp_output/edge/digits") if export.blessed else None
     write_edge_model(export, Path("edge_model"), pushed_path=target)
     if target:
@@ -29,6 +29,7 @@ from edge.benchmark import benchmark
 from edge.data import load_split
 from edge.errors import EdgeError
 from edge.evaluate import evaluate, evaluate_saved_model
+from edge.options import EdgeOptions
 from edge.quantize import SIGNATURE, convert, get_mode
 from edge.runtime import TfliteModel
 
@@ -37,39 +38,6 @@ LABELS_FILE = "labels.txt"
 METADATA_FILE = "edge_metadata.json"
 EDGE_FILES = (MODEL_FILE, LABELS_FILE, METADATA_FILE)
 METADATA_FORMAT = "tfxp.edge/1"
-
-
-@dataclass(frozen=True)
-class ExportOptions:
-    """How to convert and gate (the EdgeExporter's parameters; `edge.*` in the config).
-
-    Attributes:
-        mode: Quantization mode (`none`, `dynamic`, `float16`, `int8`).
-        io_dtype: I/O type of an int8 model (`int8`, `uint8`, `float32`).
-        representative_samples: Train examples drawn (seeded) for int8 calibration.
-        supported_ops: `builtins` or `builtins+select_tf`.
-        max_accuracy_drop: Largest allowed SavedModel − TFLite accuracy (absolute) for a blessing.
-        threads: LiteRT threads for evaluation and the benchmark.
-        eval_samples: Eval examples used for both accuracies; 0 = the whole eval split.
-        label_offset: Subtracted from `image/class/label`.
-        benchmark_runs: Timed batch-1 invocations for the latency figures.
-        train_split: Split the calibration images come from.
-        eval_split: Split both models are evaluated on.
-        keep_tensor_names: Keep the tensor debug names in `model.tflite` (default: stripped, signatures kept).
-    """
-
-    mode: str = "int8"
-    io_dtype: str = "int8"
-    representative_samples: int = 200
-    supported_ops: str = "builtins"
-    max_accuracy_drop: float = 0.01
-    threads: int = 2
-    eval_samples: int = 0
-    label_offset: int = 0
-    benchmark_runs: int = 50
-    train_split: str = "train"
-    eval_split: str = "eval"
-    keep_tensor_names: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,13 +139,26 @@ def read_preprocessing(saved_model: Path) -> PreprocessingSpec:
     return PreprocessingSpec(image_size=int(shape[1]), channels=int(shape[3]))
 
 
-def export_edge_model(saved_model: Path, examples: str | Path, options: ExportOptions) -> EdgeExport:
+def export_edge_model(
+    saved_model: Path,
+    examples: str | Path,
+    options: EdgeOptions,
+    *,
+    label_offset: int = 0,
+    benchmark_runs: int = 50,
+    train_split: str = "train",
+    eval_split: str = "eval",
+) -> EdgeExport:
     """Converts, evaluates both models on the same eval examples, benchmarks and gates.
 
     Args:
         saved_model: SavedModel directory with the model contract's signatures and assets.
         examples: A `tfxp data` directory or TFX Examples artifact URI with train and eval splits.
-        options: Conversion and gate settings.
+        options: The `edge` section: conversion and gate settings (`enabled` is the pipeline's, not read here).
+        label_offset: Subtracted from `image/class/label` (`data.label_offset`). Defaults to 0.
+        benchmark_runs: Timed batch-1 invocations for the latency figures. Defaults to 50.
+        train_split: Split the int8 calibration images come from. Defaults to `train`.
+        eval_split: Split both models are evaluated on. Defaults to `eval`.
 
     Returns:
         The export; nothing is written.
@@ -192,10 +173,10 @@ def export_edge_model(saved_model: Path, examples: str | Path, options: ExportOp
     if mode.needs_representative_data:
         calibration = load_split(
             examples,
-            options.train_split,
+            train_split,
             spec,
             limit=options.representative_samples,
-            label_offset=options.label_offset,
+            label_offset=label_offset,
             shuffle=True,
         ).images
     tflite = convert(
@@ -215,16 +196,16 @@ def export_edge_model(saved_model: Path, examples: str | Path, options: ExportOp
     # A subset is a seeded sample (shards are often sorted by class); both models see the same images.
     eval_data = load_split(
         examples,
-        options.eval_split,
+        eval_split,
         spec,
         limit=options.eval_samples,
-        label_offset=options.label_offset,
+        label_offset=label_offset,
         shuffle=options.eval_samples > 0,
     )
     reference = evaluate_saved_model(saved_model, eval_data)
     result = evaluate(model, eval_data)
     gate = accuracy_gate(reference.accuracy, result.accuracy, options.max_accuracy_drop)
-    speed = benchmark(model, runs=options.benchmark_runs)
+    speed = benchmark(model, runs=benchmark_runs)
     metadata = {
         "format": METADATA_FORMAT,
         "mode": mode.name,

@@ -15,16 +15,19 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import tensorflow as tf
 from ai_edge_litert.tools import flatbuffer_utils
 
 from edge.errors import EdgeError
+from edge.options import MODE_NAMES, IoDtype, SupportedOps
 
 SIGNATURE = "serving_preprocessed"
-IO_DTYPES: dict[str, tf.DType] = {"int8": tf.int8, "uint8": tf.uint8, "float32": tf.float32}
-SUPPORTED_OPS = ("builtins", "builtins+select_tf")
+# The names are the `edge` section's (edge/options.py), declared there once.
+IO_DTYPES: dict[str, tf.DType] = {name: tf.as_dtype(name) for name in get_args(IoDtype)}
+SUPPORTED_OPS: tuple[str, ...] = get_args(SupportedOps)
 _SELECT_OPS_HINT = (
     "allow them with `edge.supported_ops=builtins+select_tf` (CLI: `--supported-ops builtins+select_tf`); "
     "the device then needs the TF Select (Flex) delegate"
@@ -67,7 +70,16 @@ MODES: dict[str, QuantizationMode] = {}
 
 
 def register_mode(mode: QuantizationMode) -> QuantizationMode:
-    """Adds a mode to the registry (a later registration with the same name replaces it)."""
+    """Adds a mode to the registry (a later registration with the same name replaces it).
+
+    Raises:
+        EdgeError: `mode.name` is not declared in `edge.options.MODE_NAMES` (so `edge.mode` would refuse it).
+    """
+    if mode.name not in MODE_NAMES:
+        raise EdgeError(
+            f"quantization mode {mode.name!r} is not declared in edge/options.py MODE_NAMES "
+            f"({', '.join(MODE_NAMES)}); declare it there so `edge.mode` accepts it"
+        )
     MODES[mode.name] = mode
     return mode
 

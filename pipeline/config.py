@@ -4,6 +4,12 @@ Override chain (as in Model Garden): defaults in these classes → a YAML file �
 `--set section.key=value` overrides → validation → a frozen `TfxpConfig`, written
 as YAML beside the run's outputs. Unknown keys are errors that name the valid keys.
 
+Each section is declared once, in the package that uses it, and composed here (as Model Garden's
+`ExperimentConfig` composes task configs): `trainer` is `components.trainer.options.TrainerOptions`,
+`edge` is `edge.options.EdgeOptions`, `serving` is `serving.options.ServingOptions`; the pipeline's own
+sections (`pipeline`, `data`, `evaluator`, `kubeflow`, `beam`) are declared below. Loading a config imports
+no TensorFlow: registry names (`trainer.model`, `edge.mode`) are checked against their light declarations.
+
 Example:
     config = load_config(Path("configs/default.yaml"), ["trainer.train_steps=50"])
     config.trainer.train_steps  # 50
@@ -17,7 +23,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+
+from components.config_section import ConfigSection, describe_errors, section_keys
+from components.trainer.options import TrainerOptions
+from edge.options import EdgeOptions
+from serving.options import ServingOptions
 
 
 class ConfigError(ValueError):
@@ -45,12 +56,7 @@ def _load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Yaml12Loader)
 
 
-class _Section(BaseModel):
-    # coerce_numbers_to_str: `--set kubeflow.cpu_request=4` or `data.path=2024` are strings, not numbers.
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, coerce_numbers_to_str=True)
-
-
-class PipelineSection(_Section):
+class PipelineSection(ConfigSection):
     """Attributes:
     name: TFX pipeline name; also names `OUT/<name>/` (root and MLMD).
     output: Output directory OUT (pipeline root, MLMD, serving/, edge/, run-summary.json).
@@ -62,7 +68,7 @@ class PipelineSection(_Section):
     enable_cache: bool = True
 
 
-class DataSection(_Section):
+class DataSection(ConfigSection):
     """Attributes:
     path: Directory of TFRecords: with `train/` and `eval/` subfolders (split by file pattern),
       or TFRecords directly inside it (split by hash buckets).
@@ -85,64 +91,14 @@ class DataSection(_Section):
     train_buckets: int = Field(9, ge=1)
     eval_buckets: int = Field(1, ge=1)
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, validate_default=True, coerce_numbers_to_str=True, populate_by_name=True
-    )
+    model_config = ConfigDict(populate_by_name=True)  # merged with ConfigSection's
 
     @property
     def labels_path(self) -> str:
         return self.labels or f"{self.path.rstrip('/')}/labels.txt"
 
 
-class TrainerSection(_Section):
-    """Attributes:
-    model: Model registry name (`small_resnet`, `resnet50`, `mobilenet_v2`).
-    train_steps: Optimizer steps in total.
-    steps_per_epoch: Steps between checkpoints/backups and metric logs.
-    eval_steps: Evaluation batches after training; 0 = the whole eval split.
-    batch_size: Batch size per replica; global batch = batch_size × replicas.
-    learning_rate: Base learning rate for a global batch of `base_batch_size`.
-    base_batch_size: Batch size `learning_rate` was tuned for (linear scaling).
-    warmup_steps: Linear warmup steps before cosine decay.
-    precision: `auto`, `float32`, `mixed_float16` or `mixed_bfloat16`.
-    xla: `auto`, `on` or `off` (Keras `jit_compile`).
-    strategy: `auto`, `default`, `mirrored` or `multi_worker`.
-    image_size: Square input size in pixels (images are resized to it).
-    channels: 1 (grayscale) or 3 (RGB).
-    width: Width multiplier / base filters of the model.
-    gpu_memory: `growth`, `default` or `limit_mb:<N>`.
-    cache: Cache decoded images in memory (small data sets).
-    shuffle_buffer: Shuffle buffer in examples.
-    augment: Augmentations applied per batch: any of `flip`, `crop`, `translate`.
-    deterministic: Deterministic input order and ops (tests); slower.
-    profile_steps: Profiler step window `start,stop`; empty = off.
-    seed: Random seed.
-    """
-
-    model: str = "small_resnet"
-    train_steps: int = Field(300, ge=1)
-    steps_per_epoch: int = Field(100, ge=1)
-    eval_steps: int = Field(0, ge=0)
-    batch_size: int = Field(64, ge=1)
-    learning_rate: float = Field(0.002, gt=0)
-    base_batch_size: int = Field(64, ge=1)
-    warmup_steps: int = Field(30, ge=0)
-    precision: Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"] = "auto"
-    xla: Literal["auto", "on", "off"] = "auto"
-    strategy: Literal["auto", "default", "mirrored", "multi_worker"] = "auto"
-    image_size: int = Field(16, ge=8)
-    channels: Literal[1, 3] = 1
-    width: int = Field(16, ge=1)
-    gpu_memory: str = Field("growth", pattern=r"^(growth|default|limit_mb:[1-9][0-9]*)$")
-    cache: bool = True
-    shuffle_buffer: int = Field(2048, ge=1)
-    augment: tuple[Literal["flip", "crop", "translate"], ...] = ()
-    deterministic: bool = False
-    profile_steps: str = Field("", pattern=r"^$|^[0-9]+,[0-9]+$")
-    seed: int = 42
-
-
-class EvaluatorSection(_Section):
+class EvaluatorSection(ConfigSection):
     """Attributes:
     min_accuracy: Lower bound on eval accuracy for a blessing.
     max_accuracy_drop: The candidate may be at most this much less accurate than the last
@@ -153,106 +109,7 @@ class EvaluatorSection(_Section):
     max_accuracy_drop: float = Field(0.01, ge=0, le=1)
 
 
-class ServingSection(_Section):
-    """Attributes:
-    model_name: TF Serving model name; pushes go to `OUT/serving/<model_name>/<version>/`.
-    base_path: Model base path as TF Serving sees it (deploy assets); empty = the local push dir.
-    grpc_port: gRPC port (TF Serving's default 8500).
-    rest_port: REST port (TF Serving's default 8501).
-    max_batch_size: Server-side batching: largest batch.
-    batch_timeout_micros: Server-side batching: longest wait to fill a batch.
-    num_batch_threads: Server-side batching: batches processed in parallel.
-    max_enqueued_batches: Server-side batching: queue bound before requests are refused.
-    warmup_requests: Warmup records written into `assets.extra/`.
-    enable_batching: Server-side batching on (`tfxp serve` and the deploy assets).
-    allowed_batch_sizes: Batch sizes batches are padded to (empty = any); the last must be max_batch_size.
-    version_policy: Versions served: `latest` (num_versions newest), `all`, or `specific` (versions).
-    num_versions: Versions kept by the `latest` policy.
-    versions: Versions served by the `specific` policy (empty = the labelled ones).
-    stable_version: Version labelled `stable` in models.config (0 = no label).
-    canary_version: Version labelled `canary` in models.config (0 = no label).
-    poll_interval_seconds: How often the server checks the base path for new versions.
-    config_poll_seconds: How often TF Serving re-reads models.config (moved labels apply without restart).
-    max_request_mb: Largest request body the local server accepts.
-    intra_op_threads: TensorFlow threads within one op (TF Serving's --tensorflow_intra_op_parallelism); 0 = TF's.
-    inter_op_threads: TensorFlow ops run in parallel (--tensorflow_inter_op_parallelism); 0 = TF's choice.
-    gpu_max_batch_size: GPU batching (batching_parameters_gpu.txt): largest batch.
-    gpu_batch_timeout_micros: GPU batching: longest wait to fill a batch.
-    cpu_image: Pinned TF Serving CPU image for the docker script and Kubernetes.
-    gpu_image: Pinned TF Serving GPU image.
-    cpu: CPU request/limit per serving pod (also the GPU batch threads).
-    memory: Memory request/limit per serving pod.
-    gpus: GPUs per serving pod (0 = the CPU image).
-    min_replicas: Serving pods the autoscaler keeps at least.
-    max_replicas: Serving pods the autoscaler may add up to.
-    target_cpu_percent: Autoscaler CPU utilisation target.
-    model_pvc: PersistentVolumeClaim with the models (empty = `<model_name>-models`).
-    storage_uri: KServe storageUri (empty = `pvc://<model_pvc>/<model_name>`).
-    namespace: Kubernetes namespace of the manifests (empty = none set).
-    """
-
-    model_name: str = Field("digits", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    base_path: str = ""
-    grpc_port: int = Field(8500, ge=1, le=65535)
-    rest_port: int = Field(8501, ge=1, le=65535)
-    max_batch_size: int = Field(32, ge=1)
-    batch_timeout_micros: int = Field(2000, ge=0)
-    num_batch_threads: int = Field(2, ge=1)
-    max_enqueued_batches: int = Field(100, ge=1)
-    warmup_requests: int = Field(4, ge=0)
-    enable_batching: bool = True
-    allowed_batch_sizes: tuple[int, ...] = ()
-    version_policy: Literal["latest", "all", "specific"] = "latest"
-    num_versions: int = Field(1, ge=1)
-    versions: tuple[int, ...] = ()
-    stable_version: int = Field(0, ge=0)
-    canary_version: int = Field(0, ge=0)
-    poll_interval_seconds: float = Field(1.0, gt=0)
-    config_poll_seconds: int = Field(60, ge=0)
-    max_request_mb: int = Field(16, ge=1)
-    intra_op_threads: int = Field(0, ge=0)
-    inter_op_threads: int = Field(0, ge=0)
-    gpu_max_batch_size: int = Field(128, ge=1)
-    gpu_batch_timeout_micros: int = Field(5000, ge=0)
-    cpu_image: str = "tensorflow/serving:2.19.1"
-    gpu_image: str = "tensorflow/serving:2.19.1-gpu"
-    cpu: str = Field("4", pattern=r"^[0-9]+(\.[0-9]+)?m?$", coerce_numbers_to_str=True)
-    memory: str = "8Gi"
-    gpus: int = Field(0, ge=0)
-    min_replicas: int = Field(2, ge=1)
-    max_replicas: int = Field(10, ge=1)
-    target_cpu_percent: int = Field(70, ge=1, le=100)
-    model_pvc: str = ""
-    storage_uri: str = ""
-    namespace: str = ""
-
-
-class EdgeSection(_Section):
-    """Attributes:
-    enabled: Run the EdgeExporter in the pipeline.
-    mode: `none` (float32), `dynamic`, `float16` or `int8` (full integer).
-    io_dtype: Input/output type of an int8 model: `int8`, `uint8` or `float32`.
-    representative_samples: Train examples used to calibrate int8 quantization.
-    supported_ops: `builtins`, or `builtins+select_tf` to allow TF ops (needs the Flex delegate).
-    max_accuracy_drop: Largest accuracy loss (absolute) of the TFLite model vs the SavedModel.
-    threads: LiteRT interpreter threads for evaluation and benchmarks.
-    eval_samples: Eval examples the EdgeExporter evaluates both models on; 0 = the whole eval split.
-    keep_tensor_names: Keep the converter's tensor debug names in `model.tflite` (for Netron); by default they are
-      stripped, a few KB less per model; signatures and their input/output names stay either way.
-    """
-
-    enabled: bool = True
-    mode: Literal["none", "dynamic", "float16", "int8"] = "int8"
-    io_dtype: Literal["int8", "uint8", "float32"] = "int8"
-    representative_samples: int = Field(200, ge=1)
-    supported_ops: Literal["builtins", "builtins+select_tf"] = "builtins"
-    max_accuracy_drop: float = Field(0.01, ge=0, le=1)
-    threads: int = Field(2, ge=1)
-    eval_samples: int = Field(0, ge=0)
-    keep_tensor_names: bool = False
-
-
-class AcceleratorSpec(_Section):
+class AcceleratorSpec(ConfigSection):
     """Attributes:
     type: Kubernetes accelerator resource or node type, e.g. `nvidia.com/gpu` or `NVIDIA_TESLA_A100`.
     count: Accelerators per Trainer pod; 0 = none.
@@ -262,7 +119,7 @@ class AcceleratorSpec(_Section):
     count: int = Field(0, ge=0)
 
 
-class KubeflowSection(_Section):
+class KubeflowSection(ConfigSection):
     """Attributes:
     image: Component image with tfxp installed (pin a tag or digest, not `latest`).
     pipeline_root: Pipeline root on shared storage, e.g. `gs://bucket/tfxp`; empty = `<pipeline.output>/<name>/root`
@@ -300,7 +157,7 @@ class KubeflowSection(_Section):
     trainer_tolerations: tuple[str, ...] = ()
 
 
-class BeamSection(_Section):
+class BeamSection(ConfigSection):
     """Attributes:
     direct_running_mode: Beam DirectRunner mode: `in_memory`, `multi_threading` or `multi_processing`.
     direct_num_workers: DirectRunner workers; 0 = one per core.
@@ -312,15 +169,15 @@ class BeamSection(_Section):
     extra_args: tuple[str, ...] = ()
 
 
-class TfxpConfig(_Section):
+class TfxpConfig(ConfigSection):
     """The whole configuration; see each section's attributes."""
 
     pipeline: PipelineSection = PipelineSection()
     data: DataSection = DataSection()
-    trainer: TrainerSection = TrainerSection()
+    trainer: TrainerOptions = TrainerOptions()
     evaluator: EvaluatorSection = EvaluatorSection()
-    serving: ServingSection = ServingSection()
-    edge: EdgeSection = EdgeSection()
+    serving: ServingOptions = ServingOptions()
+    edge: EdgeOptions = EdgeOptions()
     kubeflow: KubeflowSection = KubeflowSection()
     beam: BeamSection = BeamSection()
 
@@ -332,8 +189,6 @@ class TfxpConfig(_Section):
                 f"kubeflow.trainer_accelerator.count is {accelerator.count} but kubeflow.trainer_accelerator.type "
                 "is empty; set it, e.g. `--set kubeflow.trainer_accelerator.type=nvidia.com/gpu`"
             )
-        if self.edge.mode != "int8" and self.edge.io_dtype != "int8":
-            raise ValueError(f"edge.io_dtype={self.edge.io_dtype} applies to edge.mode=int8 only")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -349,21 +204,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _section_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
-    keys = []
-    for name, field in model.model_fields.items():
-        key = field.alias or name
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            keys.extend(_section_keys(annotation, f"{prefix}{key}."))
-        else:
-            keys.append(f"{prefix}{key}")
-    return keys
-
-
 def valid_keys() -> list[str]:
     """Every settable key, `section.key` (nested: `section.key.sub`)."""
-    return _section_keys(TfxpConfig)
+    return section_keys(TfxpConfig)
 
 
 def parse_override(override: str) -> tuple[list[str], Any]:
@@ -392,23 +235,6 @@ def _apply(tree: dict[str, Any], path: list[str], value: Any, override: str) -> 
     node[path[-1]] = value
 
 
-def _describe(errors: list[Any], source: str) -> str:
-    lines = []
-    keys = valid_keys()
-    for error in errors:
-        key = ".".join(str(part) for part in error["loc"])
-        if not key:  # a cross-field check of TfxpConfig
-            lines.append(str(error["msg"]).removeprefix("Value error, "))
-        elif error["type"] == "extra_forbidden":
-            section = key.rsplit(".", 1)[0] + "." if "." in key else ""
-            options = [k for k in keys if k.startswith(section)] if section else sorted({k.split(".")[0] for k in keys})
-            lines.append(f"unknown key `{key}`; valid keys here: {', '.join(options)}")
-        else:
-            received = error.get("input")
-            lines.append(f"`{key}` = {received!r}: {error['msg']}")
-    return f"invalid configuration ({source}):\n  " + "\n  ".join(lines)
-
-
 def build_config(values: Mapping[str, Any], overrides: Sequence[str] = (), source: str = "defaults") -> TfxpConfig:
     """Validates `values` (nested dicts, as read from YAML) plus `--set` overrides.
 
@@ -424,7 +250,8 @@ def build_config(values: Mapping[str, Any], overrides: Sequence[str] = (), sourc
     try:
         return TfxpConfig.model_validate(tree)
     except ValidationError as error:
-        raise ConfigError(_describe(error.errors(), source)) from None
+        problems = describe_errors(error, TfxpConfig)
+        raise ConfigError(f"invalid configuration ({source}):\n  " + "\n  ".join(problems)) from None
 
 
 def _deep_copy(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from tfx import v1 as tfx
 
 from components.edge_exporter.component import EdgeExporter
 from components.pusher.executor import AtomicPusher
+from components.trainer.options import RunOptions
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
 from components.validation.strict_example_validator import StrictExampleValidator
 from pipeline.config import TfxpConfig
@@ -86,13 +87,15 @@ def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
 
 
 def trainer_custom_config(config: TfxpConfig) -> dict[str, Any]:
-    """What the Trainer's run_fn receives (components cannot import pipeline.config)."""
-    return {
-        "trainer": config.trainer.model_dump(mode="json"),
-        "labels_path": config.data.labels_path,
-        "label_offset": config.data.label_offset,
-        "warmup_requests": config.serving.warmup_requests,
-    }
+    """What the Trainer's run_fn receives: `RunOptions` (the trainer section and what it needs from the others)
+    as plain JSON data, validated again by the same model in the Trainer."""
+    run = RunOptions(
+        trainer=config.trainer,
+        labels_path=config.data.labels_path,
+        label_offset=config.data.label_offset,
+        warmup_requests=config.serving.warmup_requests,
+    )
+    return run.model_dump(mode="json")
 
 
 def beam_pipeline_args(config: TfxpConfig) -> list[str]:
@@ -171,15 +174,8 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
                 examples=example_gen.outputs["examples"],
                 model_blessing=evaluator.outputs["blessing"],
                 push_base=layout.edge_base,
-                mode=config.edge.mode,
-                io_dtype=config.edge.io_dtype,
-                representative_samples=config.edge.representative_samples,
-                supported_ops=config.edge.supported_ops,
-                max_accuracy_drop=config.edge.max_accuracy_drop,
-                threads=config.edge.threads,
-                eval_samples=config.edge.eval_samples,
+                options=config.edge,
                 label_offset=config.data.label_offset,
-                keep_tensor_names=config.edge.keep_tensor_names,
             ).with_id("EdgeExporter")
         )
     return components

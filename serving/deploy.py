@@ -1,6 +1,6 @@
-"""Deployment assets for TensorFlow Serving, rendered from plain values (the CLI passes the config's).
+"""Deployment assets for TensorFlow Serving, rendered from the `serving` section (`serving.options.ServingOptions`).
 
-`render_deploy_assets(spec)` returns file name → text for:
+`render_deploy_assets(options, local_model_dir)` returns file name → text for:
 
 - `models.config`: the model (name, base path, platform), its version policy and `stable`/`canary` labels,
   built as a `ModelServerConfig` proto and printed as text proto;
@@ -13,15 +13,18 @@
   autoscaling on CPU, the model volume;
 - `kserve/inferenceservice.yaml`: a KServe `tensorflow` predictor.
 
+The container sees the models at `options.container_base_path`: a bucket `serving.base_path` as it is, else
+`/models/<model_name>`, where the docker scripts mount `local_model_dir` and Kubernetes the models volume.
+
 Example:
-    for name, text in render_deploy_assets(DeploySpec(model_name="digits", base_path="/models/digits")).items():
+    options = ServingOptions(model_name="digits")
+    for name, text in render_deploy_assets(options, local_model_dir="/srv/tfxp/serving/digits").items():
         (out / name).write_text(text)
 """
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -29,139 +32,49 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving.manager import VersionPolicy
+from serving.options import ServingOptions
 
 CONFIG_DIR = "/config"  # where the container sees models.config and the other config files
 MONITORING_PATH = "/monitoring/prometheus/metrics"
 
 
-@dataclass(frozen=True)
-class DeploySpec:
-    """Everything the assets depend on.
-
-    Attributes:
-        model_name: TF Serving model name.
-        base_path: Model base path as TF Serving sees it (`/models/<name>` in the container, or `gs://...`).
-        local_model_dir: Host directory mounted at `base_path` by the docker scripts (empty: set MODEL_DIR).
-        version_policy: `latest`, `all` or `specific`.
-        num_versions: Versions kept by `latest`.
-        versions: Versions served by `specific` (default: the labelled ones).
-        stable_version: Version labelled `stable` (0 = no label).
-        canary_version: Version labelled `canary` (0 = no label).
-        grpc_port: gRPC port.
-        rest_port: REST port.
-        poll_interval_seconds: Base-path polling (--file_system_poll_wait_seconds).
-        config_poll_seconds: models.config re-reading, so moved labels take effect without a restart.
-        enable_batching: Server-side batching.
-        max_batch_size, batch_timeout_micros, num_batch_threads, max_enqueued_batches: CPU batching.
-        allowed_batch_sizes: Batch sizes to pad to (empty = any).
-        intra_op_threads, inter_op_threads: TensorFlow thread pools (0 = TF's choice).
-        gpu_max_batch_size: GPU batching: largest batch.
-        gpu_batch_timeout_micros: GPU batching: longest wait to fill a batch.
-        cpu_image: Pinned CPU image, e.g. `tensorflow/serving:2.19.1`.
-        gpu_image: Pinned GPU image, e.g. `tensorflow/serving:2.19.1-gpu`.
-        cpu: CPU request/limit per pod (also the GPU batch threads).
-        memory: Memory request/limit per pod.
-        gpus: GPUs per pod (0 = the CPU image).
-        min_replicas: Autoscaler minimum.
-        max_replicas: Autoscaler maximum.
-        target_cpu_percent: Autoscaler CPU utilisation target.
-        model_pvc: PersistentVolumeClaim holding the models (empty = `<model>-models`).
-        storage_uri: KServe storageUri (empty = `pvc://<pvc>/<model>`).
-        namespace: Kubernetes namespace (empty = omitted).
-    """
-
-    model_name: str
-    base_path: str = ""
-    local_model_dir: str = ""
-    version_policy: str = "latest"
-    num_versions: int = 1
-    versions: tuple[int, ...] = ()
-    stable_version: int = 0
-    canary_version: int = 0
-    grpc_port: int = 8500
-    rest_port: int = 8501
-    poll_interval_seconds: float = 1.0
-    config_poll_seconds: int = 60
-    enable_batching: bool = True
-    max_batch_size: int = 32
-    batch_timeout_micros: int = 2000
-    num_batch_threads: int = 2
-    max_enqueued_batches: int = 100
-    allowed_batch_sizes: tuple[int, ...] = ()
-    intra_op_threads: int = 0
-    inter_op_threads: int = 0
-    gpu_max_batch_size: int = 128
-    gpu_batch_timeout_micros: int = 5000
-    cpu_image: str = "tensorflow/serving:2.19.1"
-    gpu_image: str = "tensorflow/serving:2.19.1-gpu"
-    cpu: str = "4"
-    memory: str = "8Gi"
-    gpus: int = 0
-    min_replicas: int = 2
-    max_replicas: int = 10
-    target_cpu_percent: int = 70
-    model_pvc: str = ""
-    storage_uri: str = ""
-    namespace: str = ""
-
-    @property
-    def container_base_path(self) -> str:
-        return self.base_path or f"/models/{self.model_name}"
-
-    @property
-    def labels(self) -> dict[str, int]:
-        return {
-            name: version
-            for name, version in (("stable", self.stable_version), ("canary", self.canary_version))
-            if version
-        }
-
-    @property
-    def pvc(self) -> str:
-        return self.model_pvc or f"{self.model_name}-models"
-
-    @property
-    def remote_base(self) -> bool:
-        return "://" in self.container_base_path
-
-
-def _checked(spec: DeploySpec) -> DeploySpec:
-    labels = spec.labels
-    if spec.version_policy == "specific" and not spec.versions:
+def _checked(options: ServingOptions) -> ServingOptions:
+    labels = options.labels
+    if options.version_policy == "specific" and not options.versions:
         if not labels:
             raise ValueError(
                 "serving.version_policy=specific needs serving.versions (e.g. `--set serving.versions=[3,4]`) "
                 "or version labels (serving.stable_version / serving.canary_version)"
             )
-        spec = replace(spec, versions=tuple(sorted(set(labels.values()))))
-    if labels and spec.version_policy == "latest":
+        options = options.model_copy(update={"versions": tuple(sorted(set(labels.values())))})
+    if labels and options.version_policy == "latest":
         raise ValueError(
             f"version labels {labels} need the labelled versions loaded, which the `latest` policy does not "
             "promise; set `--set serving.version_policy=specific` (serving the labelled versions) or `all`"
         )
-    missing = sorted(set(labels.values()) - set(spec.versions)) if spec.version_policy == "specific" else []
+    missing = sorted(set(labels.values()) - set(options.versions)) if options.version_policy == "specific" else []
     if missing:
         raise ValueError(
-            f"serving.versions {list(spec.versions)} does not include the labelled version(s) {missing}; TF Serving "
+            f"serving.versions {list(options.versions)} does not include the labelled version(s) {missing}; TF Serving "
             "can only label a loaded version"
         )
-    if spec.allowed_batch_sizes and spec.allowed_batch_sizes[-1] != spec.max_batch_size:
+    if options.allowed_batch_sizes and options.allowed_batch_sizes[-1] != options.max_batch_size:
         raise ValueError(
-            f"serving.allowed_batch_sizes {list(spec.allowed_batch_sizes)} must end with serving.max_batch_size "
-            f"({spec.max_batch_size}), as TF Serving requires"
+            f"serving.allowed_batch_sizes {list(options.allowed_batch_sizes)} must end with serving.max_batch_size "
+            f"({options.max_batch_size}), as TF Serving requires"
         )
-    return spec
+    return options
 
 
-def models_config(spec: DeploySpec) -> str:
+def models_config(options: ServingOptions) -> str:
     """TF Serving's `--model_config_file`, a ModelServerConfig text proto."""
     config = model_server_config_pb2.ModelServerConfig()
     entry = config.model_config_list.config.add(
-        name=spec.model_name, base_path=spec.container_base_path, model_platform="tensorflow"
+        name=options.model_name, base_path=options.container_base_path, model_platform="tensorflow"
     )
-    policy = VersionPolicy(spec.version_policy, spec.num_versions, spec.versions)
+    policy = VersionPolicy(options.version_policy, options.num_versions, options.versions)
     entry.model_version_policy.CopyFrom(policy.to_proto())
-    for label, version in spec.labels.items():
+    for label, version in options.labels.items():
         entry.version_labels[label] = version
     return text_format.MessageToString(config)
 
@@ -182,20 +95,20 @@ def _cpu_count(cpu: str) -> int:
     return max(1, int(float(cpu[:-1]) / 1000) if cpu.endswith("m") else int(float(cpu)))
 
 
-def batching_parameters(spec: DeploySpec, gpu: bool = False) -> str:
+def batching_parameters(options: ServingOptions, gpu: bool = False) -> str:
     """`--batching_parameters_file` for CPU (the config's knobs) or GPU (per the batching guide)."""
     if not gpu:
         return _batching_text(
-            spec.max_batch_size,
-            spec.batch_timeout_micros,
-            spec.num_batch_threads,
-            spec.max_enqueued_batches,
-            spec.allowed_batch_sizes,
+            options.max_batch_size,
+            options.batch_timeout_micros,
+            options.num_batch_threads,
+            options.max_enqueued_batches,
+            options.allowed_batch_sizes,
         )
-    threads = _cpu_count(spec.cpu)
+    threads = _cpu_count(options.cpu)
     # The guide, for online serving on GPUs: threads = CPU cores, batches in the hundreds, a timeout that
     # bounds tail latency, and a queue no deeper than the batch threads (overload goes to other replicas).
-    return _batching_text(spec.gpu_max_batch_size, spec.gpu_batch_timeout_micros, threads, threads, ())
+    return _batching_text(options.gpu_max_batch_size, options.gpu_batch_timeout_micros, threads, threads, ())
 
 
 def monitoring_config() -> str:
@@ -203,51 +116,50 @@ def monitoring_config() -> str:
     return f'prometheus_config {{\n  enable: true\n  path: "{MONITORING_PATH}"\n}}\n'
 
 
-def server_args(spec: DeploySpec) -> list[str]:
+def server_args(options: ServingOptions) -> list[str]:
     """`tensorflow_model_server` flags shared by the docker scripts and the Kubernetes Deployment."""
     args = [
-        f"--port={spec.grpc_port}",
-        f"--rest_api_port={spec.rest_port}",
+        f"--port={options.grpc_port}",
+        f"--rest_api_port={options.rest_port}",
         f"--model_config_file={CONFIG_DIR}/models.config",
-        f"--model_config_file_poll_wait_seconds={spec.config_poll_seconds}",
-        f"--file_system_poll_wait_seconds={max(1, round(spec.poll_interval_seconds))}",
+        f"--model_config_file_poll_wait_seconds={options.config_poll_seconds}",
+        f"--file_system_poll_wait_seconds={max(1, round(options.poll_interval_seconds))}",
         f"--monitoring_config_file={CONFIG_DIR}/monitoring.config",
     ]
-    if spec.intra_op_threads:
-        args.append(f"--tensorflow_intra_op_parallelism={spec.intra_op_threads}")
-    if spec.inter_op_threads:
-        args.append(f"--tensorflow_inter_op_parallelism={spec.inter_op_threads}")
-    if spec.labels:
+    if options.intra_op_threads:
+        args.append(f"--tensorflow_intra_op_parallelism={options.intra_op_threads}")
+    if options.inter_op_threads:
+        args.append(f"--tensorflow_inter_op_parallelism={options.inter_op_threads}")
+    if options.labels:
         # TF Serving checks labels before its first load finishes; without this flag a labelled config
         # fails at startup ("not currently available for inference").
         args.append("--allow_version_labels_for_unavailable_models=true")
     return args
 
 
-def _docker_script(spec: DeploySpec, gpu: bool) -> str:
-    image = spec.gpu_image if gpu else spec.cpu_image
+def _docker_script(options: ServingOptions, gpu: bool, local_model_dir: str) -> str:
+    image = options.gpu_image if gpu else options.cpu_image
+    grpc, rest = options.grpc_port, options.rest_port
     batching_file = "batching_parameters_gpu.txt" if gpu else "batching_parameters.txt"
-    args = server_args(spec)
-    if spec.enable_batching:
+    args = server_args(options)
+    if options.enable_batching:
         args += ["--enable_batching=true", f"--batching_parameters_file={CONFIG_DIR}/{batching_file}"]
     mount = (
         []
-        if spec.remote_base
-        else ['-v "${MODEL_DIR:?set MODEL_DIR to the model base directory}:' + spec.container_base_path + ':ro"']
+        if options.remote_base
+        else ['-v "${MODEL_DIR:?set MODEL_DIR to the model base directory}:' + options.container_base_path + ':ro"']
     )
     lines = [
         "#!/usr/bin/env bash",
-        f"# TensorFlow Serving ({'GPU' if gpu else 'CPU'}) for model {spec.model_name}; from `tfxp deploy-assets`.",
+        f"# TensorFlow Serving ({'GPU' if gpu else 'CPU'}) for model {options.model_name}; from `tfxp deploy-assets`.",
         "# Ports are published on HOST (default 127.0.0.1); set HOST=0.0.0.0 to accept remote clients.",
         "set -euo pipefail",
         'CONFIG_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
-        f"MODEL_DIR=${{MODEL_DIR:-{shlex.quote(spec.local_model_dir)}}}"
-        if spec.local_model_dir
-        else "MODEL_DIR=${MODEL_DIR:-}",
+        f"MODEL_DIR=${{MODEL_DIR:-{shlex.quote(local_model_dir)}}}" if local_model_dir else "MODEL_DIR=${MODEL_DIR:-}",
         'HOST="${HOST:-127.0.0.1}"',
-        "exec docker run --rm --name " + shlex.quote(f"tf-serving-{spec.model_name}") + " \\",
+        "exec docker run --rm --name " + shlex.quote(f"tf-serving-{options.model_name}") + " \\",
         *(["  --gpus all \\"] if gpu else []),
-        f'  -p "${{HOST}}:{spec.grpc_port}:{spec.grpc_port}" -p "${{HOST}}:{spec.rest_port}:{spec.rest_port}" \\',
+        f'  -p "${{HOST}}:{grpc}:{grpc}" -p "${{HOST}}:{rest}:{rest}" \\',
         f'  -v "${{CONFIG_DIR}}:{CONFIG_DIR}:ro" \\',
         *[f"  {volume} \\" for volume in mount],
         f"  {image} \\",
@@ -257,10 +169,10 @@ def _docker_script(spec: DeploySpec, gpu: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _metadata(spec: DeploySpec, name: str) -> dict[str, object]:
-    metadata: dict[str, object] = {"name": name, "labels": {"app": f"tf-serving-{spec.model_name}"}}
-    if spec.namespace:
-        metadata["namespace"] = spec.namespace
+def _metadata(options: ServingOptions, name: str) -> dict[str, object]:
+    metadata: dict[str, object] = {"name": name, "labels": {"app": f"tf-serving-{options.model_name}"}}
+    if options.namespace:
+        metadata["namespace"] = options.namespace
     return metadata
 
 
@@ -268,42 +180,42 @@ def _dump(document: object) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
-def kubernetes_manifests(spec: DeploySpec) -> dict[str, str]:
+def kubernetes_manifests(options: ServingOptions) -> dict[str, str]:
     """ConfigMap (the config files), Deployment, Service and HorizontalPodAutoscaler."""
-    app = f"tf-serving-{spec.model_name}"
-    batching_file = "batching_parameters_gpu.txt" if spec.gpus else "batching_parameters.txt"
-    args = server_args(spec)
-    if spec.enable_batching:
+    app = f"tf-serving-{options.model_name}"
+    batching_file = "batching_parameters_gpu.txt" if options.gpus else "batching_parameters.txt"
+    args = server_args(options)
+    if options.enable_batching:
         args += ["--enable_batching=true", f"--batching_parameters_file={CONFIG_DIR}/{batching_file}"]
     resources: dict[str, dict[str, object]] = {
-        "requests": {"cpu": spec.cpu, "memory": spec.memory},
-        "limits": {"cpu": spec.cpu, "memory": spec.memory},
+        "requests": {"cpu": options.cpu, "memory": options.memory},
+        "limits": {"cpu": options.cpu, "memory": options.memory},
     }
-    if spec.gpus:
-        resources["limits"]["nvidia.com/gpu"] = spec.gpus
+    if options.gpus:
+        resources["limits"]["nvidia.com/gpu"] = options.gpus
     volume_mounts: list[dict[str, object]] = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}]
     volumes: list[dict[str, object]] = [{"name": "config", "configMap": {"name": f"{app}-config"}}]
-    if not spec.remote_base:
-        volume_mounts.append({"name": "models", "mountPath": spec.container_base_path, "readOnly": True})
-        volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": spec.pvc, "readOnly": True}})
-    probe_path = f"/v1/models/{spec.model_name}"
+    if not options.remote_base:
+        volume_mounts.append({"name": "models", "mountPath": options.container_base_path, "readOnly": True})
+        volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": options.pvc, "readOnly": True}})
+    probe_path = f"/v1/models/{options.model_name}"
     container = {
         "name": "tf-serving",
-        "image": spec.gpu_image if spec.gpus else spec.cpu_image,
+        "image": options.gpu_image if options.gpus else options.cpu_image,
         "args": args,
         "ports": [
-            {"name": "grpc", "containerPort": spec.grpc_port},
-            {"name": "http", "containerPort": spec.rest_port},
+            {"name": "grpc", "containerPort": options.grpc_port},
+            {"name": "http", "containerPort": options.rest_port},
         ],
         # The status URL answers 200 once the model has an AVAILABLE version: ready = can serve.
         "readinessProbe": {
-            "httpGet": {"path": probe_path, "port": spec.rest_port},
+            "httpGet": {"path": probe_path, "port": options.rest_port},
             "initialDelaySeconds": 5,
             "periodSeconds": 5,
             "failureThreshold": 3,
         },
         "livenessProbe": {
-            "tcpSocket": {"port": spec.grpc_port},
+            "tcpSocket": {"port": options.grpc_port},
             "initialDelaySeconds": 30,
             "periodSeconds": 10,
         },
@@ -313,16 +225,16 @@ def kubernetes_manifests(spec: DeploySpec) -> dict[str, str]:
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(spec, app),
+        "metadata": _metadata(options, app),
         "spec": {
-            "replicas": spec.min_replicas,
+            "replicas": options.min_replicas,
             "selector": {"matchLabels": {"app": app}},
             "template": {
                 "metadata": {
                     "labels": {"app": app},
                     "annotations": {
                         "prometheus.io/scrape": "true",
-                        "prometheus.io/port": str(spec.rest_port),
+                        "prometheus.io/port": str(options.rest_port),
                         "prometheus.io/path": MONITORING_PATH,
                     },
                 },
@@ -333,29 +245,29 @@ def kubernetes_manifests(spec: DeploySpec) -> dict[str, str]:
     service = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(spec, app),
+        "metadata": _metadata(options, app),
         "spec": {
             "selector": {"app": app},
             "ports": [
-                {"name": "grpc", "port": spec.grpc_port, "targetPort": spec.grpc_port},
-                {"name": "http", "port": spec.rest_port, "targetPort": spec.rest_port},
+                {"name": "grpc", "port": options.grpc_port, "targetPort": options.grpc_port},
+                {"name": "http", "port": options.rest_port, "targetPort": options.rest_port},
             ],
         },
     }
     hpa = {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": _metadata(spec, app),
+        "metadata": _metadata(options, app),
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
-            "minReplicas": spec.min_replicas,
-            "maxReplicas": spec.max_replicas,
+            "minReplicas": options.min_replicas,
+            "maxReplicas": options.max_replicas,
             "metrics": [
                 {
                     "type": "Resource",
                     "resource": {
                         "name": "cpu",
-                        "target": {"type": "Utilization", "averageUtilization": spec.target_cpu_percent},
+                        "target": {"type": "Utilization", "averageUtilization": options.target_cpu_percent},
                     },
                 }
             ],
@@ -364,12 +276,12 @@ def kubernetes_manifests(spec: DeploySpec) -> dict[str, str]:
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(spec, f"{app}-config"),
+        "metadata": _metadata(options, f"{app}-config"),
         "data": {
-            "models.config": models_config(spec),
+            "models.config": models_config(options),
             "monitoring.config": monitoring_config(),
-            "batching_parameters.txt": batching_parameters(spec),
-            "batching_parameters_gpu.txt": batching_parameters(spec, gpu=True),
+            "batching_parameters.txt": batching_parameters(options),
+            "batching_parameters_gpu.txt": batching_parameters(options, gpu=True),
         },
     }
     return {
@@ -380,30 +292,30 @@ def kubernetes_manifests(spec: DeploySpec) -> dict[str, str]:
     }
 
 
-def kserve_inference_service(spec: DeploySpec) -> str:
+def kserve_inference_service(options: ServingOptions) -> str:
     """A KServe v1beta1 InferenceService with the `tensorflow` model format (KServe runs TF Serving)."""
-    runtime_version = spec.gpu_image if spec.gpus else spec.cpu_image
+    runtime_version = options.gpu_image if options.gpus else options.cpu_image
     resources: dict[str, dict[str, object]] = {
-        "requests": {"cpu": spec.cpu, "memory": spec.memory},
-        "limits": {"cpu": spec.cpu, "memory": spec.memory},
+        "requests": {"cpu": options.cpu, "memory": options.memory},
+        "limits": {"cpu": options.cpu, "memory": options.memory},
     }
-    if spec.gpus:
-        resources["limits"]["nvidia.com/gpu"] = spec.gpus
-    metadata: dict[str, object] = {"name": spec.model_name.lower().replace("_", "-").replace(".", "-")}
-    if spec.namespace:
-        metadata["namespace"] = spec.namespace
+    if options.gpus:
+        resources["limits"]["nvidia.com/gpu"] = options.gpus
+    metadata: dict[str, object] = {"name": options.model_name.lower().replace("_", "-").replace(".", "-")}
+    if options.namespace:
+        metadata["namespace"] = options.namespace
     service = {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
         "metadata": metadata,
         "spec": {
             "predictor": {
-                "minReplicas": spec.min_replicas,
-                "maxReplicas": spec.max_replicas,
+                "minReplicas": options.min_replicas,
+                "maxReplicas": options.max_replicas,
                 "model": {
                     "modelFormat": {"name": "tensorflow"},
                     "runtimeVersion": runtime_version.rsplit(":", 1)[-1],
-                    "storageUri": spec.storage_uri or f"pvc://{spec.pvc}/{spec.model_name}",
+                    "storageUri": options.storage_uri or f"pvc://{options.pvc}/{options.model_name}",
                     "resources": resources,
                 },
             }
@@ -412,30 +324,35 @@ def kserve_inference_service(spec: DeploySpec) -> str:
     return _dump(service)
 
 
-def render_deploy_assets(spec: DeploySpec) -> dict[str, str]:
+def render_deploy_assets(options: ServingOptions, local_model_dir: str = "") -> dict[str, str]:
     """Every asset, relative path → text.
+
+    Args:
+        options: The `serving` section.
+        local_model_dir: Host directory the docker scripts mount as the model base (the local push directory);
+            empty = the scripts require MODEL_DIR. Unused when `serving.base_path` is a bucket path.
 
     Raises:
         ValueError: labels the version policy would not load, or batch sizes TF Serving rejects.
     """
-    spec = _checked(spec)
+    options = _checked(options)
     assets = {
-        "models.config": models_config(spec),
-        "batching_parameters.txt": batching_parameters(spec),
-        "batching_parameters_gpu.txt": batching_parameters(spec, gpu=True),
+        "models.config": models_config(options),
+        "batching_parameters.txt": batching_parameters(options),
+        "batching_parameters_gpu.txt": batching_parameters(options, gpu=True),
         "monitoring.config": monitoring_config(),
-        "run_tf_serving_cpu.sh": _docker_script(spec, gpu=False),
-        "run_tf_serving_gpu.sh": _docker_script(spec, gpu=True),
-        "kserve/inferenceservice.yaml": kserve_inference_service(spec),
+        "run_tf_serving_cpu.sh": _docker_script(options, gpu=False, local_model_dir=local_model_dir),
+        "run_tf_serving_gpu.sh": _docker_script(options, gpu=True, local_model_dir=local_model_dir),
+        "kserve/inferenceservice.yaml": kserve_inference_service(options),
     }
-    assets.update(kubernetes_manifests(spec))
+    assets.update(kubernetes_manifests(options))
     return assets
 
 
-def write_deploy_assets(spec: DeploySpec, out_dir: Path) -> list[Path]:
+def write_deploy_assets(options: ServingOptions, out_dir: Path, local_model_dir: str = "") -> list[Path]:
     """Renders the assets into `out_dir` (scripts made executable) and returns the written paths."""
     written = []
-    for relative, text in render_deploy_assets(spec).items():
+    for relative, text in render_deploy_assets(options, local_model_dir).items():
         path = out_dir / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

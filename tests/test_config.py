@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from pipeline.config import ConfigError, TfxpConfig, build_config, load_config, valid_keys, write_config
 
@@ -107,3 +112,69 @@ def test_output_option_is_taken_as_a_path() -> None:
 
     config = load_cli_config(None, ["trainer.train_steps=5"], Path("/tmp/runs #1: test"))
     assert config.pipeline.output == "/tmp/runs #1: test"
+
+
+def test_sections_are_the_packages_own_types() -> None:
+    from components.trainer.options import TrainerOptions
+    from edge.options import EdgeOptions
+    from serving.options import ServingOptions
+
+    config = TfxpConfig()
+    assert (type(config.trainer), type(config.edge), type(config.serving)) == (
+        TrainerOptions,
+        EdgeOptions,
+        ServingOptions,
+    )
+    # The digits defaults users see (the section's, not those of an older copy of it).
+    assert (config.trainer.train_steps, config.trainer.warmup_steps, config.trainer.image_size) == (300, 30, 16)
+
+
+def test_unregistered_model_lists_the_registered_ones() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"`trainer.model` = 'resnet5': unknown model; registered: mobilenet_v2, resnet50, small_resnet$",
+    ):
+        build_config({}, ["trainer.model=resnet5"])
+
+
+def test_unregistered_edge_mode_lists_the_registered_ones() -> None:
+    with pytest.raises(
+        ConfigError, match=r"`edge.mode` = 'int4': unknown quantization mode; registered: dynamic, float16, int8, none$"
+    ):
+        build_config({"edge": {"mode": "int4"}})
+
+
+def test_edge_io_dtype_applies_to_int8_only() -> None:
+    with pytest.raises(ConfigError, match=r"\n  edge.io_dtype=uint8 applies to edge.mode=int8 only$"):
+        build_config({}, ["edge.mode=float16", "edge.io_dtype=uint8"])
+
+
+def test_loading_a_config_imports_no_tensorflow() -> None:
+    code = (
+        "import sys; from pipeline.config import load_config; "
+        "load_config(__import__('pathlib').Path('configs/imagenet_a100.yaml'), ['trainer.model=resnet50']); "
+        "print(sorted(m for m in ('tensorflow', 'tf_keras', 'keras', 'tfx') if m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", ["compile", "run"])
+def test_unregistered_model_fails_the_cli_within_a_second(command: str, tmp_path: Path) -> None:
+    from pipeline.cli import app
+
+    arguments = [command, "--set", "trainer.model=resnet5", "--set", f"pipeline.output={tmp_path / 'out'}"]
+    if command == "compile":
+        arguments += ["--out", str(tmp_path / "out" / "pipeline.yaml")]
+    started = time.perf_counter()
+    result = CliRunner().invoke(app, arguments)
+    seconds = time.perf_counter() - started
+
+    assert result.exit_code == 2, result.output
+    assert "`trainer.model` = 'resnet5': unknown model; registered: mobilenet_v2, resnet50, small_resnet" in " ".join(
+        result.output.split()
+    )
+    assert seconds < 1.0
+    assert not (tmp_path / "out").exists()

@@ -11,7 +11,8 @@ from test_edge_data import SPEC, cached, save_with_matrix_inverse, shared_data, 
 
 from edge.data import load_split
 from edge.errors import EdgeError
-from edge.quantize import MODES, convert, get_mode, unsupported_ops
+from edge.options import MODE_NAMES
+from edge.quantize import MODES, QuantizationMode, convert, get_mode, register_mode, unsupported_ops
 from edge.runtime import TfliteModel
 
 
@@ -42,6 +43,13 @@ def _tensor_dtypes(tflite: bytes) -> set[str]:
 def test_registry_holds_the_four_modes_and_only_int8_needs_data() -> None:
     assert sorted(MODES) == ["dynamic", "float16", "int8", "none"]
     assert [name for name, mode in sorted(MODES.items()) if mode.needs_representative_data] == ["int8"]
+
+
+def test_registry_is_keyed_by_the_declared_names_of_the_edge_section() -> None:
+    # MODE_NAMES is what `edge.mode` accepts when the config loads; each needs a registered mode.
+    assert sorted(MODES) == sorted(MODE_NAMES)
+    with pytest.raises(EdgeError, match=r"quantization mode 'int4' is not declared in edge/options.py MODE_NAMES"):
+        register_mode(QuantizationMode("int4", "4-bit", True, lambda converter, request: None))
 
 
 def test_unknown_mode_lists_the_registered_ones() -> None:

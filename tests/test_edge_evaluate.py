@@ -18,7 +18,6 @@ from edge.evaluate import accuracy_of, evaluate, evaluate_saved_model
 from edge.export import (
     EDGE_FILES,
     EdgeExport,
-    ExportOptions,
     GateResult,
     accuracy_gate,
     export_edge_model,
@@ -28,6 +27,7 @@ from edge.export import (
     read_preprocessing,
     write_edge_model,
 )
+from edge.options import EdgeOptions
 from edge.quantize import convert
 from edge.runtime import TfliteModel, read_tflite
 
@@ -149,8 +149,8 @@ def test_read_preprocessing_falls_back_to_the_signature_shape(saved_model: Path,
 
 
 def test_export_measures_gates_and_writes_the_edge_model(saved_model: Path, data_dir: Path, tmp_path: Path) -> None:
-    options = ExportOptions(mode="int8", io_dtype="int8", representative_samples=64, benchmark_runs=10)
-    export = export_edge_model(saved_model, data_dir, options)
+    options = EdgeOptions(mode="int8", io_dtype="int8", representative_samples=64)
+    export = export_edge_model(saved_model, data_dir, options, benchmark_runs=10)
     write_edge_model(export, tmp_path / "edge")
 
     metadata = json.loads((tmp_path / "edge" / "edge_metadata.json").read_text())
@@ -216,7 +216,7 @@ def test_an_eval_subset_is_a_sample_across_classes(saved_model: Path, tmp_path: 
     order = np.argsort(labels, kind="stable")  # a class-sorted shard: its first 40 records are all class 0
     write_split(tmp_path / "eval" / "part-00000-of-00001.tfrecord.gz", images[order], labels[order])
 
-    export = export_edge_model(saved_model, tmp_path, ExportOptions(mode="none", eval_samples=40, benchmark_runs=2))
+    export = export_edge_model(saved_model, tmp_path, EdgeOptions(mode="none", eval_samples=40), benchmark_runs=2)
 
     assert export.metadata["accuracy"]["eval_examples"] == 40
     assert None not in export.metadata["accuracy"]["per_class_tflite"].values()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from test_edge_data import shared_model, write_dataset
 from tfx import types
 from tfx.types import standard_artifacts
@@ -17,18 +18,9 @@ from components.edge_exporter.component import EdgeExporter
 from components.edge_exporter.executor import Executor
 from components.edge_exporter.summary import edge_summary
 from edge.errors import EdgeError
+from edge.options import EdgeOptions
 
-PARAMETERS: dict[str, Any] = {
-    "mode": "int8",
-    "io_dtype": "uint8",
-    "representative_samples": 64,
-    "supported_ops": "builtins",
-    "max_accuracy_drop": 0.02,
-    "threads": 2,
-    "eval_samples": 0,
-    "label_offset": 0,
-    "benchmark_runs": 10,
-}
+OPTIONS: dict[str, Any] = {"mode": "int8", "io_dtype": "uint8", "representative_samples": 64, "max_accuracy_drop": 0.02}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +65,11 @@ def _run(
     inputs: dict[str, list[types.Artifact]] = {"model": [model], "examples": [examples]}
     if blessing is not None:
         inputs["model_blessing"] = [blessing]
-    parameters = {**PARAMETERS, "push_base": str(tmp_path / "edge" / "digits"), **overrides}
+    parameters = {
+        "options": EdgeOptions(**{**OPTIONS, **overrides}).model_dump_json(),
+        "push_base": str(tmp_path / "edge" / "digits"),
+        "label_offset": 0,
+    }
     Executor().Do(inputs, {"edge_model": [edge_model], "edge_blessing": [edge_blessing]}, parameters)
     return edge_model, edge_blessing
 
@@ -106,7 +102,7 @@ def test_blessed_model_is_converted_gated_and_pushed(tmp_path: Path, model_artif
 
 
 def test_a_rerun_with_the_same_model_bytes_reuses_the_pushed_version(tmp_path: Path, model_artifact, examples) -> None:
-    quick = {"mode": "none", "io_dtype": "int8", "eval_samples": 8, "benchmark_runs": 2}
+    quick = {"mode": "none", "io_dtype": "int8", "eval_samples": 8}
     first, _ = _run(tmp_path, model_artifact, examples, run="1", **quick)
     second, _ = _run(tmp_path, model_artifact, examples, run="2", **quick)
 
@@ -153,21 +149,38 @@ def test_conversion_errors_fail_the_component(tmp_path: Path, model_artifact, ex
         _run(tmp_path, model_artifact, empty)
 
 
-def test_component_wires_channels_and_checks_settings_early(tmp_path: Path) -> None:
+def test_component_wires_channels_and_carries_the_edge_section_as_json(tmp_path: Path) -> None:
     model = types.Channel(type=standard_artifacts.Model)
     examples = types.Channel(type=standard_artifacts.Examples)
     blessing = types.Channel(type=standard_artifacts.ModelBlessing)
+    options = EdgeOptions(mode="dynamic", threads=4)
 
-    component = EdgeExporter(model=model, examples=examples, model_blessing=blessing, push_base=str(tmp_path))
+    component = EdgeExporter(
+        model=model,
+        examples=examples,
+        model_blessing=blessing,
+        push_base=str(tmp_path),
+        options=options,
+        label_offset=1,
+    )
 
     assert component.outputs["edge_model"].type is EdgeModel
     assert component.outputs["edge_blessing"].type is EdgeBlessing
-    assert component.exec_properties["mode"] == "int8"
+    assert set(component.exec_properties) == {"options", "push_base", "label_offset"}
+    assert EdgeOptions.model_validate_json(component.exec_properties["options"]) == options
     assert component.exec_properties["push_base"] == str(tmp_path)
-    with pytest.raises(EdgeError, match=r"unknown quantization mode 'int4'"):
-        EdgeExporter(model=model, examples=examples, push_base=str(tmp_path), mode="int4")
-    with pytest.raises(EdgeError, match=r"supported_ops 'everything' is not one of"):
-        EdgeExporter(model=model, examples=examples, push_base=str(tmp_path), supported_ops="everything")
+    assert component.exec_properties["label_offset"] == 1
+    default = EdgeExporter(model=model, examples=examples, push_base=str(tmp_path))
+    assert EdgeOptions.model_validate_json(default.exec_properties["options"]) == EdgeOptions()
+
+
+def test_edge_options_check_mode_ops_and_io_dtype() -> None:
+    with pytest.raises(ValidationError, match=r"unknown quantization mode; registered: dynamic, float16, int8, none"):
+        EdgeOptions(mode="int4")
+    with pytest.raises(ValidationError, match=r"supported_ops"):
+        EdgeOptions(supported_ops="everything")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match=r"edge.io_dtype=uint8 applies to edge.mode=int8 only"):
+        EdgeOptions(mode="float16", io_dtype="uint8")
 
 
 def test_edge_summary_of_a_missing_artifact_says_so(tmp_path: Path) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from components.trainer.options import parse_custom_config
+from edge.options import EdgeOptions
 from pipeline.config import build_config
 from pipeline.layout import output_layout
 from pipeline.pipeline import TRAINER_RUN_FN, beam_pipeline_args, create_pipeline, eval_config
@@ -81,3 +85,20 @@ def test_tfma_reads_labels_through_the_models_own_signature() -> None:
     spec = eval_config(_config()).model_specs[0]
     assert list(spec.preprocessing_function_names) == [SIGNATURE_EVAL_LABELS]
     assert spec.label_key == EVAL_LABEL_KEY
+
+
+def test_trainer_and_edge_exporter_receive_their_sections_as_json() -> None:
+    config = _config("trainer.train_steps=7", "trainer.augment=[flip]", "edge.mode=dynamic", "data.label_offset=1")
+    components = {component.id: component for component in create_pipeline(config).components}
+
+    run = parse_custom_config(json.loads(components["Trainer"].exec_properties["custom_config"]))
+    assert run.trainer == config.trainer
+    assert (run.labels_path, run.label_offset, run.warmup_requests) == ("/nonexistent/data/labels.txt", 1, 4)
+    edge = components["EdgeExporter"].exec_properties
+    assert EdgeOptions.model_validate_json(edge["options"]) == config.edge
+    assert (edge["push_base"], edge["label_offset"]) == ("/nonexistent/out/edge/digits", 1)
+
+
+def test_disabled_edge_section_leaves_out_the_edge_exporter() -> None:
+    ids = [component.id for component in create_pipeline(_config("edge.enabled=false")).components]
+    assert "EdgeExporter" not in ids

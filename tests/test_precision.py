@@ -62,3 +62,10 @@ def test_unknown_precision_names_the_valid_ones() -> None:
     with pytest.raises(ValueError, match=r"trainer.precision='fp8' is not supported; use one of: auto, float32"):
         resolve_precision("fp8", [])
     assert set(PRECISIONS) == {"auto", "float32", "mixed_float16", "mixed_bfloat16"}
+
+
+@pytest.mark.parametrize("requested", PRECISIONS)
+def test_every_precision_the_trainer_section_accepts_resolves(requested: str) -> None:
+    policy, reason = resolve_precision(requested, [(8, 0)])
+    assert policy in PRECISIONS and policy != "auto"
+    assert reason

@@ -13,10 +13,11 @@ from tensorflow_serving.config import model_server_config_pb2
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.cli.serving import deploy_spec
+from pipeline.cli.serving import local_model_dir
 from pipeline.config import load_config
-from serving.deploy import DeploySpec, render_deploy_assets
+from serving.deploy import render_deploy_assets
 from serving.manager import read_model_config_file
+from serving.options import ServingOptions
 
 LABELLED = [
     "serving.model_name=flowers",
@@ -73,7 +74,7 @@ BatchingParameters = _batching_parameters_type()
 
 @pytest.fixture(scope="module")
 def assets() -> dict[str, str]:
-    return render_deploy_assets(deploy_spec(load_config(None, LABELLED)))
+    return render_deploy_assets(load_config(None, LABELLED).serving, local_model_dir="/srv/models/flowers")
 
 
 def test_models_config_carries_name_path_policy_and_labels(assets: dict[str, str]) -> None:
@@ -128,6 +129,7 @@ def test_docker_scripts_pin_images_and_pass_the_configs(assets: dict[str, str]) 
         ):
             assert flag in script
         assert ':/models/flowers:ro"' in script
+        assert "MODEL_DIR=${MODEL_DIR:-/srv/models/flowers}" in script
 
 
 def test_kubernetes_manifests_parse_and_carry_the_config(assets: dict[str, str]) -> None:
@@ -167,7 +169,8 @@ def test_remote_base_path_needs_no_model_volume() -> None:
     config = load_config(
         None, ["serving.base_path=gs://bucket/serving/digits", "serving.storage_uri=gs://bucket/serving/digits"]
     )
-    assets = render_deploy_assets(deploy_spec(config))
+    assert local_model_dir(config) == ""
+    assets = render_deploy_assets(config.serving)
     assert 'base_path: "gs://bucket/serving/digits"' in assets["models.config"]
     deployment = yaml.safe_load(assets["kubernetes/deployment.yaml"])
     assert [volume["name"] for volume in deployment["spec"]["template"]["spec"]["volumes"]] == ["config"]
@@ -177,24 +180,26 @@ def test_remote_base_path_needs_no_model_volume() -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "message"),
+    ("options", "message"),
     [
-        (DeploySpec("m", stable_version=3), "need the labelled versions loaded"),
-        (DeploySpec("m", version_policy="specific"), "needs serving.versions"),
-        (DeploySpec("m", version_policy="specific", versions=(1,), canary_version=2), r"does not include .* \[2\]"),
-        (DeploySpec("m", allowed_batch_sizes=(8, 16)), "must end with serving.max_batch_size"),
+        (ServingOptions(stable_version=3), "need the labelled versions loaded"),
+        (ServingOptions(version_policy="specific"), "needs serving.versions"),
+        (ServingOptions(version_policy="specific", versions=(1,), canary_version=2), r"does not include .* \[2\]"),
+        (ServingOptions(allowed_batch_sizes=(8, 16)), "must end with serving.max_batch_size"),
     ],
 )
-def test_inconsistent_values_are_refused(spec: DeploySpec, message: str) -> None:
+def test_inconsistent_values_are_refused(options: ServingOptions, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        render_deploy_assets(spec)
+        render_deploy_assets(options)
 
 
 def test_cli_writes_every_asset(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["deploy-assets", "--out", str(tmp_path), *SET_LABELLED])
     assert result.exit_code == 0, result.output
     written = {str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file()}
-    assert written == set(render_deploy_assets(deploy_spec(load_config(None, LABELLED))))
+    assert written == set(render_deploy_assets(load_config(None, LABELLED).serving))
+    model_dir = Path(load_config(None, LABELLED).pipeline.output).resolve() / "serving" / "flowers"
+    assert f"MODEL_DIR=${{MODEL_DIR:-{model_dir}}}" in (tmp_path / "run_tf_serving_cpu.sh").read_text()
     assert (tmp_path / "run_tf_serving_cpu.sh").stat().st_mode & 0o111
     for path in tmp_path.rglob("*.yaml"):
         assert yaml.safe_load(path.read_text())

@@ -229,7 +229,7 @@ def _child(job: dict[str, Any]) -> None:
 
     for each in job.get("runs", [job]):
         data, out = Path(each["data"]), Path(each["out"])
-        trainer = TrainerOptions(**{key: tuple(v) if isinstance(v, list) else v for key, v in each["trainer"].items()})
+        trainer = TrainerOptions.model_validate(each["trainer"])
         run = RunOptions(trainer=trainer, labels_path=str(data / "labels.txt"), warmup_requests=2)
         paths = TrainerPaths(
             train_files=[str(data / "train" / "*")],

@@ -9,6 +9,7 @@ import pytest
 import tf_keras as keras
 
 from components.trainer.models import ModelSpec, build_model, register_model, registered_models
+from components.trainer.options import MODEL_NAMES
 
 
 @pytest.fixture
@@ -68,3 +69,13 @@ def test_mobilenet_width_is_the_first_conv_filters() -> None:
     model = build_model("mobilenet_v2", ModelSpec(32, 3, 4, width=16))
     first_conv = next(layer for layer in model.get_layer("mobilenetv2_0.50_32").layers if "Conv1" in layer.name)
     assert first_conv.filters == 16
+
+
+def test_every_declared_model_name_has_exactly_one_builder() -> None:
+    # MODEL_NAMES is what `trainer.model` accepts when the config loads; the builders must be keyed by the same names.
+    assert registered_models() == sorted(MODEL_NAMES)
+
+
+def test_an_undeclared_name_cannot_be_registered() -> None:
+    with pytest.raises(ValueError, match=r"model 'resnet18' is not declared in components/trainer/options.py"):
+        register_model("resnet18")

@@ -133,9 +133,7 @@ def test_default_config_reaches_95_percent_on_digits(digits_dir: Path, tmp_path:
     """The digits defaults (pipeline/config.py's trainer section) are what `make demo` trains."""
     from pipeline.config import TfxpConfig
 
-    trainer = TfxpConfig().trainer.model_dump()
-    trainer["augment"] = tuple(trainer["augment"])
-    fn_args = make_fn_args(digits_dir, tmp_path, trainer)
+    fn_args = make_fn_args(digits_dir, tmp_path, TfxpConfig().trainer.model_dump(mode="json"))
     run_fn(fn_args)
     metrics = json.loads((Path(fn_args.model_run_dir) / "training_metrics.json").read_text())
     assert metrics["final_accuracy"] >= 0.95
@@ -145,11 +143,19 @@ def test_default_config_reaches_95_percent_on_digits(digits_dir: Path, tmp_path:
     ("custom_config", "message"),
     [
         ({}, "custom_config is empty"),
-        ({"labels_path": "x"}, "`trainer` must be the trainer config section"),
-        ({"trainer": {"learning_rat": 0.1}, "labels_path": "x"}, r"unknown key\(s\) \['learning_rat'\]"),
-        ({"trainer": {}, "labels_path": "x", "colour": 1}, r"unknown key\(s\) \['colour'\]"),
-        ({"trainer": {}}, r"missing key\(s\) \['labels_path'\]"),
-        ({"trainer": {"train_steps": "many"}, "labels_path": "x"}, "`train_steps` = 'many' should be int"),
+        ({"labels_path": "x"}, "missing key `trainer`"),
+        ({"trainer": 3, "labels_path": "x"}, "`trainer` = 3: Input should be a valid dictionary"),
+        (
+            {"trainer": {"learning_rat": 0.1}, "labels_path": "x"},
+            r"unknown key `trainer.learning_rat`; valid keys here: trainer.model, .*trainer.learning_rate",
+        ),
+        (
+            {"trainer": {}, "labels_path": "x", "colour": 1},
+            r"unknown key `colour`; valid keys here: label_offset, labels_path, trainer, warmup_requests",
+        ),
+        ({"trainer": {}}, r"missing key `labels_path`"),
+        ({"trainer": {"train_steps": "many"}, "labels_path": "x"}, "`trainer.train_steps` = 'many': Input should be"),
+        ({"trainer": {"model": "resnet5"}, "labels_path": "x"}, "unknown model; registered: mobilenet_v2, resnet50"),
     ],
 )
 def test_bad_custom_config_is_rejected_clearly(tmp_path: Path, custom_config: dict[str, Any], message: str) -> None:

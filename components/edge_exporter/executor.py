@@ -16,13 +16,14 @@ from components.edge_exporter.spec import (
     EDGE_BLESSING_KEY,
     EDGE_MODEL_KEY,
     EXAMPLES_KEY,
+    LABEL_OFFSET_KEY,
     MODEL_BLESSING_KEY,
     MODEL_KEY,
+    OPTIONS_KEY,
     PUSH_BASE_KEY,
 )
 from edge.export import (
     METADATA_FORMAT,
-    ExportOptions,
     export_edge_model,
     find_pushed_version,
     next_version_dir,
@@ -30,17 +31,9 @@ from edge.export import (
     write_edge_model,
     write_metadata,
 )
+from edge.options import EdgeOptions
 
 NOT_BLESSED_UPSTREAM = "skipped: the Evaluator did not bless the model, so no device model was made or pushed"
-
-
-def export_options(exec_properties: dict[str, Any]) -> ExportOptions:
-    """The component's parameters as `edge.ExportOptions` (every field but the push base)."""
-    fields = ExportOptions.__dataclass_fields__
-    options = {key: value for key, value in exec_properties.items() if key in fields}
-    if "keep_tensor_names" in options:  # an int 0/1 in the execution properties
-        options["keep_tensor_names"] = bool(options["keep_tensor_names"])
-    return ExportOptions(**options)
 
 
 class Executor(base_executor.BaseExecutor):
@@ -71,7 +64,9 @@ class Executor(base_executor.BaseExecutor):
         model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
         saved_model = path_utils.serving_model_path(model.uri, path_utils.is_old_model_artifact(model))
         examples = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
-        export = export_edge_model(Path(saved_model), examples.uri, export_options(exec_properties))
+        options = EdgeOptions.model_validate_json(exec_properties[OPTIONS_KEY])
+        label_offset = exec_properties[LABEL_OFFSET_KEY]
+        export = export_edge_model(Path(saved_model), examples.uri, options, label_offset=label_offset)
 
         pushed_path = None
         if export.blessed:

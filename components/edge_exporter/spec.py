@@ -14,27 +14,21 @@ EXAMPLES_KEY = "examples"
 MODEL_BLESSING_KEY = "model_blessing"
 EDGE_MODEL_KEY = "edge_model"
 EDGE_BLESSING_KEY = "edge_blessing"
+OPTIONS_KEY = "options"
 PUSH_BASE_KEY = "push_base"
+LABEL_OFFSET_KEY = "label_offset"
 
 
 class EdgeExporterSpec(ComponentSpec):
     """Inputs: the trained Model, the Examples (train for calibration, eval for both accuracies) and optionally
-    the Evaluator's ModelBlessing. Parameters: `edge.ExportOptions` fields plus `push_base`
-    (`<edge base>/<model>`). Outputs: EdgeModel and EdgeBlessing."""
+    the Evaluator's ModelBlessing. Parameters: `options`, the `edge` section (`edge.options.EdgeOptions`) as
+    JSON; `push_base` (`<edge base>/<model>`); `label_offset` (`data.label_offset`). Outputs: EdgeModel and
+    EdgeBlessing."""
 
     PARAMETERS: ClassVar[dict[str, ExecutionParameter]] = {
-        "mode": ExecutionParameter(type=str),
-        "io_dtype": ExecutionParameter(type=str),
-        "representative_samples": ExecutionParameter(type=int),
-        "supported_ops": ExecutionParameter(type=str),
-        "max_accuracy_drop": ExecutionParameter(type=float),
-        "threads": ExecutionParameter(type=int),
-        "eval_samples": ExecutionParameter(type=int),
-        "label_offset": ExecutionParameter(type=int),
-        "benchmark_runs": ExecutionParameter(type=int),
-        # 0/1: TFX execution properties have no bool type (its own components use int the same way).
-        "keep_tensor_names": ExecutionParameter(type=int),
+        OPTIONS_KEY: ExecutionParameter(type=str),
         PUSH_BASE_KEY: ExecutionParameter(type=str),
+        LABEL_OFFSET_KEY: ExecutionParameter(type=int),
     }
     INPUTS: ClassVar[dict[str, ChannelParameter]] = {
         MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),

@@ -1,5 +1,8 @@
 """Model registry: `trainer.model` names a builder that returns a tf_keras classifier.
 
+The names are declared once, without Keras, in `components.trainer.options.MODEL_NAMES` (so the config checks
+`trainer.model` when it loads); each has exactly one builder here, and `register_model` refuses other names.
+
 Every model takes float32 images in [0, 1] (the output of the shared preprocessing), normalises them inside the
 model (so the SavedModel signatures and the TFLite model share the normalisation), and ends in a classification
 head whose Dense layer and softmax run in float32 whatever the mixed-precision policy is.
@@ -14,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import tf_keras as keras
+
+from components.trainer.options import MODEL_NAMES
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,13 @@ def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
     """Registers a model builder under `name` (the value of `trainer.model`).
 
     Raises:
-        ValueError: `name` is already registered.
+        ValueError: `name` is not declared in `MODEL_NAMES`, or is already registered.
     """
+    if name not in MODEL_NAMES:
+        raise ValueError(
+            f"model {name!r} is not declared in components/trainer/options.py MODEL_NAMES "
+            f"({', '.join(MODEL_NAMES)}); declare it there so `trainer.model` accepts it"
+        )
 
     def decorator(builder: ModelBuilder) -> ModelBuilder:
         if name in _MODELS:

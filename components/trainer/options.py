@@ -1,49 +1,83 @@
-"""The Trainer's typed options, read from the `custom_config` dict the pipeline passes to the TFX Trainer.
+"""The `trainer` config section, and what the Trainer's `run_fn` reads from its `custom_config`.
 
-Components cannot import `pipeline.config`, so the pipeline passes plain data:
+`TrainerOptions` *is* the `trainer` section: `pipeline/config.py` composes it, and the pipeline passes it to the
+TFX Trainer as plain data inside `custom_config`, which `parse_custom_config` validates with the same model:
 
-    {"trainer": {<the trainer section as a dict>}, "labels_path": str, "label_offset": int, "warmup_requests": int}
+    {"trainer": {<the trainer section>}, "labels_path": str, "label_offset": int, "warmup_requests": int}
 
-and this module validates it into frozen dataclasses. Unknown keys are errors naming the valid ones, so a
-config key added on one side and not the other fails loudly instead of being ignored.
+Example:
+    run = parse_custom_config({"trainer": {"train_steps": 50}, "labels_path": "data/digits/labels.txt"})
+    run.trainer.epochs  # 1
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError
+
+from components.config_section import ConfigSection, describe_errors, registered
+
+# The model registry's names, declared here without Keras so the config checks `trainer.model` when it loads.
+# components/trainer/models.py registers one builder under each name and refuses any other.
+MODEL_NAMES = ("small_resnet", "resnet50", "mobilenet_v2")
+ModelName = Annotated[str, registered("model", MODEL_NAMES)]
+# Keras mixed-precision policies; components/trainer/precision.py resolves `auto` and notes on the others.
+Precision = Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"]
 
 
 class TrainerConfigError(ValueError):
     """The Trainer's custom_config is malformed: names the key, the value and what is expected."""
 
 
-@dataclass(frozen=True)
-class TrainerOptions:
-    """Mirrors the `trainer` config section (see pipeline/config.py for each key's meaning)."""
+class TrainerOptions(ConfigSection):
+    """The `trainer` config section.
 
-    model: str = "small_resnet"
-    train_steps: int = 600
-    steps_per_epoch: int = 100
-    eval_steps: int = 0
-    batch_size: int = 64
-    learning_rate: float = 0.002
-    base_batch_size: int = 64
-    warmup_steps: int = 50
-    precision: str = "auto"
-    xla: str = "auto"
-    strategy: str = "auto"
-    image_size: int = 32
-    channels: int = 1
-    width: int = 16
-    gpu_memory: str = "growth"
+    Attributes:
+        model: Model registry name (`small_resnet`, `resnet50`, `mobilenet_v2`).
+        train_steps: Optimizer steps in total.
+        steps_per_epoch: Steps between checkpoints/backups and metric logs.
+        eval_steps: Evaluation batches after training; 0 = the whole eval split.
+        batch_size: Batch size per replica; global batch = batch_size × replicas.
+        learning_rate: Base learning rate for a global batch of `base_batch_size`.
+        base_batch_size: Batch size `learning_rate` was tuned for (linear scaling).
+        warmup_steps: Linear warmup steps before cosine decay.
+        precision: `auto`, `float32`, `mixed_float16` or `mixed_bfloat16`.
+        xla: `auto`, `on` or `off` (Keras `jit_compile`).
+        strategy: `auto`, `default`, `mirrored` or `multi_worker`.
+        image_size: Square input size in pixels (images are resized to it).
+        channels: 1 (grayscale) or 3 (RGB).
+        width: Width multiplier / base filters of the model.
+        gpu_memory: `growth`, `default` or `limit_mb:<N>`.
+        cache: Cache decoded images in memory (small data sets).
+        shuffle_buffer: Shuffle buffer in examples.
+        augment: Augmentations applied per batch: any of `flip`, `crop`, `translate`.
+        deterministic: Deterministic input order and ops (tests); slower.
+        profile_steps: Profiler step window `start,stop`; empty = off.
+        seed: Random seed.
+    """
+
+    model: ModelName = "small_resnet"
+    train_steps: int = Field(300, ge=1)
+    steps_per_epoch: int = Field(100, ge=1)
+    eval_steps: int = Field(0, ge=0)
+    batch_size: int = Field(64, ge=1)
+    learning_rate: float = Field(0.002, gt=0)
+    base_batch_size: int = Field(64, ge=1)
+    warmup_steps: int = Field(30, ge=0)
+    precision: Precision = "auto"
+    xla: Literal["auto", "on", "off"] = "auto"
+    strategy: Literal["auto", "default", "mirrored", "multi_worker"] = "auto"
+    image_size: int = Field(16, ge=8)
+    channels: Literal[1, 3] = 1
+    width: int = Field(16, ge=1)
+    gpu_memory: str = Field("growth", pattern=r"^(growth|default|limit_mb:[1-9][0-9]*)$")
     cache: bool = True
-    shuffle_buffer: int = 2048
-    augment: tuple[str, ...] = ()
+    shuffle_buffer: int = Field(2048, ge=1)
+    augment: tuple[Literal["flip", "crop", "translate"], ...] = ()
     deterministic: bool = False
-    profile_steps: str = ""
+    profile_steps: str = Field("", pattern=r"^$|^[0-9]+,[0-9]+$")
     seed: int = 42
 
     @property
@@ -65,8 +99,7 @@ class TrainerOptions:
         return start, stop
 
 
-@dataclass(frozen=True)
-class RunOptions:
+class RunOptions(ConfigSection):
     """Everything `run_fn` reads from `custom_config`.
 
     Attributes:
@@ -78,64 +111,24 @@ class RunOptions:
 
     trainer: TrainerOptions
     labels_path: str
-    label_offset: int = 0
-    warmup_requests: int = 4
-
-
-_T = TypeVar("_T")
-
-
-def _build(cls: type[_T], values: Mapping[str, Any], where: str) -> _T:
-    fields = {field.name: field for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise TrainerConfigError(
-            f"Trainer custom_config{where}: unknown key(s) {unknown}; valid keys: {', '.join(fields)}. "
-            "The pipeline and components/trainer/options.py must agree on the trainer section."
-        )
-    missing = [name for name, field in fields.items() if name not in values and _is_required(field)]
-    if missing:
-        raise TrainerConfigError(f"Trainer custom_config{where}: missing key(s) {missing}")
-    converted = {}
-    for name, value in values.items():
-        default = fields[name].default
-        if isinstance(default, tuple):
-            value = tuple(value)
-        elif type(default) is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        expected = type(default) if _has_default(fields[name]) else None
-        if expected is not None and not isinstance(value, expected):
-            raise TrainerConfigError(
-                f"Trainer custom_config{where}: `{name}` = {value!r} should be {expected.__name__}"
-            )
-        converted[name] = value
-    return cls(**converted)
-
-
-def _has_default(field: dataclasses.Field[Any]) -> bool:
-    return field.default is not dataclasses.MISSING
-
-
-def _is_required(field: dataclasses.Field[Any]) -> bool:
-    return not _has_default(field) and field.default_factory is dataclasses.MISSING
+    label_offset: int = Field(0, ge=0)
+    warmup_requests: int = Field(4, ge=0)
 
 
 def parse_custom_config(custom_config: Mapping[str, Any] | None) -> RunOptions:
-    """Validates the Trainer's `custom_config` into `RunOptions`.
+    """Validates the Trainer's `custom_config` into `RunOptions`, with the same rules as the config file.
 
     Raises:
-        TrainerConfigError: missing or unknown keys, or values of the wrong type.
+        TrainerConfigError: missing or unknown keys (the message lists the valid ones), or values of the
+            wrong type or out of range.
     """
     if not custom_config:
         raise TrainerConfigError(
             "Trainer custom_config is empty; the pipeline must pass "
             '{"trainer": {...}, "labels_path": ..., "label_offset": ..., "warmup_requests": ...}'
         )
-    values = dict(custom_config)
-    trainer_values = values.pop("trainer", None)
-    if not isinstance(trainer_values, Mapping):
-        raise TrainerConfigError(
-            f"Trainer custom_config: `trainer` must be the trainer config section as a dict, got {trainer_values!r}"
-        )
-    trainer = _build(TrainerOptions, trainer_values, "['trainer']")
-    return _build(RunOptions, {**values, "trainer": trainer}, "")
+    try:
+        return RunOptions.model_validate(dict(custom_config))
+    except ValidationError as error:
+        problems = describe_errors(error, RunOptions)
+        raise TrainerConfigError("Trainer custom_config: " + "; ".join(problems)) from None

@@ -11,6 +11,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import get_args
+
+from components.trainer.options import Precision
 
 ComputeCapability = tuple[int, int]
 
@@ -64,13 +67,14 @@ def _mixed_note(minimum: ComputeCapability, dtype: str) -> Callable[[Sequence[Co
     return note
 
 
+# The names come from the `trainer.precision` Literal (declared once, in the trainer section).
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 # Explicit policies pass through; each has a note on how it suits the hardware.
 _EXPLICIT: dict[str, Callable[[Sequence[ComputeCapability]], str]] = {
     "float32": _float32_note,
     "mixed_float16": _mixed_note(FLOAT16_MIN_CAPABILITY, "float16"),
     "mixed_bfloat16": _mixed_note(BFLOAT16_MIN_CAPABILITY, "bfloat16"),
 }
-PRECISIONS = ("auto", *_EXPLICIT)
 
 
 def resolve_precision(requested: str, gpu_compute_capabilities: Sequence[ComputeCapability]) -> tuple[str, str]:
@@ -90,8 +94,8 @@ def resolve_precision(requested: str, gpu_compute_capabilities: Sequence[Compute
     Example:
         resolve_precision("auto", [])  # ('float32', 'auto: no GPU visible, so float32 ...')
     """
+    if requested not in PRECISIONS:
+        raise ValueError(f"trainer.precision={requested!r} is not supported; use one of: {', '.join(PRECISIONS)}")
     if requested == "auto":
         return _auto(gpu_compute_capabilities)
-    if requested not in _EXPLICIT:
-        raise ValueError(f"trainer.precision={requested!r} is not supported; use one of: {', '.join(PRECISIONS)}")
     return requested, _EXPLICIT[requested](gpu_compute_capabilities)

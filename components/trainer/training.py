@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
@@ -89,7 +89,7 @@ def read_labels(labels_path: str) -> list[str]:
 
 def backup_dir_for(base_dir: str, run: RunOptions, paths: Sequence[str]) -> str:
     """A backup dir keyed by the options and inputs, so a rerun of the same training resumes and nothing else does."""
-    fingerprint = json.dumps({"run": asdict(run), "inputs": sorted(paths)}, sort_keys=True, default=str)
+    fingerprint = json.dumps({"run": run.model_dump(mode="json"), "inputs": sorted(paths)}, sort_keys=True, default=str)
     return f"{base_dir.rstrip('/')}/backup-{hashlib.sha256(fingerprint.encode()).hexdigest()[:16]}"
 
 

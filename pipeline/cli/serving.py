@@ -20,7 +20,6 @@ from pipeline.layout import output_layout
 
 if TYPE_CHECKING:
     from serving.client import ServingClient
-    from serving.deploy import DeploySpec
     from serving.manager import ModelConfig
 
 GrpcOption = Annotated[str | None, typer.Option("--grpc", help="gRPC target HOST:PORT, e.g. localhost:8500.")]
@@ -42,17 +41,12 @@ def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str 
             f"model base path {base} does not exist; run `tfxp run` first (it pushes to OUT/serving/<model>/) "
             "or pass --model-base DIR (a directory of numeric version subdirectories)"
         )
-    labels = {
-        name: version
-        for name, version in (("stable", serving.stable_version), ("canary", serving.canary_version))
-        if version
-    }
-    versions = serving.versions or tuple(sorted(set(labels.values())))
+    versions = serving.versions or tuple(sorted(set(serving.labels.values())))
     try:
         policy = VersionPolicy(serving.version_policy, serving.num_versions, versions)
     except ValueError as error:
         raise UserError(f"serving.version_policy: {error}") from None
-    return [ModelConfig(model_name or serving.model_name, base, policy, labels)]
+    return [ModelConfig(model_name or serving.model_name, base, policy, serving.labels)]
 
 
 @user_errors(ValueError, OSError)
@@ -299,47 +293,10 @@ def loadtest(
         raise fail(f"every request failed ({result.error_kinds}); is the server up at {grpc or rest}?", code=1)
 
 
-def deploy_spec(config: TfxpConfig) -> DeploySpec:
-    """The deploy assets' values from the config (plain values: `serving/` does not read the config)."""
-    from serving.deploy import DeploySpec
-
-    serving = config.serving
-    remote = "://" in serving.base_path
-    return DeploySpec(
-        model_name=serving.model_name,
-        base_path=serving.base_path if remote else "",
-        local_model_dir="" if remote else str(Path(output_layout(config).serving_base).resolve()),
-        version_policy=serving.version_policy,
-        num_versions=serving.num_versions,
-        versions=serving.versions,
-        stable_version=serving.stable_version,
-        canary_version=serving.canary_version,
-        grpc_port=serving.grpc_port,
-        rest_port=serving.rest_port,
-        poll_interval_seconds=serving.poll_interval_seconds,
-        config_poll_seconds=serving.config_poll_seconds,
-        enable_batching=serving.enable_batching,
-        max_batch_size=serving.max_batch_size,
-        batch_timeout_micros=serving.batch_timeout_micros,
-        num_batch_threads=serving.num_batch_threads,
-        max_enqueued_batches=serving.max_enqueued_batches,
-        allowed_batch_sizes=serving.allowed_batch_sizes,
-        intra_op_threads=serving.intra_op_threads,
-        inter_op_threads=serving.inter_op_threads,
-        gpu_max_batch_size=serving.gpu_max_batch_size,
-        gpu_batch_timeout_micros=serving.gpu_batch_timeout_micros,
-        cpu_image=serving.cpu_image,
-        gpu_image=serving.gpu_image,
-        cpu=serving.cpu,
-        memory=serving.memory,
-        gpus=serving.gpus,
-        min_replicas=serving.min_replicas,
-        max_replicas=serving.max_replicas,
-        target_cpu_percent=serving.target_cpu_percent,
-        model_pvc=serving.model_pvc,
-        storage_uri=serving.storage_uri,
-        namespace=serving.namespace,
-    )
+def local_model_dir(config: TfxpConfig) -> str:
+    """The host directory the deploy assets' docker scripts mount: the local push directory, or "" when
+    `serving.base_path` is a bucket path (TF Serving reads it directly)."""
+    return "" if config.serving.remote_base else str(Path(output_layout(config).serving_base).resolve())
 
 
 @user_errors(ValueError, OSError)
@@ -353,5 +310,5 @@ def deploy_assets(
     config = load_cli_config(config_file, overrides)
     from serving.deploy import write_deploy_assets
 
-    for path in write_deploy_assets(deploy_spec(config), out):
+    for path in write_deploy_assets(config.serving, out, local_model_dir(config)):
         console.print(f"wrote {path}", highlight=False)

@@ -1,0 +1,59 @@
+"""The `edge` config section: how the device model is converted, evaluated and gated.
+
+`EdgeOptions` *is* the `edge` section: `pipeline/config.py` composes it, the EdgeExporter component carries it
+as one JSON execution parameter, and `edge.export.export_edge_model` takes it. Settings that are not user
+config (the data's label offset, the benchmark's run count, split names) are arguments of those functions.
+
+The names of the quantization modes are declared here, without TensorFlow, so the config checks `edge.mode`
+when it loads; `edge.quantize` registers one mode under each name and refuses any other.
+
+Example:
+    options = EdgeOptions(mode="int8", io_dtype="uint8")
+    EdgeOptions.model_validate_json(options.model_dump_json()) == options  # True
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from components.config_section import ConfigSection, registered
+
+MODE_NAMES = ("none", "dynamic", "float16", "int8")
+ModeName = Annotated[str, registered("quantization mode", MODE_NAMES)]
+IoDtype = Literal["int8", "uint8", "float32"]
+SupportedOps = Literal["builtins", "builtins+select_tf"]
+
+
+class EdgeOptions(ConfigSection):
+    """The `edge` config section.
+
+    Attributes:
+        enabled: Run the EdgeExporter in the pipeline.
+        mode: `none` (float32), `dynamic`, `float16` or `int8` (full integer).
+        io_dtype: Input/output type of an int8 model: `int8`, `uint8` or `float32`.
+        representative_samples: Train examples used to calibrate int8 quantization.
+        supported_ops: `builtins`, or `builtins+select_tf` to allow TF ops (needs the Flex delegate).
+        max_accuracy_drop: Largest accuracy loss (absolute) of the TFLite model vs the SavedModel.
+        threads: LiteRT interpreter threads for evaluation and benchmarks.
+        eval_samples: Eval examples the EdgeExporter evaluates both models on; 0 = the whole eval split.
+        keep_tensor_names: Keep the converter's tensor debug names in `model.tflite` (for Netron); by default they
+          are stripped, a few KB less per model; signatures and their input/output names stay either way.
+    """
+
+    enabled: bool = True
+    mode: ModeName = "int8"
+    io_dtype: IoDtype = "int8"
+    representative_samples: int = Field(200, ge=1)
+    supported_ops: SupportedOps = "builtins"
+    max_accuracy_drop: float = Field(0.01, ge=0, le=1)
+    threads: int = Field(2, ge=1)
+    eval_samples: int = Field(0, ge=0)
+    keep_tensor_names: bool = False
+
+    @model_validator(mode="after")
+    def _io_dtype_needs_int8(self) -> EdgeOptions:
+        if self.mode != "int8" and self.io_dtype != "int8":
+            raise ValueError(f"edge.io_dtype={self.io_dtype} applies to edge.mode=int8 only")
+        return self

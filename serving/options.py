@@ -1,0 +1,118 @@
+"""The `serving` config section: the served model, the server's batching and threads, and its deployment.
+
+`ServingOptions` *is* the `serving` section: `pipeline/config.py` composes it; `tfxp serve` reads the server's
+settings from it and `serving.deploy.render_deploy_assets` renders the TF Serving assets from it.
+
+Example:
+    options = ServingOptions(model_name="flowers", version_policy="specific", stable_version=3)
+    options.labels  # {'stable': 3}
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from components.config_section import ConfigSection
+
+
+class ServingOptions(ConfigSection):
+    """The `serving` config section.
+
+    Attributes:
+        model_name: TF Serving model name; pushes go to `OUT/serving/<model_name>/<version>/`.
+        base_path: Model base path as TF Serving sees it (deploy assets); empty = the local push dir.
+        grpc_port: gRPC port (TF Serving's default 8500).
+        rest_port: REST port (TF Serving's default 8501).
+        max_batch_size: Server-side batching: largest batch.
+        batch_timeout_micros: Server-side batching: longest wait to fill a batch.
+        num_batch_threads: Server-side batching: batches processed in parallel.
+        max_enqueued_batches: Server-side batching: queue bound before requests are refused.
+        warmup_requests: Warmup records written into `assets.extra/`.
+        enable_batching: Server-side batching on (`tfxp serve` and the deploy assets).
+        allowed_batch_sizes: Batch sizes batches are padded to (empty = any); the last must be max_batch_size.
+        version_policy: Versions served: `latest` (num_versions newest), `all`, or `specific` (versions).
+        num_versions: Versions kept by the `latest` policy.
+        versions: Versions served by the `specific` policy (empty = the labelled ones).
+        stable_version: Version labelled `stable` in models.config (0 = no label).
+        canary_version: Version labelled `canary` in models.config (0 = no label).
+        poll_interval_seconds: How often the server checks the base path for new versions.
+        config_poll_seconds: How often TF Serving re-reads models.config (moved labels apply without restart).
+        max_request_mb: Largest request body the local server accepts.
+        intra_op_threads: TensorFlow threads within one op (TF Serving's --tensorflow_intra_op_parallelism); 0 = TF's.
+        inter_op_threads: TensorFlow ops run in parallel (--tensorflow_inter_op_parallelism); 0 = TF's choice.
+        gpu_max_batch_size: GPU batching (batching_parameters_gpu.txt): largest batch.
+        gpu_batch_timeout_micros: GPU batching: longest wait to fill a batch.
+        cpu_image: Pinned TF Serving CPU image for the docker script and Kubernetes.
+        gpu_image: Pinned TF Serving GPU image.
+        cpu: CPU request/limit per serving pod (also the GPU batch threads).
+        memory: Memory request/limit per serving pod.
+        gpus: GPUs per serving pod (0 = the CPU image).
+        min_replicas: Serving pods the autoscaler keeps at least.
+        max_replicas: Serving pods the autoscaler may add up to.
+        target_cpu_percent: Autoscaler CPU utilisation target.
+        model_pvc: PersistentVolumeClaim with the models (empty = `<model_name>-models`).
+        storage_uri: KServe storageUri (empty = `pvc://<model_pvc>/<model_name>`).
+        namespace: Kubernetes namespace of the manifests (empty = none set).
+    """
+
+    model_name: str = Field("digits", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    base_path: str = ""
+    grpc_port: int = Field(8500, ge=1, le=65535)
+    rest_port: int = Field(8501, ge=1, le=65535)
+    max_batch_size: int = Field(32, ge=1)
+    batch_timeout_micros: int = Field(2000, ge=0)
+    num_batch_threads: int = Field(2, ge=1)
+    max_enqueued_batches: int = Field(100, ge=1)
+    warmup_requests: int = Field(4, ge=0)
+    enable_batching: bool = True
+    allowed_batch_sizes: tuple[int, ...] = ()
+    version_policy: Literal["latest", "all", "specific"] = "latest"
+    num_versions: int = Field(1, ge=1)
+    versions: tuple[int, ...] = ()
+    stable_version: int = Field(0, ge=0)
+    canary_version: int = Field(0, ge=0)
+    poll_interval_seconds: float = Field(1.0, gt=0)
+    config_poll_seconds: int = Field(60, ge=0)
+    max_request_mb: int = Field(16, ge=1)
+    intra_op_threads: int = Field(0, ge=0)
+    inter_op_threads: int = Field(0, ge=0)
+    gpu_max_batch_size: int = Field(128, ge=1)
+    gpu_batch_timeout_micros: int = Field(5000, ge=0)
+    cpu_image: str = "tensorflow/serving:2.19.1"
+    gpu_image: str = "tensorflow/serving:2.19.1-gpu"
+    cpu: str = Field("4", pattern=r"^[0-9]+(\.[0-9]+)?m?$")
+    memory: str = "8Gi"
+    gpus: int = Field(0, ge=0)
+    min_replicas: int = Field(2, ge=1)
+    max_replicas: int = Field(10, ge=1)
+    target_cpu_percent: int = Field(70, ge=1, le=100)
+    model_pvc: str = ""
+    storage_uri: str = ""
+    namespace: str = ""
+
+    @property
+    def labels(self) -> dict[str, int]:
+        """Version labels, `stable` and `canary`, for the versions that have one."""
+        return {
+            name: version
+            for name, version in (("stable", self.stable_version), ("canary", self.canary_version))
+            if version
+        }
+
+    @property
+    def remote_base(self) -> bool:
+        """Whether `base_path` is a bucket path (`gs://…`), which TF Serving reads directly."""
+        return "://" in self.base_path
+
+    @property
+    def container_base_path(self) -> str:
+        """The model base path inside the TF Serving container: a bucket `base_path` as it is, else the mount
+        point of the local push directory, `/models/<model_name>`."""
+        return self.base_path if self.remote_base else f"/models/{self.model_name}"
+
+    @property
+    def pvc(self) -> str:
+        """The PersistentVolumeClaim that holds the models (`model_pvc`, else `<model_name>-models`)."""
+        return self.model_pvc or f"{self.model_name}-models"
