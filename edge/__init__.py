@@ -2,6 +2,7 @@
 
 Plain TensorFlow + LiteRT, no TFX (the EdgeExporter component and `tfxp edge` are thin glue over it):
 
+- `edge.options`: the `edge` config section (`EdgeOptions`) and the quantization modes' names.
 - `edge.quantize`: `convert(saved_model, mode, representative_data, supported_ops)`, modes as a registry.
 - `edge.data`: labelled images of one split, decoded with the trainer's shared preprocessing.
 - `edge.runtime`: a LiteRT interpreter (XNNPACK, configurable threads) behind `TfliteModel`.
