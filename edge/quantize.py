@@ -20,9 +20,9 @@ import numpy as np
 import tensorflow as tf
 from ai_edge_litert.tools import flatbuffer_utils
 
+from components.contract import SIGNATURE_PREPROCESSED
 from edge.errors import EdgeError
 
-SIGNATURE = "serving_preprocessed"
 IO_DTYPES: dict[str, tf.DType] = {"int8": tf.int8, "uint8": tf.uint8, "float32": tf.float32}
 SUPPORTED_OPS = ("builtins", "builtins+select_tf")
 _SELECT_OPS_HINT = (
@@ -132,7 +132,7 @@ def convert(
     representative_data: np.ndarray | None = None,
     supported_ops: str = "builtins",
     io_dtype: str = "int8",
-    signature: str = SIGNATURE,
+    signature: str = SIGNATURE_PREPROCESSED,
     keep_tensor_names: bool = False,
 ) -> bytes:
     """Converts one signature of a SavedModel to a TFLite flatbuffer.
