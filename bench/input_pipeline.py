@@ -80,7 +80,8 @@ def prepare_data(work: Path, jpeg_images: int) -> dict[str, dict[str, Any]]:
 def load_encoded(pattern: str) -> list[bytes]:
     import tensorflow as tf
 
-    from components.trainer.input_pipeline import IMAGE_KEY, list_files
+    from components.contract import IMAGE_KEY
+    from components.trainer.input_pipeline import list_files
 
     feature = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string)}
     records = tf.data.TFRecordDataset(list_files(pattern), compression_type="GZIP")

@@ -89,12 +89,14 @@ def forward_ms(version_dir: Path, image_size: int, channels: int, batch: int = 3
     """Milliseconds of one `serving_preprocessed` call on a float batch (the model alone, no decoding)."""
     import tensorflow as tf
 
-    function = tf.saved_model.load(str(version_dir)).signatures["serving_preprocessed"]
-    images = tf.random.uniform((batch, image_size, image_size, channels))
-    function(images=images)
+    from components.contract import INPUT_IMAGES, SIGNATURE_PREPROCESSED
+
+    function = tf.saved_model.load(str(version_dir)).signatures[SIGNATURE_PREPROCESSED]
+    inputs = {INPUT_IMAGES: tf.random.uniform((batch, image_size, image_size, channels))}
+    function(**inputs)
     calls, started = 0, time.perf_counter()
     while time.perf_counter() - started < seconds:
-        function(images=images)
+        function(**inputs)
         calls += 1
     return (time.perf_counter() - started) / calls * 1e3
 
@@ -103,12 +105,14 @@ def in_process_images_per_second(version_dir: Path, images: list[bytes], batch: 
     """`serving_default` called in this process on `batch` encoded images at a time (decode included)."""
     import tensorflow as tf
 
-    function = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
-    payload = tf.constant([images[index % len(images)] for index in range(batch)])
-    function(image_bytes=payload)
+    from components.contract import INPUT_IMAGE_BYTES, SIGNATURE_DEFAULT
+
+    function = tf.saved_model.load(str(version_dir)).signatures[SIGNATURE_DEFAULT]
+    inputs = {INPUT_IMAGE_BYTES: tf.constant([images[index % len(images)] for index in range(batch)])}
+    function(**inputs)
     calls, started = 0, time.perf_counter()
     while time.perf_counter() - started < seconds:
-        function(image_bytes=payload)
+        function(**inputs)
         calls += 1
     return calls * batch / (time.perf_counter() - started)
 

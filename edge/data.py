@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from components.data.tfrecords import IMAGE_KEY, LABEL_KEY
+from components.contract import IMAGE_KEY, LABEL_KEY
 from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
 from edge.errors import EdgeError
 

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from components.contract import OUTPUT_PROBABILITIES, SIGNATURE_PREPROCESSED
 from edge.data import LabeledImages
 from edge.errors import EdgeError
-from edge.quantize import SIGNATURE
-from edge.runtime import PROBABILITIES, TfliteModel
+from edge.runtime import TfliteModel
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def evaluate(model: TfliteModel, data: LabeledImages, batch_size: int = 32) -> E
 
 
 def evaluate_saved_model(
-    saved_model: Path, data: LabeledImages, signature: str = SIGNATURE, batch_size: int = 64
+    saved_model: Path, data: LabeledImages, signature: str = SIGNATURE_PREPROCESSED, batch_size: int = 64
 ) -> EvalResult:
     """Accuracy of the float SavedModel through the signature TFLite was converted from.
 
@@ -113,10 +113,10 @@ def evaluate_saved_model(
     batches = []
     for start in range(0, len(data), batch_size):
         outputs = function(**{input_name: tf.constant(data.images[start : start + batch_size])})
-        if PROBABILITIES not in outputs:
+        if OUTPUT_PROBABILITIES not in outputs:
             raise EdgeError(
                 f"signature `{signature}` of {saved_model} returns {sorted(outputs)}; the model contract requires "
-                f"`{PROBABILITIES}` [N, num_classes]"
+                f"`{OUTPUT_PROBABILITIES}` [N, num_classes]"
             )
-        batches.append(outputs[PROBABILITIES].numpy())
+        batches.append(outputs[OUTPUT_PROBABILITIES].numpy())
     return accuracy_of(np.concatenate(batches), data.labels)

@@ -1,42 +1,50 @@
 """The device export end to end: convert, evaluate against the SavedModel, gate, write, push.
 
 `export_edge_model` does the work without writing anything; `write_edge_model` lays out the EdgeModel
-directory (`model.tflite`, `labels.txt`, `edge_metadata.json`) and `push_atomically` publishes it as
-`<edge base>/<model>/<version>/` (a staging directory beside it, renamed when complete).
+directory (`model.tflite`, `labels.txt`, `edge_metadata.json`) and `push_edge_model` writes it and publishes
+it as `<edge base>/<model>/<version>/` (`components.publish`: staged beside the versions, renamed when complete).
 
 Example:
     export = export_edge_model(Path("model/Format-Serving"), "data/digits", EdgeOptions(mode="int8"))
-    target = next_version_dir("tfxp_output/edge/digits") if export.blessed else None
-    write_edge_model(export, Path("edge_model"), pushed_path=target)
-    if target:
-        push_atomically(Path("edge_model"), target)
+    if export.blessed:
+        pushed = push_edge_model(export, "edge_model", "tfxp_output/edge/digits")
+    else:
+        write_edge_model(export, "edge_model")
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import time
-import uuid
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
+from components.contract import (
+    EDGE_METADATA_FILE,
+    EDGE_MODEL_FILE,
+    LABELS_ASSET,
+    LABELS_FILE,
+    PREPROCESSING_ASSET,
+    SIGNATURE_PREPROCESSED,
+    LabelMapError,
+    read_label_map,
+    write_label_map,
+)
+from components.publish import find_published, list_versions, next_version, publish_version
 from components.trainer.preprocessing import PreprocessingSpec
 from edge.benchmark import benchmark
 from edge.data import load_split
 from edge.errors import EdgeError
 from edge.evaluate import evaluate, evaluate_saved_model
 from edge.options import EdgeOptions
-from edge.quantize import SIGNATURE, convert, get_mode
+from edge.quantize import convert, get_mode
 from edge.runtime import TfliteModel
 
-MODEL_FILE = "model.tflite"
-LABELS_FILE = "labels.txt"
-METADATA_FILE = "edge_metadata.json"
-EDGE_FILES = (MODEL_FILE, LABELS_FILE, METADATA_FILE)
+EDGE_FILES = (EDGE_MODEL_FILE, LABELS_FILE, EDGE_METADATA_FILE)
 METADATA_FORMAT = "tfxp.edge/1"
 
 
@@ -91,22 +99,16 @@ class EdgeExport:
 
 
 def read_labels(saved_model: Path) -> list[str]:
-    """Class names from the SavedModel's `assets/labels.txt`.
+    """Class names from the SavedModel's `assets/labels.txt` (`components.contract.read_label_map`'s rule).
 
     Raises:
-        EdgeError: the file is missing or empty.
+        EdgeError: the file is missing or breaks the label-map rule (the message names the file and line).
     """
-    path = f"{saved_model}/assets/{LABELS_FILE}"
-    if not tf.io.gfile.exists(path):
-        raise EdgeError(
-            f"SavedModel {saved_model} has no assets/{LABELS_FILE}; the model contract puts the label map "
-            "(one class name a line) there; export the model with the tfxp trainer"
-        )
-    with tf.io.gfile.GFile(path) as handle:
-        labels = [line.strip() for line in handle.read().splitlines() if line.strip()]
-    if not labels:
-        raise EdgeError(f"{path} is empty; it must hold one class name a line")
-    return labels
+    hint = "the model contract puts the label map (one class name a line) there; export the model with the tfxp trainer"
+    try:
+        return read_label_map(f"{saved_model}/{LABELS_ASSET}", missing_hint=hint)
+    except LabelMapError as error:
+        raise EdgeError(str(error)) from None
 
 
 def read_preprocessing(saved_model: Path) -> PreprocessingSpec:
@@ -115,7 +117,7 @@ def read_preprocessing(saved_model: Path) -> PreprocessingSpec:
     Raises:
         EdgeError: neither gives a square image size.
     """
-    path = f"{saved_model}/assets/preprocessing.json"
+    path = f"{saved_model}/{PREPROCESSING_ASSET}"
     if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path) as handle:
             try:
@@ -124,17 +126,17 @@ def read_preprocessing(saved_model: Path) -> PreprocessingSpec:
                 raise EdgeError(f"{path}: {error}") from None
     # Models made outside tfxp may lack the asset; their signature's input shape says the same.
     loaded = tf.saved_model.load(str(saved_model))
-    if SIGNATURE not in loaded.signatures:
+    if SIGNATURE_PREPROCESSED not in loaded.signatures:
         raise EdgeError(
-            f"SavedModel {saved_model} has neither assets/preprocessing.json nor a `{SIGNATURE}` signature; "
-            "the model contract requires both"
+            f"SavedModel {saved_model} has neither {PREPROCESSING_ASSET} nor a `{SIGNATURE_PREPROCESSED}` "
+            "signature; the model contract requires both"
         )
-    (spec,) = loaded.signatures[SIGNATURE].structured_input_signature[1].values()
+    (spec,) = loaded.signatures[SIGNATURE_PREPROCESSED].structured_input_signature[1].values()
     shape = spec.shape.as_list()
     if len(shape) != 4 or shape[1] is None or shape[1] != shape[2] or shape[3] not in (1, 3):
         raise EdgeError(
-            f"`{SIGNATURE}` of {saved_model} takes {shape}; expected square images [None, S, S, 1 or 3] "
-            "(or an assets/preprocessing.json)"
+            f"`{SIGNATURE_PREPROCESSED}` of {saved_model} takes {shape}; expected square images "
+            f"[None, S, S, 1 or 3] (or an {PREPROCESSING_ASSET})"
         )
     return PreprocessingSpec(image_size=int(shape[1]), channels=int(shape[3]))
 
@@ -190,7 +192,7 @@ def export_edge_model(
     model = TfliteModel(tflite, threads=options.threads, where=f"the {options.mode} TFLite model of {saved_model}")
     if model.num_classes != len(labels):
         raise EdgeError(
-            f"{saved_model} has {len(labels)} labels in assets/{LABELS_FILE} but {model.num_classes} outputs; "
+            f"{saved_model} has {len(labels)} labels in {LABELS_ASSET} but {model.num_classes} outputs; "
             "the label map must have one line per class"
         )
     # A subset is a seeded sample (shards are often sorted by class); both models see the same images.
@@ -212,7 +214,7 @@ def export_edge_model(
         "mode_description": mode.description,
         "io_dtype": model.input.dtype,
         "supported_ops": options.supported_ops,
-        "source": {"saved_model": str(saved_model), "signature": SIGNATURE},
+        "source": {"saved_model": str(saved_model), "signature": SIGNATURE_PREPROCESSED},
         "input": model.input.to_json(),
         "outputs": {name: info.to_json() for name, info in model.outputs.items()},
         "normalization": {
@@ -248,90 +250,41 @@ def export_edge_model(
 def write_edge_model(export: EdgeExport, out_dir: str | Path, pushed_path: str | None = None) -> None:
     """Writes `model.tflite`, `labels.txt` and `edge_metadata.json` (with `pushed_path`) into `out_dir`."""
     tf.io.gfile.makedirs(str(out_dir))
-    with tf.io.gfile.GFile(f"{out_dir}/{MODEL_FILE}", "wb") as handle:
+    with tf.io.gfile.GFile(f"{out_dir}/{EDGE_MODEL_FILE}", "wb") as handle:
         handle.write(export.tflite)
-    with tf.io.gfile.GFile(f"{out_dir}/{LABELS_FILE}", "w") as handle:
-        handle.write("".join(f"{label}\n" for label in export.labels))
+    write_label_map(f"{out_dir}/{LABELS_FILE}", export.labels)
     write_metadata({**export.metadata, "pushed_path": pushed_path}, out_dir)
 
 
 def write_metadata(metadata: dict[str, Any], out_dir: str | Path) -> None:
     """Writes `edge_metadata.json` into `out_dir` (also for a skipped export, with its reason)."""
     tf.io.gfile.makedirs(str(out_dir))
-    with tf.io.gfile.GFile(f"{out_dir}/{METADATA_FILE}", "w") as handle:
+    with tf.io.gfile.GFile(f"{out_dir}/{EDGE_METADATA_FILE}", "w") as handle:
         handle.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
 
 
-def next_version_dir(model_base: str | Path) -> str:
-    """`<model base>/<version>`: a Unix timestamp like the TFX Pusher's, above every existing numeric version.
+def push_edge_model(export: EdgeExport, out_dir: str | Path, model_base: str | Path) -> str:
+    """Writes the EdgeModel into `out_dir` and publishes it as `<model_base>/<version>/` (`components.publish`).
+
+    The identity of a device model is the SHA-256 of `model.tflite`: a model whose bytes were published before
+    is not published again, and its version is the pushed path. On buckets `model.tflite` is copied last, so a
+    reader that waits for it sees complete labels and metadata.
 
     Args:
+        export: A blessed export.
+        out_dir: The EdgeModel artifact's directory; `edge_metadata.json` records the pushed path.
         model_base: The device model's base directory, `<edge base>/<model>` (e.g. `OUT/edge/digits`).
-    """
-    base = str(model_base).rstrip("/")
-    existing = tf.io.gfile.listdir(base) if tf.io.gfile.isdir(base) else []
-    # Strictly above the newest version even when the clock is behind it or two pushes share a second.
-    numeric = [int(name.rstrip("/")) for name in existing if name.rstrip("/").isdigit()]
-    return f"{base}/{max([int(time.time()), *(version + 1 for version in numeric)])}"
-
-
-def find_pushed_version(model_base: str | Path, sha256: str) -> str | None:
-    """The version directory that already holds a model.tflite with this SHA-256, if any (reruns reuse it)."""
-    base = str(model_base).rstrip("/")
-    if not tf.io.gfile.isdir(base):
-        return None
-    for name in sorted(tf.io.gfile.listdir(base)):
-        version_dir = f"{base}/{name.rstrip('/')}"
-        metadata_path = f"{version_dir}/{METADATA_FILE}"
-        if name.rstrip("/").isdigit() and tf.io.gfile.exists(metadata_path):
-            with tf.io.gfile.GFile(metadata_path) as handle:
-                try:
-                    if json.loads(handle.read()).get("sha256") == sha256:
-                        return version_dir
-                except json.JSONDecodeError:
-                    continue
-    return None
-
-
-def push_atomically(source_dir: str | Path, target_dir: str) -> str:
-    """Copies the EdgeModel files into a staging directory beside `target_dir`, then renames it into place.
-
-    On a local or POSIX file system the rename is atomic: a reader sees no version or a complete one. Buckets
-    (`gs://`, `s3://`) have no directory rename: there the files are copied straight into `target_dir` with
-    `model.tflite` last, so a reader that waits for `model.tflite` sees complete labels and metadata.
-
-    Args:
-        source_dir: Directory holding `model.tflite`, `labels.txt`, `edge_metadata.json`.
-        target_dir: The version directory to create (`next_version_dir(<edge base>/<model>)`).
 
     Returns:
-        `target_dir`.
-
-    Raises:
-        EdgeError: `target_dir` exists already or a source file is missing.
+        The version directory holding the model.
     """
-    if tf.io.gfile.exists(target_dir):
-        raise EdgeError(f"edge push target {target_dir} exists already; versions are never overwritten")
-    for name in EDGE_FILES:
-        if not tf.io.gfile.exists(f"{source_dir}/{name}"):
-            raise EdgeError(f"cannot push {source_dir}: {name} is missing; write it with write_edge_model")
-    # model.tflite last: on buckets its presence marks a complete version.
-    ordered = sorted(EDGE_FILES, key=lambda name: name == MODEL_FILE)
-    if "://" in target_dir:
-        for name in ordered:
-            tf.io.gfile.makedirs(target_dir)
-            tf.io.gfile.copy(f"{source_dir}/{name}", f"{target_dir}/{name}")
-        return target_dir
-    parent, _, version = target_dir.rstrip("/").rpartition("/")
-    # A dot-name: model servers and version scanners ignore it until the rename.
-    staging = f"{parent}/.{version}.tmp-{uuid.uuid4().hex[:8]}"
-    tf.io.gfile.makedirs(staging)
-    try:
-        for name in ordered:
-            tf.io.gfile.copy(f"{source_dir}/{name}", f"{staging}/{name}")
-        tf.io.gfile.rename(staging, target_dir)
-    except BaseException:
-        if tf.io.gfile.exists(staging):
-            tf.io.gfile.rmtree(staging)
-        raise
-    return target_dir
+    base = str(model_base).rstrip("/")
+    sha256 = export.metadata["sha256"]
+    existing = find_published(base, sha256)
+    if existing is not None:
+        write_edge_model(export, out_dir, existing)
+        return existing
+    # The version is chosen first: its path goes into edge_metadata.json, which is pushed with the model.
+    version = next_version(os.path.basename(path) for path in list_versions(base))
+    write_edge_model(export, out_dir, f"{base}/{version}")
+    return publish_version(out_dir, base, sha256, last_file=EDGE_MODEL_FILE, version=version)

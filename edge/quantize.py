@@ -21,10 +21,10 @@ import numpy as np
 import tensorflow as tf
 from ai_edge_litert.tools import flatbuffer_utils
 
+from components.contract import SIGNATURE_PREPROCESSED
 from edge.errors import EdgeError
 from edge.options import MODE_NAMES, IoDtype, SupportedOps
 
-SIGNATURE = "serving_preprocessed"
 # The names are the `edge` section's (edge/options.py), declared there once.
 IO_DTYPES: dict[str, tf.DType] = {name: tf.as_dtype(name) for name in get_args(IoDtype)}
 SUPPORTED_OPS: tuple[str, ...] = get_args(SupportedOps)
@@ -144,7 +144,7 @@ def convert(
     representative_data: np.ndarray | None = None,
     supported_ops: str = "builtins",
     io_dtype: str = "int8",
-    signature: str = SIGNATURE,
+    signature: str = SIGNATURE_PREPROCESSED,
     keep_tensor_names: bool = False,
 ) -> bytes:
     """Converts one signature of a SavedModel to a TFLite flatbuffer.

@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter, SignatureRunner
 
+from components.contract import OUTPUT_PROBABILITIES, SIGNATURE_PREPROCESSED
 from edge.errors import EdgeError
 
-PREFERRED_SIGNATURE = "serving_preprocessed"
-PROBABILITIES = "probabilities"
 _FLATBUFFER_ID = b"TFL3"  # bytes 4..8 of every TFLite flatbuffer (its file identifier)
 
 
@@ -137,23 +136,23 @@ class TfliteModel:
 
     def _pick_signature(self, where: str) -> str:
         signatures = list(self.interpreter.get_signature_list())
-        if PREFERRED_SIGNATURE in signatures:
-            return PREFERRED_SIGNATURE
+        if SIGNATURE_PREPROCESSED in signatures:
+            return SIGNATURE_PREPROCESSED
         if len(signatures) == 1:
             return signatures[0]
         raise EdgeError(
-            f"{where} has signatures {signatures}; expected `{PREFERRED_SIGNATURE}` (or exactly one signature), as "
+            f"{where} has signatures {signatures}; expected `{SIGNATURE_PREPROCESSED}` (or exactly one signature), as "
             "written by converting a SavedModel with `tfxp edge convert`"
         )
 
     def _pick_probabilities(self, where: str) -> TensorInfo:
-        if PROBABILITIES in self.outputs:
-            return self.outputs[PROBABILITIES]
+        if OUTPUT_PROBABILITIES in self.outputs:
+            return self.outputs[OUTPUT_PROBABILITIES]
         scores = [info for info in self.outputs.values() if len(info.shape) == 2]
         if len(scores) == 1:
             return scores[0]
         raise EdgeError(
-            f"{where} has outputs {sorted(self.outputs)} and none is `{PROBABILITIES}` [N, num_classes]; "
+            f"{where} has outputs {sorted(self.outputs)} and none is `{OUTPUT_PROBABILITIES}` [N, num_classes]; "
             "convert the model's `serving_preprocessed` signature"
         )
 

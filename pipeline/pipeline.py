@@ -14,6 +14,7 @@ from typing import Any
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
+from components.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 from components.edge_exporter.component import EdgeExporter
 from components.pusher.executor import AtomicPusher
 from components.trainer.options import RunOptions
@@ -23,13 +24,6 @@ from pipeline.config import TfxpConfig
 from pipeline.layout import OutputLayout, output_layout, split_patterns
 
 TRAINER_RUN_FN = "components.trainer.run_fn.run_fn"
-ACCURACY_METRIC = "sparse_categorical_accuracy"
-# The signature TFMA feeds serialized tf.Examples to (ARCHITECTURE.md, model contract).
-EVAL_SIGNATURE = "serving_tf_example"
-PREDICTION_KEY = "probabilities"
-# components.trainer.export's TFMA-only signature and its output (not imported: it would pull in Keras).
-EVAL_LABELS_SIGNATURE = "tfxp_eval_labels"
-EVAL_LABEL_KEY = "label_index"
 
 
 def example_gen_input_config(config: TfxpConfig) -> tfx.proto.Input:
@@ -67,11 +61,11 @@ def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
-                signature_name=EVAL_SIGNATURE,
-                # The model's own signature maps labels to 0-based class ids (data.label_offset).
-                preprocessing_function_names=[EVAL_LABELS_SIGNATURE],
+                # TFMA feeds serialized tf.Examples; the model's own signature maps labels to 0-based class ids.
+                signature_name=SIGNATURE_TF_EXAMPLE,
+                preprocessing_function_names=[SIGNATURE_EVAL_LABELS],
                 label_key=EVAL_LABEL_KEY,
-                prediction_key=PREDICTION_KEY,
+                prediction_key=OUTPUT_PROBABILITIES,
             )
         ],
         slicing_specs=[tfma.SlicingSpec()],

@@ -15,6 +15,7 @@ from typing import Any
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.contract import ACCURACY_METRIC
 from components.edge_exporter.summary import edge_summary
 from pipeline.config import TfxpConfig
 
@@ -121,8 +122,8 @@ def blessing_reason(
     blessed: bool, metrics: dict[str, dict[str, float]], config: TfxpConfig, validation_failures: list[str]
 ) -> str:
     """One line saying why the model was or was not blessed."""
-    accuracy = metrics.get("candidate", {}).get("sparse_categorical_accuracy")
-    baseline = metrics.get("baseline", {}).get("sparse_categorical_accuracy")
+    accuracy = metrics.get("candidate", {}).get(ACCURACY_METRIC)
+    baseline = metrics.get("baseline", {}).get(ACCURACY_METRIC)
     minimum = config.evaluator.min_accuracy
     drop = config.evaluator.max_accuracy_drop
     if accuracy is None:
@@ -220,10 +221,10 @@ def build_summary(
         summary["blessed"] = blessed
         summary["blessing_reason"] = blessing_reason(blessed, metrics, config, failures)
         candidate = metrics.get("candidate", {})
-        summary["metrics"]["accuracy"] = candidate.get("sparse_categorical_accuracy")
+        summary["metrics"]["accuracy"] = candidate.get(ACCURACY_METRIC)
         summary["metrics"]["example_count"] = candidate.get("example_count")
         if "baseline" in metrics:
-            summary["metrics"]["baseline_accuracy"] = metrics["baseline"].get("sparse_categorical_accuracy")
+            summary["metrics"]["baseline_accuracy"] = metrics["baseline"].get(ACCURACY_METRIC)
     trainer = components.get("Trainer")
     if trainer is not None and trainer.outputs.get("model"):
         summary["metrics"]["training"] = training_metrics(trainer.outputs["model"][0].uri)

@@ -36,6 +36,8 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from components.contract import INPUT_IMAGE_BYTES, OUTPUT_CLASSES, OUTPUT_PROBABILITIES
+from components.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from serving.errors import (
     Code,
     DeadlineExceededError,
@@ -49,7 +51,6 @@ from serving.errors import (
 from serving.tensors import tensor_proto_to_ndarray, write_tensor_proto
 
 T = TypeVar("T")
-DEFAULT_SIGNATURE = "serving_default"
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,10 @@ class ServingClient(abc.ABC):
         """
         array = np.empty(len(images), dtype=object)
         array[:] = list(images)
-        outputs, answered_by = self._predict({"image_bytes": array}, DEFAULT_SIGNATURE, version, label)
+        outputs, answered_by = self._predict({INPUT_IMAGE_BYTES: array}, DEFAULT_SIGNATURE, version, label)
         return Prediction(
-            probabilities=np.asarray(outputs["probabilities"], dtype=np.float32),
-            classes=np.asarray(outputs["classes"], dtype=np.int64),
+            probabilities=np.asarray(outputs[OUTPUT_PROBABILITIES], dtype=np.float32),
+            classes=np.asarray(outputs[OUTPUT_CLASSES], dtype=np.int64),
             model_version=answered_by,
         )
 

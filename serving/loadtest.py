@@ -32,6 +32,7 @@ import grpc
 import numpy as np
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from components.contract import INPUT_IMAGE_BYTES
 from serving import event_loop
 from serving.client import DEFAULT_SIGNATURE, ServingClient, request_model_spec, to_json_value
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
@@ -302,7 +303,7 @@ def _grpc_sender(
     requests = []
     for batch in batches:
         request = predict_pb2.PredictRequest(model_spec=request_model_spec(model_name, signature_name, None, None))
-        write_tensor_proto(request.inputs["image_bytes"], np.array(batch, dtype=object))
+        write_tensor_proto(request.inputs[INPUT_IMAGE_BYTES], np.array(batch, dtype=object))
         requests.append(request)
 
     async def send(index: int) -> str | None:

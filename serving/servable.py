@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
+from components.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from serving.batching import BatchingOptions, BatchScheduler
 from serving.errors import (
     FailedPreconditionError,
@@ -35,7 +36,6 @@ from serving.errors import (
 )
 from serving.tensors import DType, dtype_of, dtype_of_array, shape_string
 
-DEFAULT_SIGNATURE = "serving_default"
 logger = logging.getLogger(__name__)
 
 

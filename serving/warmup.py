@@ -16,7 +16,8 @@ from pathlib import Path
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
+from components.contract import WARMUP_ASSET
+
 # TF Serving refuses warmup files with more records than this (servables/tensorflow/saved_model_warmup_util).
 MAX_WARMUP_RECORDS = 1000
 
@@ -27,7 +28,7 @@ def read_warmup_requests(saved_model_dir: Path) -> list[prediction_log_pb2.Predi
     Raises:
         ValueError: the file is not a TFRecord of PredictionLog protos, or has too many records.
     """
-    path = Path(saved_model_dir) / WARMUP_FILE
+    path = Path(saved_model_dir) / WARMUP_ASSET
     if not path.is_file():
         return []
     records = []

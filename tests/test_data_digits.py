@@ -11,11 +11,12 @@ import pytest
 from sklearn.datasets import load_digits
 from typer.testing import CliRunner
 
+from components.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY, read_label_map
 from components.data.dataset import MANIFEST_FILE, DatasetSummary
 from components.data.digits import write_digits
 from components.data.errors import DataError
 from components.data.inspect import inspect_dataset
-from components.data.tfrecords import IMAGE_KEY, LABEL_KEY, TEXT_KEY, iter_examples, read_labels, split_files
+from components.data.tfrecords import iter_examples, split_files
 from pipeline.cli import app
 
 
@@ -33,7 +34,7 @@ def _files(directory: Path) -> dict[str, bytes]:
 
 def test_digits_layout_labels_and_stratified_counts(digits_dir: tuple[Path, DatasetSummary]) -> None:
     out, summary = digits_dir
-    assert read_labels(out / "labels.txt") == [str(digit) for digit in range(10)]
+    assert read_label_map(out / "labels.txt") == [str(digit) for digit in range(10)]
     assert [path.name for path in split_files(out, "train")] == [
         "part-00000-of-00002.tfrecord.gz",
         "part-00001-of-00002.tfrecord.gz",

@@ -12,12 +12,13 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
+from components.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY, read_label_map
 from components.data import dataset as dataset_module
 from components.data.dataset import MANIFEST_FILE
 from components.data.errors import DataError
 from components.data.from_folder import check_images, convert_folder
 from components.data.inspect import inspect_dataset
-from components.data.tfrecords import IMAGE_KEY, LABEL_KEY, TEXT_KEY, iter_examples, read_labels, split_files
+from components.data.tfrecords import iter_examples, split_files
 from pipeline.cli import app
 
 
@@ -81,7 +82,7 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
 def test_converts_tree_keeping_original_bytes(tree: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     summary = convert_folder(tree, out, eval_fraction=0.25, shards=2, workers=2)
-    assert read_labels(out / "labels.txt") == ["cat", "dog", "emu"]
+    assert read_label_map(out / "labels.txt") == ["cat", "dog", "emu"]
     assert {split: sum(counts.values()) for split, counts in summary.counts.items()} == {"train": 13, "eval": 5}
     assert summary.counts["eval"] == {"cat": 2, "dog": 2, "emu": 1}
     stored = _stored(out)

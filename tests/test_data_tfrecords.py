@@ -1,4 +1,4 @@
-"""The TFRecord format helpers: examples, shards, the label map, the deterministic split."""
+"""The TFRecord format helpers: examples, shards, the deterministic split (the label map: test_contract.py)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from components.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY
 from components.data.dataset import Record, stratified_split
 from components.data.errors import DataError
-from components.data.tfrecords import (
-    IMAGE_KEY,
-    LABEL_KEY,
-    TEXT_KEY,
-    iter_examples,
-    make_example,
-    read_label_ids,
-    read_labels,
-    shard_bounds,
-    write_labels,
-    write_shards,
-)
+from components.data.tfrecords import iter_examples, make_example, read_label_ids, shard_bounds, write_shards
 
 
 def test_make_example_holds_the_contract_features() -> None:
@@ -56,30 +46,6 @@ def test_read_label_ids_rejects_files_that_are_not_gzip_tfrecords(tmp_path: Path
     bogus.write_bytes(b"definitely not gzip")
     with pytest.raises(DataError, match=r"cannot read labels from .*part-00000-of-00001.tfrecord.gz.*GZIP TFRecords"):
         list(read_label_ids([bogus]))
-
-
-def test_labels_round_trip_and_ignore_trailing_blank_lines(tmp_path: Path) -> None:
-    path = tmp_path / "labels.txt"
-    write_labels(path, ["cat", "dog", "red fox"])
-    assert read_labels(path) == ["cat", "dog", "red fox"]
-    path.write_text("cat\ndog\n\n\n")
-    assert read_labels(path) == ["cat", "dog"]
-
-
-def test_read_labels_errors_say_what_is_wrong(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"label map .*labels.txt not found: .* one class name a line"):
-        read_labels(tmp_path / "labels.txt")
-    (tmp_path / "labels.txt").write_text("\n \n")
-    with pytest.raises(DataError, match=r"labels.txt is empty"):
-        read_labels(tmp_path / "labels.txt")
-    (tmp_path / "labels.txt").write_text("cat\n\ndog\n")
-    with pytest.raises(DataError, match=r"blank line at line 2"):
-        read_labels(tmp_path / "labels.txt")
-
-
-def test_write_labels_rejects_names_that_cannot_be_read_back(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"class name 'a\\nb' cannot go into labels.txt"):
-        write_labels(tmp_path / "labels.txt", ["ok", "a\nb"])
 
 
 def test_stratified_split_is_deterministic_disjoint_and_per_class() -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from test_edge_data import LABELS, SPEC, shared_data, shared_model, synthetic_images, write_split
 
+from components.publish import PUSH_RECORD, find_published, list_versions
 from edge.benchmark import LatencyStats, benchmark
 from edge.data import LabeledImages, load_split
 from edge.errors import EdgeError
@@ -21,9 +22,8 @@ from edge.export import (
     GateResult,
     accuracy_gate,
     export_edge_model,
-    find_pushed_version,
-    next_version_dir,
-    push_atomically,
+    push_edge_model,
+    read_labels,
     read_preprocessing,
     write_edge_model,
 )
@@ -171,44 +171,32 @@ def test_export_measures_gates_and_writes_the_edge_model(saved_model: Path, data
     assert metadata["pushed_path"] is None
 
 
-def test_push_is_a_complete_new_version_or_nothing(int8_model: bytes, tmp_path: Path) -> None:
+def test_push_is_a_complete_new_version_and_a_repush_reuses_it(int8_model: bytes, tmp_path: Path) -> None:
     sha256 = hashlib.sha256(int8_model).hexdigest()
     gate = GateResult(blessed=True, drop=0.0, reason="within")
     export = EdgeExport(tflite=int8_model, labels=LABELS, metadata={"sha256": sha256}, gate=gate)
     base = tmp_path / "edge" / "digits"
-    target = next_version_dir(base)
-    write_edge_model(export, tmp_path / "artifact", pushed_path=target)
 
-    assert push_atomically(tmp_path / "artifact", target) == target
-    assert sorted(path.name for path in Path(target).iterdir()) == sorted(EDGE_FILES)
-    assert json.loads((Path(target) / "edge_metadata.json").read_text())["pushed_path"] == target
-    assert [path.name for path in base.iterdir()] == [Path(target).name]  # no staging left behind
-    assert int(Path(next_version_dir(base)).name) > int(Path(target).name)
-    assert find_pushed_version(base, sha256) == target
-    assert find_pushed_version(base, "0" * 64) is None
-    with pytest.raises(EdgeError, match="exists already; versions are never overwritten"):
-        push_atomically(tmp_path / "artifact", target)
+    target = push_edge_model(export, tmp_path / "artifact", base)
+    again = push_edge_model(export, tmp_path / "rerun", base)
 
-
-def test_a_push_without_all_files_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "artifact").mkdir()
-    (tmp_path / "artifact" / "model.tflite").write_bytes(b"x")
-
-    with pytest.raises(EdgeError, match=r"labels.txt is missing"):
-        push_atomically(tmp_path / "artifact", str(tmp_path / "edge" / "digits" / "7"))
-    assert not (tmp_path / "edge").exists()
+    assert again == target and list_versions(base) == [target]  # no staging left behind, no duplicate
+    assert sorted(path.name for path in Path(target).iterdir()) == sorted([*EDGE_FILES, PUSH_RECORD])
+    assert (Path(target) / "model.tflite").read_bytes() == int8_model
+    for pushed in (Path(target), tmp_path / "artifact", tmp_path / "rerun"):
+        assert json.loads((pushed / "edge_metadata.json").read_text())["pushed_path"] == target
+    assert find_published(base, sha256) == target
+    other = EdgeExport(tflite=int8_model + b"\0", labels=LABELS, metadata={"sha256": "0" * 64}, gate=gate)
+    assert int(Path(push_edge_model(other, tmp_path / "other", base)).name) > int(Path(target).name)
 
 
-def test_a_push_failing_midway_leaves_no_version_and_no_staging(tmp_path: Path) -> None:
-    artifact = tmp_path / "artifact"
-    artifact.mkdir()
-    (artifact / "labels.txt").write_text("a\n")
-    (artifact / "edge_metadata.json").write_text("{}")
-    (artifact / "model.tflite").mkdir()  # copied last; copying a directory fails
-
-    with pytest.raises(Exception):  # noqa: B017  (whatever the file system raises)
-        push_atomically(artifact, str(tmp_path / "edge" / "digits" / "7"))
-    assert list((tmp_path / "edge" / "digits").iterdir()) == []
+def test_the_saved_models_label_map_follows_the_one_rule(tmp_path: Path) -> None:
+    (tmp_path / "assets").mkdir()
+    with pytest.raises(EdgeError, match=r"assets/labels.txt does not exist; the model contract puts the label map"):
+        read_labels(tmp_path)
+    (tmp_path / "assets" / "labels.txt").write_text("cat\n\ndog\n")
+    with pytest.raises(EdgeError, match=r"assets/labels.txt has a blank line at line 2"):
+        read_labels(tmp_path)
 
 
 def test_an_eval_subset_is_a_sample_across_classes(saved_model: Path, tmp_path: Path) -> None:

@@ -80,7 +80,12 @@ def test_blessed_model_is_converted_gated_and_pushed(tmp_path: Path, model_artif
     versions = list((tmp_path / "edge" / "digits").iterdir())
     assert len(versions) == 1 and versions[0].name.isdigit()
     pushed = versions[0]
-    assert sorted(path.name for path in pushed.iterdir()) == ["edge_metadata.json", "labels.txt", "model.tflite"]
+    assert sorted(path.name for path in pushed.iterdir()) == [
+        "edge_metadata.json",
+        "labels.txt",
+        "model.tflite",
+        "tfxp_push.json",
+    ]
     assert (pushed / "model.tflite").read_bytes() == (Path(edge_model.uri) / "model.tflite").read_bytes()
     assert edge_model.get_int_custom_property("blessed") == 1
     assert edge_model.get_string_custom_property("pushed_path") == str(pushed)

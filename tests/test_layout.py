@@ -66,6 +66,7 @@ def test_local_paths_are_absolute_and_the_split_concrete(tmp_path: Path, monkeyp
 
     (tmp_path / "digits" / "train").mkdir(parents=True)
     (tmp_path / "digits" / "eval").mkdir()
+    (tmp_path / "digits" / "labels.txt").write_text("zero\none\n")  # checked before any component runs
     monkeypatch.chdir(tmp_path)
     config = resolve_local_paths(build_config({}, ["data.path=digits", "pipeline.output=out"]))
     assert config.data.path == str(tmp_path / "digits")

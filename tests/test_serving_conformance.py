@@ -37,7 +37,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from components.pusher.atomic import publish_version
+from components.publish import publish_version
 from components.trainer.export import export_saved_model
 from components.trainer.preprocessing import PreprocessingSpec
 from serving.batching import BatchingOptions
@@ -109,12 +109,12 @@ def endpoint(
         if not all(values):
             pytest.skip(f"no real TF Serving configured (set {', '.join(names)})")
         grpc_target, rest_url, base = values
-        version_dir = publish_version(exported, Path(base))  # type: ignore[arg-type]
+        version_dir = Path(publish_version(exported, base, identity=str(exported)))  # type: ignore[arg-type]
         _wait_available(grpc_target, MODEL, int(version_dir.name))  # type: ignore[arg-type]
         yield Endpoint(grpc_target, rest_url.rstrip("/"), version_dir, local=False)  # type: ignore[arg-type, union-attr]
         return
     root = tmp_path_factory.mktemp("models")
-    version_dir = publish_version(exported, root / MODEL)
+    version_dir = Path(publish_version(exported, root / MODEL, identity=str(exported)))
     write_classification_version(root / CLASSIFIER, 1, tiny_classifier(SIZE, CHANNELS, len(LABELS), seed=1), LABELS)
     options = ServerOptions(
         grpc_port=0,

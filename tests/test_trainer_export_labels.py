@@ -8,8 +8,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from components.contract import EVAL_LABEL_KEY, SIGNATURE_EVAL_LABELS
 from components.data.tfrecords import make_example
-from components.trainer.export import EVAL_LABEL_KEY, SIGNATURE_EVAL_LABELS, export_saved_model
+from components.trainer.export import export_saved_model
 from components.trainer.preprocessing import PreprocessingSpec
 
 

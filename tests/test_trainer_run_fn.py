@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.trainer.input_pipeline import IMAGE_KEY, LABEL_KEY
+from components.contract import IMAGE_KEY, LABEL_KEY, LabelMapError
 from components.trainer.options import TrainerConfigError
 from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
 from components.trainer.run_fn import run_fn
@@ -167,5 +167,5 @@ def test_bad_custom_config_is_rejected_clearly(tmp_path: Path, custom_config: di
 def test_missing_label_map_names_the_file(digits_dir: Path, tmp_path: Path) -> None:
     fn_args = make_fn_args(digits_dir, tmp_path, TINY_TRAINER)
     fn_args.custom_config["labels_path"] = str(tmp_path / "nope.txt")
-    with pytest.raises(FileNotFoundError, match=r"label map .*nope.txt does not exist"):
+    with pytest.raises(LabelMapError, match=r"label map .*nope.txt does not exist; set data.labels"):
         run_fn(fn_args)

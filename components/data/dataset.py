@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from components.data.errors import DataError
-from components.data.tfrecords import LABELS_FILE, SHARD_PATTERN, SPLITS, make_example, write_labels, write_shards
+from components.contract import IMAGE_KEY, LABEL_KEY, LABELS_FILE, TEXT_KEY, write_label_map
+from components.data.tfrecords import SHARD_PATTERN, SPLITS, make_example, write_shards
 
 MANIFEST_FILE = "tfxp_dataset.json"
 # What `tfxp data` writes into `out`; with --overwrite exactly these are replaced.
@@ -284,10 +285,10 @@ def write_dataset(
             counts[split] = {name: 0 for name in names}
             for record in split_records:
                 counts[split][names[record.label]] += 1
-        write_labels(stage / LABELS_FILE, names)
+        write_label_map(stage / LABELS_FILE, names)
         summary = DatasetSummary(out, names, counts, shard_counts, tuple(skipped), tuple(reencoded))
         manifest = {
-            "format": "tfxp image tf.Examples: image/encoded, image/class/label, image/class/text",
+            "format": f"tfxp image tf.Examples: {IMAGE_KEY}, {LABEL_KEY}, {TEXT_KEY}",
             **(provenance or {}),
             "eval_fraction": eval_fraction,
             "seed": seed,

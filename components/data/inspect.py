@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from components.contract import LABELS_FILE, read_label_map
 from components.data.dataset import DatasetSummary
 from components.data.errors import DataError
-from components.data.tfrecords import LABELS_FILE, find_splits, read_label_ids, read_labels, split_files
+from components.data.tfrecords import find_splits, read_label_ids, split_files
+
+MISSING_HINT = (
+    f"a data set directory needs a {LABELS_FILE} with one class name a line (line i = label i-1); write data "
+    "with `tfxp data digits` or `tfxp data from-folder`"
+)
 
 
 def inspect_dataset(directory: Path) -> DatasetSummary:
@@ -20,14 +26,15 @@ def inspect_dataset(directory: Path) -> DatasetSummary:
         outside the label map are counted under `label <n>?` so they stand out.
 
     Raises:
-        DataError: the directory, labels.txt or any split is missing, or a shard is unreadable.
+        DataError: the directory or any split is missing, or a shard is unreadable.
+        LabelMapError: labels.txt is missing or breaks the label-map rule (`components.contract`).
 
     Example:
         inspect_dataset(Path("data/digits")).counts["eval"]["7"]
     """
     if not directory.is_dir():
         raise DataError(f"data set directory {directory} does not exist; create one with `tfxp data digits --out DIR`")
-    names = tuple(read_labels(directory / LABELS_FILE))
+    names = tuple(read_label_map(directory / LABELS_FILE, missing_hint=MISSING_HINT))
     splits = find_splits(directory)
     if not splits:
         raise DataError(

@@ -3,8 +3,8 @@
     DIR/train/part-00000-of-00002.tfrecord.gz    DIR/eval/part-...    DIR/labels.txt
 
 Each example has `image/encoded` (JPEG or PNG bytes), `image/class/label` (int64, 0-based)
-and optionally `image/class/text`. TensorFlow is imported inside the functions that need
-it, so `labels.txt` helpers and the image checks stay light.
+and optionally `image/class/text` (the names are in `components.contract`, as is the reader and writer
+of `labels.txt`). TensorFlow is imported inside the functions that need it, so the image checks stay light.
 """
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from components.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY
 from components.data.errors import DataError
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
-IMAGE_KEY = "image/encoded"
-LABEL_KEY = "image/class/label"
-TEXT_KEY = "image/class/text"
-LABELS_FILE = "labels.txt"
 SPLITS = ("train", "eval")
 SHARD_PATTERN = re.compile(r"^part-(\d{5})-of-(\d{5})\.tfrecord\.gz$")
 COMPRESSION = "GZIP"
@@ -150,49 +147,3 @@ def read_label_ids(files: Sequence[Path], batch_size: int = 4096) -> Iterator[li
             f"cannot read labels from {files[0].parent} ({names}): {error.message.splitlines()[0]}; expected GZIP "
             f"TFRecords of tf.Examples with an int64 `{LABEL_KEY}`, as `tfxp data` writes"
         ) from None
-
-
-def write_labels(path: Path, names: Sequence[str]) -> None:
-    """Writes the label map: one class name a line, line i = label i.
-
-    Raises:
-        DataError: a name is empty or spans lines (it could not be read back).
-    """
-    for name in names:
-        if not name.strip() or "\n" in name or "\r" in name:
-            raise DataError(f"class name {name!r} cannot go into {path.name}: names must be non-empty single lines")
-    path.write_text("".join(f"{name}\n" for name in names))
-
-
-def read_labels(path: Path) -> list[str]:
-    """Reads a label map written by `write_labels` (trailing blank lines are ignored).
-
-    Raises:
-        DataError: the file is missing, empty, or has a blank line between names.
-    """
-    if not path.is_file():
-        raise DataError(
-            f"label map {path} not found: a data set directory needs a {LABELS_FILE} with one class name a line "
-            "(line i = label i); write data with `tfxp data digits` or `tfxp data from-folder`"
-        )
-    return parse_labels(path.read_text(), str(path))
-
-
-def parse_labels(text: str, source: str) -> list[str]:
-    """The class names in a label map's text; `source` names the file in errors.
-
-    Raises:
-        DataError: the text is empty or has a blank line between names.
-    """
-    lines = text.splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
-        raise DataError(f"label map {source} is empty: it needs one class name a line (line i = label i)")
-    blank = [number for number, line in enumerate(lines, start=1) if not line.strip()]
-    if blank:
-        raise DataError(
-            f"label map {source} has a blank line at line {blank[0]}; every line names the class of that index, "
-            "so remove the blank line (or name the class)"
-        )
-    return lines

@@ -25,9 +25,7 @@ from components.edge_exporter.spec import (
 from edge.export import (
     METADATA_FORMAT,
     export_edge_model,
-    find_pushed_version,
-    next_version_dir,
-    push_atomically,
+    push_edge_model,
     write_edge_model,
     write_metadata,
 )
@@ -70,13 +68,8 @@ class Executor(base_executor.BaseExecutor):
 
         pushed_path = None
         if export.blessed:
-            push_base = exec_properties[PUSH_BASE_KEY]
             # A rerun that produced the same bytes reuses that version instead of duplicating it.
-            existing = find_pushed_version(push_base, export.metadata["sha256"])
-            pushed_path = existing or next_version_dir(push_base)
-            write_edge_model(export, edge_model.uri, pushed_path)
-            if existing is None:
-                push_atomically(edge_model.uri, pushed_path)
+            pushed_path = push_edge_model(export, edge_model.uri, exec_properties[PUSH_BASE_KEY])
         else:
             write_edge_model(export, edge_model.uri)
         _record(edge_model, edge_blessing, export.blessed, export.gate.reason, pushed_path, export.gate.drop)

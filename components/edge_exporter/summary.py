@@ -13,10 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from components.contract import EDGE_METADATA_FILE, EDGE_MODEL_FILE
 from edge.errors import EdgeError
-
-METADATA_FILE = "edge_metadata.json"  # edge.export.METADATA_FILE; repeated to keep this module free of TensorFlow
-MODEL_FILE = "model.tflite"
 
 
 def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
@@ -34,7 +32,7 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
     Raises:
         EdgeError: the directory has no readable `edge_metadata.json`.
     """
-    path = Path(edge_model_uri) / METADATA_FILE
+    path = Path(edge_model_uri) / EDGE_METADATA_FILE
     try:
         metadata = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
@@ -42,7 +40,7 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
     pushed = metadata.get("pushed_path")
     status = "skipped" if metadata.get("skipped") else "pushed" if pushed else "not_blessed"
     fields: dict[str, Any] = {
-        "edge_model_path": f"{pushed}/{MODEL_FILE}" if pushed else None,
+        "edge_model_path": f"{pushed}/{EDGE_MODEL_FILE}" if pushed else None,
         "edge": {
             "status": status,
             "blessed": bool(metadata.get("blessed")),

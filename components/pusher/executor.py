@@ -1,8 +1,8 @@
-"""Pusher executor that publishes versions atomically (components.pusher.atomic)."""
+"""Pusher executor that publishes versions atomically (`components.publish`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from typing import Any
 
 from tfx import types
@@ -13,7 +13,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components.pusher.atomic import publish_version
+from components.publish import publish_version
 
 
 class AtomicPusherExecutor(pusher_executor.Executor):
@@ -39,9 +39,11 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         if destination.WhichOneof("destination") != "filesystem":
             raise ValueError("tfxp's Pusher supports file-system destinations only (push_destination.filesystem)")
         model_path = self.GetModelPath(input_dict)
-        version_dir = publish_version(Path(model_path), Path(destination.filesystem.base_directory))
+        # The identity is the SavedModel's path in the model artifact: a new Trainer run is a new artifact (a new
+        # version); this Pusher re-run over the same artifact finds the version it pushed.
+        version_dir = publish_version(model_path, destination.filesystem.base_directory, identity=model_path)
         io_utils.copy_dir(model_path, model_push.uri)  # the artifact's own archive copy, as TFX does
-        self._MarkPushed(model_push, pushed_destination=str(version_dir), pushed_version=version_dir.name)
+        self._MarkPushed(model_push, pushed_destination=version_dir, pushed_version=os.path.basename(version_dir))
 
 
 class AtomicPusher(Pusher):

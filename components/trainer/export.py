@@ -23,15 +23,25 @@ from pathlib import Path
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer.input_pipeline import IMAGE_KEY, LABEL_KEY
+from components.contract import (
+    EVAL_LABEL_KEY,
+    IMAGE_KEY,
+    INPUT_EXAMPLES,
+    INPUT_IMAGE_BYTES,
+    INPUT_IMAGES,
+    LABEL_KEY,
+    LABELS_FILE,
+    OUTPUT_CLASSES,
+    OUTPUT_PROBABILITIES,
+    PREPROCESSING_FILE,
+    SIGNATURE_DEFAULT,
+    SIGNATURE_EVAL_LABELS,
+    SIGNATURE_PREPROCESSED,
+    SIGNATURE_TF_EXAMPLE,
+    WARMUP_ASSET,
+    write_label_map,
+)
 from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
-
-SIGNATURE_DEFAULT = "serving_default"
-SIGNATURE_TF_EXAMPLE = "serving_tf_example"
-SIGNATURE_PREPROCESSED = "serving_preprocessed"
-SIGNATURE_EVAL_LABELS = "tfxp_eval_labels"
-EVAL_LABEL_KEY = "label_index"
-WARMUP_FILE = "tf_serving_warmup_requests"
 
 
 def make_signatures(
@@ -39,22 +49,23 @@ def make_signatures(
 ) -> dict[str, tf.types.experimental.ConcreteFunction]:
     """The three serving signatures of the model contract, all through one model call, and TFMA's labels."""
 
-    @tf.function(input_signature=[tf.TensorSpec([None, *spec.shape], tf.float32, name="images")])
+    @tf.function(input_signature=[tf.TensorSpec([None, *spec.shape], tf.float32, name=INPUT_IMAGES)])
     def serving_preprocessed(images: tf.Tensor) -> dict[str, tf.Tensor]:
         # Cast: the contract promises float32 whatever the model's output dtype is.
         probabilities = tf.cast(model(images, training=False), tf.float32)
-        return {"probabilities": probabilities, "classes": tf.argmax(probabilities, axis=-1, output_type=tf.int64)}
+        classes = tf.argmax(probabilities, axis=-1, output_type=tf.int64)
+        return {OUTPUT_PROBABILITIES: probabilities, OUTPUT_CLASSES: classes}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_IMAGE_BYTES)])
     def serving_default(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         return serving_preprocessed(preprocess_image_bytes(image_bytes, spec))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_EXAMPLES)])
     def serving_tf_example(examples: tf.Tensor) -> dict[str, tf.Tensor]:
         features = tf.io.parse_example(examples, {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string)})
         return serving_default(features[IMAGE_KEY])
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=INPUT_EXAMPLES)])
     def eval_labels(examples: tf.Tensor) -> dict[str, tf.Tensor]:
         # TFMA runs this as a preprocessing function and reads the label from its output.
         features = tf.io.parse_example(examples, {LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)})
@@ -95,9 +106,9 @@ def export_saved_model(
     signatures = make_signatures(model, spec, label_offset)
     with tempfile.TemporaryDirectory(prefix="tfxp-assets-") as staging:
         # Assets are copied into <export_dir>/assets/ on save; attaching them to the model tracks them.
-        labels_file = Path(staging) / "labels.txt"
-        labels_file.write_text("".join(f"{label}\n" for label in labels))
-        spec_file = Path(staging) / "preprocessing.json"
+        labels_file = Path(staging) / LABELS_FILE
+        write_label_map(labels_file, labels)
+        spec_file = Path(staging) / PREPROCESSING_FILE
         spec_file.write_text(spec.to_json() + "\n")
         model.tfxp_labels = tf.saved_model.Asset(str(labels_file))
         model.tfxp_preprocessing = tf.saved_model.Asset(str(spec_file))
@@ -106,7 +117,7 @@ def export_saved_model(
         model.save(export_dir, save_format="tf", signatures=signatures, save_traces=False, include_optimizer=False)
         del model.tfxp_labels, model.tfxp_preprocessing  # the staged files vanish with the temp dir
     if warmup_images:
-        write_warmup_requests(f"{export_dir}/assets.extra/{WARMUP_FILE}", warmup_images)
+        write_warmup_requests(f"{export_dir}/{WARMUP_ASSET}", warmup_images)
 
 
 def write_warmup_requests(path: str, images: Sequence[bytes]) -> None:
@@ -118,6 +129,6 @@ def write_warmup_requests(path: str, images: Sequence[bytes]) -> None:
     with tf.io.TFRecordWriter(path) as writer:
         for image in images:
             request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=SIGNATURE_DEFAULT))
-            request.inputs["image_bytes"].CopyFrom(tf.make_tensor_proto([image], dtype=tf.string))
+            request.inputs[INPUT_IMAGE_BYTES].CopyFrom(tf.make_tensor_proto([image], dtype=tf.string))
             log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
             writer.write(log.SerializeToString())

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from components.data.tfrecords import IMAGE_KEY, LABEL_KEY
+from components.contract import IMAGE_KEY, LABEL_KEY
 from components.trainer.augment import augment_batch, augment_on_batches, augment_pixels, check_augmentations
 from components.trainer.preprocessing import PreprocessingSpec, decode_image, decode_pixels, pixels_to_input
 

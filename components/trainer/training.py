@@ -22,6 +22,7 @@ from typing import Any
 import tensorflow as tf
 import tf_keras as keras
 
+from components.contract import read_label_map
 from components.trainer.callbacks import ProfilerWindow, StopAtStep, ThroughputCallback
 from components.trainer.export import export_saved_model
 from components.trainer.input_pipeline import IMAGE_KEY, InputOptions, list_files, make_dataset
@@ -68,23 +69,13 @@ class TrainerPaths:
 
 
 def read_labels(labels_path: str) -> list[str]:
-    """Class names from a label map file (one a line; blank trailing lines ignored).
+    """Class names from the label map (`components.contract.read_label_map`: one rule for every reader).
 
     Raises:
-        FileNotFoundError: the file does not exist (names it and the config key).
-        ValueError: the file lists fewer than two classes.
+        LabelMapError: the file is missing (naming `data.labels`), has a blank line or a duplicate name, or
+            lists fewer than two classes.
     """
-    if not tf.io.gfile.exists(labels_path):
-        raise FileNotFoundError(
-            f"label map {labels_path} does not exist; set data.labels or put labels.txt in data.path"
-        )
-    with tf.io.gfile.GFile(labels_path) as handle:
-        labels = [line.strip() for line in handle.read().splitlines()]
-    while labels and not labels[-1]:
-        labels.pop()
-    if len(labels) < 2:
-        raise ValueError(f"label map {labels_path} lists {len(labels)} class(es); a classifier needs at least two")
-    return labels
+    return read_label_map(labels_path)
 
 
 def backup_dir_for(base_dir: str, run: RunOptions, paths: Sequence[str]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.data.tfrecords import IMAGE_KEY, LABEL_KEY
+from components.contract import IMAGE_KEY, LABEL_KEY
 
 
 def _feature(schema: schema_pb2.Schema, name: str, feature_type: int) -> schema_pb2.Feature:

@@ -4,32 +4,15 @@
 
 import os
 
-import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from tfx import v1 as tfx
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components.data.errors import DataError
-from components.data.tfrecords import parse_labels
+from components.contract import read_label_map
 from components.validation.label_map_schema import tighten_schema
 
 SCHEMA_FILE = "schema.pbtxt"
-
-
-def read_label_map(labels_path: str) -> list[str]:
-    """Reads labels.txt from a local path or a bucket (tf.io.gfile).
-
-    Raises:
-        DataError: the file is missing, empty, or has a blank line between names.
-    """
-    if not tf.io.gfile.exists(labels_path):
-        raise DataError(
-            f"label map {labels_path} not found: the data directory needs a labels.txt (one class name a "
-            "line, as `tfxp data` writes), or set `data.labels` to its path"
-        )
-    with tf.io.gfile.GFile(labels_path) as handle:
-        return parse_labels(handle.read(), labels_path)
 
 
 @tfx.dsl.components.component

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
+from components.contract import LabelMapError
 from components.data.errors import DataError
 from pipeline.cli.console import console, user_errors
 
@@ -52,7 +53,7 @@ def print_summary(summary: DatasetSummary, title: str) -> None:
 
 
 @data_app.command("digits")
-@user_errors(DataError, OSError)
+@user_errors(DataError, LabelMapError, OSError)
 def digits(
     out: OutOption,
     eval_fraction: EvalFractionOption = 0.2,
@@ -67,7 +68,7 @@ def digits(
 
 
 @data_app.command("from-folder")
-@user_errors(DataError, OSError)
+@user_errors(DataError, LabelMapError, OSError)
 def from_folder(
     src: Annotated[Path, typer.Argument(help="Image tree: SRC/<class>/<image>.jpg|.png (any size, RGB or gray).")],
     out: OutOption,
@@ -99,7 +100,7 @@ def from_folder(
 
 
 @data_app.command("inspect")
-@user_errors(DataError, OSError)
+@user_errors(DataError, LabelMapError, OSError)
 def inspect(directory: Annotated[Path, typer.Argument(help="A data set written by `tfxp data`.")]) -> None:
     """Print example counts per split and label."""
     from components.data.inspect import inspect_dataset

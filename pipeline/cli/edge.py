@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from components.contract import LABELS_FILE, LabelMapError, read_label_map
 from edge.errors import EdgeError
 from pipeline.cli.console import console, user_errors
 
@@ -79,7 +80,7 @@ def convert_command(
 
 
 @edge_app.command("eval")
-@user_errors(EdgeError)
+@user_errors(EdgeError, LabelMapError)
 def eval_command(
     model: Annotated[Path, typer.Argument(help="A .tflite image classifier.")],
     examples: Annotated[Path, typer.Option("--examples", help="Data dir or TFX Examples URI with the split.")],
@@ -94,13 +95,13 @@ def eval_command(
     from edge.evaluate import evaluate
     from edge.runtime import TfliteModel
 
+    labels = _labels_near(model, examples)  # first: a bad label map fails before the evaluation
     tflite = TfliteModel.load(model, threads=threads)
     height, width, channels = tflite.image_shape
     if height != width:
         raise EdgeError(f"{model} takes {height}×{width} images; tfxp preprocessing makes square images")
     data = load_split(examples, split, PreprocessingSpec(height, channels), limit=limit, label_offset=label_offset)
     result = evaluate(tflite, data)
-    labels = _labels_near(model, examples)
     table = Table(title=f"{model} on {examples} ({split}, {result.count} examples)", title_justify="left")
     table.add_column("class", justify="right")
     table.add_column("name")
@@ -114,9 +115,9 @@ def eval_command(
 
 def _labels_near(model: Path, examples: Path) -> list[str]:
     # The EdgeModel keeps labels.txt beside model.tflite; a `tfxp data` dir keeps it at its top.
-    for candidate in (model.parent / "labels.txt", examples / "labels.txt"):
+    for candidate in (model.parent / LABELS_FILE, examples / LABELS_FILE):
         if candidate.is_file():
-            return [line.strip() for line in candidate.read_text().splitlines() if line.strip()]
+            return read_label_map(candidate)
     return []
 
 

@@ -28,12 +28,13 @@ def run(
     Exits 0 when the pipeline ran, blessed or not (the summary says which), non-zero when a component failed.
     """
     config = load_cli_config(config_file, overrides, output)
+    from components.contract import LabelMapError
     from pipeline.runners.local import resolve_local_paths, run_local
     from pipeline.summary import build_summary, write_summary
 
     try:
         resolve_local_paths(config)
-    except FileNotFoundError as error:  # missing data, or a bucket output that SQLite MLMD cannot use
+    except (FileNotFoundError, LabelMapError) as error:  # missing data or label map, or a bucket output
         raise fail(str(error)) from None
     console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
     result = run_local(config, _print_progress)

@@ -148,19 +148,14 @@ def _client(
 
 
 def _labels_for(config: TfxpConfig, labels_file: Path | None) -> list[str] | None:
+    from components.contract import LABELS_ASSET, read_label_map
+    from components.publish import list_versions
+
     if labels_file is not None:
-        try:
-            return labels_file.read_text().splitlines()
-        except OSError as error:
-            raise UserError(f"cannot read --labels {labels_file}: {error.strerror}") from None
+        return read_label_map(labels_file, missing_hint="pass an existing label map (one class name a line)")
     # The server's API does not expose the label map; the pushed model carries it in assets/labels.txt.
-    base = Path(output_layout(config).serving_base)
-    versions = sorted((int(p.name) for p in base.glob("*") if p.name.isdigit()), reverse=True) if base.is_dir() else []
-    for version in versions:
-        path = base / str(version) / "assets" / "labels.txt"
-        if path.is_file():
-            return path.read_text().splitlines()
-    return None
+    newest = list_versions(output_layout(config).serving_base, required_file=LABELS_ASSET)[:1]
+    return read_label_map(f"{newest[0]}/{LABELS_ASSET}") if newest else None
 
 
 def _read_images(paths: list[Path]) -> list[bytes]:
@@ -174,8 +169,9 @@ def _read_images(paths: list[Path]) -> list[bytes]:
 
 
 def _read_examples(directory: Path, count: int) -> tuple[list[str], list[bytes], list[int]]:
-    from components.data.tfrecords import IMAGE_KEY, LABEL_KEY, split_files
+    from components.contract import IMAGE_KEY, LABEL_KEY
     from components.data.tfrecords import iter_examples as read_examples
+    from components.data.tfrecords import split_files
 
     files = split_files(directory, "eval")
     if not files:

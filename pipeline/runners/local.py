@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.contract import read_label_map
 from pipeline.config import TfxpConfig, write_config
 from pipeline.layout import OutputLayout, is_remote, output_layout, resolve_split
 
@@ -31,6 +32,7 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
 
     Raises:
         FileNotFoundError: `data.path` is a local directory that does not exist.
+        LabelMapError: the label map is missing or breaks the label-map rule (before any component runs).
     """
     if is_remote(config.pipeline.output):
         raise FileNotFoundError(
@@ -43,6 +45,8 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
             f"data.path {data_path} is not a directory; make the digits data with "
             f"`tfxp data digits --out {config.data.path}` or point `--set data.path=...` at your TFRecords"
         )
+    # Every schema mode trains on the label map: check it now, not in the Trainer or the EdgeExporter.
+    read_label_map(_absolute(config.data.labels_path))
     schema = config.data.schema_source
     if schema not in ("label_map", "infer"):
         schema = _absolute(schema)

@@ -1,0 +1,190 @@
+"""The model and data contract (ARCHITECTURE.md), each name written once, and the one label-map reader/writer.
+
+Every package that builds, reads or serves a tfxp model imports its names from here: the Trainer's export
+(`components.trainer.export`), TFMA's eval config (`pipeline.pipeline`), the serving client and server
+(`serving/`) and the TFLite conversion (`edge/`). The module imports nothing beyond the standard library, so
+the CLI, TFX glue and pure modules can all use it without pulling in TensorFlow or Keras.
+
+Model contract (SavedModel signatures; all three serving signatures return the same outputs):
+
+- `SIGNATURE_DEFAULT`: `INPUT_IMAGE_BYTES` string [None] → `OUTPUT_PROBABILITIES` float32 [None, C],
+  `OUTPUT_CLASSES` int64 [None]
+- `SIGNATURE_TF_EXAMPLE`: `INPUT_EXAMPLES` string [None] (serialized tf.Examples) → the same outputs
+- `SIGNATURE_PREPROCESSED`: `INPUT_IMAGES` float32 [None, H, W, C] → the same outputs
+- `SIGNATURE_EVAL_LABELS` (TFMA only): `INPUT_EXAMPLES` → `EVAL_LABEL_KEY` int64 [None]
+
+Label map: one class name a line, line i = label i-1 (`read_label_map`, `write_label_map`).
+
+Example:
+    labels = read_label_map("data/digits/labels.txt")  # ["0", "1", ..., "9"]
+    outputs = servable.run(SIGNATURE_DEFAULT, {INPUT_IMAGE_BYTES: images})[OUTPUT_PROBABILITIES]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+# Signature keys of the exported SavedModel.
+SIGNATURE_DEFAULT = "serving_default"
+SIGNATURE_TF_EXAMPLE = "serving_tf_example"
+SIGNATURE_PREPROCESSED = "serving_preprocessed"
+# TFMA runs it as a preprocessing function: the example's label minus `data.label_offset`, a 0-based class id.
+SIGNATURE_EVAL_LABELS = "tfxp_eval_labels"
+EVAL_LABEL_KEY = "label_index"
+
+# Signature inputs and outputs.
+INPUT_IMAGE_BYTES = "image_bytes"
+INPUT_EXAMPLES = "examples"
+INPUT_IMAGES = "images"
+OUTPUT_PROBABILITIES = "probabilities"
+OUTPUT_CLASSES = "classes"
+
+# tf.Example features of the data contract.
+IMAGE_KEY = "image/encoded"
+LABEL_KEY = "image/class/label"
+TEXT_KEY = "image/class/text"
+
+# The accuracy metric, as Keras and TFMA name it (`SparseCategoricalAccuracy`).
+ACCURACY_METRIC = "sparse_categorical_accuracy"
+
+# Files that travel with the data and the model; the `*_ASSET` paths are relative to the SavedModel directory.
+LABELS_FILE = "labels.txt"
+PREPROCESSING_FILE = "preprocessing.json"
+LABELS_ASSET = f"assets/{LABELS_FILE}"
+PREPROCESSING_ASSET = f"assets/{PREPROCESSING_FILE}"
+WARMUP_ASSET = "assets.extra/tf_serving_warmup_requests"
+
+# The EdgeModel directory (`<edge base>/<model>/<version>/`).
+EDGE_MODEL_FILE = "model.tflite"
+EDGE_METADATA_FILE = "edge_metadata.json"
+
+MISSING_LABELS_HINT = (
+    f"set data.labels to the label map, or put a {LABELS_FILE} (one class name a line, as `tfxp data` writes) "
+    "in data.path"
+)
+
+
+class LabelMapError(ValueError):
+    """A label map that cannot be read, or names that cannot be written as one; says which file and line."""
+
+
+def parse_label_map(text: str, source: str) -> list[str]:
+    """The class names of a label map's text: one name a line, line i = label i-1.
+
+    The one rule every reader shares: names are stripped of surrounding whitespace (so `\\r\\n` files work),
+    blank lines at the end are ignored, and anything else that would shift or merge class ids is an error.
+
+    Args:
+        text: The file's contents.
+        source: The file's path, named in errors.
+
+    Returns:
+        The class names, index = class id.
+
+    Raises:
+        LabelMapError: a blank line before the last name (its line), a name listed twice (both lines), or
+            fewer than two names.
+
+    Example:
+        parse_label_map("cat\\r\\ndog \\n\\n", "labels.txt")  # ["cat", "dog"]
+    """
+    names = [line.strip() for line in text.splitlines()]
+    while names and not names[-1]:
+        names.pop()
+    first_line: dict[str, int] = {}
+    for number, name in enumerate(names, start=1):
+        if not name:
+            raise LabelMapError(
+                f"label map {source} has a blank line at line {number}; every line names the class of that "
+                "index, so remove the blank line (or name the class)"
+            )
+        if name in first_line:
+            raise LabelMapError(
+                f"label map {source} names {name!r} twice, at lines {first_line[name]} and {number}; "
+                "each class needs its own name"
+            )
+        first_line[name] = number
+    if len(names) < 2:
+        raise LabelMapError(
+            f"label map {source} lists {len(names)} class(es); a classifier needs at least two "
+            "(one class name a line, line i = label i-1)"
+        )
+    return names
+
+
+def read_label_map(path: str | Path, missing_hint: str = MISSING_LABELS_HINT) -> list[str]:
+    """Reads a label map from a local path, or a bucket path (`gs://...`) through `tf.io.gfile`.
+
+    Args:
+        path: The label map file.
+        missing_hint: What to do when the file does not exist: where the caller took the path from.
+            Defaults to the config keys that set it (`data.labels`, or labels.txt in `data.path`).
+
+    Returns:
+        The class names, index = class id (see `parse_label_map` for the rule).
+
+    Raises:
+        LabelMapError: the file is missing or unreadable (naming it and `missing_hint`), is not UTF-8 text,
+            or breaks the rule of `parse_label_map`.
+
+    Example:
+        labels = read_label_map(config.data.labels_path)
+    """
+    source = str(path)
+    try:
+        data = _read_bytes(source)
+    except FileNotFoundError:
+        raise LabelMapError(f"label map {source} does not exist; {missing_hint}") from None
+    except OSError as error:
+        raise LabelMapError(f"cannot read label map {source}: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark from Windows editors is not part of the first name
+    except UnicodeDecodeError as error:
+        raise LabelMapError(
+            f"label map {source} is not UTF-8 text (byte {error.start} is {data[error.start : error.start + 1]!r}); "
+            "it must hold one class name a line"
+        ) from None
+    return parse_label_map(text, source)
+
+
+def write_label_map(path: str | Path, labels: Sequence[str]) -> None:
+    """Writes a label map that `read_label_map` reads back as `labels` (local path or bucket).
+
+    Args:
+        path: The file to write (its directory must exist for local paths).
+        labels: Class names, index = class id.
+
+    Raises:
+        LabelMapError: a name is empty, spans lines or has surrounding whitespace (it would not read back
+            the same), a name is repeated, or there are fewer than two.
+    """
+    target = str(path)
+    for name in labels:
+        if not name.strip() or "\n" in name or "\r" in name or name != name.strip():
+            raise LabelMapError(
+                f"class name {name!r} cannot go into {target}: names must be non-empty single lines without "
+                "surrounding whitespace"
+            )
+    text = "".join(f"{name}\n" for name in labels)
+    parse_label_map(text, target)  # the same rule as the reader: no duplicates, at least two names
+    if "://" in target:
+        import tensorflow as tf  # only bucket paths need it
+
+        with tf.io.gfile.GFile(target, "w") as handle:
+            handle.write(text)
+    else:
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def _read_bytes(path: str) -> bytes:
+    if "://" in path:
+        import tensorflow as tf  # only bucket paths need it
+
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(path)
+        with tf.io.gfile.GFile(path, "rb") as handle:
+            return bytes(handle.read())
+    with open(path, "rb") as handle:
+        return handle.read()

@@ -1,0 +1,64 @@
+"""AtomicPusherExecutor: a blessed model becomes one version; a re-run over the same model artifact reuses it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tfx.proto import pusher_pb2
+from tfx.types import standard_artifacts
+from tfx.utils import proto_utils
+
+from components.publish import PUSH_RECORD, list_versions
+from components.pusher.executor import AtomicPusherExecutor
+
+
+def _model(tmp_path: Path, run: str) -> standard_artifacts.Model:
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / "Trainer" / "model" / run)
+    serving = Path(model.uri) / "Format-Serving"
+    serving.mkdir(parents=True)
+    (serving / "saved_model.pb").write_bytes(f"model {run}".encode())
+    return model
+
+
+def _push(
+    tmp_path: Path, model: standard_artifacts.Model, run: str, blessed: bool = True
+) -> standard_artifacts.PushedModel:
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.uri = str(tmp_path / "Evaluator" / "blessing" / run)
+    blessing.set_int_custom_property("blessed", int(blessed))
+    pushed = standard_artifacts.PushedModel()
+    pushed.uri = str(tmp_path / "Pusher" / "pushed_model" / run)
+    destination = pusher_pb2.PushDestination(
+        filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(tmp_path / "serving" / "digits"))
+    )
+    AtomicPusherExecutor().Do(
+        {"model": [model], "model_blessing": [blessing]},
+        {"pushed_model": [pushed]},
+        {"push_destination": proto_utils.proto_to_json(destination), "custom_config": json.dumps({})},
+    )
+    return pushed
+
+
+def test_a_rerun_over_the_same_model_artifact_reuses_its_version(tmp_path: Path) -> None:
+    model = _model(tmp_path, "5")
+    first = _push(tmp_path, model, "7")
+    again = _push(tmp_path, model, "8")
+    retrained = _push(tmp_path, _model(tmp_path, "6"), "9")
+
+    base = tmp_path / "serving" / "digits"
+    pushed_to = [artifact.get_string_custom_property("pushed_destination") for artifact in (first, again, retrained)]
+    assert pushed_to[0] == pushed_to[1] != pushed_to[2]
+    assert list_versions(base) == [pushed_to[2], pushed_to[0]]
+    assert first.get_int_custom_property("pushed") == again.get_int_custom_property("pushed") == 1
+    assert first.get_string_custom_property("pushed_version") == Path(pushed_to[0]).name
+    record = json.loads((Path(pushed_to[0]) / PUSH_RECORD).read_text())
+    assert record["identity"] == f"{model.uri}/Format-Serving"
+    assert (Path(pushed_to[0]) / "saved_model.pb").read_bytes() == b"model 5"
+
+
+def test_a_model_not_blessed_is_not_pushed(tmp_path: Path) -> None:
+    pushed = _push(tmp_path, _model(tmp_path, "5"), "7", blessed=False)
+    assert pushed.get_int_custom_property("pushed") == 0
+    assert not (tmp_path / "serving").exists()
