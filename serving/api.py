@@ -1,12 +1,13 @@
 """The serving API, independent of transport: Predict, Classify, GetModelMetadata, GetModelStatus.
 
 gRPC handlers pass the request protos straight in; REST handlers pass the parsed URL and body and get back
-the JSON TF Serving answers. Both record TF Serving's request metrics. Methods that run the model are
-coroutines: they hold the servable while its (possibly batched) run is pending, so an unload in the meantime
-waits for them.
+the JSON TF Serving answers. Both record TF Serving's request metrics, under the model's name for configured
+models and under `UNKNOWN_MODEL` for any other name, so clients cannot add series at will. Request sizes are
+checked against `RequestLimits` before any input is decoded. Methods that run the model are coroutines: they
+hold the servable while its (possibly batched) run is pending, so an unload in the meantime waits for them.
 
 Example:
-    api = ServingApi(core, metrics)
+    api = ServingApi(core, metrics, RequestLimits(max_bytes=16 << 20, max_batch_size=32))
     response = await api.predict(request)                        # gRPC
     body = await api.rest_predict("digits", None, None, raw)     # REST, a JSON-able dict
 """
@@ -30,20 +31,16 @@ from tensorflow_serving.apis import (
 
 from serving import classify
 from serving.errors import Code, InvalidArgumentError, NotFoundError, ServingError
+from serving.json_tensor import outputs_to_json, parse_json_body, predict_inputs_from_json, signature_name_of
+from serving.limits import RequestLimits, declared_arrays, declared_tensor_protos
 from serving.manager import ServerCore, State
 from serving.metrics import ServingMetrics
 from serving.servable import DEFAULT_SIGNATURE, Servable
-from serving.tensors import (
-    outputs_to_json,
-    parse_json_body,
-    predict_inputs_from_json,
-    signature_name_of,
-    tensor_proto_to_ndarray,
-    write_tensor_proto,
-)
+from serving.tensors import tensor_proto_to_ndarray, write_tensor_proto
 from serving.warmup import read_warmup_requests
 
 SIGNATURE_DEF = "signature_def"
+UNKNOWN_MODEL = "__unknown__"  # the metrics' model_name for requests naming a model that is not configured
 T = TypeVar("T")
 
 
@@ -66,11 +63,18 @@ def _version_of(spec: model_pb2.ModelSpec) -> tuple[int | None, str | None]:
 
 
 class ServingApi:
-    """Request handling shared by the gRPC and REST front ends."""
+    """Request handling shared by the gRPC and REST front ends.
 
-    def __init__(self, core: ServerCore, metrics: ServingMetrics) -> None:
+    Args:
+        core: The models and their versions.
+        metrics: Where request counts and latencies are recorded.
+        limits: Request size limits, checked before inputs are decoded (default: 16 MiB, no row limit).
+    """
+
+    def __init__(self, core: ServerCore, metrics: ServingMetrics, limits: RequestLimits | None = None) -> None:
         self.core = core
         self.metrics = metrics
+        self.limits = limits or RequestLimits()
 
     async def _measured(self, model_name: str, api: str, entrypoint: str, call: Callable[[], Awaitable[T]]) -> T:
         started = time.perf_counter()
@@ -81,9 +85,10 @@ class ServingApi:
             status = error.code.name
             raise
         finally:
-            self.metrics.request_count.inc(model_name=model_name, status=status)
+            label = model_name if self.core.model(model_name) is not None else UNKNOWN_MODEL
+            self.metrics.request_count.inc(model_name=label, status=status)
             self.metrics.request_latency.observe(
-                (time.perf_counter() - started) * 1e6, model_name=model_name, API=api, entrypoint=entrypoint
+                (time.perf_counter() - started) * 1e6, model_name=label, API=api, entrypoint=entrypoint
             )
 
     async def _run(
@@ -107,6 +112,7 @@ class ServingApi:
             version, label = _version_of(request.model_spec)
             with self.core.acquire(request.model_spec.name, version, label) as servable:
                 signature = servable.signature_for_predict(request.model_spec.signature_name)
+                self.limits.check(declared_tensor_protos(request.inputs), signature.batch_inputs)
                 inputs = {alias: tensor_proto_to_ndarray(proto, alias) for alias, proto in request.inputs.items()}
                 servable.validate_inputs(signature, inputs)
                 outputs = await self._run(servable, signature, inputs, tuple(request.output_filter), "Predict")
@@ -130,6 +136,7 @@ class ServingApi:
             version, label = _version_of(request.model_spec)
             with self.core.acquire(request.model_spec.name, version, label) as servable:
                 signature, inputs = classify.classification_inputs(servable, request)
+                self.limits.check(declared_arrays(inputs), signature.batch_inputs)
                 outputs = await self._run(servable, signature, inputs, (), "Classify")
                 return classification_pb2.ClassificationResponse(
                     model_spec=_model_spec(servable.name, servable.version, request.model_spec.signature_name),
@@ -201,6 +208,7 @@ class ServingApi:
                 signature = servable.signature_for_rest(signature_name_of(document))
                 input_types = {alias: info.dtype for alias, info in signature.inputs.items()}
                 inputs, fmt = predict_inputs_from_json(document, input_types)
+                self.limits.check(declared_arrays(inputs), signature.batch_inputs)
                 servable.validate_inputs(signature, inputs)
                 outputs = await self._run(servable, signature, inputs, (), "Predict")
                 return outputs_to_json(outputs, fmt)

@@ -38,6 +38,7 @@ from tensorflow_serving.apis import (
 
 from components.contract import INPUT_IMAGE_BYTES, OUTPUT_CLASSES, OUTPUT_PROBABILITIES
 from components.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
+from serving.address import parse_grpc_target, parse_rest_url
 from serving.errors import (
     Code,
     DeadlineExceededError,
@@ -214,9 +215,12 @@ class GrpcClient(ServingClient):
     """TF Serving's PredictionService and ModelService over an insecure gRPC channel.
 
     Args:
-        target: `host:port`, e.g. `localhost:8500`.
+        target: `host:port`, e.g. `localhost:8500` (`[::1]:8500` for IPv6).
         model_name, timeout, retry: See `ServingClient`.
         max_message_bytes: Largest message sent or received.
+
+    Raises:
+        ValueError: `target` is not `host:port` with a port in 1-65535.
     """
 
     def __init__(
@@ -228,6 +232,7 @@ class GrpcClient(ServingClient):
         max_message_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         super().__init__(model_name, timeout, retry)
+        parse_grpc_target(target)
         self.target = target
         # Short reconnect backoff: a server that comes up late is found by the next retry, not minutes later.
         self._channel = grpc.insecure_channel(
@@ -333,6 +338,9 @@ class RestClient(ServingClient):
         base_url: e.g. `http://localhost:8501`.
         model_name, timeout, retry: See `ServingClient`.
         columnar: Send predict inputs as `{"inputs": ...}` instead of `{"instances": ...}` rows.
+
+    Raises:
+        ValueError: `base_url` is not an http(s) URL with a host (and a port in 1-65535 if it has one).
     """
 
     def __init__(
@@ -344,7 +352,7 @@ class RestClient(ServingClient):
         columnar: bool = False,
     ) -> None:
         super().__init__(model_name, timeout, retry)
-        self.base_url = base_url.rstrip("/")
+        self.base_url = parse_rest_url(base_url)
         self.columnar = columnar
         self._session = requests.Session()
         self._output_names: dict[str, list[str]] = {}
@@ -473,7 +481,7 @@ def connect(
     """A gRPC client for `grpc_target` (`host:port`) or a REST client for `rest_url`; pass exactly one.
 
     Raises:
-        ValueError: both or neither given.
+        ValueError: both or neither given, or a malformed target or URL (see `serving.address`).
     """
     if (grpc_target is None) == (rest_url is None):
         raise ValueError("pass exactly one of grpc_target (host:port) and rest_url (http://host:port)")

@@ -112,6 +112,14 @@ class RequestTooLargeError(ResourceExhaustedError):
         return 413
 
 
+class UnsupportedMediaTypeError(InvalidArgumentError):
+    """A REST body in an encoding the server does not decode (e.g. `Content-Encoding: br`); REST answers 415."""
+
+    @property
+    def http_status(self) -> int:
+        return 415
+
+
 class UnimplementedError(ServingError):
     """The server does not implement the method."""
 

@@ -34,6 +34,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from components.contract import INPUT_IMAGE_BYTES
 from serving import event_loop
+from serving.address import parse_grpc_target, parse_rest_url
 from serving.client import DEFAULT_SIGNATURE, ServingClient, request_model_spec, to_json_value
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
 from serving.tensors import write_tensor_proto
@@ -230,10 +231,15 @@ def run_async_load_test(
         signature_name: Signature to call.
 
     Raises:
-        ValueError: no images, non-positive concurrency, duration or batch, or an unknown transport.
+        ValueError: no images, non-positive concurrency, duration or batch, an unknown transport, or a target
+            that is not `host:port` (gRPC) or an http(s) URL (REST), checked before any request.
     """
     _check_arguments(images, concurrency, seconds, images_per_request)
-    if transport not in ("grpc", "rest"):
+    if transport == "grpc":
+        parse_grpc_target(target)
+    elif transport == "rest":
+        target = parse_rest_url(target)
+    else:
         raise ValueError(f"unknown transport {transport!r}; use grpc or rest")
     batches = [
         [images[(start + offset) % len(images)] for offset in range(images_per_request)] for start in range(len(images))

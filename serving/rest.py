@@ -8,18 +8,33 @@ get an empty 404, as from TF Serving's HTTP server.
 
 Bodies over the size limit get 413 with a JSON error. TF Serving's REST server has no such limit; 413 is what
 the proxies in front of it answer, and the limit keeps a development server from buffering unbounded bodies.
+
+A body sent with `Content-Encoding: gzip` is decompressed, as TF Serving's HTTP server does by default, and
+the size limit applies to the decompressed body too (a few KiB of gzip can inflate to gigabytes). A body that
+is not valid gzip is a 400; any other encoding (`br`, `deflate`, ...) a 415, naming what is accepted (TF
+Serving would hand such a body to its JSON parser as it is).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import urllib.parse
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from serving.errors import InvalidArgumentError, RequestTooLargeError, ServingError, UnimplementedError
+from serving.errors import (
+    InternalError,
+    InvalidArgumentError,
+    RequestTooLargeError,
+    ServingError,
+    UnimplementedError,
+    UnsupportedMediaTypeError,
+)
+from serving.limits import BYTES_SETTING
 
 if TYPE_CHECKING:
     from serving.api import ServingApi
@@ -33,6 +48,8 @@ _STATUS_PATH = re.compile(
 )
 _V1_PATH = re.compile(r"/v1/.*", re.I | re.S)
 _INT64_MAX = 2**63 - 1
+_GZIP = frozenset({"gzip", "x-gzip"})
+logger = logging.getLogger(__name__)
 
 
 def _json(payload: Any, status: int = 200) -> web.Response:
@@ -70,6 +87,9 @@ def create_rest_app(
             return _json(await _dispatch(request, path))
         except ServingError as error:
             return _error(error)
+        except Exception as error:  # a bug: answer JSON like every other error, and log it
+            logger.exception("%s %s failed", request.method, path)
+            return _error(InternalError(f"{type(error).__name__}: {error}"))
 
     async def _dispatch(request: web.Request, path: str) -> Any:
         method = request.method
@@ -103,15 +123,57 @@ def _check_version_and_label(version: int | None, label: str | None) -> None:
         )
 
 
+def _too_large(limit: int, what: str = "Request body") -> RequestTooLargeError:
+    return RequestTooLargeError(f"{what} is over this server's limit of {limit} bytes ({BYTES_SETTING})")
+
+
 async def _read_body(request: web.Request, limit: int) -> bytes:
     size = request.content_length
     if size is not None and size > limit:
-        raise RequestTooLargeError(
-            f"Request body of {size} bytes is over this server's limit of {limit} bytes (--max-request-bytes)"
-        )
+        raise _too_large(limit, f"Request body of {size} bytes")
+    encoding = request.headers.get("Content-Encoding", "")
     try:
-        return await request.read()
+        raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise RequestTooLargeError(
-            f"Request body is over this server's limit of {limit} bytes (--max-request-bytes)"
-        ) from None
+        raise _too_large(limit) from None
+    return decode_body(raw, encoding, limit)
+
+
+def decode_body(raw: bytes, content_encoding: str, limit: int) -> bytes:
+    """A request body as sent with `Content-Encoding: content_encoding` (gzip, identity or none), decoded.
+
+    Args:
+        raw: The body's bytes as received.
+        content_encoding: The header's value ('' when absent).
+        limit: Largest decoded body, in bytes.
+
+    Returns:
+        The decoded body.
+
+    Raises:
+        UnsupportedMediaTypeError: an encoding other than gzip or identity (HTTP 415).
+        InvalidArgumentError: `gzip` on a body that is not one complete gzip stream (HTTP 400).
+        RequestTooLargeError: a decompressed body over `limit` bytes (HTTP 413).
+    """
+    codings = [token.strip().lower() for token in content_encoding.split(",")]
+    codings = [token for token in codings if token not in ("", "identity")]
+    if not codings:
+        return raw
+    if len(codings) > 1 or codings[0] not in _GZIP:
+        raise UnsupportedMediaTypeError(
+            f"Content-Encoding {content_encoding!r} is not supported by this server: send the body as it is, or "
+            "gzip-compressed with Content-Encoding: gzip"
+        )
+    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip header and trailer
+    try:
+        body = decompressor.decompress(raw, limit + 1)
+    except zlib.error as error:
+        raise InvalidArgumentError(f"The request body is not valid gzip (Content-Encoding: gzip): {error}") from None
+    if len(body) > limit:
+        raise _too_large(limit, "Request body, decompressed,")
+    if not decompressor.eof or decompressor.unused_data:
+        raise InvalidArgumentError(
+            "The request body is not valid gzip (Content-Encoding: gzip): "
+            + ("the stream is truncated" if not decompressor.eof else "data follows the end of the gzip stream")
+        )
+    return body

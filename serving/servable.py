@@ -63,6 +63,13 @@ class Signature:
     inputs: Mapping[str, TensorInfo]
     outputs: Mapping[str, TensorInfo]
 
+    @property
+    def batch_inputs(self) -> frozenset[str]:
+        """The inputs whose dim 0 is a batch dimension: left open (or the rank unknown) by the signature."""
+        return frozenset(
+            alias for alias, info in self.inputs.items() if info.shape is None or (info.shape and info.shape[0] is None)
+        )
+
 
 def _tensor_info(proto: meta_graph_pb2.TensorInfo) -> TensorInfo:
     shape = None if proto.tensor_shape.unknown_rank else tuple(dim.size for dim in proto.tensor_shape.dim)

@@ -26,8 +26,10 @@ import grpc
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
 from serving import event_loop
+from serving.address import check_port, host_port
 from serving.api import ServingApi, replay_warmup, version_states
 from serving.batching import BatchingOptions
+from serving.limits import RequestLimits
 from serving.manager import ModelConfig, ServerCore, read_model_config_file
 from serving.metrics import Gauge, ServingMetrics
 from serving.rest import create_rest_app
@@ -43,9 +45,12 @@ class ServerOptions:
 
     Attributes:
         host: Interface to bind; loopback by default (TF Serving binds all interfaces).
-        grpc_port: gRPC port (--port); 0 = pick a free one.
-        rest_port: REST port (--rest_api_port); 0 = pick a free one, None = no REST.
-        max_request_bytes: Largest request body on either port; larger ones are refused.
+        grpc_port: gRPC port (--port), 1-65535; 0 = pick a free one.
+        rest_port: REST port (--rest_api_port), 1-65535; 0 = pick a free one, None = no REST.
+        max_request_bytes: Largest request on either port, both its body (gzip-decompressed on REST) and the
+            tensors it declares once decoded (`serving.limits`); larger ones are refused.
+        max_batch_size: Most rows one request may carry, with or without batching; None = the batching
+            options' `max_batch_size` when batching is on, else no limit.
         poll_interval_seconds: How often the base paths are checked for versions (--file_system_poll_wait_seconds).
         config_poll_interval_seconds: How often models.config is re-read; 0 = never
             (--model_config_file_poll_wait_seconds).
@@ -60,6 +65,7 @@ class ServerOptions:
     grpc_port: int = 8500
     rest_port: int | None = 8501
     max_request_bytes: int = 16 * 1024 * 1024
+    max_batch_size: int | None = None
     poll_interval_seconds: float = 1.0
     config_poll_interval_seconds: float = 0.0
     batching: BatchingOptions | None = None
@@ -67,6 +73,19 @@ class ServerOptions:
     grpc_threads: int = 256
     monitoring_path: str = "/monitoring/prometheus/metrics"
     allow_version_labels_for_unavailable_models: bool = False
+
+    def __post_init__(self) -> None:
+        check_port(self.grpc_port, "ServerOptions.grpc_port", allow_zero=True)
+        if self.rest_port is not None:
+            check_port(self.rest_port, "ServerOptions.rest_port", allow_zero=True)
+        self.request_limits()  # checks the limits
+
+    def request_limits(self) -> RequestLimits:
+        """The per-request limits these options set."""
+        rows = self.max_batch_size
+        if rows is None and self.batching is not None:
+            rows = self.batching.max_batch_size
+        return RequestLimits(max_bytes=self.max_request_bytes, max_batch_size=rows)
 
 
 def set_tensorflow_threads(intra_op: int, inter_op: int) -> None:
@@ -87,10 +106,6 @@ def set_tensorflow_threads(intra_op: int, inter_op: int) -> None:
             tf.config.threading.set_inter_op_parallelism_threads(inter_op)
     except RuntimeError as error:
         raise ValueError(f"cannot size TensorFlow's thread pools after its runtime started: {error}") from None
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class ModelServer:
@@ -131,7 +146,7 @@ class ModelServer:
                 lambda: version_states(self.core),
             )
         )
-        self.api = ServingApi(self.core, self.metrics)
+        self.api = ServingApi(self.core, self.metrics, self.options.request_limits())
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._poll_thread: threading.Thread | None = None
@@ -148,12 +163,12 @@ class ModelServer:
     @property
     def grpc_target(self) -> str:
         """`host:port` of the gRPC API."""
-        return _address(self.options.host, self.grpc_port or 0)
+        return host_port(self.options.host, self.grpc_port or 0)
 
     @property
     def rest_url(self) -> str:
         """Base URL of the REST API, e.g. `http://127.0.0.1:8501`."""
-        return f"http://{_address(self.options.host, self.rest_port or 0)}"
+        return f"http://{host_port(self.options.host, self.rest_port or 0)}"
 
     # --- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -245,13 +260,14 @@ class ModelServer:
         )
         model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.api, self), self._grpc_server)
         try:
-            self.grpc_port = self._grpc_server.add_insecure_port(_address(options.host, options.grpc_port))
+            self.grpc_port = self._grpc_server.add_insecure_port(host_port(options.host, options.grpc_port))
         except RuntimeError as error:
-            raise OSError(f"cannot bind gRPC port {_address(options.host, options.grpc_port)}: {error}") from None
+            raise OSError(f"cannot bind gRPC port {host_port(options.host, options.grpc_port)}: {error}") from None
         await self._grpc_server.start()
         if options.rest_port is not None:
             app = create_rest_app(self.api, options.max_request_bytes, options.monitoring_path, self.metrics)
-            runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            # Bodies reach the app as sent: serving.rest decodes gzip itself, within the size limit.
+            runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
             await runner.setup()
             site = web.TCPSite(runner, options.host, options.rest_port, reuse_port=False)
             try:
@@ -259,7 +275,7 @@ class ModelServer:
             except OSError as error:
                 await runner.cleanup()
                 await self._grpc_server.stop(None)
-                raise OSError(f"cannot bind REST port {_address(options.host, options.rest_port)}: {error}") from None
+                raise OSError(f"cannot bind REST port {host_port(options.host, options.rest_port)}: {error}") from None
             self._rest_runner = runner
             self.rest_port = runner.addresses[0][1]
 

@@ -12,9 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from pipeline.cli.console import UserError, console, fail, user_errors
-from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
+from pipeline.cli.options import (
+    ConfigOption,
+    GrpcOption,
+    GrpcPortOption,
+    RestOption,
+    RestPortOption,
+    SetOption,
+    check_output_file,
+    load_cli_config,
+)
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 
@@ -22,8 +32,6 @@ if TYPE_CHECKING:
     from serving.client import ServingClient
     from serving.manager import ModelConfig
 
-GrpcOption = Annotated[str | None, typer.Option("--grpc", help="gRPC target HOST:PORT, e.g. localhost:8500.")]
-RestOption = Annotated[str | None, typer.Option("--rest", help="REST base URL, e.g. http://localhost:8501.")]
 ModelNameOption = Annotated[str | None, typer.Option("--model-name", help="Model name (default serving.model_name).")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds each request may take.")]
 WaitOption = Annotated[
@@ -62,8 +70,8 @@ def serve(
     host: Annotated[
         str, typer.Option("--host", help="Interface to bind; 0.0.0.0 accepts remote clients.")
     ] = "127.0.0.1",
-    grpc_port: Annotated[int | None, typer.Option("--grpc-port", help="gRPC port (default serving.grpc_port).")] = None,
-    rest_port: Annotated[int | None, typer.Option("--rest-port", help="REST port (default serving.rest_port).")] = None,
+    grpc_port: GrpcPortOption = None,
+    rest_port: RestPortOption = None,
     batching: Annotated[
         bool | None,
         typer.Option("--batching/--no-batching", help="Server-side batching (default serving.enable_batching)."),
@@ -91,6 +99,7 @@ def serve(
         grpc_port=serving.grpc_port if grpc_port is None else grpc_port,
         rest_port=serving.rest_port if rest_port is None else rest_port,
         max_request_bytes=serving.max_request_mb * 1024 * 1024,
+        max_batch_size=serving.max_batch_size,  # per request, with --no-batching too
         poll_interval_seconds=serving.poll_interval_seconds,
         config_poll_interval_seconds=float(serving.config_poll_seconds),
         batching=BatchingOptions(
@@ -114,7 +123,7 @@ def serve(
     for manager in server.core.models():
         versions = manager.available_versions()
         console.print(
-            f"model [bold]{manager.config.name}[/] from {manager.config.base_path}: "
+            f"model [bold]{escape(manager.config.name)}[/] from {escape(str(manager.config.base_path))}: "
             f"versions {versions or 'none yet (polling)'}",
             highlight=False,
         )
@@ -123,6 +132,7 @@ def serve(
         f"serving gRPC on {server.grpc_target}, REST on {rest} "
         f"(batching {'on' if options.batching else 'off'}); Ctrl-C stops",
         highlight=False,
+        markup=False,
     )
     try:
         while not stop.wait(0.5):
@@ -233,7 +243,9 @@ def predict(
                 "Is the server running (`tfxp serve`) and the model name right (--model-name)?"
             ) from None
     answered = f" (version {prediction.model_version})" if prediction.model_version is not None else ""
-    console.print(f"model {client.model_name}{answered} via {'gRPC' if grpc else 'REST'}", highlight=False)
+    console.print(
+        f"model {client.model_name}{answered} via {'gRPC' if grpc else 'REST'}", highlight=False, markup=False
+    )
 
     def name_of(label_id: int) -> str:
         return labels[label_id] if labels and 0 <= label_id < len(labels) else str(label_id)
@@ -267,6 +279,8 @@ def loadtest(
     config = load_cli_config(config_file, overrides)
     from serving.loadtest import run_async_load_test
 
+    if json_out is not None:
+        check_output_file(json_out, "--json")
     payload = _read_images(image)
     _client(config, grpc, rest, model_name, timeout, 0).close()  # validates the options before starting workers
     result = run_async_load_test(
@@ -280,11 +294,11 @@ def loadtest(
         warmup_seconds=warmup,
         timeout=timeout,
     )
-    console.print(result.summary(), highlight=False, soft_wrap=True)
+    console.print(result.summary(), highlight=False, soft_wrap=True, markup=False)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result.to_json(), indent=2) + "\n")
-        console.print(f"wrote {json_out}", highlight=False)
+        console.print(f"wrote {json_out}", highlight=False, markup=False)
     if result.requests and result.errors == result.requests:
         raise fail(f"every request failed ({result.error_kinds}); is the server up at {grpc or rest}?", code=1)
 

@@ -1,0 +1,136 @@
+"""Request limits, checked on what a request declares before anything is allocated for it.
+
+A `TensorProto` states its shape apart from its values, and TensorFlow broadcasts a single value to the whole
+shape: 73 bytes can declare a [2097152,16,16,1] float tensor, 2 GiB once decoded. So the server checks each
+request's declared sizes first:
+
+- bytes: shape x bytes per element, summed over the request's tensors, may not exceed the request size
+  limit (the same one that bounds the body; `tfxp serve` sets it with `serving.max_request_mb`). A string
+  element counts 8 bytes (numpy's reference to it) plus, when one value is broadcast, that value's length;
+  listed string values are already bounded by the message size.
+- rows: dim 0 of an input whose signature leaves it open (the batch dimension) may not exceed the
+  per-request batch limit (`serving.max_batch_size`), with server-side batching or without it.
+
+Both answer INVALID_ARGUMENT (HTTP 400) naming the declared shape and the limit. JSON bodies are bounded too:
+at most `MAX_JSON_DEPTH` levels of nesting (checked in `serving.json_tensor.parse_json_body`).
+
+Example:
+    limits = RequestLimits(max_bytes=16 << 20, max_batch_size=32)
+    limits.check(declared_tensor_protos(request.inputs), batch_inputs={"images"})
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from tensorflow.core.framework import tensor_pb2, types_pb2
+
+from serving.errors import InvalidArgumentError
+from serving.tensors import dtype_of, shape_string
+
+MAX_JSON_DEPTH = 64
+BYTES_SETTING = "serving.max_request_mb"
+BATCH_SETTING = "serving.max_batch_size"
+_REFERENCE_BYTES = 8  # what numpy holds per element of a string (object) array
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The size a tensor declares: its shape and the bytes its decoded values take."""
+
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+def declared_tensor_proto(proto: tensor_pb2.TensorProto, alias: str) -> Declared:
+    """The declared size of a TensorProto, read from its shape and dtype without decoding any value.
+
+    Raises:
+        InvalidArgumentError: an unsupported dtype, or a negative dimension.
+    """
+    dtype = dtype_of(proto.dtype)
+    shape = tuple(dim.size for dim in proto.tensor_shape.dim)
+    if any(size < 0 for size in shape):
+        raise InvalidArgumentError(f"tensor {alias} declares shape {list(shape)}: dimensions must be >= 0")
+    count = math.prod(shape)
+    if dtype.enum != types_pb2.DT_STRING:
+        return Declared(shape, count * np.dtype(dtype.numpy).itemsize)
+    values = proto.string_val
+    broadcast = len(values[0]) if len(values) == 1 and count != 1 else 0
+    return Declared(shape, count * (_REFERENCE_BYTES + broadcast))
+
+
+def declared_tensor_protos(protos: Mapping[str, tensor_pb2.TensorProto]) -> dict[str, Declared]:
+    """`declared_tensor_proto` of each input of a request, by alias."""
+    return {alias: declared_tensor_proto(proto, alias) for alias, proto in protos.items()}
+
+
+def declared_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, Declared]:
+    """The sizes of decoded inputs (e.g. from a JSON body), as `RequestLimits.check` takes them."""
+    return {alias: Declared(array.shape, array.nbytes) for alias, array in arrays.items()}
+
+
+def byte_size(nbytes: int) -> str:
+    """`nbytes` for people: `512 B`, `16 MiB`, `2 GiB`, `256 TiB`."""
+    value, unit = float(nbytes), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024 or unit == "EiB":
+            break
+        value /= 1024
+    return f"{value:.0f} {unit}" if unit == "B" or value >= 100 else f"{value:.3g} {unit}"
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """How large one request may be.
+
+    Attributes:
+        max_bytes: Most bytes one request's tensors may take once decoded (and its body on the wire).
+        max_batch_size: Most rows (dim 0 of batch inputs) one request may carry; None = no limit.
+    """
+
+    max_bytes: int = 16 * 1024 * 1024
+    max_batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {self.max_bytes}")
+        if self.max_batch_size is not None and self.max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1 or None, got {self.max_batch_size}")
+
+    def check(self, declared: Mapping[str, Declared], batch_inputs: Collection[str] = ()) -> None:
+        """Refuses a request whose tensors are too large, before they are decoded.
+
+        Args:
+            declared: Each input's declared shape and decoded bytes, by alias.
+            batch_inputs: Aliases whose dim 0 is the batch dimension (the signature leaves it open).
+
+        Raises:
+            InvalidArgumentError: more rows than `max_batch_size` in a batch input (TF Serving's batching
+                text, plus the limit's setting), or more decoded bytes than `max_bytes`; the message names
+                the declared shape and the limit.
+        """
+        if self.max_batch_size is not None:
+            for alias in sorted(batch_inputs):
+                size = declared.get(alias)
+                if size is not None and size.shape and size.shape[0] > self.max_batch_size:
+                    raise InvalidArgumentError(
+                        f"Task size {size.shape[0]} is larger than maximum input batch size {self.max_batch_size}: "
+                        f"input {alias} declares shape {shape_string(size.shape)}, and one request may carry at "
+                        f"most {self.max_batch_size} rows ({BATCH_SETTING})"
+                    )
+        total = sum(size.nbytes for size in declared.values())
+        if total > self.max_bytes:
+            alias, largest = max(declared.items(), key=lambda item: item[1].nbytes)
+            what = f"input {alias} declares shape {shape_string(largest.shape)} ({math.prod(largest.shape)} values"
+            if largest.nbytes > self.max_bytes:
+                what += f", {byte_size(largest.nbytes)} decoded)"
+            else:
+                what += f"); the request's inputs take {byte_size(total)} decoded"
+            raise InvalidArgumentError(
+                f"{what}, over this server's limit of {byte_size(self.max_bytes)} ({self.max_bytes} bytes) per "
+                f"request ({BYTES_SETTING})"
+            )
