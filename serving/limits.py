@@ -130,7 +130,7 @@ class RequestLimits:
                 what += f", {byte_size(largest.nbytes)} decoded)"
             else:
                 what += f"); the request's inputs take {byte_size(total)} decoded"
-            raise InvalidArgumentError(
-                f"{what}, over this server's limit of {byte_size(self.max_bytes)} ({self.max_bytes} bytes) per "
-                f"request ({BYTES_SETTING})"
-            )
+            limit = byte_size(self.max_bytes)
+            if self.max_bytes >= 1024:
+                limit += f" ({self.max_bytes} bytes)"
+            raise InvalidArgumentError(f"{what}, over this server's limit of {limit} per request ({BYTES_SETTING})")

@@ -82,16 +82,27 @@ def tf_error_message(error: tf.errors.OpError) -> str:
     TF Serving runs signatures in a session, whose messages start at the op's text ("Unknown image file
     format...\\n\\t [[{{node ...}}]]"); eager calls add a header and a function suffix we strip to match.
     """
-    message = error.message
+    return _op_text(error.message)
+
+
+def _op_text(message: str) -> str:
     message = re.sub(
         r"^Graph execution error:\s*\n\s*Detected at node .*?\n<stack traces unavailable>\n", "", message, flags=re.S
     )
+    message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", message)
     message = re.sub(r"\s*\[Op:__inference_[^\]]*\]\s*$", "", message)
     return message.strip()
 
 
 def _error_from_tf(error: tf.errors.OpError) -> ServingError:
     return error_for(code_from_number(error.error_code), tf_error_message(error))
+
+
+def _error_from_undecodable(error: UnicodeDecodeError) -> ServingError:
+    # TF failed to decode its own status message into str: an op quoted request bytes that are not UTF-8
+    # ("Could not parse example input, value: '\x89PNG..."). Only ops rejecting their input quote it.
+    raw = error.object if isinstance(error.object, bytes) else bytes(error.object)
+    return InvalidArgumentError(_op_text(raw.decode("utf-8", "backslashreplace")))
 
 
 class Servable:
@@ -313,6 +324,8 @@ class Servable:
             results = function(**tensors)
         except tf.errors.OpError as error:
             raise _error_from_tf(error) from error
+        except UnicodeDecodeError as error:
+            raise _error_from_undecodable(error) from error
         wanted = outputs or tuple(results)
         return {alias: results[alias].numpy() for alias in wanted}
 

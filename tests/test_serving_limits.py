@@ -1,0 +1,301 @@
+"""Request limits, addresses and body decoding: the pure checks that keep bad requests and bad options out."""
+
+from __future__ import annotations
+
+import gzip
+import time
+
+import numpy as np
+import pytest
+from tensorflow.core.framework import tensor_pb2, types_pb2
+
+from serving.address import check_port, host_port, parse_grpc_target, parse_rest_url
+from serving.batching import BatchingOptions
+from serving.errors import InvalidArgumentError, RequestTooLargeError, UnsupportedMediaTypeError
+from serving.json_tensor import json_to_ndarray, parse_json_body
+from serving.limits import (
+    MAX_JSON_DEPTH,
+    RequestLimits,
+    byte_size,
+    declared_arrays,
+    declared_tensor_proto,
+    declared_tensor_protos,
+)
+from serving.rest import decode_body
+from serving.server import ServerOptions
+from serving.tensors import dtype_of, tensor_proto_to_ndarray
+
+
+def proto(dtype: int, shape: list[int], **values: list) -> tensor_pb2.TensorProto:  # type: ignore[type-arg]
+    tensor = tensor_pb2.TensorProto(dtype=dtype)
+    for size in shape:
+        tensor.tensor_shape.dim.add(size=size)
+    for field, items in values.items():
+        getattr(tensor, field).extend(items)
+    return tensor
+
+
+# --- declared sizes --------------------------------------------------------------------------------------------
+
+
+def test_declared_size_comes_from_shape_and_dtype_without_decoding() -> None:
+    huge = proto(types_pb2.DT_FLOAT, [2**40, 16, 16, 1], float_val=[0.5])
+    started = time.perf_counter()
+    declared = declared_tensor_proto(huge, "images")
+    assert time.perf_counter() - started < 0.1
+    assert declared.shape == (2**40, 16, 16, 1) and declared.nbytes == 2**40 * 256 * 4
+    assert declared_tensor_proto(proto(types_pb2.DT_UINT8, [3, 2], int_val=[1]), "x").nbytes == 6
+    assert declared_tensor_proto(proto(types_pb2.DT_INT64, [5]), "x").nbytes == 40
+
+
+def test_a_broadcast_string_counts_its_length_for_every_element() -> None:
+    listed = proto(types_pb2.DT_STRING, [2], string_val=[b"a" * 100, b"b"])
+    broadcast = proto(types_pb2.DT_STRING, [1000], string_val=[b"a" * 100])
+    assert declared_tensor_proto(listed, "x").nbytes == 2 * 8  # listed values are bounded by the message size
+    assert declared_tensor_proto(broadcast, "x").nbytes == 1000 * (8 + 100)
+
+
+def test_a_negative_dimension_or_unsupported_dtype_is_invalid() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"tensor x declares shape \[2, -1\]: dimensions must be >= 0"):
+        declared_tensor_proto(proto(types_pb2.DT_FLOAT, [2, -1]), "x")
+    with pytest.raises(InvalidArgumentError, match="DT_HALF are not supported"):
+        declared_tensor_proto(proto(types_pb2.DT_HALF, [1]), "x")
+
+
+def test_too_many_bytes_are_refused_naming_the_shape_and_the_limit() -> None:
+    limits = RequestLimits(max_bytes=1 << 20)
+    request = {"images": proto(types_pb2.DT_FLOAT, [2097152, 16, 16, 1], float_val=[0.5])}
+    with pytest.raises(InvalidArgumentError) as caught:
+        limits.check(declared_tensor_protos(request))
+    assert caught.value.message == (
+        "input images declares shape [2097152,16,16,1] (536870912 values, 2 GiB decoded), over this server's "
+        "limit of 1 MiB (1048576 bytes) per request (serving.max_request_mb)"
+    )
+
+
+def test_the_byte_limit_is_on_the_whole_request() -> None:
+    limits = RequestLimits(max_bytes=1000)
+    two = {name: proto(types_pb2.DT_FLOAT, [200]) for name in ("a", "b")}  # 800 bytes each
+    with pytest.raises(
+        InvalidArgumentError, match=r"inputs take 1.56 KiB decoded, over this server's limit of 1000 B per"
+    ):
+        limits.check(declared_tensor_protos(two))
+    limits.check(declared_tensor_protos({"a": two["a"]}))
+
+
+def test_rows_over_the_batch_limit_are_refused_for_batch_inputs_only() -> None:
+    limits = RequestLimits(max_bytes=1 << 30, max_batch_size=32)
+    request = {"images": proto(types_pb2.DT_FLOAT, [32768, 2], float_val=[0.5])}
+    with pytest.raises(InvalidArgumentError) as caught:
+        limits.check(declared_tensor_protos(request), batch_inputs={"images"})
+    assert caught.value.message.startswith("Task size 32768 is larger than maximum input batch size 32")
+    assert "declares shape [32768,2]" in caught.value.message and "(serving.max_batch_size)" in caught.value.message
+    limits.check(declared_tensor_protos(request), batch_inputs=())  # dim 0 fixed by the signature: not rows
+    limits.check(declared_tensor_protos({"images": proto(types_pb2.DT_FLOAT, [32, 2])}), batch_inputs={"images"})
+    RequestLimits(max_batch_size=None).check(declared_tensor_protos(request), batch_inputs={"images"})
+
+
+def test_decoded_arrays_are_checked_the_same_way() -> None:
+    limits = RequestLimits(max_bytes=100, max_batch_size=4)
+    with pytest.raises(InvalidArgumentError, match="Task size 5"):
+        limits.check(declared_arrays({"x": np.zeros((5, 1), np.float32)}), batch_inputs={"x"})
+    with pytest.raises(InvalidArgumentError, match=r"declares shape \[4,8\]"):
+        limits.check(declared_arrays({"x": np.zeros((4, 8), np.float32)}), batch_inputs={"x"})
+
+
+def test_limits_and_sizes_are_validated_and_readable() -> None:
+    with pytest.raises(ValueError, match="max_batch_size must be >= 1"):
+        RequestLimits(max_batch_size=0)
+    assert [byte_size(n) for n in (512, 1536, 16 << 20, 2 << 30)] == ["512 B", "1.5 KiB", "16 MiB", "2 GiB"]
+
+
+def test_server_options_derive_the_request_limits() -> None:
+    assert ServerOptions(max_request_bytes=1000).request_limits() == RequestLimits(1000, None)
+    batching = BatchingOptions(max_batch_size=8)
+    assert ServerOptions(batching=batching).request_limits().max_batch_size == 8
+    assert ServerOptions(batching=None, max_batch_size=32).request_limits().max_batch_size == 32
+
+
+def test_decoding_refuses_values_out_of_the_dtype_range() -> None:
+    with pytest.raises(InvalidArgumentError, match="tensor parsing error: x"):
+        tensor_proto_to_ndarray(proto(types_pb2.DT_INT8, [1], int_val=[300]), "x")
+
+
+# --- ports and addresses ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536, 70000])
+def test_ports_outside_1_to_65535_are_refused(port: int) -> None:
+    with pytest.raises(ValueError, match=rf"--grpc-port {port} is not a TCP port: use 1-65535$"):
+        check_port(port, "--grpc-port")
+
+
+def test_port_zero_is_accepted_only_where_it_means_pick_a_free_port() -> None:
+    assert check_port(0, allow_zero=True) == 0
+    assert ServerOptions(grpc_port=0, rest_port=0).grpc_port == 0
+    with pytest.raises(ValueError, match=r"ServerOptions.grpc_port 70000 is not a TCP port: use 0-65535"):
+        ServerOptions(grpc_port=70000)
+    with pytest.raises(ValueError, match=r"ServerOptions.rest_port -1 is not a TCP port"):
+        ServerOptions(rest_port=-1)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("localhost:8500", ("localhost", 8500)), ("10.0.0.7:1", ("10.0.0.7", 1)), ("[::1]:65535", ("::1", 65535))],
+)
+def test_grpc_targets_are_host_and_port(text: str, expected: tuple[str, int]) -> None:
+    assert parse_grpc_target(text) == expected
+    assert host_port(*expected) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("127.0.0.1:99999", "has port 99999, not a TCP port (1-65535)"),
+        ("127.0.0.1:0", "has port 0, not a TCP port (1-65535)"),
+        ("127.0.0.1:-1", "has no numeric port"),
+        ("127.0.0.1", "is not HOST:PORT"),
+        (":8500", "is not HOST:PORT"),
+        ("::1:8500", "is not HOST:PORT"),
+        ("http://localhost:8500", "is a URL, but a gRPC target has no scheme"),
+    ],
+)
+def test_bad_grpc_targets_name_the_value_and_the_form(text: str, problem: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_grpc_target(text, "--grpc")
+    assert str(caught.value) == f"--grpc {text!r} {problem}: use HOST:PORT, e.g. localhost:8500 or [::1]:8500"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("http://localhost:8501", "http://localhost:8501"),
+        ("http://localhost:8501/", "http://localhost:8501"),
+        ("https://models.example.com/tfserving/", "https://models.example.com/tfserving"),
+        ("http://[::1]:8501", "http://[::1]:8501"),
+    ],
+)
+def test_rest_urls_are_http_base_urls(text: str, expected: str) -> None:
+    assert parse_rest_url(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("127.0.0.1:8501", "is not an http:// or https:// URL"),
+        ("ftp://127.0.0.1:8501", "is not an http:// or https:// URL"),
+        ("http:/127.0.0.1:8501", "is not an http:// or https:// URL"),
+        ("http://[::1", "is not a URL (Invalid IPv6 URL)"),
+        ("http://", "has no host"),
+        ("http://h:99999", "has port 99999, not a TCP port (1-65535)"),
+        ("http://h:0", "has port 0, not a TCP port (1-65535)"),
+        ("http://h:abc", "has port abc, not a TCP port (1-65535)"),
+        ("http://h:1/?q=1", "must be a base URL, without user, query or fragment"),
+    ],
+)
+def test_bad_rest_urls_name_the_value_and_the_form(text: str, problem: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_rest_url(text, "--rest")
+    assert str(caught.value) == f"--rest {text!r} {problem}: use http://HOST:PORT, e.g. http://localhost:8501"
+
+
+# --- request bodies --------------------------------------------------------------------------------------------
+
+BODY = b'{"instances": [1.0]}'
+
+
+@pytest.mark.parametrize("encoding", ["", "identity", "IDENTITY", " identity , "])
+def test_plain_bodies_pass_as_they_are(encoding: str) -> None:
+    assert decode_body(BODY, encoding, 100) == BODY
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "GZip", "gzip, identity"])
+def test_gzip_bodies_are_decompressed(encoding: str) -> None:
+    assert decode_body(gzip.compress(BODY), encoding, 100) == BODY
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (BODY, "incorrect header check"),
+        (gzip.compress(BODY)[:-6], "the stream is truncated"),
+        (gzip.compress(BODY) + b"junk", "data follows the end of the gzip stream"),
+    ],
+)
+def test_a_body_that_is_not_valid_gzip_is_a_400(raw: bytes, problem: str) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        decode_body(raw, "gzip", 100)
+    assert caught.value.http_status == 400
+    assert caught.value.message.startswith("The request body is not valid gzip (Content-Encoding: gzip): ")
+    assert problem in caught.value.message
+
+
+@pytest.mark.parametrize("encoding", ["br", "deflate", "zstd", "gzip, gzip", "compress"])
+def test_other_encodings_are_a_415_naming_what_is_accepted(encoding: str) -> None:
+    with pytest.raises(UnsupportedMediaTypeError) as caught:
+        decode_body(BODY, encoding, 100)
+    assert caught.value.http_status == 415
+    assert f"Content-Encoding {encoding!r} is not supported" in caught.value.message
+    assert "Content-Encoding: gzip" in caught.value.message
+
+
+def test_a_gzip_bomb_is_refused_at_the_limit_without_inflating_it() -> None:
+    bomb = gzip.compress(b" " * (256 << 20))  # 256 MiB of spaces in ~250 KiB
+    started = time.perf_counter()
+    with pytest.raises(RequestTooLargeError) as caught:
+        decode_body(bomb, "gzip", 1 << 20)
+    assert time.perf_counter() - started < 1.0
+    assert caught.value.http_status == 413
+    assert caught.value.message == (
+        "Request body, decompressed, is over this server's limit of 1048576 bytes (serving.max_request_mb)"
+    )
+
+
+# --- JSON documents --------------------------------------------------------------------------------------------
+
+
+def nested(depth: int) -> bytes:
+    """A body nesting `depth` levels: the object, then depth - 1 lists."""
+    return b'{"instances": ' + b"[" * (depth - 1) + b"1" + b"]" * (depth - 1) + b"}"
+
+
+def test_json_nesting_up_to_the_limit_is_parsed() -> None:
+    assert parse_json_body(nested(MAX_JSON_DEPTH))["instances"]
+    assert MAX_JSON_DEPTH == 64
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 500, 100_000])
+def test_deeper_json_is_refused_naming_the_limit(depth: int) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        parse_json_body(nested(depth))
+    assert caught.value.message == (
+        "JSON Parse error: the document nests arrays and objects deeper than 64 levels, this server's limit"
+    )
+
+
+def test_deep_objects_count_as_levels_too() -> None:
+    body = b'{"a": ' * 70 + b"1" + b"}" * 70
+    with pytest.raises(InvalidArgumentError, match="deeper than 8 levels"):
+        parse_json_body(body, max_depth=8)
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"instances": ["\\ud800"]}', b'{"\\udfff": 1}', b'{"instances": [{"b64": "\\uDBFF"}]}']
+)
+def test_a_lone_surrogate_is_a_parse_error(body: bytes) -> None:
+    with pytest.raises(InvalidArgumentError, match="The surrogate pair in string is invalid"):
+        parse_json_body(body)
+
+
+def test_surrogate_pairs_and_escaped_backslashes_are_fine() -> None:
+    assert parse_json_body(b'{"x": "\\ud83d\\ude00", "y": "\\\\ud800"}') == {"x": "\U0001f600", "y": "\\ud800"}
+
+
+def test_an_integer_of_thousands_of_digits_is_a_parse_error() -> None:
+    with pytest.raises(InvalidArgumentError, match="JSON Parse error: Exceeds the limit"):
+        parse_json_body(b'{"instances": [' + b"9" * 5000 + b"]}")
+
+
+def test_an_integer_beyond_any_double_is_out_of_range_for_a_float_input() -> None:
+    with pytest.raises(InvalidArgumentError, match="is out of range for type: float"):
+        json_to_ndarray([int("9" * 400)], dtype_of(types_pb2.DT_FLOAT))
