@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from typer.testing import CliRunner
 
 from components.data.tfrecords import make_example, write_shards
 from pipeline.cli import app
+from pipeline.cli.options import check_output_file
 from serving.client import GrpcClient, RetryPolicy
 from serving.manager import ModelConfig
 from serving.server import ModelServer, ServerOptions
@@ -156,3 +159,80 @@ def test_tfxp_serve_answers_until_interrupted(model_base: Path) -> None:
     assert process.returncode == 0, output
     assert f"serving gRPC on 127.0.0.1:{grpc_port}, REST on http://127.0.0.1:{rest_port}" in output
     assert "stopping: finishing in-flight requests" in output
+
+
+# --- bad option values: refused while the command line is parsed, before any work -------------------------------
+
+
+def plain(output: str) -> str:
+    """The output without Typer's error-panel borders, on one line."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", output).split())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "--grpc-port", "70000"], "Invalid value for '--grpc-port': 70000 is not a TCP port: use 1-65535"),
+        (["serve", "--rest-port", "-1"], "Invalid value for '--rest-port': -1 is not a TCP port: use 1-65535"),
+        (["serve", "--rest-port", "0"], "Invalid value for '--rest-port': 0 is not a TCP port: use 1-65535"),
+        (["serve", "--grpc-port", "http"], "Invalid value for '--grpc-port': 'http' is not a port number: use 1-65535"),
+        (
+            ["predict", "x.png", "--grpc", "127.0.0.1:99999"],
+            "Invalid value for '--grpc': '127.0.0.1:99999' has port 99999, not a TCP port (1-65535): use HOST:PORT",
+        ),
+        (
+            ["loadtest", "--image", "x.png", "--grpc", "localhost"],
+            "Invalid value for '--grpc': 'localhost' is not HOST:PORT: use HOST:PORT, e.g. localhost:8500",
+        ),
+        (
+            ["loadtest", "--image", "x.png", "--rest", "127.0.0.1:8501"],
+            "Invalid value for '--rest': '127.0.0.1:8501' is not an http:// or https:// URL: use http://HOST:PORT",
+        ),
+        (
+            ["loadtest", "--image", "x.png", "--rest", "ftp://127.0.0.1:8501"],
+            "Invalid value for '--rest': 'ftp://127.0.0.1:8501' is not an http:// or https:// URL",
+        ),
+        (
+            ["predict", "x.png", "--rest", "http://[::1"],
+            "Invalid value for '--rest': 'http://[::1' is not a URL (Invalid IPv6 URL): use http://HOST:PORT",
+        ),
+    ],
+)
+def test_bad_ports_and_addresses_exit_2_naming_the_option_and_value(args: list[str], message: str) -> None:
+    code, output = run_cli(*args)
+    assert code == 2
+    assert message in plain(output)
+    assert "Traceback" not in output and "👎" not in output
+
+
+def test_loadtest_refuses_a_json_path_that_is_a_directory_before_the_test(
+    image_files: list[Path], tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    code, output = run_cli(
+        "loadtest", "--rest", "http://127.0.0.1:9", "--image", str(image_files[0]), "--seconds", "30",
+        "--json", str(tmp_path),
+    )  # fmt: skip
+    assert time.monotonic() - started < 10  # the 30-second test never started
+    assert code == 2
+    assert f"error: --json {tmp_path} is a directory; give a file path, e.g. {tmp_path / 'result.json'}" in plain(
+        output
+    )
+
+
+def test_loadtest_refuses_a_json_path_under_a_file(image_files: list[Path], tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    code, output = run_cli(
+        "loadtest", "--rest", "http://127.0.0.1:9", "--image", str(image_files[0]), "--seconds", "30",
+        "--json", str(blocker / "out" / "load.json"),
+    )  # fmt: skip
+    assert code == 2
+    assert f"{blocker} is a file, not a directory" in plain(output)
+    assert blocker.read_text() == "x"
+
+
+def test_check_output_file_accepts_new_files_in_new_directories(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "load.json"
+    assert check_output_file(target, "--json") == target
+    assert not (tmp_path / "a").exists()  # checking creates nothing
