@@ -1,4 +1,5 @@
-"""Submits a compiled pipeline to Kubeflow Pipelines and waits for the run: a small client around `kfp.Client`.
+"""Submits a compiled pipeline to Kubeflow Pipelines, waits for the run, and lists, terminates and retries runs:
+a small client around `kfp.Client`, which `pipeline.kubeflow.pipelines` and `.schedules` use too.
 
 `kfp.Client` sets no socket timeouts, so every call runs under a deadline here: an unreachable or silent
 host becomes a clear error within the timeout instead of a hang. Credentials and host checks are in
