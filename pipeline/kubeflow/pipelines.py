@@ -229,11 +229,66 @@ def get_version(client: KfpRunClient, pipeline: str, version: str | None = None)
     return _version(full)
 
 
+def _held_version(
+    client: KfpRunClient, found_id: str, pipeline: str, version: str, digest: str, *, by_content: bool
+) -> PipelineVersion | None:
+    # The version called `version` when it already holds this spec; a content name (sha-…) implies the content,
+    # a chosen name does not, so that spec is read and compared.
+    existing = list_versions(client, found_id, limit=1, name=version)
+    if not existing:
+        return None
+    if by_content:
+        return existing[0]
+    api = client.api()
+    held = client.call(
+        f"reading version {version} of pipeline {pipeline}",
+        lambda: _version(api.get_pipeline_version(found_id, existing[0].version_id)),
+    )
+    stored = doc_from_api(held.spec)
+    if stored is None or spec_digest(stored) != digest:
+        raise SubmitError(
+            f"pipeline {pipeline!r} already has a version {version!r} with a different spec; "
+            "choose another --version, or leave it out to name the version by content"
+        )
+    return held
+
+
+def _create_pipeline(client: KfpRunClient, name: str) -> str:
+    # Empty, so that the first version is uploaded (and named) like every later one.
+    import kfp_server_api
+
+    api = client.api()
+    body = kfp_server_api.V2beta1Pipeline(display_name=name, namespace=client.namespace)
+    created = client.call(f"creating pipeline {name}", lambda: api.pipelines.pipeline_service_create_pipeline(body))
+    return str(created.pipeline_id)
+
+
+def _upload_version(
+    client: KfpRunClient, package: Path, found_id: str, pipeline: str, version: str, digest: str
+) -> PipelineVersion:
+    api = client.api()
+
+    def send() -> Any:
+        return api.upload_pipeline_version(
+            str(package), version, pipeline_id=found_id, description=f"tfxp spec sha256:{digest}"
+        )
+
+    try:
+        return _version(client.call(f"uploading version {version} of pipeline {pipeline}", send))
+    except SubmitError as error:
+        if error.__cause__ is not None and http_status(error.__cause__) == 409:
+            raise SubmitError(
+                f"pipeline {pipeline!r} already has a version {version!r} (it appeared while uploading); "
+                "choose another --version, or leave it out to name the version by content"
+            ) from None
+        raise
+
+
 def upload(client: KfpRunClient, package: Path, *, name: str | None = None, version: str | None = None) -> UploadResult:
     """Uploads a compiled pipeline as a version of the pipeline `name`, creating the pipeline when it is new.
 
     Args:
-        client: The connected client.
+        client: The client.
         package: The `.yaml` pipeline from `tfxp compile`.
         name: The pipeline's name; default the spec's `pipelineInfo.name`.
         version: The version's name; default `sha-<12 hex digits of the spec's content>`.
@@ -250,47 +305,12 @@ def upload(client: KfpRunClient, package: Path, *, name: str | None = None, vers
         raise SubmitError(f"{package} has no pipeline name; pass --name")
     digest = spec_digest(doc)
     version_name = version or VERSION_PREFIX + digest[:12]
-    api = client.api()
     found_id = pipeline_id(client, name)
     if found_id is not None:
-        existing = list_versions(client, found_id, limit=1, name=version_name)
-        if existing:
-            held = existing[0]
-            if version:  # a chosen name says nothing of the content: compare
-                held = client.call(
-                    f"reading version {version_name} of pipeline {name}",
-                    lambda: _version(api.get_pipeline_version(found_id, existing[0].version_id)),
-                )
-                stored = doc_from_api(held.spec)
-                if stored is None or spec_digest(stored) != digest:
-                    raise SubmitError(
-                        f"pipeline {name!r} already has a version {version_name!r} with a different spec; "
-                        "choose another --version, or leave it out to name the version by content"
-                    )
+        held = _held_version(client, found_id, name, version_name, digest, by_content=version is None)
+        if held is not None:
             return UploadResult(name, held, uploaded=False, created_pipeline=False, url=version_url(client, held))
     created = found_id is None
-    if created:
-        import kfp_server_api
-
-        body = kfp_server_api.V2beta1Pipeline(display_name=name, namespace=client.namespace)
-        pipeline = client.call(
-            f"creating pipeline {name}", lambda: api.pipelines.pipeline_service_create_pipeline(pipeline=body)
-        )
-        found_id = str(pipeline.pipeline_id)
-    new_id = found_id
-
-    def send() -> Any:
-        return api.upload_pipeline_version(
-            str(package), version_name, pipeline_id=new_id, description=f"tfxp spec sha256:{digest}"
-        )
-
-    try:
-        uploaded = _version(client.call(f"uploading version {version_name} of pipeline {name}", send))
-    except SubmitError as error:
-        if error.__cause__ is not None and http_status(error.__cause__) == 409:
-            raise SubmitError(
-                f"pipeline {name!r} already has a version {version_name!r} (it appeared while uploading); "
-                "choose another --version, or leave it out to name the version by content"
-            ) from None
-        raise
+    found_id = _create_pipeline(client, name) if found_id is None else found_id
+    uploaded = _upload_version(client, package, found_id, name, version_name, digest)
     return UploadResult(name, uploaded, uploaded=True, created_pipeline=created, url=version_url(client, uploaded))
