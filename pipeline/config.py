@@ -139,6 +139,10 @@ class KubeflowSection(ConfigSection):
       `cloud.google.com/gke-accelerator=nvidia-tesla-a100`.
     trainer_tolerations: Taints the Trainer pod tolerates, `key=value:Effect` or `key:Effect`,
       e.g. `nvidia.com/gpu:NoSchedule`.
+    image_pull_secrets: Secrets (type docker-registry, in the run's namespace) every pod pulls the image with,
+      e.g. `regcred`.
+    pod_labels: Labels of every component pod, `key=value`, e.g. `team=ml-platform`.
+    pod_annotations: Annotations of every component pod, `key=value`, e.g. `sidecar.istio.io/inject=false`.
     """
 
     image: str = "tfxp:0.1.0"
@@ -155,6 +159,9 @@ class KubeflowSection(ConfigSection):
     uncached_components: tuple[str, ...] = ("ImportExampleGen",)
     trainer_node_selector: tuple[str, ...] = ()
     trainer_tolerations: tuple[str, ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+    pod_labels: tuple[str, ...] = ()
+    pod_annotations: tuple[str, ...] = ()
 
 
 class BeamSection(ConfigSection):

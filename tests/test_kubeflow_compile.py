@@ -157,10 +157,12 @@ def test_warnings_name_what_pods_cannot_read(default_compiled: CompileResult, a1
     assert "data.path=data/digits is a local path: pods on Kubeflow do not see it" in warnings
     assert "the edge base (pipeline.output)=tfxp_output/edge/digits is a local path" in warnings
     assert "dropped resolver tasks LatestBlessedModelResolver" in warnings
-    # The A100 config is production-shaped: only the resolver limitation of open-source KFP remains.
-    assert len(a100_compiled.warnings) == 1
-    assert a100_compiled.warnings[0].startswith("dropped resolver tasks")
-    assert "Evaluator.baseline_model will be empty on every run" in a100_compiled.warnings[0]
+    # The A100 config is production-shaped: its example image is pinned by tag, not digest, and the resolver
+    # limitation of open-source KFP remains.
+    assert len(a100_compiled.warnings) == 2
+    assert "is pinned by tag only" in a100_compiled.warnings[0]
+    assert a100_compiled.warnings[1].startswith("dropped resolver tasks")
+    assert "Evaluator.baseline_model will be empty on every run" in a100_compiled.warnings[1]
 
 
 def _normalised(doc: PipelineDoc) -> str:

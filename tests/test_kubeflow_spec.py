@@ -197,20 +197,30 @@ def test_node_labels_and_tolerations_use_kubectl_syntax() -> None:
 @pytest.mark.parametrize(
     ("image", "warned"),
     [
-        ("registry.example.com/tfxp:0.1.0", False),
-        ("localhost:5000/tfxp:0.1.0", False),
-        ("registry.example.com/tfxp@sha256:" + "a" * 64, False),
-        ("registry.example.com/tfxp:latest", True),
-        ("registry.example.com/tfxp", True),
-        ("localhost:5000/tfxp", True),
+        ("registry.example.com/tfxp:0.1.0", "tag only"),
+        ("localhost:5000/tfxp:0.1.0", "tag only"),
+        ("registry.example.com/tfxp@sha256:" + "a" * 64, ""),
+        ("registry.example.com/tfxp:0.1.0@sha256:" + "a" * 64, ""),
+        ("registry.example.com/tfxp:latest", "latest"),
+        ("registry.example.com/tfxp", "latest"),
+        ("localhost:5000/tfxp", "latest"),
     ],
 )
-def test_image_tags(image: str, warned: bool) -> None:
+def test_image_tags(image: str, warned: str) -> None:
     warnings = image_warnings(image)
-    assert bool(warnings) == warned
-    if warned:
+    assert len(warnings) == (1 if warned else 0)
+    if warned == "latest":
         assert "`latest` tag" in warnings[0] and "pin a version tag or a @sha256 digest" in warnings[0]
         assert ("has no tag" in warnings[0]) == (not image.endswith(":latest"))
+    if warned == "tag only":
+        assert "pinned by tag only: KFP's cache key holds the image string" in warnings[0]
+        assert f"docker buildx imagetools inspect {image}" in warnings[0]
+        assert f"kubeflow.image={image.rsplit(':', 1)[0]}@sha256:<digest>" in warnings[0]
+
+
+def test_a_malformed_digest_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"the digest 'sha256:abc' is not `sha256:` and 64 hex digits"):
+        image_warnings("registry.example.com/tfxp@sha256:abc")
 
 
 def test_empty_image_is_an_error(doc: PipelineDoc) -> None:

@@ -1,7 +1,7 @@
 """`tfxp submit` and pipeline.kubeflow (submit, auth, runs) against a local fake of the KFP v2beta1 REST API.
 
-The fake implements what kfp 2.16's `Client.create_run_from_pipeline_package` calls: GET healthz (the
-client's constructor), GET experiments?filter= (find by name), POST experiments, POST runs; and GET
+The fake (tests/kfp_fake.py) answers what kfp 2.16's `Client.create_run_from_pipeline_package` calls: GET healthz
+(the client's constructor), GET experiments?filter= (find by name), POST experiments, POST runs; and GET
 runs/{id} for waiting. It records every request so the tests assert what the real client sent.
 """
 
@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
+from kfp_fake import API, RUN_ID, FakeKfp, clear_kfp_environment, serve, spec_dict
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -38,98 +35,6 @@ from pipeline.kubeflow.runs import (
 from pipeline.kubeflow.spec import load_pipeline_doc
 from pipeline.kubeflow.submit import KfpRunClient
 
-RUN_ID = "3f1e9a2c-run"
-API = "/apis/v2beta1"
-
-
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: Any
-
-
-@dataclass
-class FakeKfp:
-    """Scripted KFP API state: `states` are returned by successive GET runs/{id} (the last one repeats)."""
-
-    states: list[str] = field(default_factory=lambda: ["SUCCEEDED"])
-    tasks: dict[str, str] = field(default_factory=dict)
-    run_error: str = ""
-    required_auth: str | None = None
-    hang: tuple[str, str] | None = None
-    create_run_error: str = ""
-    experiments: dict[str, str] = field(default_factory=dict)
-    requests: list[Recorded] = field(default_factory=list)
-    polls: int = 0
-
-    def calls(self, method: str, path: str) -> list[Recorded]:
-        return [request for request in self.requests if request.method == method and request.path == path]
-
-    def answer(self, request: Recorded) -> tuple[int, Any]:
-        if self.required_auth and request.headers.get("authorization") != self.required_auth:
-            return 401, {"error": "unauthenticated", "code": 16}
-        route = (request.method, request.path)
-        if route == ("GET", f"{API}/healthz"):
-            return 200, {"multi_user": False}
-        if route == ("GET", f"{API}/experiments"):
-            predicates = json.loads(request.query["filter"][0])["predicates"]
-            name = predicates[0]["stringValue"]
-            if name not in self.experiments:
-                return 200, {}
-            return 200, {"experiments": [{"experiment_id": self.experiments[name], "display_name": name}]}
-        if route == ("POST", f"{API}/experiments"):
-            name = request.body["display_name"]
-            self.experiments[name] = f"exp-{len(self.experiments) + 1}"
-            return 200, {"experiment_id": self.experiments[name], "display_name": name}
-        if route == ("POST", f"{API}/runs"):
-            if self.create_run_error:
-                return 400, {"error": self.create_run_error, "code": 3}
-            return 200, {**request.body, "run_id": RUN_ID, "state": "PENDING"}
-        if route == ("GET", f"{API}/runs/{RUN_ID}"):
-            state = self.states[min(self.polls, len(self.states) - 1)]
-            self.polls += 1
-            details = [{"display_name": name, "state": task_state} for name, task_state in self.tasks.items()]
-            run: dict[str, Any] = {"run_id": RUN_ID, "state": state, "run_details": {"task_details": details}}
-            if self.run_error and state == "FAILED":
-                run["error"] = {"code": 2, "message": self.run_error}
-            return 200, run
-        return 404, {"error": f"no route {request.method} {request.path}", "code": 5}
-
-
-def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            url = urlparse(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            request = Recorded(
-                method=self.command,
-                path=url.path,
-                query=parse_qs(url.query),
-                headers={key.lower(): value for key, value in self.headers.items()},
-                body=json.loads(raw) if raw else None,
-            )
-            fake.requests.append(request)
-            if fake.hang == (request.method, request.path):
-                time.sleep(3)  # longer than the client's deadline
-            status, payload = fake.answer(request)
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = _serve  # noqa: N815  (http.server's naming)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    return Handler
-
 
 @pytest.fixture
 def fake() -> FakeKfp:
@@ -138,52 +43,19 @@ def fake() -> FakeKfp:
 
 @pytest.fixture
 def host(fake: FakeKfp) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(fake) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
 def no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    kfp_variables = ("ENDPOINT", "UI_ENDPOINT", "DEFAULT_EXPERIMENT_NAME", "OVERRIDE_EXPERIMENT_NAME")
-    for name in (TOKEN_ENV, TOKEN_PATH_ENV, COOKIE_ENV, *(f"KF_PIPELINES_{variable}" for variable in kfp_variables)):
-        monkeypatch.delenv(name, raising=False)
-
-
-def _spec_dict(tasks: list[str]) -> dict[str, Any]:
-    """A small valid KFP IR: one container executor per task, chained."""
-    components = {name: {"executorLabel": f"{name}_executor"} for name in tasks}
-    executors = {
-        f"{name}_executor": {"container": {"image": "registry.example.com/tfxp:0.1.0", "command": ["python"]}}
-        for name in tasks
-    }
-    dag = {
-        name: {
-            "componentRef": {"name": name},
-            "taskInfo": {"name": name},
-            **({"dependentTasks": [tasks[index - 1]]} if index else {}),
-        }
-        for index, name in enumerate(tasks)
-    }
-    return {
-        "pipelineInfo": {"name": "tfxp-test"},
-        "schemaVersion": "2.1.0",
-        "sdkVersion": "tfx-1.21.0",
-        "components": components,
-        "deploymentSpec": {"executors": executors},
-        "root": {"dag": {"tasks": dag}},
-    }
+    clear_kfp_environment(monkeypatch)
 
 
 @pytest.fixture
 def package(tmp_path: Path) -> Path:
     path = tmp_path / "pipeline.yaml"
-    path.write_text(yaml.safe_dump(_spec_dict(["ImportExampleGen", "Trainer", "Pusher"])))
+    path.write_text(yaml.safe_dump(spec_dict(["ImportExampleGen", "Trainer", "Pusher"])))
     return path
 
 
@@ -197,7 +69,7 @@ def package_with_platform(tmp_path: Path) -> Path:
         }
     }
     path = tmp_path / "pipeline.yaml"
-    path.write_text(yaml.safe_dump_all([_spec_dict(["Trainer"]), platform]))
+    path.write_text(yaml.safe_dump_all([spec_dict(["Trainer"]), platform]))
     return path
 
 
@@ -395,11 +267,11 @@ def test_bad_packages_are_refused_before_any_request(tmp_path: Path) -> None:
     with pytest.raises(SubmitError, match="does not exist; make it with `tfxp compile"):
         client.submit(tmp_path / "missing.yaml")
     wrapper = tmp_path / "pipeline.json"
-    wrapper.write_text(json.dumps({"pipelineSpec": _spec_dict(["Trainer"])}))
+    wrapper.write_text(json.dumps({"pipelineSpec": spec_dict(["Trainer"])}))
     with pytest.raises(SubmitError, match=r"accepts .yaml/.yml"):
         client.submit(wrapper)
     wrapped_yaml = tmp_path / "wrapped.yaml"
-    wrapped_yaml.write_text(yaml.safe_dump({"pipelineSpec": _spec_dict(["Trainer"]), "displayName": "x"}))
+    wrapped_yaml.write_text(yaml.safe_dump({"pipelineSpec": spec_dict(["Trainer"]), "displayName": "x"}))
     with pytest.raises(SubmitError, match="PipelineJob wrapper"):
         client.submit(wrapped_yaml)
     with pytest.raises(SubmitError, match="has no scheme"):

@@ -1,7 +1,8 @@
-"""`tfxp compile` and `tfxp submit`: the pipeline on Kubeflow Pipelines.
+"""`tfxp compile` and `tfxp submit`: the pipeline on Kubeflow Pipelines, and the options every KFP command shares.
 
 The work happens in the `pipeline.kubeflow` package (compile + patch, submit, auth, runs);
-these handlers parse options and print. kfp and TFX are imported inside the commands.
+these handlers parse options and print. kfp and TFX are imported inside the commands
+(`pipeline.kubeflow.runs` and `.params`, imported here for their error types, import neither).
 """
 
 from __future__ import annotations
@@ -12,19 +13,23 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from pipeline.cli.console import console, error_console, fail
+from pipeline.cli.console import console, error_console, fail, user_errors
 from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
+from pipeline.kubeflow.params import ParamError
+from pipeline.kubeflow.runs import SubmitError
 
 if TYPE_CHECKING:
     from pipeline.kubeflow.compile import CompileResult
     from pipeline.kubeflow.runs import RunStatus
+    from pipeline.kubeflow.submit import KfpRunClient
 
 # Exit codes of `tfxp submit --wait` beyond the shared 2 (bad input, unreachable host).
 EXIT_RUN_FAILED = 1
 EXIT_WAIT_TIMEOUT = 3
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
+    """Prints `warning: message` on stderr."""
     error_console.print(f"[bold yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
 
 
@@ -75,31 +80,59 @@ def compile_command(
         raise fail(str(error)) from None
     _print_compiled(result)
     for warning in result.warnings:
-        _warn(warning)
+        warn(warning)
     console.print(f"submit with: tfxp submit {result.path} --host URL --wait", highlight=False)
 
 
+HostOption = Annotated[
+    str,
+    typer.Option(
+        "--host", envvar="KF_PIPELINES_ENDPOINT", help="KFP API/UI address with scheme, e.g. http://localhost:8080."
+    ),
+]
+NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Namespace (multi-user KFP).")]
+RequestTimeoutOption = Annotated[
+    float, typer.Option("--request-timeout", min=0.1, help="Seconds each API call may take.")
+]
+ParamOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--param", "-p", help="Run parameter NAME=VALUE, checked against the pipeline's parameters; repeatable."
+    ),
+]
+
+
+def connect(host: str, namespace: str | None, request_timeout: float) -> KfpRunClient:
+    """The KFP client for `--host`, with credentials from the environment (no request is made yet).
+
+    Raises:
+        SubmitError: a host without a scheme, or unusable credentials.
+    """
+    from pipeline.kubeflow.auth import KfpAuth
+    from pipeline.kubeflow.submit import KfpRunClient
+
+    return KfpRunClient(host, namespace=namespace, auth=KfpAuth.from_env(), request_timeout=request_timeout)
+
+
+@user_errors(SubmitError, ParamError)
 def submit_command(
     package: Annotated[Path, typer.Argument(help="Pipeline YAML from `tfxp compile`.")],
-    host: Annotated[
-        str,
-        typer.Option(
-            "--host", envvar="KF_PIPELINES_ENDPOINT", help="KFP API/UI address with scheme, e.g. http://localhost:8080."
-        ),
-    ],
-    namespace: Annotated[str | None, typer.Option("--namespace", help="Namespace (multi-user KFP).")] = None,
+    host: HostOption,
+    namespace: NamespaceOption = None,
     experiment: Annotated[
         str | None, typer.Option("--experiment", help="Experiment; default the pipeline's name.")
     ] = None,
     run_name: Annotated[str | None, typer.Option("--run-name", help="Run name; default <pipeline>-<UTC time>.")] = None,
+    params: ParamOption = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Run every task afresh: KFP caching off for this run only.")
+    ] = False,
     wait: Annotated[
         bool, typer.Option("--wait", help="Poll until the run finishes; non-zero exit unless it succeeded.")
     ] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the run (--wait).")] = 24
     * 3600,
-    request_timeout: Annotated[
-        float, typer.Option("--request-timeout", min=0.1, help="Seconds each API call may take.")
-    ] = 60.0,
+    request_timeout: RequestTimeoutOption = 60.0,
     poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between polls (--wait).")] = 15.0,
 ) -> None:
     """Submit a compiled pipeline to Kubeflow Pipelines; print the run id and URL.
@@ -110,15 +143,14 @@ def submit_command(
 
     Each API call gives up after --request-timeout seconds; --timeout bounds the whole wait.
     """
-    from pipeline.kubeflow.auth import KfpAuth
-    from pipeline.kubeflow.runs import RunFailedError, RunTimeoutError, SubmitError, progress_line
-    from pipeline.kubeflow.submit import KfpRunClient
+    from pipeline.kubeflow.params import parse_param_entries
+    from pipeline.kubeflow.runs import RunFailedError, RunTimeoutError, progress_line
 
-    try:
-        client = KfpRunClient(host, namespace=namespace, auth=KfpAuth.from_env(), request_timeout=request_timeout)
-        run = client.submit(package, experiment=experiment, run_name=run_name)
-    except SubmitError as error:
-        raise fail(str(error)) from None
+    raw = parse_param_entries(params or [])
+    client = connect(host, namespace, request_timeout)
+    run = client.submit(
+        package, experiment=experiment, run_name=run_name, params=raw, enable_caching=False if no_cache else None
+    )
     console.print(f"run id: {run.run_id}", highlight=False)
     console.print(f"run:    {run.url}", highlight=False)
     console.print(f"experiment: {run.experiment}", highlight=False)
@@ -140,6 +172,4 @@ def submit_command(
         raise fail(f"{error}; logs: {run.url}", code=EXIT_RUN_FAILED) from None
     except RunTimeoutError as error:
         raise fail(f"{error}; {run.url}", code=EXIT_WAIT_TIMEOUT) from None
-    except SubmitError as error:
-        raise fail(str(error)) from None
     console.print(f"[green]✓[/] run {run.run_id} {final.state}", highlight=False)

@@ -127,11 +127,17 @@ def check_host(host: str) -> str:
     return host.rstrip("/")
 
 
-def run_url(host: str, run_id: str, environ: Mapping[str, str] | None = None) -> str:
-    """The run's page; like kfp.Client, `KF_PIPELINES_UI_ENDPOINT` overrides the host."""
+def ui_url(host: str, page: str, environ: Mapping[str, str] | None = None) -> str:
+    """A page of the KFP UI, e.g. `runs/details/<id>`; like kfp.Client, `KF_PIPELINES_UI_ENDPOINT` overrides the
+    host."""
     environ = os.environ if environ is None else environ
     base = environ.get(UI_ENDPOINT_ENV) or host
-    return f"{base.rstrip('/')}/#/runs/details/{run_id}"
+    return f"{base.rstrip('/')}/#/{page}"
+
+
+def run_url(host: str, run_id: str, environ: Mapping[str, str] | None = None) -> str:
+    """The run's page in the KFP UI (see `ui_url`)."""
+    return ui_url(host, f"runs/details/{run_id}", environ)
 
 
 def _while(doing: str) -> str:

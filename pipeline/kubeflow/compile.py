@@ -190,14 +190,17 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
 
     Raises:
         KubeflowCompileError: `out` is not a `.yaml`/`.yml` file, or the config does not fit Kubeflow.
-        pipeline.kubeflow.spec.SpecPatchError: the patch does not fit the compiled spec.
+        pipeline.kubeflow.spec.SpecPatchError: the patch does not fit the compiled spec, a pod setting is malformed,
+            or the Kubernetes platform document does not parse strictly.
     """
     if out.suffix not in (".yaml", ".yml"):
         raise KubeflowCompileError(f"--out {out}: kfp.Client accepts .yaml/.yml pipeline files; use e.g. pipeline.yaml")
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
 
+    from pipeline.kubeflow.platform import apply_pod_settings, check_platform_doc, pod_settings
     from pipeline.pipeline import create_pipeline
 
+    settings = pod_settings(config.kubeflow)  # before the slow compile: a typo fails at once
     config = resolve_split(config)
     warnings = config_warnings(config)
     pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None)
@@ -217,6 +220,8 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
         )
         doc = load_pipeline_doc(Path(tmp) / COMPILED_FILENAME)
     warnings.extend(patch_pipeline_doc(doc, patch))
+    apply_pod_settings(doc, settings)
+    check_platform_doc(doc)  # KFP ignores a platform document it cannot parse: refuse to write one
     header = (
         f"tfxp pipeline {config.pipeline.name} for Kubeflow Pipelines (KFP v2 IR, patched by pipeline.kubeflow.spec).\n"
         f"Submit: tfxp submit {out.name} --host URL [--wait]"

@@ -1,4 +1,5 @@
-"""A Kubeflow Pipelines run as tfxp sees it: its status, the errors of submitting and watching it, and the wait.
+"""A Kubeflow Pipelines run as tfxp sees it: its status and summary, the errors of submitting and watching it,
+and the wait.
 
 `wait_for_run` is the wait state machine on its own (a poll function, a clock, a sleep), so it is tested
 without a server; `KfpRunClient.wait` (pipeline.kubeflow.submit) feeds it real polls.
@@ -10,13 +11,18 @@ Example:
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 SUCCEEDED = "SUCCEEDED"
+UNSPECIFIED = "RUNTIME_STATE_UNSPECIFIED"
 # Terminal run states of the v2beta1 API (V2beta1RuntimeState); only SUCCEEDED is a success.
 FINAL_STATES = frozenset({SUCCEEDED, "FAILED", "SKIPPED", "CANCELED"})
+# Runs that KFP can retry: those that stopped before finishing their work.
+RETRYABLE_STATES = frozenset({"FAILED", "CANCELED"})
 # HTTP statuses worth polling through: the API gateway or server is restarting.
 _TRANSIENT_STATUSES = frozenset({0, 502, 503, 504})
 
@@ -77,6 +83,61 @@ class RunStatus:
     @property
     def finished(self) -> bool:
         return self.state in FINAL_STATES
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run as `tfxp runs list` shows it.
+
+    Attributes:
+        run_id: The KFP run id.
+        name: The run's display name.
+        state: Its state (`RUNNING`, `SUCCEEDED`, ...).
+        created: When it was created (UTC), if known.
+        finished: When it ended (UTC), if it has.
+        experiment_id: Its experiment.
+        recurring_run_id: The recurring run that started it, if any.
+    """
+
+    run_id: str
+    name: str
+    state: str
+    created: datetime.datetime | None = None
+    finished: datetime.datetime | None = None
+    experiment_id: str = ""
+    recurring_run_id: str = ""
+
+
+def api_time(value: object) -> datetime.datetime | None:
+    """A time from the KFP API as an aware UTC time; None for a missing one (the API writes 1970-01-01)."""
+    if not isinstance(value, datetime.datetime) or value.timestamp() <= 0:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+
+
+def run_summary(run: Any) -> RunSummary:
+    """The summary of an API run (`kfp_server_api.V2beta1Run`)."""
+    return RunSummary(
+        run_id=str(run.run_id),
+        name=str(run.display_name or ""),
+        state=str(run.state or UNSPECIFIED),
+        created=api_time(run.created_at),
+        finished=api_time(run.finished_at),
+        experiment_id=str(run.experiment_id or ""),
+        recurring_run_id=str(getattr(run, "recurring_run_id", "") or ""),
+    )
+
+
+def run_status(run: Any) -> RunStatus:
+    """The status of an API run (`kfp_server_api.V2beta1Run`): state, task states and error message."""
+    details = getattr(run, "run_details", None)
+    tasks = {
+        str(task.display_name): str(task.state)
+        for task in (getattr(details, "task_details", None) or [])
+        if task.display_name
+    }
+    error = getattr(run, "error", None)
+    return RunStatus(state=str(run.state or UNSPECIFIED), tasks=tasks, error=getattr(error, "message", "") or "")
 
 
 StatusCallback = Callable[[RunStatus, float], None]

@@ -1,4 +1,5 @@
-"""Submits a compiled pipeline to Kubeflow Pipelines and waits for the run: a small client around `kfp.Client`.
+"""Submits a compiled pipeline to Kubeflow Pipelines, waits for the run, and lists, terminates and retries runs:
+a small client around `kfp.Client`, which `pipeline.kubeflow.pipelines` and `.schedules` use too.
 
 `kfp.Client` sets no socket timeouts, so every call runs under a deadline here: an unreachable or silent
 host becomes a clear error within the timeout instead of a hang. Credentials and host checks are in
@@ -15,9 +16,10 @@ from __future__ import annotations
 import contextlib
 import datetime
 import io
+import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,16 +32,22 @@ from pipeline.kubeflow.auth import (
     run_url,
     unreachable_error,
 )
+from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
 from pipeline.kubeflow.runs import (
+    FINAL_STATES,
+    RETRYABLE_STATES,
     RunStatus,
+    RunSummary,
     StatusCallback,
     SubmitError,
     SubmittedRun,
     http_status,
     is_connection_error,
+    run_status,
+    run_summary,
     wait_for_run,
 )
-from pipeline.kubeflow.spec import load_pipeline_doc
+from pipeline.kubeflow.spec import PipelineDoc, load_pipeline_doc, write_pipeline_doc
 
 T = TypeVar("T")
 
@@ -63,6 +71,32 @@ def _with_deadline(call: Callable[[], T], seconds: float, on_timeout: SubmitErro
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def read_package(package: Path) -> PipelineDoc:
+    """Reads a compiled pipeline file that kfp.Client can send.
+
+    Raises:
+        SubmitError: the file is missing, not `.yaml`/`.yml`, or not a KFP pipeline spec.
+    """
+    if not package.is_file():
+        raise SubmitError(f"pipeline file {package} does not exist; make it with `tfxp compile --out {package}`")
+    if package.suffix not in (".yaml", ".yml"):
+        raise SubmitError(
+            f"{package}: kfp.Client accepts .yaml/.yml pipeline files; recompile with --out pipeline.yaml"
+        )
+    try:
+        return load_pipeline_doc(package)
+    except ValueError as error:
+        raise SubmitError(str(error)) from None
+
+
+def disable_caching(doc: PipelineDoc) -> None:
+    """Turns KFP caching off for every task, in the root DAG and in nested DAGs (an exit handler's pipeline)."""
+    dags = [doc.pipeline_spec.root.dag, *(component.dag for component in doc.pipeline_spec.components.values())]
+    for dag in dags:
+        for task in dag.tasks.values():
+            task.caching_options.enable_cache = False
 
 
 class KfpRunClient:
@@ -103,7 +137,19 @@ class KfpRunClient:
             return self.auth.token_file_error(error)
         return SubmitError(f"{doing} at {self.host} failed: {type(error).__name__}: {error}")
 
-    def _call(self, doing: str, call: Callable[[], T], seconds: float | None = None) -> T:
+    def call(self, doing: str, call: Callable[[], T], seconds: float | None = None, missing: str = "") -> T:
+        """Runs one kfp.Client call under the deadline and turns its failures into `SubmitError`s.
+
+        Args:
+            doing: What the call does, for messages (`creating the run`).
+            call: The kfp.Client call.
+            seconds: Its deadline; default `request_timeout`.
+            missing: The message for HTTP 404 (a run or recurring run that does not exist); default: the host
+                has no KFP API.
+
+        Raises:
+            SubmitError: no answer within the deadline (`NoAnswerError`), unreachable, refused, or an API error.
+        """
         seconds = self.request_timeout if seconds is None else seconds
         on_timeout = no_answer_error(self.host, seconds, doing)
         try:
@@ -116,6 +162,8 @@ class KfpRunClient:
         except SubmitError:
             raise
         except Exception as error:
+            if missing and http_status(error) == 404:
+                raise SubmitError(missing) from error
             raise self._explain(error, doing) from error
 
     def check_api(self) -> None:
@@ -126,7 +174,8 @@ class KfpRunClient:
         """
         check_api(self.host, self.auth, self.request_timeout)
 
-    def _kfp(self) -> Any:
+    def api(self) -> Any:
+        """The connected `kfp.Client` (the health check runs first, once)."""
         if self._client is None:
             import kfp
 
@@ -134,16 +183,57 @@ class KfpRunClient:
             kwargs = self.auth.client_kwargs()
             if self.namespace:
                 kwargs["namespace"] = self.namespace
-            self._client = self._call("connecting", lambda: kfp.Client(host=self.host, **kwargs))
+            self._client = self.call("connecting", lambda: kfp.Client(host=self.host, **kwargs))
         return self._client
 
-    def submit(self, package: Path, *, experiment: str | None = None, run_name: str | None = None) -> SubmittedRun:
+    def experiment_id(self, name: str, *, create: bool) -> str:
+        """The id of the experiment called `name`.
+
+        Args:
+            name: The experiment's display name.
+            create: Create it when missing; otherwise a missing experiment is an error.
+
+        Raises:
+            SubmitError: no such experiment (`create=False`), or as `call`.
+        """
+        client = self.api()
+        if create:
+            experiment = self.call(
+                f"finding or creating experiment {name}",
+                lambda: client.create_experiment(name=name, namespace=self.namespace),
+            )
+            return str(experiment.experiment_id)
+
+        def find() -> Any:
+            try:
+                return client.get_experiment(experiment_name=name, namespace=self.namespace)
+            except ValueError:  # kfp's "No experiment is found with name ..."
+                return None
+
+        experiment = self.call(f"finding experiment {name}", find)
+        if experiment is None:
+            raise SubmitError(f"no experiment named {name!r} at {self.host}; check --experiment (names are exact)")
+        return str(experiment.experiment_id)
+
+    def submit(
+        self,
+        package: Path,
+        *,
+        experiment: str | None = None,
+        run_name: str | None = None,
+        params: Mapping[str, str] | None = None,
+        enable_caching: bool | None = None,
+    ) -> SubmittedRun:
         """Creates a run from a compiled pipeline file (`create_run_from_pipeline_package`).
 
         Args:
             package: The `.yaml` pipeline from `tfxp compile`.
             experiment: Experiment name; default the pipeline's name. Created when missing.
             run_name: Run name; default `<pipeline>-<UTC time>`.
+            params: Run parameters as `name → text`, checked against the pipeline's declared parameters and
+                typed before anything is sent.
+            enable_caching: False runs every task afresh (tasks of nested DAGs too); None keeps the compiled
+                caching options.
 
         Returns:
             The run's id, UI URL and experiment.
@@ -151,28 +241,38 @@ class KfpRunClient:
         Raises:
             SubmitError: the file is not a compiled pipeline, the host is unreachable or silent, the
                 credentials are refused, or the API answers with an error.
+            ParamError: a parameter the pipeline does not declare, or a value of the wrong type.
         """
-        if not package.is_file():
-            raise SubmitError(f"pipeline file {package} does not exist; make it with `tfxp compile --out {package}`")
-        if package.suffix not in (".yaml", ".yml"):
-            raise SubmitError(
-                f"{package}: kfp.Client accepts .yaml/.yml pipeline files; recompile with --out pipeline.yaml"
-            )
-        try:
-            doc = load_pipeline_doc(package)
-        except ValueError as error:
-            raise SubmitError(str(error)) from None
+        doc = read_package(package)
         name = doc.pipeline_spec.pipeline_info.name
+        arguments = typed_arguments(params or {}, pipeline_parameters(doc.to_dicts()[0]), f"pipeline {name}")
         experiment = experiment or name
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
         run_name = run_name or f"{name}-{stamp}"
-        client = self._kfp()
-        result = self._call(
-            "creating the run",
-            lambda: client.create_run_from_pipeline_package(
-                str(package), run_name=run_name, experiment_name=experiment, namespace=self.namespace
-            ),
-        )
+        client = self.api()
+
+        def create(path: Path) -> Any:
+            return self.call(
+                "creating the run",
+                lambda: client.create_run_from_pipeline_package(
+                    str(path),
+                    arguments=arguments,
+                    run_name=run_name,
+                    experiment_name=experiment,
+                    namespace=self.namespace,
+                    enable_caching=enable_caching,
+                ),
+            )
+
+        if enable_caching is False:
+            # kfp's own override reaches only the root DAG's tasks; an exit handler nests the pipeline in a sub-DAG.
+            disable_caching(doc)
+            with tempfile.TemporaryDirectory(prefix="tfxp-submit-") as folder:
+                uncached = Path(folder) / package.name
+                write_pipeline_doc(doc, uncached)
+                result = create(uncached)
+        else:
+            result = create(package)
         return SubmittedRun(
             run_id=result.run_id,
             url=run_url(self.host, result.run_id),
@@ -180,24 +280,89 @@ class KfpRunClient:
             tasks=tuple(sorted(doc.pipeline_spec.root.dag.tasks)),
         )
 
+    def _missing_run(self, run_id: str) -> str:
+        return f"no run {run_id} at {self.host}; list the runs with `tfxp runs list --host {self.host}`"
+
+    def _get_run(self, run_id: str, seconds: float | None = None) -> Any:
+        client = self.api()
+        return self.call(f"reading run {run_id}", lambda: client.get_run(run_id), seconds, self._missing_run(run_id))
+
     def status(self, run_id: str, seconds: float | None = None) -> RunStatus:
         """Polls the run once (`GET /apis/v2beta1/runs/{run_id}`).
 
         Raises:
-            SubmitError: as `submit`.
+            SubmitError: as `submit`, or no such run.
         """
-        client = self._kfp()
-        run = self._call(f"reading run {run_id}", lambda: client.get_run(run_id), seconds)
-        details = getattr(run, "run_details", None)
-        tasks = {
-            str(task.display_name): str(task.state)
-            for task in (getattr(details, "task_details", None) or [])
-            if task.display_name
-        }
-        error = getattr(run, "error", None)
-        return RunStatus(
-            state=str(run.state or "RUNTIME_STATE_UNSPECIFIED"), tasks=tasks, error=getattr(error, "message", "") or ""
+        return run_status(self._get_run(run_id, seconds))
+
+    def describe(self, run_id: str) -> tuple[RunSummary, RunStatus]:
+        """The run's summary and status, from one request.
+
+        Raises:
+            SubmitError: as `status`.
+        """
+        run = self._get_run(run_id)
+        return run_summary(run), run_status(run)
+
+    def list_runs(self, *, experiment: str | None = None, limit: int = 20) -> list[RunSummary]:
+        """The newest runs, newest first.
+
+        Args:
+            experiment: Only this experiment's runs; default all the namespace's runs.
+            limit: At most this many.
+
+        Raises:
+            SubmitError: no such experiment, or as `call`.
+        """
+        client = self.api()
+        experiment_id = self.experiment_id(experiment, create=False) if experiment else None
+        response = self.call(
+            "listing runs",
+            lambda: client.list_runs(
+                page_size=limit, sort_by="created_at desc", experiment_id=experiment_id, namespace=self.namespace
+            ),
         )
+        return [run_summary(run) for run in response.runs or []]
+
+    def terminate(self, run_id: str) -> RunSummary:
+        """Asks KFP to stop a run that has not ended (its pods are deleted; the state becomes CANCELED).
+
+        Returns:
+            The run as it was before the request.
+
+        Raises:
+            SubmitError: no such run, the run has already ended, or as `call`.
+        """
+        summary, _ = self.describe(run_id)
+        if summary.state in FINAL_STATES:
+            raise SubmitError(f"run {run_id} already ended {summary.state}; there is nothing to terminate")
+        client = self.api()
+        self.call(f"terminating run {run_id}", lambda: client.terminate_run(run_id), missing=self._missing_run(run_id))
+        return summary
+
+    def retry(self, run_id: str) -> RunSummary:
+        """Asks KFP to rerun a failed or terminated run's unfinished tasks in place (same run id).
+
+        Returns:
+            The run as it was before the request.
+
+        Raises:
+            SubmitError: no such run, a run that is not FAILED or CANCELED, or as `call`.
+        """
+        summary, _ = self.describe(run_id)
+        if summary.state not in RETRYABLE_STATES:
+            raise SubmitError(
+                f"run {run_id} is {summary.state}; only a run that ended {' or '.join(sorted(RETRYABLE_STATES))} "
+                "can be retried (submit the pipeline again for a new run)"
+            )
+        client = self.api()
+        # kfp.Client has no retry method; its generated RunService API (`client.runs`) does.
+        self.call(
+            f"retrying run {run_id}",
+            lambda: client.runs.run_service_retry_run(run_id=run_id),
+            missing=self._missing_run(run_id),
+        )
+        return summary
 
     def wait(
         self,

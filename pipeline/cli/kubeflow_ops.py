@@ -1,0 +1,335 @@
+"""`tfxp pipeline`, `tfxp schedule` and `tfxp runs`: operating pipelines on Kubeflow Pipelines.
+
+Versioned pipelines (`pipeline.kubeflow.pipelines`), recurring runs (`pipeline.kubeflow.schedules`) and run
+management (`pipeline.kubeflow.submit.KfpRunClient`). These handlers parse options and print; every bad input
+and every API error ends in one paragraph and exit 2. Schedules are checked (cron, interval, window,
+concurrency, parameters) before any request.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pipeline.cli.console import console, user_errors
+from pipeline.cli.kubeflow import HostOption, NamespaceOption, ParamOption, RequestTimeoutOption, connect, warn
+from pipeline.kubeflow.cron import ScheduleInputError
+from pipeline.kubeflow.params import ParamError
+from pipeline.kubeflow.runs import SubmitError
+
+pipeline_app = typer.Typer(
+    name="pipeline", help="Pipelines and their versions on Kubeflow Pipelines.", no_args_is_help=True
+)
+schedule_app = typer.Typer(
+    name="schedule", help="Recurring runs (cron or interval) on Kubeflow Pipelines.", no_args_is_help=True
+)
+runs_app = typer.Typer(
+    name="runs", help="Runs on Kubeflow Pipelines: list, inspect, terminate, retry.", no_args_is_help=True
+)
+
+LimitOption = Annotated[int, typer.Option("--limit", min=1, max=200, help="Show at most this many, newest first.")]
+ExperimentFilter = Annotated[str | None, typer.Option("--experiment", help="Only this experiment's.")]
+ScheduleId = Annotated[str, typer.Argument(help="Recurring run id (from `tfxp schedule list`).")]
+RunId = Annotated[str, typer.Argument(help="Run id (from `tfxp runs list` or `tfxp submit`).")]
+
+
+def _say(text: str) -> None:
+    # Long lines (URLs, ids) stay whole rather than wrapped at the terminal's width.
+    console.print(text, highlight=False, soft_wrap=True)
+
+
+def _when(moment: datetime.datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else ""
+
+
+def _table(*columns: str) -> Table:
+    table = Table(show_edge=False)
+    for column in columns:
+        table.add_column(column)
+    return table
+
+
+@pipeline_app.command("upload")
+@user_errors(SubmitError)
+def pipeline_upload(
+    package: Annotated[Path, typer.Argument(help="Pipeline YAML from `tfxp compile`.")],
+    host: HostOption,
+    name: Annotated[str | None, typer.Option("--name", help="Pipeline name; default the spec's name.")] = None,
+    version: Annotated[
+        str | None, typer.Option("--version", help="Version name; default sha-<12 hex digits of the spec's content>.")
+    ] = None,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """Upload a compiled pipeline as a new version (creating the pipeline when it is new).
+
+    The default version name comes from the spec's content, so uploading an unchanged spec again does nothing.
+    """
+    from pipeline.kubeflow.pipelines import upload
+
+    result = upload(connect(host, namespace, request_timeout), package, name=name, version=version)
+    if result.uploaded:
+        new = " (new pipeline)" if result.created_pipeline else ""
+        _say(f"uploaded pipeline {result.pipeline}{new}, version {result.version.name}")
+    else:
+        _say(f"pipeline {result.pipeline} already has this spec as version {result.version.name}; nothing uploaded")
+    _say(f"version id: {result.version.version_id}")
+    _say(f"version:    {result.url}")
+
+
+@pipeline_app.command("list")
+@user_errors(SubmitError)
+def pipeline_list(
+    host: HostOption,
+    limit: LimitOption = 20,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """List the pipelines, newest first."""
+    from pipeline.kubeflow.pipelines import list_pipelines
+
+    table = _table("pipeline", "id", "created", "description")
+    for pipeline in list_pipelines(connect(host, namespace, request_timeout), limit):
+        table.add_row(pipeline.name, pipeline.pipeline_id, _when(pipeline.created), pipeline.description)
+    console.print(table)
+
+
+@pipeline_app.command("versions")
+@user_errors(SubmitError)
+def pipeline_versions(
+    name: Annotated[str, typer.Argument(help="Pipeline name.")],
+    host: HostOption,
+    limit: LimitOption = 20,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """List a pipeline's versions, newest first."""
+    from pipeline.kubeflow.pipelines import list_versions, require_pipeline
+
+    client = connect(host, namespace, request_timeout)
+    table = _table("version", "id", "created")
+    for version in list_versions(client, require_pipeline(client, name), limit):
+        table.add_row(version.name, version.version_id, _when(version.created))
+    console.print(table)
+
+
+@schedule_app.command("create")
+@user_errors(SubmitError, ParamError, ScheduleInputError)
+def schedule_create(
+    host: HostOption,
+    package: Annotated[
+        Path | None, typer.Argument(help="Pipeline YAML from `tfxp compile` (or give --pipeline).")
+    ] = None,
+    pipeline: Annotated[str | None, typer.Option("--pipeline", help="An uploaded pipeline, by name.")] = None,
+    version: Annotated[str | None, typer.Option("--version", help="Its version, by name; default the newest.")] = None,
+    cron: Annotated[
+        str | None,
+        typer.Option("--cron", help="KFP cron: 'sec min hour dom month dow'; a 5-field crontab line is converted."),
+    ] = None,
+    every: Annotated[str | None, typer.Option("--every", help="Interval: 30m, 6h, 1d, 1h30m (at least 1m).")] = None,
+    max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="Runs at once, 1-10.")] = 1,
+    no_catchup: Annotated[
+        bool, typer.Option("--no-catchup", help="After a pause, start only the latest missed run, not each.")
+    ] = False,
+    start: Annotated[
+        str | None, typer.Option("--start", help="No run before this ISO 8601 time (UTC unless given).")
+    ] = None,
+    end: Annotated[str | None, typer.Option("--end", help="No run after this ISO 8601 time.")] = None,
+    params: ParamOption = None,
+    experiment: Annotated[
+        str | None, typer.Option("--experiment", help="Experiment of its runs; default the pipeline's name.")
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Name; default '<pipeline> (<trigger>)'.")] = None,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """Create a recurring run of a compiled pipeline file or of an uploaded pipeline version.
+
+    The cron expression, interval, window, concurrency and parameters are checked before any request.
+    """
+    from pipeline.kubeflow.cron import Trigger
+    from pipeline.kubeflow.params import parse_param_entries
+    from pipeline.kubeflow.schedules import check_max_concurrency, create_schedule
+
+    if (package is None) == (pipeline is None):
+        raise ScheduleInputError("give a compiled pipeline file (pipeline.yaml) or --pipeline NAME, not both")
+    if version is not None and pipeline is None:
+        raise ScheduleInputError("--version picks a version of --pipeline NAME; a pipeline file is its own version")
+    trigger = Trigger.make(cron=cron, every=every, start=start, end=end)
+    check_max_concurrency(max_concurrency)
+    raw = parse_param_entries(params or [])
+    if trigger.cron is not None and trigger.cron.converted:
+        _say(
+            f"cron: the crontab line '{trigger.cron.given}' is '{trigger.cron.expression}' in KFP's "
+            "six-field form (seconds first)"
+        )
+    created = create_schedule(
+        connect(host, namespace, request_timeout),
+        trigger,
+        package=package,
+        pipeline=pipeline,
+        version=version,
+        params=raw,
+        name=name,
+        experiment=experiment,
+        max_concurrency=max_concurrency,
+        catchup=not no_catchup,
+    )
+    for warning in created.warnings:
+        warn(warning)
+    schedule = created.schedule
+    _say(f"recurring run id: {schedule.schedule_id}")
+    _say(f"runs:    {created.source}")
+    _say(f"name:    {schedule.name}")
+    _say(f"trigger: {trigger.describe()}")
+    _say(
+        f"max concurrency {max_concurrency}, catch-up {'off' if no_catchup else 'on'}, "
+        f"{'enabled' if schedule.enabled else 'paused'}"
+    )
+
+
+@schedule_app.command("list")
+@user_errors(SubmitError)
+def schedule_list(
+    host: HostOption,
+    experiment: ExperimentFilter = None,
+    limit: LimitOption = 20,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """List the recurring runs, newest first."""
+    from pipeline.kubeflow.schedules import list_schedules
+
+    table = _table("name", "id", "status", "trigger", "max", "catch-up", "created")
+    for schedule in list_schedules(connect(host, namespace, request_timeout), experiment=experiment, limit=limit):
+        table.add_row(
+            schedule.name,
+            schedule.schedule_id,
+            "enabled" if schedule.enabled else "paused",
+            schedule.trigger,
+            str(schedule.max_concurrency),
+            "on" if schedule.catchup else "off",
+            _when(schedule.created),
+        )
+    console.print(table)
+
+
+@schedule_app.command("pause")
+@user_errors(SubmitError)
+def schedule_pause(
+    schedule_id: ScheduleId,
+    host: HostOption,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """Pause a recurring run (runs already going continue)."""
+    from pipeline.kubeflow.schedules import pause
+
+    pause(connect(host, namespace, request_timeout), schedule_id)
+    _say(f"paused recurring run {schedule_id}")
+
+
+@schedule_app.command("resume")
+@user_errors(SubmitError)
+def schedule_resume(
+    schedule_id: ScheduleId,
+    host: HostOption,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """Resume a paused recurring run."""
+    from pipeline.kubeflow.schedules import resume
+
+    resume(connect(host, namespace, request_timeout), schedule_id)
+    _say(f"resumed recurring run {schedule_id}")
+
+
+@schedule_app.command("delete")
+@user_errors(SubmitError)
+def schedule_delete(
+    schedule_id: ScheduleId,
+    host: HostOption,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """Delete a recurring run (the runs it started stay)."""
+    from pipeline.kubeflow.schedules import delete
+
+    delete(connect(host, namespace, request_timeout), schedule_id)
+    _say(f"deleted recurring run {schedule_id}")
+
+
+@runs_app.command("list")
+@user_errors(SubmitError)
+def runs_list(
+    host: HostOption,
+    experiment: ExperimentFilter = None,
+    limit: LimitOption = 20,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """List the runs, newest first."""
+    table = _table("name", "id", "state", "created", "finished")
+    for run in connect(host, namespace, request_timeout).list_runs(experiment=experiment, limit=limit):
+        table.add_row(run.name, run.run_id, run.state, _when(run.created), _when(run.finished))
+    console.print(table)
+
+
+@runs_app.command("get")
+@user_errors(SubmitError)
+def runs_get(
+    run_id: RunId,
+    host: HostOption,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """Show a run: state, times, task states and error."""
+    from pipeline.kubeflow.auth import run_url
+
+    client = connect(host, namespace, request_timeout)
+    summary, status = client.describe(run_id)
+    _say(f"run:      {summary.run_id}  {summary.name}")
+    _say(f"state:    {summary.state}")
+    _say(f"created:  {_when(summary.created)}")
+    if summary.finished:
+        _say(f"finished: {_when(summary.finished)}")
+    if summary.recurring_run_id:
+        _say(f"started by recurring run {summary.recurring_run_id}")
+    _say(f"url:      {run_url(client.host, summary.run_id)}")
+    if status.tasks:
+        table = _table("task", "state")
+        for task, state in sorted(status.tasks.items()):
+            table.add_row(task, state)
+        console.print(table)
+    if status.error:
+        _say(f"error: {status.error}")
+
+
+@runs_app.command("terminate")
+@user_errors(SubmitError)
+def runs_terminate(
+    run_id: RunId,
+    host: HostOption,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """Stop a run that has not ended (e.g. one left going by Ctrl-C or a --wait timeout)."""
+    summary = connect(host, namespace, request_timeout).terminate(run_id)
+    _say(f"terminating run {run_id} (was {summary.state}); it ends CANCELED")
+
+
+@runs_app.command("retry")
+@user_errors(SubmitError)
+def runs_retry(
+    run_id: RunId,
+    host: HostOption,
+    namespace: NamespaceOption = None,
+    request_timeout: RequestTimeoutOption = 60.0,
+) -> None:
+    """Rerun the unfinished tasks of a FAILED or CANCELED run, in place (same run id)."""
+    summary = connect(host, namespace, request_timeout).retry(run_id)
+    _say(f"retrying run {run_id} (was {summary.state}); follow it with `tfxp runs get {run_id} --host {host}`")

@@ -1,0 +1,186 @@
+"""Run parameters: what a compiled pipeline declares, and `--param k=v` checked against it before sending.
+
+A compiled KFP pipeline declares its run parameters in `root.inputDefinitions.parameters` of the PipelineSpec:
+a name, a `parameterType` (`NUMBER_INTEGER`, `NUMBER_DOUBLE`, `STRING`, `BOOLEAN`, `LIST`, `STRUCT`; older
+compilers write `type`: `INT`, `DOUBLE`, `STRING`), an optional `defaultValue` and `isOptional`. These functions
+read that from the spec as YAML/JSON (a file's first document, or the `pipeline_spec` the KFP API returns for a
+pipeline version) and turn `k=v` strings into the typed values the API's `runtime_config.parameters` takes.
+
+Example:
+    parameters = pipeline_parameters(yaml.safe_load(Path("pipeline.yaml").read_text()))
+    arguments = typed_arguments(parse_param_entries(["train_steps=500"]), parameters)   # {"train_steps": 500}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# The old PrimitiveType names → ParameterType names.
+_LEGACY_TYPES = {"INT": "NUMBER_INTEGER", "DOUBLE": "NUMBER_DOUBLE", "STRING": "STRING"}
+_INTEGER = re.compile(r"[+-]?\d+")
+_HOW = {
+    "NUMBER_INTEGER": "a whole number, e.g. 300",
+    "NUMBER_DOUBLE": "a number, e.g. 0.75",
+    "STRING": "text",
+    "BOOLEAN": "true or false",
+    "LIST": 'a JSON list, e.g. ["a", "b"]',
+    "STRUCT": 'a JSON object, e.g. {"key": 1}',
+}
+
+
+class ParamError(ValueError):
+    """A `--param` that the pipeline does not declare or whose value does not fit its type."""
+
+
+@dataclass(frozen=True)
+class PipelineParameter:
+    """One run parameter of a compiled pipeline.
+
+    Attributes:
+        name: The parameter's name.
+        type: The KFP `ParameterType` name, e.g. `NUMBER_INTEGER`.
+        default: The compiled default; meaningful only when `has_default`.
+        has_default: Whether the spec gives a default.
+        optional: Whether a run may leave it unset.
+    """
+
+    name: str
+    type: str
+    default: Any = None
+    has_default: bool = False
+    optional: bool = False
+
+    @property
+    def required(self) -> bool:
+        """Whether every run must give a value."""
+        return not (self.has_default or self.optional)
+
+    def describe(self) -> str:
+        """`train_steps (NUMBER_INTEGER, default 300)`."""
+        extra = f", default {json.dumps(self.default)}" if self.has_default else ("" if self.optional else ", required")
+        return f"{self.name} ({self.type}{extra})"
+
+    def convert(self, text: str) -> Any:
+        """The typed value of `text` for this parameter.
+
+        Raises:
+            ParamError: `text` does not fit the type; the message names the expected type.
+        """
+        value: Any
+        try:
+            if self.type == "NUMBER_INTEGER":
+                if not _INTEGER.fullmatch(text.strip()):
+                    raise ValueError
+                value = int(text)
+            elif self.type == "NUMBER_DOUBLE":
+                value = float(text)
+                if not math.isfinite(value):
+                    raise ValueError
+            elif self.type == "BOOLEAN":
+                if text.strip().lower() not in ("true", "false"):
+                    raise ValueError
+                value = text.strip().lower() == "true"
+            elif self.type in ("LIST", "STRUCT"):
+                value = json.loads(text)
+                if not isinstance(value, list if self.type == "LIST" else dict):
+                    raise ValueError
+            else:
+                value = text
+        except ValueError:
+            raise ParamError(
+                f"--param {self.name}={text}: {self.name} is {self.type}, so the value must be {_HOW[self.type]}"
+            ) from None
+        return value
+
+
+def _pipeline_spec(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    # The API returns {"pipeline_spec": ..., "platform_spec": ...} for a pipeline with a platform document.
+    inner = spec.get("pipeline_spec")
+    return inner if isinstance(inner, Mapping) and "root" in inner else spec
+
+
+def pipeline_parameters(spec: Mapping[str, Any]) -> dict[str, PipelineParameter]:
+    """The run parameters a compiled pipeline declares, by name.
+
+    Args:
+        spec: The PipelineSpec as a dict (camelCase keys, as kfp writes it), or the API's
+            `{"pipeline_spec": ..., "platform_spec": ...}` form.
+
+    Returns:
+        Name → parameter, sorted by name; empty when the pipeline declares none.
+    """
+    root = _pipeline_spec(spec).get("root") or {}
+    declared = (root.get("inputDefinitions") or {}).get("parameters") or {}
+    parameters = {}
+    for name, definition in sorted(declared.items()):
+        kind = definition.get("parameterType") or _LEGACY_TYPES.get(definition.get("type", ""), "STRING")
+        if kind not in _HOW:  # e.g. TASK_FINAL_STATUS: set by KFP, never by a run
+            continue
+        default = definition.get("defaultValue")
+        if kind == "NUMBER_INTEGER" and isinstance(default, float) and default.is_integer():
+            default = int(default)  # a protobuf Value holds numbers as doubles
+        parameters[name] = PipelineParameter(
+            name=name,
+            type=kind,
+            default=default,
+            has_default="defaultValue" in definition,
+            optional=bool(definition.get("isOptional")),
+        )
+    return parameters
+
+
+def parse_param_entries(entries: Sequence[str]) -> dict[str, str]:
+    """`["k=v", ...]` → `{"k": "v"}`; the value may hold `=`.
+
+    Raises:
+        ParamError: an entry without `=` or a name, or a name given twice.
+    """
+    raw: dict[str, str] = {}
+    for entry in entries:
+        name, sep, value = entry.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ParamError(f"--param {entry!r} is not NAME=VALUE, e.g. --param train_steps=500")
+        if name in raw:
+            raise ParamError(f"--param {name} is given twice ({raw[name]!r} and {value!r}); give it once")
+        raw[name] = value
+    return raw
+
+
+def typed_arguments(
+    raw: Mapping[str, str], parameters: Mapping[str, PipelineParameter], pipeline: str = "the pipeline"
+) -> dict[str, Any]:
+    """Checks `--param` values against the declared parameters and types them.
+
+    Args:
+        raw: Name → text, from `parse_param_entries`.
+        parameters: From `pipeline_parameters`.
+        pipeline: The pipeline's name, for messages.
+
+    Returns:
+        Name → typed value, for `runtime_config.parameters`.
+
+    Raises:
+        ParamError: an unknown name (listing the declared ones), a value that does not fit its type (naming the
+            type), or a required parameter without a value.
+    """
+    unknown = sorted(set(raw) - set(parameters))
+    if unknown:
+        if parameters:
+            listed = "; ".join(parameter.describe() for parameter in parameters.values())
+            hint = f"its parameters: {listed}"
+        else:
+            hint = "it declares no run parameters (recompile with `tfxp compile` to get them)"
+        raise ParamError(f"--param {', '.join(unknown)}: {pipeline} has no such parameter; {hint}")
+    missing = [parameter for parameter in parameters.values() if parameter.required and parameter.name not in raw]
+    if missing:
+        raise ParamError(
+            f"{pipeline} needs a value for {', '.join(p.describe() for p in missing)}; "
+            f"pass --param {missing[0].name}=VALUE"
+        )
+    return {name: parameters[name].convert(text) for name, text in raw.items()}

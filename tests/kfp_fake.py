@@ -1,0 +1,337 @@
+"""A local fake of the KFP v2beta1 REST API, for the tests of `tfxp submit`, `pipeline`, `schedule` and `runs`.
+
+It implements what kfp 2.16's `Client` calls for those commands — healthz; experiments (find by name, create);
+runs (create, get, list, terminate, retry); pipelines (find by name, create, list), pipeline versions (upload,
+list, get); recurring runs (create, list, enable, disable, delete) — over an in-memory state, and records every
+request so tests assert what the real client sent.
+
+Use it from a test module:
+    @pytest.fixture
+    def fake() -> FakeKfp:
+        return FakeKfp()
+
+    @pytest.fixture
+    def host(fake: FakeKfp) -> Iterator[str]:
+        with serve(fake) as url:
+            yield url
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.parser
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import yaml
+
+from pipeline.kubeflow.auth import COOKIE_ENV, TOKEN_ENV, TOKEN_PATH_ENV
+
+RUN_ID = "3f1e9a2c-run"
+API = "/apis/v2beta1"
+
+
+def spec_dict(tasks: list[str], parameters: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A small valid KFP IR: one container executor per task, chained; `parameters` as the root's declared
+    run parameters (`{"train_steps": {"parameterType": "NUMBER_INTEGER", "defaultValue": 300}}`)."""
+    components = {name: {"executorLabel": f"{name}_executor"} for name in tasks}
+    executors = {
+        f"{name}_executor": {"container": {"image": "registry.example.com/tfxp:0.1.0", "command": ["python"]}}
+        for name in tasks
+    }
+    dag = {
+        name: {
+            "componentRef": {"name": name},
+            "taskInfo": {"name": name},
+            "cachingOptions": {"enableCache": True},
+            **({"dependentTasks": [tasks[index - 1]]} if index else {}),
+        }
+        for index, name in enumerate(tasks)
+    }
+    root: dict[str, Any] = {"dag": {"tasks": dag}}
+    if parameters:
+        root["inputDefinitions"] = {"parameters": parameters}
+    return {
+        "pipelineInfo": {"name": "tfxp-test"},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "tfx-1.21.0",
+        "components": components,
+        "deploymentSpec": {"executors": executors},
+        "root": root,
+    }
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
+def _stamp(index: int) -> str:
+    return f"2025-01-{index + 1:02d}T00:00:00Z"
+
+
+def _parse_multipart(content_type: str, raw: bytes) -> dict[str, bytes]:
+    message = email.parser.BytesParser().parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+    return {
+        str(part.get_param("name", header="content-disposition")): part.get_payload(decode=True)
+        for part in message.get_payload()
+    }
+
+
+def _spec_struct(text: str) -> dict[str, Any]:
+    # What the API server stores for an uploaded file: the spec, or both documents when there is a platform spec.
+    documents = [doc for doc in yaml.safe_load_all(text) if doc]
+    if len(documents) == 1:
+        return documents[0]
+    return {"pipeline_spec": documents[0], "platform_spec": documents[1]}
+
+
+def _name_filter(query: dict[str, list[str]]) -> str | None:
+    if "filter" not in query:
+        return None
+    predicates = json.loads(query["filter"][0])["predicates"]
+    assert predicates[0]["key"] == "display_name" and predicates[0]["operation"] in (1, "EQUALS")
+    return str(predicates[0]["stringValue"])
+
+
+def _page(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict[str, Any]]:
+    if query.get("sort_by") == ["created_at desc"]:
+        items = sorted(items, key=lambda item: item["created_at"], reverse=True)
+    return items[: int(query.get("page_size", ["10"])[0])]
+
+
+@dataclass
+class FakeKfp:
+    """Scripted KFP API state: `states` are returned by successive GET runs/{RUN_ID} (the last one repeats)."""
+
+    states: list[str] = field(default_factory=lambda: ["SUCCEEDED"])
+    tasks: dict[str, str] = field(default_factory=dict)
+    run_error: str = ""
+    required_auth: str | None = None
+    refusal: int = 401
+    hang: tuple[str, str] | None = None
+    create_run_error: str = ""
+    experiments: dict[str, str] = field(default_factory=dict)
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pipelines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    versions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    recurring_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: list[Recorded] = field(default_factory=list)
+    polls: int = 0
+
+    def calls(self, method: str, path: str) -> list[Recorded]:
+        return [request for request in self.requests if request.method == method and request.path == path]
+
+    def api_calls(self) -> list[tuple[str, str]]:
+        """(method, path) of every request but the health checks."""
+        return [(r.method, r.path) for r in self.requests if r.path != f"{API}/healthz"]
+
+    def add_run(self, run_id: str, state: str, experiment_id: str = "exp-1", **extra: Any) -> None:
+        index = len(self.runs)
+        self.runs[run_id] = {
+            "run_id": run_id,
+            "display_name": f"tfxp-digits-{index}",
+            "state": state,
+            "experiment_id": experiment_id,
+            "created_at": _stamp(index),
+            **extra,
+        }
+
+    def add_pipeline(self, name: str, versions: dict[str, dict[str, Any] | None] | None = None) -> str:
+        pipeline_id = f"pl-{len(self.pipelines) + 1}"
+        self.pipelines[pipeline_id] = {
+            "pipeline_id": pipeline_id,
+            "display_name": name,
+            "created_at": _stamp(len(self.pipelines)),
+        }
+        self.versions[pipeline_id] = []
+        for version, spec in (versions or {}).items():
+            self._add_version(pipeline_id, version, spec)
+        return pipeline_id
+
+    def _add_version(self, pipeline_id: str, name: str, spec: dict[str, Any] | None, description: str = "") -> dict:
+        versions = self.versions[pipeline_id]
+        version = {
+            "pipeline_id": pipeline_id,
+            "pipeline_version_id": f"{pipeline_id}-v{len(versions) + 1}",
+            "display_name": name,
+            "name": name,
+            "description": description,
+            "created_at": _stamp(len(versions)),
+            **({"pipeline_spec": spec} if spec is not None else {}),
+        }
+        versions.append(version)
+        return version
+
+    def answer(self, request: Recorded) -> tuple[int, Any]:
+        if self.required_auth and request.headers.get("authorization") != self.required_auth:
+            return self.refusal, {"error": "unauthenticated", "code": 16}
+        method, path = request.method, request.path.removeprefix(API)
+        parts = path.strip("/").split("/")
+        if (method, path) == ("GET", "/healthz"):
+            return 200, {"multi_user": False}
+        if parts[0] == "experiments":
+            return self._experiments(request)
+        if parts[0] == "runs":
+            return self._runs(request, parts)
+        if parts[0] == "pipelines":
+            return self._pipelines(request, parts)
+        if parts[0] == "recurringruns":
+            return self._recurring_runs(request, parts)
+        return 404, {"error": f"no route {request.method} {request.path}", "code": 5}
+
+    def _experiments(self, request: Recorded) -> tuple[int, Any]:
+        if request.method == "GET":
+            name = _name_filter(request.query)
+            if name not in self.experiments:
+                return 200, {}
+            return 200, {"experiments": [{"experiment_id": self.experiments[name], "display_name": name}]}
+        name = request.body["display_name"]
+        self.experiments[name] = f"exp-{len(self.experiments) + 1}"
+        return 200, {"experiment_id": self.experiments[name], "display_name": name}
+
+    def _runs(self, request: Recorded, parts: list[str]) -> tuple[int, Any]:
+        if request.method == "POST" and len(parts) == 1:
+            if self.create_run_error:
+                return 400, {"error": self.create_run_error, "code": 3}
+            return 200, {**request.body, "run_id": RUN_ID, "state": "PENDING"}
+        if request.method == "GET" and len(parts) == 1:
+            runs = [
+                run
+                for run in self.runs.values()
+                if run["experiment_id"] in request.query.get("experiment_id", [run["experiment_id"]])
+            ]
+            return 200, {"runs": _page(runs, request.query), "total_size": len(runs)}
+        run_id, _, action = parts[1].partition(":")
+        if run_id == RUN_ID and run_id not in self.runs and request.method == "GET":
+            return 200, self._scripted_run()
+        if run_id not in self.runs:
+            return 404, {"error": f"Run {run_id} not found", "code": 5}
+        if action:
+            self.runs[run_id]["state"] = {"terminate": "CANCELING", "retry": "RUNNING"}[action]
+            return 200, {}
+        return 200, self.runs[run_id]
+
+    def _scripted_run(self) -> dict[str, Any]:
+        state = self.states[min(self.polls, len(self.states) - 1)]
+        self.polls += 1
+        details = [{"display_name": name, "state": task_state} for name, task_state in self.tasks.items()]
+        run: dict[str, Any] = {"run_id": RUN_ID, "state": state, "run_details": {"task_details": details}}
+        if self.run_error and state == "FAILED":
+            run["error"] = {"code": 2, "message": self.run_error}
+        return run
+
+    def _pipelines(self, request: Recorded, parts: list[str]) -> tuple[int, Any]:
+        if parts == ["pipelines"] and request.method == "GET":
+            name = _name_filter(request.query)
+            pipelines = [p for p in self.pipelines.values() if name is None or p["display_name"] == name]
+            return 200, {"pipelines": _page(pipelines, request.query)} if pipelines else {}
+        if parts == ["pipelines"] and request.method == "POST":
+            if any(p["display_name"] == request.body["display_name"] for p in self.pipelines.values()):
+                return 409, {"error": "Failed to create a pipeline. The pipeline already exists", "code": 6}
+            return 200, self.pipelines[self.add_pipeline(request.body["display_name"])]
+        if parts == ["pipelines", "upload_version"]:
+            pipeline_id = request.query["pipelineid"][0]
+            name = request.query["name"][0]
+            if any(v["display_name"] == name for v in self.versions.get(pipeline_id, [])):
+                return 409, {"error": "Failed to create a pipeline version", "code": 6}
+            spec = _spec_struct(request.files["uploadfile"].decode())
+            description = request.query.get("description", [""])[0]
+            return 200, self._add_version(pipeline_id, name, spec, description)
+        pipeline_id = parts[1]
+        if pipeline_id not in self.pipelines:
+            return 404, {"error": f"Pipeline {pipeline_id} not found", "code": 5}
+        versions = self.versions[pipeline_id]
+        if len(parts) == 3:
+            name = _name_filter(request.query)
+            chosen = [v for v in versions if name is None or v["display_name"] == name]
+            listed = [{k: v for k, v in version.items() if k != "pipeline_spec"} for version in chosen]
+            return 200, {"pipeline_versions": _page(listed, request.query)} if listed else {}
+        matching = [v for v in versions if v["pipeline_version_id"] == parts[3]]
+        return (200, matching[0]) if matching else (404, {"error": "version not found", "code": 5})
+
+    def _recurring_runs(self, request: Recorded, parts: list[str]) -> tuple[int, Any]:
+        if len(parts) == 1 and request.method == "POST":
+            recurring_id = f"rr-{len(self.recurring_runs) + 1}"
+            status = "ENABLED" if request.body.get("mode") == "ENABLE" else "DISABLED"
+            created = {**request.body, "recurring_run_id": recurring_id, "status": status, "created_at": _stamp(0)}
+            self.recurring_runs[recurring_id] = created
+            return 200, created
+        if len(parts) == 1:
+            # The field is camelCase in KFP's recurring_run.proto itself, so the JSON key is too.
+            return 200, {"recurringRuns": _page(list(self.recurring_runs.values()), request.query)}
+        recurring_id, _, action = parts[1].partition(":")
+        if recurring_id not in self.recurring_runs:
+            return 404, {"error": f"RecurringRun {recurring_id} not found", "code": 5}
+        if request.method == "DELETE":
+            del self.recurring_runs[recurring_id]
+        elif action:
+            self.recurring_runs[recurring_id]["status"] = {"enable": "ENABLED", "disable": "DISABLED"}[action]
+        return 200, {}
+
+
+def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            url = urlparse(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            content_type = self.headers.get("Content-Type", "")
+            multipart = content_type.startswith("multipart/")
+            request = Recorded(
+                method=self.command,
+                path=url.path,
+                query=parse_qs(url.query),
+                headers={key.lower(): value for key, value in self.headers.items()},
+                body=json.loads(raw) if raw and not multipart else None,
+                files=_parse_multipart(content_type, raw) if multipart else {},
+            )
+            fake.requests.append(request)
+            if fake.hang == (request.method, request.path):
+                time.sleep(3)  # longer than the client's deadline
+            status, payload = fake.answer(request)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_DELETE = _serve  # noqa: N815  (http.server's naming)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@contextlib.contextmanager
+def serve(fake: FakeKfp) -> Iterator[str]:
+    """Serves `fake` on a free local port; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def clear_kfp_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Removes the credentials and kfp's own variables, so a developer's environment does not leak in."""
+    kfp_variables = ("ENDPOINT", "UI_ENDPOINT", "DEFAULT_EXPERIMENT_NAME", "OVERRIDE_EXPERIMENT_NAME")
+    for name in (TOKEN_ENV, TOKEN_PATH_ENV, COOKIE_ENV, *(f"KF_PIPELINES_{variable}" for variable in kfp_variables)):
+        monkeypatch.delenv(name, raising=False)
