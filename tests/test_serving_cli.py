@@ -12,6 +12,7 @@ from pathlib import Path
 
 import portpicker
 import pytest
+from serving_fixtures import random_png, tiny_classifier, write_model_version
 from typer.testing import CliRunner
 
 from components.data.tfrecords import make_example, write_shards
@@ -19,7 +20,6 @@ from pipeline.cli import app
 from serving.client import GrpcClient, RetryPolicy
 from serving.manager import ModelConfig
 from serving.server import ModelServer, ServerOptions
-from serving.testing import random_png, tiny_classifier, write_model_version
 
 LABELS = ["cat", "dog", "emu"]
 
