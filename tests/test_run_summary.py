@@ -10,8 +10,7 @@ import pytest
 from mlmd_fixtures import PIPELINE, FakeRunStore
 from typer.testing import CliRunner
 
-import pipeline.cli.commands  # noqa: F401  (registers the commands)
-from pipeline.cli.app import app
+from pipeline.cli import app
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.summary import build_summary
@@ -106,7 +105,7 @@ def test_tfxp_run_prints_the_summary_problems_on_stderr(tmp_path: Path, monkeypa
     (data / "labels.txt").write_text("0\n1\n")
 
     def fake_run_local(config: TfxpConfig, progress: Any = None) -> local.LocalRun:
-        config = local.resolve_config(config)
+        config = local.resolve_local_paths(config)
         layout = output_layout(config)
         Path(layout.metadata_path).parent.mkdir(parents=True)
         dirs = _run_with_outputs(Path(layout.metadata_path), tmp_path / "root")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.console import console, fail
+from pipeline.cli.console import console, error_console, fail
 from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
 
 
@@ -59,8 +59,6 @@ def run(
 def _print_summary(summary: dict, summary_path: str) -> None:
     from rich.markup import escape
     from rich.table import Table
-
-    from pipeline.cli.app import error_console
 
     table = Table(title="components", show_edge=False)
     table.add_column("component")
