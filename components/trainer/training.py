@@ -201,8 +201,9 @@ def train_and_export(
 
     Raises:
         GpuMemoryConfigError: GPU memory could not be configured (e.g. TensorFlow initialized too early).
-        ValueError: an unknown model, strategy, precision or XLA setting; a bad label map.
-        FileNotFoundError: no input files, or no label map.
+        LabelMapError: the label map is missing or malformed (`read_labels`).
+        ValueError: a strategy this environment cannot give (e.g. `multi_worker` without TF_CONFIG).
+        FileNotFoundError: no input files.
     """
     clock = PhaseClock()
     runtime = set_up_runtime(run.trainer)  # first: it configures devices before any tensor exists
