@@ -78,11 +78,16 @@ def photo_like_jpegs(image_size: int, count: int = 32) -> list[bytes]:
 
 
 def export(name: str, base: Path, image_size: int, channels: int, num_classes: int, width: int) -> Path:
+    """An untrained `name` model as version 1 under `base`, exported as the Trainer exports (the model contract)."""
+    from components.trainer.export import export_saved_model
     from components.trainer.models import ModelSpec, build_model
-    from serving.testing import write_model_version
+    from components.trainer.preprocessing import PreprocessingSpec
 
     model = build_model(name, ModelSpec(image_size, channels, num_classes, width))
-    return write_model_version(base, 1, model)
+    version_dir = base / "1"
+    labels = [f"class_{index}" for index in range(num_classes)]
+    export_saved_model(model, str(version_dir), PreprocessingSpec(image_size, channels), labels)
+    return version_dir
 
 
 def forward_ms(version_dir: Path, image_size: int, channels: int, batch: int = 32, seconds: float = 3.0) -> float:

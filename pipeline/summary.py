@@ -2,12 +2,16 @@
 
 Everything in it is what MLMD recorded for the latest pipeline run: each component's execution state
 (complete, cached, failed) and duration, the Evaluator's blessing and metrics, and the Pusher's
-destination. The blessing gets one human-readable line saying why.
+destination. The blessing gets one human-readable line saying why. An output the summary cannot read (a corrupt
+`training_metrics.json`, unreadable TFMA results) is listed under `problems` with its component, path and error,
+and everything else is still reported.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,15 +22,10 @@ from ml_metadata.proto import metadata_store_pb2
 from components.contract import ACCURACY_METRIC
 from components.edge_exporter.summary import edge_summary
 from pipeline.config import TfxpConfig
+from pipeline.mlmd import latest_run, open_store, run_executions
 
-_STATES = {
-    metadata_store_pb2.Execution.COMPLETE: "complete",
-    metadata_store_pb2.Execution.CACHED: "cached",
-    metadata_store_pb2.Execution.FAILED: "failed",
-    metadata_store_pb2.Execution.RUNNING: "running",
-    metadata_store_pb2.Execution.NEW: "new",
-    metadata_store_pb2.Execution.CANCELED: "canceled",
-}
+TRAINING_METRICS_FILE = "training_metrics.json"  # what the Trainer writes beside its SavedModel
+VALIDATIONS_FILE = "validations"  # TFMA's validation result: validations.tfrecord in the evaluation dir
 
 
 @dataclass(frozen=True)
@@ -40,13 +39,6 @@ class ComponentRecord:
     inputs: dict[str, list[metadata_store_pb2.Artifact]]
 
 
-def open_store(metadata_path: str) -> metadata_store.MetadataStore:
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = metadata_path
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    return metadata_store.MetadataStore(config)
-
-
 def latest_run_components(
     store: metadata_store.MetadataStore, pipeline_name: str, since_ms: int = 0
 ) -> dict[str, ComponentRecord]:
@@ -58,26 +50,12 @@ def latest_run_components(
         since_ms: Ignore runs created before this time (ms since the epoch), e.g. the current run's start,
             so a run that failed before registering does not report the previous run's results.
     """
-    runs = store.get_contexts_by_type("pipeline_run")
-    pipeline_contexts = store.get_contexts_by_type("pipeline")
-    pipeline_ids = {context.id for context in pipeline_contexts if context.name == pipeline_name}
-    if not runs or not pipeline_ids:
+    run = latest_run(store, pipeline_name, since_ms)
+    if run is None:
         return {}
-    run = max(runs, key=lambda context: (context.create_time_since_epoch, context.id))
-    if run.create_time_since_epoch < since_ms:
-        return {}
-    executions = store.get_executions_by_context(run.id)
-    node_prefix = f"{pipeline_name}."
     records: dict[str, ComponentRecord] = {}
-    for execution in sorted(executions, key=lambda item: item.id):
-        node_names = [
-            context.name[len(node_prefix) :]
-            for context in store.get_contexts_by_execution(execution.id)
-            if context.type == "node" and context.name.startswith(node_prefix)
-        ]
-        if not node_names:
-            continue
-        events = store.get_events_by_execution_ids([execution.id])
+    for record in run_executions(store, run, pipeline_name):
+        events = store.get_events_by_execution_ids([record.execution.id])
         artifacts = {artifact.id: artifact for artifact in store.get_artifacts_by_id([e.artifact_id for e in events])}
         inputs: dict[str, list[metadata_store_pb2.Artifact]] = {}
         outputs: dict[str, list[metadata_store_pb2.Artifact]] = {}
@@ -85,10 +63,7 @@ def latest_run_components(
             key = event.path.steps[0].key if event.path.steps else ""
             is_output = event.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
             (outputs if is_output else inputs).setdefault(key, []).append(artifacts[event.artifact_id])
-        seconds = max(0.0, (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000)
-        records[node_names[0]] = ComponentRecord(
-            node_names[0], _STATES.get(execution.last_known_state, "unknown"), round(seconds, 2), outputs, inputs
-        )
+        records[record.component] = ComponentRecord(record.component, record.status, record.seconds, outputs, inputs)
     return records
 
 
@@ -145,12 +120,16 @@ def blessing_reason(
 
 
 def validation_failures(evaluation_uri: str) -> list[str]:
+    """The first line of each TFMA threshold failure; empty when the Evaluator wrote no validation result.
+
+    Raises:
+        Exception: whatever TFMA raises for a validation result it cannot read.
+    """
     import tensorflow_model_analysis as tfma
 
-    try:
-        result = tfma.load_validation_result(evaluation_uri)
-    except Exception:  # no validation file (e.g. an Evaluator without thresholds)
+    if not any(Path(evaluation_uri).glob(f"{VALIDATIONS_FILE}*")):  # an Evaluator without thresholds
         return []
+    result = tfma.load_validation_result(evaluation_uri)
     return [
         failure.message.strip().splitlines()[0]
         for per_slice in result.metric_validations_per_slice
@@ -160,15 +139,33 @@ def validation_failures(evaluation_uri: str) -> list[str]:
 
 
 def training_metrics(model_uri: str) -> dict[str, Any]:
-    """`training_metrics.json` written by the Trainer into the Model artifact, if present."""
-    path = Path(model_uri) / "training_metrics.json"
+    """`training_metrics.json` written by the Trainer into the Model artifact; {} when there is none.
+
+    Raises:
+        ValueError: the file is not a JSON object (a `json.JSONDecodeError` when it is not JSON at all).
+        OSError: the file cannot be read.
+    """
+    path = Path(model_uri) / TRAINING_METRICS_FILE
     if not path.is_file():
         return {}
+    loaded = json.loads(path.read_text())
+    if not isinstance(loaded, dict):
+        raise ValueError(f"expected a JSON object, got {type(loaded).__name__}")
+    return loaded
+
+
+@contextmanager
+def _reported(problems: list[dict[str, str]], component: str, path: str, what: str) -> Iterator[None]:
+    """Records an error of the block in `problems` instead of raising it.
+
+    A summary that cannot read one output still reports everything else, and says what it could not read,
+    where, and why: {"component", "path", "error"}.
+    """
     try:
-        loaded = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
+        yield
+    except Exception as error:  # reported in run-summary.json and on stderr, never dropped
+        detail = f"cannot read the {what}: {type(error).__name__}: {error}"
+        problems.append({"component": component, "path": path, "error": detail})
 
 
 def build_summary(
@@ -189,10 +186,12 @@ def build_summary(
         failed_component: Its id.
         started_at: The run's start (seconds since the epoch); earlier runs in MLMD are not reported.
     """
+    problems: list[dict[str, str]] = []
     components: dict[str, ComponentRecord] = {}
     if Path(metadata_path).exists():
         since_ms = int(started_at * 1000) - 1000  # MLMD and this clock may round differently
-        components = latest_run_components(open_store(metadata_path), config.pipeline.name, max(since_ms, 0))
+        with _reported(problems, "pipeline", metadata_path, "ML Metadata store"):
+            components = latest_run_components(open_store(metadata_path), config.pipeline.name, max(since_ms, 0))
     summary: dict[str, Any] = {
         "status": "failed" if failure else "succeeded",
         "blessed": False,
@@ -205,6 +204,7 @@ def build_summary(
         },
         "wall_seconds": round(wall_seconds, 2),
         "config": config.to_dict(),
+        "problems": problems,
     }
     if failure is not None:
         summary["error"] = str(failure)
@@ -213,27 +213,21 @@ def build_summary(
             summary["components"][failed_component] = {"status": "failed", "seconds": None}
     evaluator = components.get("Evaluator")
     if evaluator is not None:
-        blessing = (evaluator.outputs.get("blessing") or [None])[0]
-        evaluation = (evaluator.outputs.get("evaluation") or [None])[0]
-        blessed = bool(blessing is not None and _int_property(blessing, "blessed"))
-        metrics = evaluation_metrics(evaluation.uri) if evaluation is not None else {}
-        failures = validation_failures(evaluation.uri) if evaluation is not None else []
-        summary["blessed"] = blessed
-        summary["blessing_reason"] = blessing_reason(blessed, metrics, config, failures)
-        candidate = metrics.get("candidate", {})
-        summary["metrics"]["accuracy"] = candidate.get(ACCURACY_METRIC)
-        summary["metrics"]["example_count"] = candidate.get("example_count")
-        if "baseline" in metrics:
-            summary["metrics"]["baseline_accuracy"] = metrics["baseline"].get(ACCURACY_METRIC)
+        _add_evaluation(summary, evaluator, config, problems)
     trainer = components.get("Trainer")
     if trainer is not None and trainer.outputs.get("model"):
-        summary["metrics"]["training"] = training_metrics(trainer.outputs["model"][0].uri)
+        model_uri = trainer.outputs["model"][0].uri
+        summary["metrics"]["training"] = {}
+        with _reported(problems, "Trainer", f"{model_uri}/{TRAINING_METRICS_FILE}", "training metrics"):
+            summary["metrics"]["training"] = training_metrics(model_uri)
     edge_exporter = components.get("EdgeExporter")
     if edge_exporter is not None and edge_exporter.outputs.get("edge_model"):
-        edge = edge_summary(edge_exporter.outputs["edge_model"][0].uri)
-        summary["edge_model_path"] = edge["edge_model_path"]
-        summary["edge"] = edge["edge"]
-        summary["metrics"].update(edge["metrics"])
+        edge_uri = edge_exporter.outputs["edge_model"][0].uri
+        with _reported(problems, "EdgeExporter", edge_uri, "edge export metadata"):
+            edge = edge_summary(edge_uri)
+            summary["edge_model_path"] = edge["edge_model_path"]
+            summary["edge"] = edge["edge"]
+            summary["metrics"].update(edge["metrics"])
     pusher = components.get("Pusher")
     if pusher is not None and pusher.outputs.get("pushed_model"):
         pushed = pusher.outputs["pushed_model"][0]
@@ -242,6 +236,35 @@ def build_summary(
     return summary
 
 
+def _add_evaluation(
+    summary: dict[str, Any], evaluator: ComponentRecord, config: TfxpConfig, problems: list[dict[str, str]]
+) -> None:
+    """The blessing, its reason and the eval metrics; what TFMA output cannot be read goes to `problems`."""
+    blessing = (evaluator.outputs.get("blessing") or [None])[0]
+    evaluation = (evaluator.outputs.get("evaluation") or [None])[0]
+    blessed = bool(blessing is not None and _int_property(blessing, "blessed"))
+    metrics: dict[str, dict[str, float]] = {}
+    failures: list[str] = []
+    unread = len(problems)
+    if evaluation is not None:
+        with _reported(problems, "Evaluator", evaluation.uri, "TFMA metrics"):
+            metrics = evaluation_metrics(evaluation.uri)
+        with _reported(problems, "Evaluator", evaluation.uri, "TFMA validation result"):
+            failures = validation_failures(evaluation.uri)
+    summary["blessed"] = blessed
+    if len(problems) > unread and not metrics:
+        head = "blessed" if blessed else "not blessed"
+        summary["blessing_reason"] = f"{head}: the Evaluator's output in {evaluation.uri} could not be read"
+    else:
+        summary["blessing_reason"] = blessing_reason(blessed, metrics, config, failures)
+    candidate = metrics.get("candidate", {})
+    summary["metrics"]["accuracy"] = candidate.get(ACCURACY_METRIC)
+    summary["metrics"]["example_count"] = candidate.get("example_count")
+    if "baseline" in metrics:
+        summary["metrics"]["baseline_accuracy"] = metrics["baseline"].get(ACCURACY_METRIC)
+
+
 def write_summary(summary: dict[str, Any], path: Path) -> None:
+    """Writes the summary as indented JSON, creating the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2, default=str) + "\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import portpicker
 import pytest
+from serving_fixtures import random_png, tiny_classifier, write_model_version
 from typer.testing import CliRunner
 
 from components.data.tfrecords import make_example, write_shards
@@ -22,7 +23,6 @@ from pipeline.cli.options import check_output_file
 from serving.client import GrpcClient, RetryPolicy
 from serving.manager import ModelConfig
 from serving.server import ModelServer, ServerOptions
-from serving.testing import random_png, tiny_classifier, write_model_version
 
 LABELS = ["cat", "dog", "emu"]
 

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 import requests
 import tensorflow as tf
+from serving_fixtures import image_example, random_png, tiny_classifier, write_classification_version
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
@@ -45,7 +46,6 @@ from serving.client import GrpcClient, RestClient
 from serving.errors import InvalidArgumentError
 from serving.manager import ModelConfig
 from serving.server import ModelServer, ServerOptions
-from serving.testing import image_example, random_png, tiny_classifier, write_classification_version
 
 MODEL = "conformance"
 CLASSIFIER = "classifier"

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from serving_fixtures import random_png, tiny_classifier, write_model_version
 
 from serving.batching import BatchingOptions
 from serving.client import GrpcClient, RestClient
@@ -15,7 +16,6 @@ from serving.errors import NotFoundError
 from serving.loadtest import LoadTestResult, run_load_test
 from serving.manager import ModelConfig
 from serving.server import ModelServer, ServerOptions
-from serving.testing import random_png, tiny_classifier, write_model_version
 
 SIZE, CHANNELS, CLASSES = 8, 1, 3
 POLL_SECONDS = 1.5

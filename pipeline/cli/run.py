@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.console import console, fail
+from pipeline.cli.console import console, error_console, fail
 from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
 
 
@@ -57,6 +57,7 @@ def run(
 
 
 def _print_summary(summary: dict, summary_path: str) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="components", show_edge=False)
@@ -88,4 +89,11 @@ def _print_summary(summary: dict, summary_path: str) -> None:
             console.print(f"  {edge['reason']}", highlight=False)
         if summary.get("edge_model_path"):
             console.print(f"device model: {summary['edge_model_path']}", highlight=False)
+    for problem in summary.get("problems", []):  # outputs the summary could not read: said, never hidden
+        error_console.print(
+            f"[bold yellow]warning:[/] {escape(problem['component'])}: {escape(problem['error'])} "
+            f"({escape(problem['path'])})",
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(f"wall time {summary['wall_seconds']:.1f}s; summary: {summary_path}", highlight=False)

@@ -10,17 +10,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from components.contract import read_label_map
 from pipeline.config import TfxpConfig, write_config
 from pipeline.layout import OutputLayout, is_remote, output_layout, resolve_split
-
-ProgressCallback = Callable[[str, str, float], None]
-"""Called with (component id, state `running`|`finished`, seconds since the component started)."""
+from pipeline.runners.progress import ProgressCallback, failed_component, watch_run
 
 
 def _absolute(path: str) -> str:
@@ -65,36 +62,6 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
 
 
 @contextlib.contextmanager
-def _component_progress(callback: ProgressCallback) -> Iterator[list[str]]:
-    """Reports each component's start and end by wrapping TFX's portable Launcher.launch.
-
-    LocalDagRunner offers no hook; its log lines are unreliable (libraries reset absl's verbosity),
-    so the launcher, which runs exactly one component, is the dependable seam. Yields a one-item
-    list holding the running component's id ("" between components).
-    """
-    from tfx.orchestration.portable import launcher
-
-    original = launcher.Launcher.launch
-    current = [""]
-
-    def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
-        node_id = self._pipeline_node.node_info.id
-        current[0] = node_id
-        started = time.monotonic()
-        callback(node_id, "running", 0.0)
-        result = original(self, *args, **kwargs)
-        callback(node_id, "finished", time.monotonic() - started)
-        current[0] = ""
-        return result
-
-    launcher.Launcher.launch = launch  # type: ignore[method-assign]
-    try:
-        yield current
-    finally:
-        launcher.Launcher.launch = original  # type: ignore[method-assign]
-
-
-@contextlib.contextmanager
 def _logs_to_file(path: Path) -> Iterator[None]:
     """Sends TFX's and Beam's log records to `path` instead of the terminal during the run."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,19 +93,27 @@ class ComponentFailedError(RuntimeError):
 
 @dataclass
 class LocalRun:
-    """What a local run produced; the summary is built from MLMD afterwards."""
+    """What a local run produced; the summary is built from MLMD afterwards.
+
+    Attributes:
+        config: The resolved config the run used.
+        layout: Where its outputs are.
+        wall_seconds: The run's duration.
+        started_at: Its start (seconds since the epoch): the summary ignores earlier runs in MLMD.
+        failure: The component failure, when one failed.
+    """
 
     config: TfxpConfig
     layout: OutputLayout
     wall_seconds: float
-    log_path: Path
     started_at: float
     failure: ComponentFailedError | None = None
-    seconds_by_component: dict[str, float] = field(default_factory=dict)
 
 
 def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> LocalRun:
     """Resolves the config, writes it beside the outputs and runs the pipeline with LocalDagRunner.
+
+    TFX's and Beam's logs go to `OUT/<pipeline>/logs/run-<time>.log`; progress comes from ML Metadata.
 
     Args:
         config: The validated config (relative paths allowed).
@@ -156,25 +131,25 @@ def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> L
     layout = output_layout(config)
     Path(layout.metadata_path).parent.mkdir(parents=True, exist_ok=True)
     write_config(config, Path(layout.config_path))
-    seconds: dict[str, float] = {}
-
-    def record(node_id: str, state: str, elapsed: float) -> None:
-        if state == "finished":
-            seconds[node_id] = elapsed
-        if progress is not None:
-            progress(node_id, state, elapsed)
-
     log_path = Path(layout.log_dir) / f"run-{time.strftime('%Y%m%d-%H%M%S')}.log"
     started_at = time.time()
     started = time.monotonic()
+    since_ms = max(int(started_at * 1000) - 1000, 0)  # MLMD and this clock may round differently
+    error: Exception | None = None
+    components: list[str] = []
     failure = None
-    with _logs_to_file(log_path), _component_progress(record) as current:
-        try:
-            metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(layout.metadata_path)
-            tfx.orchestration.LocalDagRunner().run(create_pipeline(config, metadata_config))
-        except Exception as error:  # a component's failure: reported in the summary and by the CLI
+    with _logs_to_file(log_path):
+        with watch_run(layout.metadata_path, config.pipeline.name, since_ms, progress) as watch:
+            try:
+                metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(layout.metadata_path)
+                pipeline = create_pipeline(config, metadata_config)
+                components = [component.id for component in pipeline.components]  # in the order they run
+                tfx.orchestration.LocalDagRunner().run(pipeline)
+            except Exception as raised:  # a component's failure: reported in the summary and by the CLI
+                error = raised
+        if error is not None:  # the watch has read the run's final state: it names the component
             from pipeline.runners.diagnose import explain_failure
 
-            component = current[0] or "pipeline setup"
+            component = failed_component(watch.records, components)
             failure = ComponentFailedError(component, error, explain_failure(component, config))
-    return LocalRun(config, layout, time.monotonic() - started, log_path, started_at, failure, seconds)
+    return LocalRun(config, layout, time.monotonic() - started, started_at, failure)

@@ -1,4 +1,4 @@
-"""Small models in the tfxp SavedModel contract, for the serving tests and benchmarks.
+"""Small models in the tfxp SavedModel contract, for the serving tests (a test helper, not product code).
 
 `write_model_version` exports any tf_keras classifier with the trainer's own exporter
 (`components.trainer.export.export_saved_model`: the three contract signatures, assets and warmup records),

@@ -1,0 +1,232 @@
+"""The Trainer's model phases, after the runtime set-up: build the inputs, build and compile, fit, evaluate.
+
+Like Model Garden's `Task` (`build_inputs`, `build_model`, `train_step`), each phase is a plain function of
+the options and the `TrainingRuntime`, so tests run one phase without the others. `training.py` calls them in
+order and adds the file-facing phases (export, metrics).
+
+Example:
+    runtime = set_up_runtime(run.trainer)
+    compiled = build_and_compile(run.trainer, runtime, num_classes=10)
+    fitted = fit(compiled, build_inputs(run, train_files, runtime, training=True), run.trainer, runtime, log_dir)
+    evaluation = evaluate(compiled, run, eval_files, runtime)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import tensorflow as tf
+import tf_keras as keras
+
+from components.trainer.callbacks import ProfilerWindow, StopAtStep, ThroughputCallback
+from components.trainer.input_pipeline import InputOptions, make_dataset
+from components.trainer.models import ModelSpec, build_model
+from components.trainer.options import RunOptions, TrainerOptions
+from components.trainer.runtime import TrainingRuntime
+from components.trainer.strategy import WarmupCosineDecay, scaled_learning_rate
+
+logger = logging.getLogger(__name__)
+
+
+def build_inputs(
+    run: RunOptions, file_patterns: Sequence[str], runtime: TrainingRuntime, training: bool
+) -> tf.data.Dataset:
+    """The train or eval split as a dataset of global batches.
+
+    Args:
+        run: The Trainer's options (`trainer` input settings and `label_offset`).
+        file_patterns: The split's gzip TFRecord patterns.
+        runtime: Gives the global batch and, for training, this worker's shard.
+        training: Shuffle, repeat, augment and shard over workers; the eval split is read whole, once.
+    """
+    trainer = run.trainer
+    workers, index = (runtime.workers, runtime.worker_index) if training else (1, 0)
+    options = InputOptions(
+        image_size=trainer.image_size,
+        channels=trainer.channels,
+        batch_size=runtime.global_batch,
+        training=training,
+        label_offset=run.label_offset,
+        cache=trainer.cache,
+        shuffle_buffer=trainer.shuffle_buffer,
+        augment=trainer.augment,
+        deterministic=trainer.deterministic,
+        seed=trainer.seed,
+        num_workers=workers,
+        worker_index=index,
+    )
+    return make_dataset(file_patterns, options)
+
+
+@dataclass(frozen=True)
+class CompiledModel:
+    """The model ready to fit, and what rebuilding it takes.
+
+    Attributes:
+        model: Built and compiled in the strategy's scope, under the runtime's precision policy.
+        name: Its registry name (`trainer.model`).
+        spec: Input size, channels, classes and width.
+        peak_learning_rate: The schedule's peak, scaled with the global batch.
+    """
+
+    model: keras.Model
+    name: str
+    spec: ModelSpec
+    peak_learning_rate: float
+
+    @property
+    def loss_scaling(self) -> bool:
+        """Whether Keras wrapped the optimizer for float16 loss scaling."""
+        return isinstance(self.model.optimizer, keras.mixed_precision.LossScaleOptimizer)
+
+
+def build_and_compile(trainer: TrainerOptions, runtime: TrainingRuntime, num_classes: int) -> CompiledModel:
+    """Builds `trainer.model` for `num_classes` classes and compiles it: Adam, warmup + cosine decay.
+
+    The peak learning rate follows the linear scaling rule: `trainer.learning_rate` at
+    `trainer.base_batch_size`, proportionally more for a larger global batch.
+
+    Raises:
+        ValueError: an unknown model name.
+    """
+    spec = ModelSpec(trainer.image_size, trainer.channels, num_classes, trainer.width)
+    peak_learning_rate = scaled_learning_rate(trainer.learning_rate, runtime.global_batch, trainer.base_batch_size)
+    with runtime.strategy.scope():
+        model = build_model(trainer.model, spec)
+        schedule = WarmupCosineDecay(peak_learning_rate, trainer.warmup_steps, trainer.train_steps)
+        model.compile(
+            optimizer=keras.optimizers.Adam(schedule),
+            loss=keras.losses.SparseCategoricalCrossentropy(),
+            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            jit_compile=runtime.jit_compile,
+        )
+    return CompiledModel(model, trainer.model, spec, peak_learning_rate)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """What training leaves to report.
+
+    Attributes:
+        history: Keras's per-epoch logs (`History.history`), e.g. `{"loss": [...], "accuracy": [...]}`.
+        throughput: `ThroughputCallback.summary()`: images/s, step-time percentiles, steps, fit seconds.
+        start_epoch: The first epoch this process ran; above 0 when it resumed from a backup.
+    """
+
+    history: dict[str, list[float]]
+    throughput: dict[str, float | int]
+    start_epoch: int | None
+
+
+def fit(
+    compiled: CompiledModel,
+    train_data: tf.data.Dataset,
+    trainer: TrainerOptions,
+    runtime: TrainingRuntime,
+    log_dir: str,
+    backup_dir: str | None = None,
+    extra_callbacks: Sequence[keras.callbacks.Callback] = (),
+) -> FitResult:
+    """Trains for exactly `trainer.train_steps` steps, resuming from `backup_dir` when a killed run left one.
+
+    Args:
+        compiled: The model to train.
+        train_data: The repeated train split (`build_inputs(..., training=True)`).
+        trainer: Steps, epochs and the profiler window.
+        runtime: The global batch (for images/s) and whether this task is the chief.
+        log_dir: TensorBoard scalars and profiler traces.
+        backup_dir: BackupAndRestore checkpoints, one per epoch; the chief removes them when training ends.
+            None = no backup.
+        extra_callbacks: Further callbacks, after the Trainer's own (tests and benchmarks).
+    """
+    throughput = ThroughputCallback(runtime.global_batch)
+    callbacks: list[keras.callbacks.Callback] = [throughput, StopAtStep(trainer.train_steps)]
+    callbacks += _tensorboard(log_dir)
+    if trainer.profile_window:
+        callbacks.append(ProfilerWindow(log_dir, *trainer.profile_window))
+    callbacks += extra_callbacks
+    if backup_dir:
+        # First, so the model is restored before any other callback sees it.
+        callbacks.insert(0, keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=True))
+    history = compiled.model.fit(
+        train_data, epochs=trainer.epochs, steps_per_epoch=trainer.epoch_steps, callbacks=callbacks, verbose=2
+    )
+    if backup_dir and runtime.chief:
+        _remove_backup(backup_dir)
+    return FitResult(dict(history.history), throughput.summary(), throughput.start_epoch)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The served model and its eval-split result.
+
+    Attributes:
+        model: The float32 copy of the trained model: what was evaluated and what gets exported.
+        loss: Sparse categorical cross-entropy on the eval split.
+        accuracy: Top-1 accuracy on the eval split.
+    """
+
+    model: keras.Model
+    loss: float
+    accuracy: float
+
+
+def evaluate(
+    compiled: CompiledModel, run: RunOptions, file_patterns: Sequence[str], runtime: TrainingRuntime
+) -> Evaluation:
+    """Evaluates the float32 copy of the trained model on one device.
+
+    The accuracy reported is then the served model's, and no replica gets an empty final eval batch (which
+    breaks Conv2D under MirroredStrategy).
+
+    Args:
+        compiled: The trained model.
+        run: The Trainer's options (`trainer.eval_steps`: 0 = the whole split).
+        file_patterns: The eval split.
+        runtime: Gives the batch size.
+    """
+    served = float32_copy(compiled)
+    served.compile(
+        loss=keras.losses.SparseCategoricalCrossentropy(),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    eval_data = build_inputs(run, file_patterns, runtime, training=False)
+    result = served.evaluate(eval_data, steps=run.trainer.eval_steps or None, return_dict=True, verbose=0)
+    return Evaluation(served, float(result["loss"]), float(result["accuracy"]))
+
+
+def float32_copy(compiled: CompiledModel) -> keras.Model:
+    """The trained model rebuilt in float32 with the same weights.
+
+    Mixed-precision variables are float32 already, so this loses nothing; the exported graph then has no
+    float16/bfloat16 ops, which CPU serving and TFLite conversion handle poorly.
+    """
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("float32")
+    try:
+        copy = build_model(compiled.name, compiled.spec)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    copy.set_weights(compiled.model.get_weights())
+    return copy
+
+
+def _remove_backup(backup_dir: str) -> None:
+    # BackupAndRestore deletes its checkpoint files but leaves the directory: a finished run leaves none.
+    try:
+        if tf.io.gfile.exists(backup_dir):
+            tf.io.gfile.rmtree(backup_dir)
+    except tf.errors.NotFoundError:
+        pass  # a worker removed its own temp backup at the same moment
+
+
+def _tensorboard(log_dir: str) -> list[keras.callbacks.Callback]:
+    # TensorFlow 2.21 no longer depends on the tensorboard package, without which summaries cannot be written.
+    if importlib.util.find_spec("tensorboard") is None:
+        logger.warning("trainer: the tensorboard package is not installed, so no TensorBoard scalars are written")
+        return []
+    # profile_batch=0: ProfilerWindow profiles, also without the tensorboard package.
+    return [keras.callbacks.TensorBoard(log_dir=log_dir, write_graph=False, profile_batch=0)]

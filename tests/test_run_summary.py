@@ -1,0 +1,126 @@
+"""The run summary from a small MLMD store: what it cannot read is reported (file, error), never hidden."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlmd_fixtures import PIPELINE, FakeRunStore
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.config import TfxpConfig
+from pipeline.layout import output_layout
+from pipeline.summary import build_summary
+
+
+def _run_with_outputs(metadata_path: Path, root: Path) -> dict[str, Path]:
+    """A finished run whose Trainer, Evaluator and Pusher outputs are directories under `root`."""
+    dirs = {name: root / name for name in ("model", "evaluation", "blessing", "pushed")}
+    for directory in dirs.values():
+        directory.mkdir(parents=True)
+    store = FakeRunStore(metadata_path)
+    run = store.start_run()
+    store.add_execution(run, "ImportExampleGen", "cached")
+    store.add_execution(run, "Trainer", "complete", outputs={"model": [str(dirs["model"])]})
+    store.add_execution(
+        run,
+        "Evaluator",
+        "complete",
+        outputs={"evaluation": [str(dirs["evaluation"])], "blessing": [str(dirs["blessing"])]},
+        properties={str(dirs["blessing"]): {"blessed": 0}},
+    )
+    store.add_execution(
+        run, "Pusher", "complete", {"pushed_model": [str(dirs["pushed"])]}, {str(dirs["pushed"]): {"pushed": 0}}
+    )
+    return dirs
+
+
+def _summary(tmp_path: Path) -> dict[str, Any]:
+    config = TfxpConfig().model_copy(deep=True)
+    return build_summary(config, str(tmp_path / "metadata.db"), wall_seconds=3.0)
+
+
+def test_readable_outputs_make_a_summary_without_problems(tmp_path: Path) -> None:
+    dirs = _run_with_outputs(tmp_path / "metadata.db", tmp_path / "root")
+    (dirs["model"] / "training_metrics.json").write_text(json.dumps({"final_accuracy": 0.5, "steps": 7}))
+    summary = _summary(tmp_path)
+    assert summary["problems"] == []
+    assert summary["metrics"]["training"] == {"final_accuracy": 0.5, "steps": 7}
+    assert summary["components"]["ImportExampleGen"]["status"] == "cached"
+    # No validation file (an Evaluator without thresholds) is not a problem; no metrics means no accuracy.
+    assert summary["blessing_reason"] == "not blessed: the Evaluator produced no accuracy"
+
+
+def test_corrupt_training_metrics_and_unreadable_tfma_output_are_reported(tmp_path: Path) -> None:
+    dirs = _run_with_outputs(tmp_path / "metadata.db", tmp_path / "root")
+    (dirs["model"] / "training_metrics.json").write_text('{"final_accuracy": 0.9,')  # cut short
+    (dirs["evaluation"] / "metrics.tfrecord").write_bytes(b"\x00not a tfrecord" * 10)
+    (dirs["evaluation"] / "validations.tfrecord").write_bytes(b"\x00not a tfrecord either" * 10)
+
+    summary = _summary(tmp_path)
+
+    problems = {(problem["component"], problem["error"].split(":")[0]): problem for problem in summary["problems"]}
+    assert set(problems) == {
+        ("Trainer", "cannot read the training metrics"),
+        ("Evaluator", "cannot read the TFMA metrics"),
+        ("Evaluator", "cannot read the TFMA validation result"),
+    }
+    trainer = problems["Trainer", "cannot read the training metrics"]
+    assert trainer["path"] == str(dirs["model"] / "training_metrics.json")
+    assert "JSONDecodeError" in trainer["error"]
+    assert problems["Evaluator", "cannot read the TFMA metrics"]["path"] == str(dirs["evaluation"])
+    # The blessing line says the Evaluator's output was unreadable, not that it produced nothing.
+    unread = f"not blessed: the Evaluator's output in {dirs['evaluation']} could not be read"
+    assert summary["blessing_reason"] == unread
+    assert summary["metrics"]["training"] == {}
+    assert summary["status"] == "succeeded" and summary["components"]["Pusher"]["status"] == "complete"
+
+
+def test_training_metrics_that_are_not_an_object_are_reported(tmp_path: Path) -> None:
+    dirs = _run_with_outputs(tmp_path / "metadata.db", tmp_path / "root")
+    (dirs["model"] / "training_metrics.json").write_text("[1, 2]")
+    (problem,) = _summary(tmp_path)["problems"]
+    assert problem["error"] == "cannot read the training metrics: ValueError: expected a JSON object, got list"
+
+
+def test_an_unreadable_metadata_store_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "metadata.db").write_bytes(b"this is not SQLite" * 100)
+    summary = _summary(tmp_path)
+    (problem,) = summary["problems"]
+    assert (problem["component"], problem["path"]) == ("pipeline", str(tmp_path / "metadata.db"))
+    assert problem["error"].startswith("cannot read the ML Metadata store: ")
+    assert summary["components"] == {}
+
+
+def test_tfxp_run_prints_the_summary_problems_on_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's summary shows what could not be read, with the file, on stderr (no TFX run: a fake runner)."""
+    import pipeline.runners.local as local
+
+    data = tmp_path / "data"
+    for split in ("train", "eval"):
+        (data / split).mkdir(parents=True)
+    (data / "labels.txt").write_text("0\n1\n")
+
+    def fake_run_local(config: TfxpConfig, progress: Any = None) -> local.LocalRun:
+        config = local.resolve_local_paths(config)
+        layout = output_layout(config)
+        Path(layout.metadata_path).parent.mkdir(parents=True)
+        dirs = _run_with_outputs(Path(layout.metadata_path), tmp_path / "root")
+        (dirs["model"] / "training_metrics.json").write_text("{oops")
+        return local.LocalRun(config, layout, wall_seconds=1.0, started_at=0.0)
+
+    monkeypatch.setattr(local, "run_local", fake_run_local)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", "--set", f"data.path={data}", "--output", str(out)])
+
+    assert result.exit_code == 0, result.output
+    stderr = " ".join(result.stderr.split())
+    assert "warning: Trainer: cannot read the training metrics: JSONDecodeError" in stderr
+    assert str(tmp_path / "root" / "model" / "training_metrics.json") in stderr
+    assert "warning" not in result.stdout
+    written = json.loads((out / "run-summary.json").read_text())
+    assert [problem["component"] for problem in written["problems"]] == ["Trainer"]
+    assert written["config"]["pipeline"]["name"] == PIPELINE
