@@ -58,6 +58,8 @@ WARMUP_ASSET = "assets.extra/tf_serving_warmup_requests"
 # The EdgeModel directory (`<edge base>/<model>/<version>/`).
 EDGE_MODEL_FILE = "model.tflite"
 EDGE_METADATA_FILE = "edge_metadata.json"
+# The Trainer writes its metrics beside the SavedModel (Model artifact dir) and in its run dir.
+TRAINING_METRICS_FILE = "training_metrics.json"
 
 MISSING_LABELS_HINT = (
     f"set data.labels to the label map, or put a {LABELS_FILE} (one class name a line, as `tfxp data` writes) "

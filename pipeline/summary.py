@@ -19,12 +19,11 @@ from typing import Any
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.contract import ACCURACY_METRIC
+from components.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE
 from components.edge_exporter.summary import edge_summary
 from pipeline.config import TfxpConfig
 from pipeline.mlmd import latest_run, open_store, run_executions
 
-TRAINING_METRICS_FILE = "training_metrics.json"  # what the Trainer writes beside its SavedModel
 VALIDATIONS_FILE = "validations"  # TFMA's validation result: validations.tfrecord in the evaluation dir
 
 

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import tf_keras as keras
 
+from components.contract import TRAINING_METRICS_FILE
 from components.trainer.models import ModelSpec
 from components.trainer.options import TrainerOptions
 from components.trainer.phases import CompiledModel, Evaluation, FitResult, build_and_compile
 from components.trainer.runtime import TrainingRuntime, set_up_runtime
-from components.trainer.training import METRICS_FILE, PhaseClock, collect_metrics, write_metrics
+from components.trainer.training import PhaseClock, collect_metrics, write_metrics
 
 TINY = TrainerOptions(image_size=8, channels=1, width=4, batch_size=16, train_steps=7, steps_per_epoch=3)
 
@@ -137,6 +138,6 @@ def test_write_metrics_writes_sorted_json_into_each_directory(tmp_path: Path) ->
     directories = [str(tmp_path / "run"), str(tmp_path / "model" / "nested")]
     write_metrics({"b": 1, "a": [2.5]}, directories)
     for directory in directories:
-        text = (Path(directory) / METRICS_FILE).read_text()
+        text = (Path(directory) / TRAINING_METRICS_FILE).read_text()
         assert json.loads(text) == {"a": [2.5], "b": 1}
         assert text.index('"a"') < text.index('"b"') and text.endswith("\n")

@@ -22,9 +22,9 @@ from typing import Any
 import tensorflow as tf
 import tf_keras as keras
 
-from components.contract import read_label_map
+from components.contract import IMAGE_KEY, TRAINING_METRICS_FILE, read_label_map
 from components.trainer.export import export_saved_model
-from components.trainer.input_pipeline import IMAGE_KEY, list_files
+from components.trainer.input_pipeline import list_files
 from components.trainer.options import RunOptions, TrainerOptions
 from components.trainer.phases import (
     CompiledModel,
@@ -37,8 +37,6 @@ from components.trainer.phases import (
 )
 from components.trainer.preprocessing import PreprocessingSpec
 from components.trainer.runtime import REPORTED_REASONS, TrainingRuntime, set_up_runtime
-
-METRICS_FILE = "training_metrics.json"
 
 
 @dataclass(frozen=True)
@@ -175,7 +173,7 @@ def write_metrics(metrics: dict[str, Any], directories: Sequence[str]) -> None:
     """Writes `metrics` as `training_metrics.json` (sorted keys) into each directory, creating it."""
     for directory in directories:
         tf.io.gfile.makedirs(directory)
-        with tf.io.gfile.GFile(f"{directory.rstrip('/')}/{METRICS_FILE}", "w") as handle:
+        with tf.io.gfile.GFile(f"{directory.rstrip('/')}/{TRAINING_METRICS_FILE}", "w") as handle:
             handle.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
 
 
