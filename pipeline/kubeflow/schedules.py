@@ -218,18 +218,22 @@ def _missing(client: KfpRunClient, schedule_id: str) -> str:
     return f"no recurring run {schedule_id} at {client.host}; list them with `tfxp schedule list --host {client.host}`"
 
 
+def _change(client: KfpRunClient, schedule_id: str, doing: str, method: str) -> None:
+    api = client.api()
+    client.call(
+        f"{doing} recurring run {schedule_id}",
+        lambda: getattr(api, method)(schedule_id),
+        missing=_missing(client, schedule_id),
+    )
+
+
 def pause(client: KfpRunClient, schedule_id: str) -> None:
     """Stops a recurring run from starting runs (runs already going continue).
 
     Raises:
         SubmitError: no such recurring run, or as `KfpRunClient.call`.
     """
-    api = client.api()
-    client.call(
-        f"pausing recurring run {schedule_id}",
-        lambda: api.disable_recurring_run(schedule_id),
-        missing=_missing(client, schedule_id),
-    )
+    _change(client, schedule_id, "pausing", "disable_recurring_run")
 
 
 def resume(client: KfpRunClient, schedule_id: str) -> None:
@@ -238,12 +242,7 @@ def resume(client: KfpRunClient, schedule_id: str) -> None:
     Raises:
         SubmitError: no such recurring run, or as `KfpRunClient.call`.
     """
-    api = client.api()
-    client.call(
-        f"resuming recurring run {schedule_id}",
-        lambda: api.enable_recurring_run(schedule_id),
-        missing=_missing(client, schedule_id),
-    )
+    _change(client, schedule_id, "resuming", "enable_recurring_run")
 
 
 def delete(client: KfpRunClient, schedule_id: str) -> None:
@@ -252,9 +251,4 @@ def delete(client: KfpRunClient, schedule_id: str) -> None:
     Raises:
         SubmitError: no such recurring run, or as `KfpRunClient.call`.
     """
-    api = client.api()
-    client.call(
-        f"deleting recurring run {schedule_id}",
-        lambda: api.delete_recurring_run(schedule_id),
-        missing=_missing(client, schedule_id),
-    )
+    _change(client, schedule_id, "deleting", "delete_recurring_run")
