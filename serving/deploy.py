@@ -8,10 +8,11 @@
   one batch thread per core, short timeout; GPU: large batches, a timeout that bounds tail latency, queue
   bounded to the batch threads for online serving);
 - `monitoring.config`: Prometheus metrics at `/monitoring/prometheus/metrics`;
-- `run_tf_serving_cpu.sh`, `run_tf_serving_gpu.sh`: `docker run` with pinned image tags;
-- `kubernetes/{configmap,deployment,service,hpa}.yaml`: readiness on `/v1/models/<name>`, ports 8500/8501,
-  autoscaling on CPU, the model volume;
-- `kserve/inferenceservice.yaml`: a KServe `tensorflow` predictor.
+- `run_tf_serving_cpu.sh`, `run_tf_serving_gpu.sh`: `docker run` with the configured images;
+- `kubernetes/*.yaml` and `kserve/inferenceservice.yaml`: see `serving.k8s_manifests` (a namespace enforcing
+  the "restricted" Pod Security Standard, TF Serving's Deployment, Service, HPA, PodDisruptionBudget,
+  NetworkPolicy; a KServe `tensorflow` predictor);
+- `warnings.txt`, only when there is something to warn about (`deploy_warnings`), e.g. images by tag.
 
 The container sees the models at `options.container_base_path`: a bucket `serving.base_path` as it is, else
 `/models/<model_name>`, where the docker scripts mount `local_model_dir` and Kubernetes the models volume.
@@ -27,15 +28,20 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-import yaml
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from serving.k8s_manifests import (
+    CONFIG_DIR,
+    MONITORING_PATH,
+    image_warnings,
+    kserve_inference_service,
+    kubernetes_manifests,
+)
 from serving.manager import VersionPolicy
 from serving.options import ServingOptions
 
-CONFIG_DIR = "/config"  # where the container sees models.config and the other config files
-MONITORING_PATH = "/monitoring/prometheus/metrics"
+WARNINGS_FILE = "warnings.txt"
 
 
 def _checked(options: ServingOptions) -> ServingOptions:
@@ -137,13 +143,18 @@ def server_args(options: ServingOptions) -> list[str]:
     return args
 
 
+def _serving_args(options: ServingOptions, gpu: bool) -> list[str]:
+    args = server_args(options)
+    if options.enable_batching:
+        batching_file = "batching_parameters_gpu.txt" if gpu else "batching_parameters.txt"
+        args += ["--enable_batching=true", f"--batching_parameters_file={CONFIG_DIR}/{batching_file}"]
+    return args
+
+
 def _docker_script(options: ServingOptions, gpu: bool, local_model_dir: str) -> str:
     image = options.gpu_image if gpu else options.cpu_image
     grpc, rest = options.grpc_port, options.rest_port
-    batching_file = "batching_parameters_gpu.txt" if gpu else "batching_parameters.txt"
-    args = server_args(options)
-    if options.enable_batching:
-        args += ["--enable_batching=true", f"--batching_parameters_file={CONFIG_DIR}/{batching_file}"]
+    args = _serving_args(options, gpu)
     mount = (
         []
         if options.remote_base
@@ -169,161 +180,6 @@ def _docker_script(options: ServingOptions, gpu: bool, local_model_dir: str) -> 
     return "\n".join(lines) + "\n"
 
 
-def _metadata(options: ServingOptions, name: str) -> dict[str, object]:
-    metadata: dict[str, object] = {"name": name, "labels": {"app": f"tf-serving-{options.model_name}"}}
-    if options.namespace:
-        metadata["namespace"] = options.namespace
-    return metadata
-
-
-def _dump(document: object) -> str:
-    return yaml.safe_dump(document, sort_keys=False)
-
-
-def kubernetes_manifests(options: ServingOptions) -> dict[str, str]:
-    """ConfigMap (the config files), Deployment, Service and HorizontalPodAutoscaler."""
-    app = f"tf-serving-{options.model_name}"
-    batching_file = "batching_parameters_gpu.txt" if options.gpus else "batching_parameters.txt"
-    args = server_args(options)
-    if options.enable_batching:
-        args += ["--enable_batching=true", f"--batching_parameters_file={CONFIG_DIR}/{batching_file}"]
-    resources: dict[str, dict[str, object]] = {
-        "requests": {"cpu": options.cpu, "memory": options.memory},
-        "limits": {"cpu": options.cpu, "memory": options.memory},
-    }
-    if options.gpus:
-        resources["limits"]["nvidia.com/gpu"] = options.gpus
-    volume_mounts: list[dict[str, object]] = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}]
-    volumes: list[dict[str, object]] = [{"name": "config", "configMap": {"name": f"{app}-config"}}]
-    if not options.remote_base:
-        volume_mounts.append({"name": "models", "mountPath": options.container_base_path, "readOnly": True})
-        volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": options.pvc, "readOnly": True}})
-    probe_path = f"/v1/models/{options.model_name}"
-    container = {
-        "name": "tf-serving",
-        "image": options.gpu_image if options.gpus else options.cpu_image,
-        "args": args,
-        "ports": [
-            {"name": "grpc", "containerPort": options.grpc_port},
-            {"name": "http", "containerPort": options.rest_port},
-        ],
-        # The status URL answers 200 once the model has an AVAILABLE version: ready = can serve.
-        "readinessProbe": {
-            "httpGet": {"path": probe_path, "port": options.rest_port},
-            "initialDelaySeconds": 5,
-            "periodSeconds": 5,
-            "failureThreshold": 3,
-        },
-        "livenessProbe": {
-            "tcpSocket": {"port": options.grpc_port},
-            "initialDelaySeconds": 30,
-            "periodSeconds": 10,
-        },
-        "resources": resources,
-        "volumeMounts": volume_mounts,
-    }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": _metadata(options, app),
-        "spec": {
-            "replicas": options.min_replicas,
-            "selector": {"matchLabels": {"app": app}},
-            "template": {
-                "metadata": {
-                    "labels": {"app": app},
-                    "annotations": {
-                        "prometheus.io/scrape": "true",
-                        "prometheus.io/port": str(options.rest_port),
-                        "prometheus.io/path": MONITORING_PATH,
-                    },
-                },
-                "spec": {"containers": [container], "volumes": volumes},
-            },
-        },
-    }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _metadata(options, app),
-        "spec": {
-            "selector": {"app": app},
-            "ports": [
-                {"name": "grpc", "port": options.grpc_port, "targetPort": options.grpc_port},
-                {"name": "http", "port": options.rest_port, "targetPort": options.rest_port},
-            ],
-        },
-    }
-    hpa = {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": _metadata(options, app),
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
-            "minReplicas": options.min_replicas,
-            "maxReplicas": options.max_replicas,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {
-                        "name": "cpu",
-                        "target": {"type": "Utilization", "averageUtilization": options.target_cpu_percent},
-                    },
-                }
-            ],
-        },
-    }
-    configmap = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _metadata(options, f"{app}-config"),
-        "data": {
-            "models.config": models_config(options),
-            "monitoring.config": monitoring_config(),
-            "batching_parameters.txt": batching_parameters(options),
-            "batching_parameters_gpu.txt": batching_parameters(options, gpu=True),
-        },
-    }
-    return {
-        "kubernetes/configmap.yaml": _dump(configmap),
-        "kubernetes/deployment.yaml": _dump(deployment),
-        "kubernetes/service.yaml": _dump(service),
-        "kubernetes/hpa.yaml": _dump(hpa),
-    }
-
-
-def kserve_inference_service(options: ServingOptions) -> str:
-    """A KServe v1beta1 InferenceService with the `tensorflow` model format (KServe runs TF Serving)."""
-    runtime_version = options.gpu_image if options.gpus else options.cpu_image
-    resources: dict[str, dict[str, object]] = {
-        "requests": {"cpu": options.cpu, "memory": options.memory},
-        "limits": {"cpu": options.cpu, "memory": options.memory},
-    }
-    if options.gpus:
-        resources["limits"]["nvidia.com/gpu"] = options.gpus
-    metadata: dict[str, object] = {"name": options.model_name.lower().replace("_", "-").replace(".", "-")}
-    if options.namespace:
-        metadata["namespace"] = options.namespace
-    service = {
-        "apiVersion": "serving.kserve.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": metadata,
-        "spec": {
-            "predictor": {
-                "minReplicas": options.min_replicas,
-                "maxReplicas": options.max_replicas,
-                "model": {
-                    "modelFormat": {"name": "tensorflow"},
-                    "runtimeVersion": runtime_version.rsplit(":", 1)[-1],
-                    "storageUri": options.storage_uri or f"pvc://{options.pvc}/{options.model_name}",
-                    "resources": resources,
-                },
-            }
-        },
-    }
-    return _dump(service)
-
-
 def render_deploy_assets(options: ServingOptions, local_model_dir: str = "") -> dict[str, str]:
     """Every asset, relative path → text.
 
@@ -336,23 +192,40 @@ def render_deploy_assets(options: ServingOptions, local_model_dir: str = "") -> 
         ValueError: labels the version policy would not load, or batch sizes TF Serving rejects.
     """
     options = _checked(options)
-    assets = {
+    config_files = {
         "models.config": models_config(options),
         "batching_parameters.txt": batching_parameters(options),
         "batching_parameters_gpu.txt": batching_parameters(options, gpu=True),
         "monitoring.config": monitoring_config(),
+    }
+    assets = {
+        **config_files,
         "run_tf_serving_cpu.sh": _docker_script(options, gpu=False, local_model_dir=local_model_dir),
         "run_tf_serving_gpu.sh": _docker_script(options, gpu=True, local_model_dir=local_model_dir),
         "kserve/inferenceservice.yaml": kserve_inference_service(options),
+        **kubernetes_manifests(options, config_files, _serving_args(options, gpu=bool(options.gpus))),
     }
-    assets.update(kubernetes_manifests(options))
+    warnings = deploy_warnings(options)
+    if warnings:
+        assets[WARNINGS_FILE] = "".join(f"warning: {warning}\n" for warning in warnings)
     return assets
 
 
+def deploy_warnings(options: ServingOptions) -> list[str]:
+    """What a reviewer of the assets should know that is not an error: images by tag rather than digest."""
+    return image_warnings(options)
+
+
 def write_deploy_assets(options: ServingOptions, out_dir: Path, local_model_dir: str = "") -> list[Path]:
-    """Renders the assets into `out_dir` (scripts made executable) and returns the written paths."""
+    """Renders the assets into `out_dir` (scripts made executable) and returns the written paths.
+
+    A `warnings.txt` left by an earlier run is removed when there is nothing to warn about.
+    """
     written = []
-    for relative, text in render_deploy_assets(options, local_model_dir).items():
+    assets = render_deploy_assets(options, local_model_dir)
+    if WARNINGS_FILE not in assets:
+        (out_dir / WARNINGS_FILE).unlink(missing_ok=True)
+    for relative, text in assets.items():
         path = out_dir / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

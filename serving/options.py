@@ -10,11 +10,15 @@ Example:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from components.config_section import ConfigSection
+from serving.k8s_names import check_claim_name, check_label, check_namespace, kubernetes_name
+
+Namespace = Annotated[str, AfterValidator(check_namespace)]
+Label = Annotated[str, AfterValidator(check_label)]
 
 
 class ServingOptions(ConfigSection):
@@ -52,9 +56,16 @@ class ServingOptions(ConfigSection):
         min_replicas: Serving pods the autoscaler keeps at least.
         max_replicas: Serving pods the autoscaler may add up to.
         target_cpu_percent: Autoscaler CPU utilisation target.
-        model_pvc: PersistentVolumeClaim with the models (empty = `<model_name>-models`).
+        model_pvc: PersistentVolumeClaim with the models (empty = `<model_name>-models`, made a valid name).
         storage_uri: KServe storageUri (empty = `pvc://<model_pvc>/<model_name>`).
-        namespace: Kubernetes namespace of the manifests (empty = none set).
+        namespace: Kubernetes namespace of every object; `kubernetes/namespace.yaml` creates it with the
+            "restricted" Pod Security Standard enforced.
+        allowed_namespaces: Namespaces whose pods may reach the gRPC and REST ports (the NetworkPolicy);
+            empty = the serving namespace only. List the serving namespace too if its pods call the model.
+        allowed_pod_labels: Labels, `key=value`, a calling pod must carry (all of them); empty = any pod in the
+            allowed namespaces.
+        run_as_user: UID and GID of the TF Serving container (the image sets none, so it would run as root);
+            10000 or more keeps clear of host users. The model files must be readable by it.
     """
 
     model_name: str = Field("digits", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -88,9 +99,12 @@ class ServingOptions(ConfigSection):
     min_replicas: int = Field(2, ge=1)
     max_replicas: int = Field(10, ge=1)
     target_cpu_percent: int = Field(70, ge=1, le=100)
-    model_pvc: str = ""
+    model_pvc: Annotated[str, AfterValidator(check_claim_name)] = ""
     storage_uri: str = ""
-    namespace: str = ""
+    namespace: Namespace = "tfxp-serving"
+    allowed_namespaces: tuple[Namespace, ...] = ()
+    allowed_pod_labels: tuple[Label, ...] = ()
+    run_as_user: int = Field(10001, ge=1)
 
     @property
     def labels(self) -> dict[str, int]:
@@ -114,5 +128,6 @@ class ServingOptions(ConfigSection):
 
     @property
     def pvc(self) -> str:
-        """The PersistentVolumeClaim that holds the models (`model_pvc`, else `<model_name>-models`)."""
-        return self.model_pvc or f"{self.model_name}-models"
+        """The PersistentVolumeClaim that holds the models (`model_pvc`, else `<model_name>-models` made a valid
+        Kubernetes name by `serving.k8s_names.kubernetes_name`)."""
+        return self.model_pvc or kubernetes_name(self.model_name, suffix="-models")

@@ -137,12 +137,16 @@ def test_kubernetes_manifests_parse_and_carry_the_config(assets: dict[str, str])
     service = yaml.safe_load(assets["kubernetes/service.yaml"])
     hpa = yaml.safe_load(assets["kubernetes/hpa.yaml"])
     configmap = yaml.safe_load(assets["kubernetes/configmap.yaml"])
-    assert {doc["metadata"]["namespace"] for doc in (deployment, service, hpa, configmap)} == {"ml"}
+    namespaced = [yaml.safe_load(text) for name, text in assets.items() if name.endswith(".yaml")]
+    namespaced = [doc for doc in namespaced if doc["kind"] != "Namespace"]
+    assert len(namespaced) == 7  # ConfigMap, Deployment, Service, HPA, PDB, NetworkPolicy, InferenceService
+    assert {doc["metadata"]["namespace"] for doc in namespaced} == {"ml"}
+    assert yaml.safe_load(assets["kubernetes/namespace.yaml"])["metadata"]["name"] == "ml"
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "tensorflow/serving:2.19.1-gpu"  # gpus=1
     assert container["readinessProbe"]["httpGet"] == {"path": "/v1/models/flowers", "port": 9001}
     assert container["resources"]["limits"] == {"cpu": "8", "memory": "8Gi", "nvidia.com/gpu": 1}
-    assert {mount["mountPath"] for mount in container["volumeMounts"]} == {"/config", "/models/flowers"}
+    assert {mount["mountPath"] for mount in container["volumeMounts"]} == {"/config", "/tmp", "/models/flowers"}
     volumes = {volume["name"]: volume for volume in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes["models"]["persistentVolumeClaim"]["claimName"] == "flowers-models"
     assert volumes["config"]["configMap"]["name"] == configmap["metadata"]["name"]
@@ -173,7 +177,7 @@ def test_remote_base_path_needs_no_model_volume() -> None:
     assets = render_deploy_assets(config.serving)
     assert 'base_path: "gs://bucket/serving/digits"' in assets["models.config"]
     deployment = yaml.safe_load(assets["kubernetes/deployment.yaml"])
-    assert [volume["name"] for volume in deployment["spec"]["template"]["spec"]["volumes"]] == ["config"]
+    assert [volume["name"] for volume in deployment["spec"]["template"]["spec"]["volumes"]] == ["config", "tmp"]
     assert "MODEL_DIR" not in assets["run_tf_serving_cpu.sh"].split("exec docker run", 1)[1]
     assert "latest {\n        num_versions: 1" in assets["models.config"]
     assert "--allow_version_labels_for_unavailable_models" not in assets["run_tf_serving_cpu.sh"]

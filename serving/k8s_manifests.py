@@ -1,0 +1,314 @@
+"""Kubernetes and KServe manifests for TF Serving that a "restricted" namespace admits and a scanner passes.
+
+`kubernetes_manifests(options, config_files, args)` returns file name → YAML for:
+
+- `kubernetes/namespace.yaml`: `serving.namespace`, labelled to enforce the "restricted" Pod Security Standard
+  (a file of its own: leave it out to deploy into a namespace you manage);
+- `kubernetes/configmap.yaml`: the TF Serving config files (`config_files`);
+- `kubernetes/deployment.yaml`: TF Serving with `args`; non-root (`serving.run_as_user`), no privilege
+  escalation, every capability dropped, a read-only root filesystem with an emptyDir on /tmp, seccomp
+  RuntimeDefault, no service-account token; startup, readiness and liveness probes on `/v1/models/<name>`;
+- `kubernetes/service.yaml`, `kubernetes/hpa.yaml` (CPU autoscaling), `kubernetes/pdb.yaml` (one pod down at a
+  time), `kubernetes/networkpolicy.yaml` (only the gRPC and REST ports, only from `serving.allowed_namespaces`
+  and pods with `serving.allowed_pod_labels`).
+
+`kserve_inference_service(options)` renders a KServe `tensorflow` predictor with the same pod settings.
+Object names come from `serving.k8s_names.serving_names`; images are used as configured, by digest when
+`serving.cpu_image`/`gpu_image` is one (`image_warnings` says when it is not).
+
+Example:
+    manifests = kubernetes_manifests(options, {"models.config": text}, ["--port=8500"])
+    manifests["kubernetes/deployment.yaml"]  # YAML text
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from serving.k8s_names import parse_label, serving_names
+from serving.options import ServingOptions
+
+CONFIG_DIR = "/config"  # where the container sees models.config and the other config files
+MONITORING_PATH = "/monitoring/prometheus/metrics"
+TMP_DIR = "/tmp"
+TMP_SIZE_LIMIT = "1Gi"
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+POD_SECURITY_LABELS = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
+
+Manifest = dict[str, Any]
+
+
+def is_digest(image: str) -> bool:
+    """Whether `image` names its content (`repo@sha256:<64 hex>`) rather than a movable tag."""
+    return bool(_DIGEST.search(image))
+
+
+def image_warnings(options: ServingOptions) -> list[str]:
+    """One warning for each configured TF Serving image given by tag rather than by digest."""
+    return [
+        f"serving.{key} = {image!r} is a tag, which its registry can move to other content; pin the digest you "
+        f"reviewed, e.g. `{image.split('@')[0]}@sha256:<digest>` (`docker buildx imagetools inspect {image}` "
+        "prints it)"
+        for key, image in (("cpu_image", options.cpu_image), ("gpu_image", options.gpu_image))
+        if not is_digest(image)
+    ]
+
+
+def _image(options: ServingOptions) -> str:
+    return options.gpu_image if options.gpus else options.cpu_image
+
+
+def _metadata(options: ServingOptions, name: str) -> Manifest:
+    return {"name": name, "namespace": options.namespace, "labels": {"app": serving_names(options.model_name).app}}
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # a dict used twice is written twice, not as a YAML anchor and alias
+
+
+def _dump(document: Manifest) -> str:
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False)
+
+
+def _resources(options: ServingOptions) -> Manifest:
+    resources: Manifest = {
+        "requests": {"cpu": options.cpu, "memory": options.memory},
+        "limits": {"cpu": options.cpu, "memory": options.memory},
+    }
+    if options.gpus:
+        resources["limits"]["nvidia.com/gpu"] = options.gpus
+    return resources
+
+
+def pod_security_context(options: ServingOptions) -> Manifest:
+    """Pod-level settings of the restricted profile: a non-root UID/GID and the runtime's seccomp profile."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": options.run_as_user,
+        "runAsGroup": options.run_as_user,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context(options: ServingOptions) -> Manifest:
+    """Container-level settings of the restricted profile, plus a read-only root filesystem."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": options.run_as_user,
+        "runAsGroup": options.run_as_user,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+# TF Serving itself writes nothing, but TensorFlow and CUDA keep scratch and JIT caches under /tmp and $HOME.
+_TMP_VOLUME = {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}}
+_TMP_MOUNT = {"name": "tmp", "mountPath": TMP_DIR}
+_HOME = {"name": "HOME", "value": TMP_DIR}
+
+
+def _container(options: ServingOptions, args: list[str], volume_mounts: list[Manifest]) -> Manifest:
+    image = _image(options)
+    status = {"httpGet": {"path": f"/v1/models/{options.model_name}", "port": options.rest_port}}
+    return {
+        "name": "tf-serving",
+        "image": image,
+        # A digest never changes, so the node's copy is the right one; a tag is checked against the registry.
+        "imagePullPolicy": "IfNotPresent" if is_digest(image) else "Always",
+        "args": args,
+        "env": [_HOME],
+        "ports": [
+            {"name": "grpc", "containerPort": options.grpc_port},
+            {"name": "http", "containerPort": options.rest_port},
+        ],
+        # The status URL answers 200 once the model has an AVAILABLE version: ready = can serve. The first load
+        # of a large model from a bucket takes minutes, which the startup probe allows before liveness counts.
+        "startupProbe": {**status, "periodSeconds": 10, "failureThreshold": 60},
+        "readinessProbe": {**status, "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {**status, "periodSeconds": 10, "failureThreshold": 3},
+        "resources": _resources(options),
+        "securityContext": container_security_context(options),
+        "volumeMounts": volume_mounts,
+    }
+
+
+def _deployment(options: ServingOptions, args: list[str]) -> Manifest:
+    names = serving_names(options.model_name)
+    volume_mounts: list[Manifest] = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}, _TMP_MOUNT]
+    volumes: list[Manifest] = [{"name": "config", "configMap": {"name": names.config_map}}, _TMP_VOLUME]
+    if not options.remote_base:
+        volume_mounts.append({"name": "models", "mountPath": options.container_base_path, "readOnly": True})
+        volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": options.pvc, "readOnly": True}})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(options, names.app),
+        "spec": {
+            "replicas": options.min_replicas,
+            "selector": {"matchLabels": {"app": names.app}},
+            "template": {
+                "metadata": {
+                    "labels": {"app": names.app},
+                    "annotations": {
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(options.rest_port),
+                        "prometheus.io/path": MONITORING_PATH,
+                    },
+                },
+                "spec": {
+                    # TF Serving calls no Kubernetes API.
+                    "automountServiceAccountToken": False,
+                    "securityContext": pod_security_context(options),
+                    "containers": [_container(options, args, volume_mounts)],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def _network_policy(options: ServingOptions) -> Manifest:
+    app = serving_names(options.model_name).app
+    pods: Manifest = {"matchLabels": dict(parse_label(entry) for entry in options.allowed_pod_labels)}
+    peer: Manifest = {"podSelector": pods}
+    if options.allowed_namespaces:
+        namespaces = sorted(options.allowed_namespaces)
+        # Within one peer both selectors must match: those pods in those namespaces.
+        peer["namespaceSelector"] = {
+            "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]
+        }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(options, app),
+        "spec": {
+            "podSelector": {"matchLabels": {"app": app}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [peer],
+                    "ports": [
+                        {"protocol": "TCP", "port": options.grpc_port},
+                        {"protocol": "TCP", "port": options.rest_port},
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], args: list[str]) -> dict[str, str]:
+    """Namespace, ConfigMap, Deployment, Service, HPA, PodDisruptionBudget and NetworkPolicy.
+
+    Args:
+        options: The `serving` section.
+        config_files: The ConfigMap's files, name → text (models.config, batching and monitoring configs).
+        args: The `tensorflow_model_server` flags, reading the config files from CONFIG_DIR.
+
+    Returns:
+        Relative path → YAML text.
+    """
+    app = serving_names(options.model_name).app
+    selector = {"matchLabels": {"app": app}}
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": options.namespace, "labels": POD_SECURITY_LABELS},
+    }
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(options, serving_names(options.model_name).config_map),
+        "data": config_files,
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(options, app),
+        "spec": {
+            "selector": {"app": app},
+            "ports": [
+                {"name": "grpc", "port": options.grpc_port, "targetPort": options.grpc_port},
+                {"name": "http", "port": options.rest_port, "targetPort": options.rest_port},
+            ],
+        },
+    }
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _metadata(options, app),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
+            "minReplicas": options.min_replicas,
+            "maxReplicas": options.max_replicas,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": options.target_cpu_percent},
+                    },
+                }
+            ],
+        },
+    }
+    # maxUnavailable (not minAvailable) never blocks a node drain, whatever the replica count.
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(options, app),
+        "spec": {"maxUnavailable": 1, "selector": selector},
+    }
+    return {
+        "kubernetes/namespace.yaml": _dump(namespace),
+        "kubernetes/configmap.yaml": _dump(configmap),
+        "kubernetes/deployment.yaml": _dump(_deployment(options, args)),
+        "kubernetes/service.yaml": _dump(service),
+        "kubernetes/hpa.yaml": _dump(hpa),
+        "kubernetes/pdb.yaml": _dump(pdb),
+        "kubernetes/networkpolicy.yaml": _dump(_network_policy(options)),
+    }
+
+
+def kserve_inference_service(options: ServingOptions) -> str:
+    """A KServe v1beta1 InferenceService with the `tensorflow` model format (KServe runs TF Serving).
+
+    The predictor carries the Deployment's pod settings where KServe's schema has them: the pod and container
+    security contexts, no service-account token, /tmp on an emptyDir. An image by digest replaces KServe's
+    runtime image; a tag becomes `runtimeVersion`.
+    """
+    image = _image(options)
+    names = serving_names(options.model_name)
+    model: Manifest = {
+        "modelFormat": {"name": "tensorflow"},
+        **({"image": image} if is_digest(image) else {"runtimeVersion": image.rsplit(":", 1)[-1]}),
+        "storageUri": options.storage_uri or f"pvc://{options.pvc}/{options.model_name}",
+        "resources": _resources(options),
+        "env": [_HOME],
+        "securityContext": container_security_context(options),
+        "volumeMounts": [_TMP_MOUNT],
+    }
+    service = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        # No `app` label: KServe copies the InferenceService's labels to its pods, which the Service, PDB and
+        # NetworkPolicy of the Deployment (same label) would then select.
+        "metadata": {"name": names.inference_service, "namespace": options.namespace},
+        "spec": {
+            "predictor": {
+                "minReplicas": options.min_replicas,
+                "maxReplicas": options.max_replicas,
+                "automountServiceAccountToken": False,
+                "securityContext": pod_security_context(options),
+                "model": model,
+                "volumes": [_TMP_VOLUME],
+            }
+        },
+    }
+    return _dump(service)
