@@ -45,19 +45,12 @@ def _instructions(text: str) -> list[tuple[str, str]]:
     return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "") for line in logical]
 
 
-def _args() -> dict[str, str]:
-    return dict(
-        arguments.split("=", 1) for keyword, arguments in _instructions(DOCKERFILE.read_text()) if keyword == "ARG"
-    )
-
-
 def _stages() -> dict[str, Stage]:
-    args = _args()
     stages: dict[str, Stage] = {}
     stage: Stage | None = None
     for keyword, arguments in _instructions(DOCKERFILE.read_text()):
         if keyword == "FROM":
-            base, _, name = re.sub(r"\$\{(\w+)\}", lambda m: args[m[1]], arguments).partition(" AS ")
+            base, _, name = arguments.partition(" AS ")
             parent = stages.get(base.strip())
             stage = Stage(base=base.strip(), name=name.strip(), user=parent.user if parent else "root")
             stages[stage.name] = stage
@@ -101,12 +94,12 @@ def test_pinned_packages_equal_the_project_constraints() -> None:
 
 
 def test_beam_worker_image_matches_the_beam_pin() -> None:
-    image = _args()["BEAM_SDK_IMAGE"]
+    image = _stages()["beam-sdk"].base
     assert image == f"apache/beam_python3.11_sdk:{_constraints()['apache-beam']}"
 
 
 def test_base_is_python_3_11_with_glibc_2_39_or_newer() -> None:
-    image = _args()["PYTHON_IMAGE"]
+    image = _stages()["tfxp"].base
     match = re.fullmatch(r"python:3\.11(?:\.\d+)?-(?:slim-)?(?P<codename>[a-z]+)", image)
     assert match, image
     assert GLIBC_BY_CODENAME[match["codename"]] >= MIN_GLIBC
