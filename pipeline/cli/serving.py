@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from pipeline.cli.console import UserError, console, fail, user_errors
+from pipeline.cli.console import UserError, console, error_console, fail, user_errors
 from pipeline.cli.options import (
     ConfigOption,
     GrpcOption,
@@ -27,9 +27,11 @@ from pipeline.cli.options import (
 )
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
+from serving.k8s_check import CheckToolError
 
 if TYPE_CHECKING:
     from serving.client import ServingClient
+    from serving.k8s_check import Finding
     from serving.manager import ModelConfig
 
 ModelNameOption = Annotated[str | None, typer.Option("--model-name", help="Model name (default serving.model_name).")]
@@ -309,16 +311,45 @@ def local_model_dir(config: TfxpConfig) -> str:
     return "" if config.serving.remote_base else str(Path(output_layout(config).serving_base).resolve())
 
 
-@user_errors(ValueError, OSError)
+def _print_findings(findings: list[Finding]) -> None:
+    style = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[bold red]FAIL[/]"}
+    for finding in findings:
+        console.print(f"{style[finding.status]} {escape(finding.message)}", highlight=False, soft_wrap=True)
+
+
+@user_errors(ValueError, OSError, CheckToolError)
 def deploy_assets(
     out: Annotated[Path, typer.Option("--out", help="Directory for the assets (created).")],
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Then validate the manifests: Kubernetes schemas (strict), name rules, the restricted Pod "
+            "Security Standard and checkov; exit 1 when any check fails.",
+        ),
+    ] = False,
     config_file: ConfigOption = None,
     overrides: SetOption = None,
 ) -> None:
     """Write TF Serving deployment assets from the config: models.config, batching and monitoring configs,
-    docker run scripts (CPU/GPU), Kubernetes Deployment/Service/HPA and a KServe InferenceService."""
+    docker run scripts (CPU/GPU), Kubernetes Namespace/ConfigMap/Deployment/Service/HPA/PodDisruptionBudget/
+    NetworkPolicy and a KServe InferenceService."""
     config = load_cli_config(config_file, overrides)
-    from serving.deploy import write_deploy_assets
+    from serving.deploy import WARNINGS_FILE, deploy_warnings, write_deploy_assets
 
     for path in write_deploy_assets(config.serving, out, local_model_dir(config)):
         console.print(f"wrote {path}", highlight=False)
+    for warning in deploy_warnings(config.serving):
+        error_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    if deploy_warnings(config.serving):
+        console.print(f"(the warnings are in {out / WARNINGS_FILE})", highlight=False)
+    if check:
+        from serving.k8s_check import KUBERNETES_VERSION, check_deploy_assets
+
+        console.print(f"checking {out} (Kubernetes {KUBERNETES_VERSION} schemas, strict):", highlight=False)
+        report = check_deploy_assets(out)
+        _print_findings(report.findings)
+        failures = sum(finding.status == "fail" for finding in report.findings)
+        if failures:
+            raise fail(f"{failures} check(s) of {out} failed (listed above)", code=1)
+        console.print("check passed", highlight=False)

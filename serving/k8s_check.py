@@ -1,0 +1,294 @@
+"""Checks of the written Kubernetes and KServe manifests, as `tfxp deploy-assets --check` and the tests run them.
+
+`check_deploy_assets(out_dir)` reads `kubernetes/*.yaml` and `kserve/*.yaml` under `out_dir` and checks:
+
+- every object against the Kubernetes OpenAPI schemas, strictly (unknown fields are errors), with
+  kubernetes-validate (the `check` extra; its schemas ship with it, so this runs offline). It has no schema for
+  KServe's InferenceService, whose predictor is a core PodSpec plus KServe's fields and whose model is a core
+  Container plus KServe's fields: those parts are checked as the Pod KServe will create (`predictor_pod`);
+- every `metadata.name` against the rule for its kind (`serving.k8s_names.NAME_RULES`), which schema
+  validators do not check but the API server does;
+- every pod against the "restricted" Pod Security Standard (`restricted_violations`);
+- the directory with checkov (`run_checkov`), with the skips and soft failures of `serving/checkov.yaml`.
+
+Example:
+    report = check_deploy_assets(Path("deploy"))
+    for finding in report.findings:
+        print(finding.status, finding.message)
+    report.ok  # False when anything failed
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from serving.k8s_names import name_problem
+
+KUBERNETES_VERSION = "1.33"  # the schemas kubernetes-validate checks against
+CHECKOV_CONFIG = Path(__file__).with_name("checkov.yaml")
+# Where `make setup` installs checkov: a venv of its own, as its pins conflict with constraints.txt.
+CHECKOV_VENV_BINARY = Path(__file__).resolve().parents[1] / ".venv-checkov" / "bin" / "checkov"
+# Fields KServe adds to the PodSpec of `spec.predictor` and to the Container of `spec.predictor.model`
+# (config/crd/full/serving.kserve.io_inferenceservices.yaml, v1beta1); the rest are core Kubernetes fields.
+KSERVE_PREDICTOR_FIELDS = frozenset(
+    {
+        *("minReplicas", "maxReplicas", "scaleTarget", "scaleMetric", "scaleMetricType", "autoScaling"),
+        *("containerConcurrency", "timeout", "canaryTrafficPercent", "deploymentStrategy", "workerSpec"),
+        *("logger", "batcher", "labels", "annotations", "storageUris", "storageContainerName", "model"),
+    }
+)
+KSERVE_MODEL_FIELDS = frozenset(
+    {"modelFormat", "runtime", "runtimeVersion", "protocolVersion", "storageUri", "storage"}
+)
+_RESTRICTED_VOLUMES = frozenset(
+    {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+)
+
+Manifest = dict[str, Any]
+Status = Literal["ok", "fail", "warn"]
+
+
+class CheckToolError(RuntimeError):
+    """A tool the check needs is not installed; the message says how to install it."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report: `ok`, `fail` (the check fails) or `warn` (reported, not fatal)."""
+
+    status: Status
+    message: str
+
+
+@dataclass
+class CheckReport:
+    """What `check_deploy_assets` found, in the order it checked."""
+
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether nothing failed (warnings allowed)."""
+        return all(finding.status != "fail" for finding in self.findings)
+
+    def add(self, status: Status, message: str) -> None:
+        self.findings.append(Finding(status, message))
+
+
+@dataclass(frozen=True)
+class CheckovFinding:
+    check_id: str
+    name: str
+    resource: str
+
+
+@dataclass(frozen=True)
+class CheckovResult:
+    """checkov's verdict on one directory or file."""
+
+    version: str
+    passed: int
+    failed: tuple[CheckovFinding, ...]
+
+
+def load_manifests(out_dir: Path) -> list[tuple[str, Manifest]]:
+    """(path relative to `out_dir`, object) for every YAML document under kubernetes/ and kserve/."""
+    documents = []
+    for path in sorted(out_dir.glob("kubernetes/*.yaml")) + sorted(out_dir.glob("kserve/*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                documents.append((str(path.relative_to(out_dir)), document))
+    return documents
+
+
+def predictor_pod(service: Manifest) -> Manifest:
+    """The Pod KServe creates for an InferenceService's predictor, as far as the manifest decides it."""
+    predictor = service["spec"]["predictor"]
+    model = {key: value for key, value in predictor.get("model", {}).items() if key not in KSERVE_MODEL_FIELDS}
+    spec = {key: value for key, value in predictor.items() if key not in KSERVE_PREDICTOR_FIELDS}
+    spec["containers"] = [{"name": "kserve-container", **model}, *spec.get("containers", [])]
+    metadata = {"name": f"{service['metadata']['name']}-predictor", "namespace": service["metadata"]["namespace"]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _pod_spec(document: Manifest) -> Manifest | None:
+    kind = document.get("kind")
+    if kind == "Pod":
+        return document["spec"]
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
+        return document["spec"]["template"]["spec"]
+    return None
+
+
+def restricted_violations(pod_spec: Manifest) -> list[str]:
+    """What the "restricted" Pod Security Standard refuses in `pod_spec` (empty: admitted).
+
+    Covers what the profile checks on pods like these: host namespaces, volume types, host ports, privileged
+    containers, privilege escalation, capabilities, non-root and seccomp (pod level, or every container).
+    """
+    problems = [f"{key} is true" for key in ("hostNetwork", "hostPID", "hostIPC") if pod_spec.get(key)]
+    for volume in pod_spec.get("volumes", []):
+        kinds = sorted(set(volume) - {"name"} - _RESTRICTED_VOLUMES)
+        if kinds:
+            problems.append(f"volume {volume.get('name')} is of type {', '.join(kinds)}")
+    pod = pod_spec.get("securityContext") or {}
+    for container in [*pod_spec.get("initContainers", []), *pod_spec.get("containers", [])]:
+        context = container.get("securityContext") or {}
+        capabilities = context.get("capabilities") or {}
+        seccomp = (context.get("seccompProfile") or pod.get("seccompProfile") or {}).get("type")
+        checks = {
+            "privileged": bool(context.get("privileged")),
+            "allowPrivilegeEscalation is not false": context.get("allowPrivilegeEscalation") is not False,
+            "capabilities do not drop ALL": "ALL" not in capabilities.get("drop", []),
+            "capabilities add more than NET_BIND_SERVICE": bool(
+                set(capabilities.get("add", [])) - {"NET_BIND_SERVICE"}
+            ),
+            "runAsNonRoot is not true": context.get("runAsNonRoot", pod.get("runAsNonRoot")) is not True,
+            "runs as UID 0": context.get("runAsUser", pod.get("runAsUser")) == 0,
+            "seccompProfile is not RuntimeDefault or Localhost": seccomp not in ("RuntimeDefault", "Localhost"),
+            "uses a hostPort": any(port.get("hostPort") for port in container.get("ports", [])),
+        }
+        problems += [f"container {container.get('name')}: {what}" for what, bad in checks.items() if bad]
+    return problems
+
+
+def _schema_problem(document: Manifest, kubernetes_version: str) -> str | None:
+    try:
+        import kubernetes_validate
+    except ImportError:
+        raise CheckToolError(
+            "kubernetes-validate is not installed; install the check extra: pip install -e '.[check]' (make setup does)"
+        ) from None
+    try:
+        kubernetes_validate.validate(document, kubernetes_version, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        where = ".".join(str(part) for part in error.absolute_path)
+        return f"{error.message} (at {where or 'the top'})"
+    except kubernetes_validate.SchemaNotFoundError as error:
+        return error.message
+    return None
+
+
+def find_checkov() -> str | None:
+    """checkov's executable: $TFXP_CHECKOV, else the repository's `.venv-checkov`, else `checkov` on PATH."""
+    if os.environ.get("TFXP_CHECKOV"):
+        return os.environ["TFXP_CHECKOV"]
+    if CHECKOV_VENV_BINARY.is_file():
+        return str(CHECKOV_VENV_BINARY)
+    return shutil.which("checkov")
+
+
+def checkov_exceptions(config: Path = CHECKOV_CONFIG) -> dict[str, tuple[str, str]]:
+    """check id → (`skip-check` or `soft-fail-on`, the reason on its line) from checkov's config file."""
+    listed = yaml.safe_load(config.read_text())
+    reasons = dict(re.findall(r"^\s*-\s*(CKV\w+)\s*#\s*(.*?)\s*$", config.read_text(), flags=re.MULTILINE))
+    return {
+        check_id: (kind, reasons.get(check_id, ""))
+        for kind in ("skip-check", "soft-fail-on")
+        for check_id in listed.get(kind) or []
+    }
+
+
+def run_checkov(target: Path, framework: str, checkov: str | None = None) -> CheckovResult:
+    """Runs checkov with `serving/checkov.yaml` on a directory or file and returns what it found.
+
+    Args:
+        target: A directory (scanned recursively) or one file.
+        framework: checkov's framework, `kubernetes` or `dockerfile`.
+        checkov: The executable; None = `find_checkov()`.
+
+    Raises:
+        CheckToolError: no checkov found, or it did not answer in JSON.
+    """
+    executable = checkov or find_checkov()
+    if executable is None:
+        raise CheckToolError(
+            "checkov is not installed; `make setup` puts it in .venv-checkov (its pins conflict with "
+            "constraints.txt), or point TFXP_CHECKOV at a checkov executable"
+        )
+    command = [executable, "--config-file", str(CHECKOV_CONFIG), "--framework", framework, "-o", "json"]
+    command += ["-d" if target.is_dir() else "-f", str(target)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+    try:
+        reports = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise CheckToolError(f"checkov ({executable}) did not report in JSON: {result.stderr[-2000:]}") from None
+    passed, failed, version = 0, [], ""
+    for report in reports if isinstance(reports, list) else [reports]:
+        summary = report.get("summary", report)  # a scan that found nothing to check prints the summary only
+        passed += summary.get("passed", 0)
+        version = summary.get("checkov_version", version)
+        failed += [
+            CheckovFinding(item["check_id"], item["check_name"], item["resource"])
+            for item in report.get("results", {}).get("failed_checks", [])
+        ]
+    return CheckovResult(version, passed, tuple(failed))
+
+
+def _check_object(report: CheckReport, path: str, document: Manifest, kubernetes_version: str) -> None:
+    kind, name = document.get("kind", "?"), document.get("metadata", {}).get("name", "?")
+    where = f"{path}: {kind} {name}"
+    pod = predictor_pod(document) if kind == "InferenceService" else None
+    problems = [_schema_problem(pod or document, kubernetes_version)]
+    try:
+        problems.append(name_problem(kind, name))
+    except KeyError:
+        problems.append(f"no name rule for kind {kind} in serving.k8s_names.NAME_RULES")
+    spec = _pod_spec(pod or document)
+    problems += [f"restricted Pod Security Standard: {problem}" for problem in restricted_violations(spec or {})]
+    failed = [problem for problem in problems if problem]
+    for problem in failed:
+        report.add("fail", f"{where}: {problem}")
+    if not failed:
+        checked = "schema, name" + (", restricted pod security" if spec is not None else "")
+        report.add("ok", f"{where} ({checked})")
+
+
+def check_deploy_assets(
+    out_dir: Path, checkov: str | None = None, kubernetes_version: str = KUBERNETES_VERSION
+) -> CheckReport:
+    """Checks the manifests `tfxp deploy-assets` wrote to `out_dir` (see the module docstring).
+
+    Args:
+        out_dir: The `--out` directory of `tfxp deploy-assets`.
+        checkov: checkov's executable; None = `find_checkov()`.
+        kubernetes_version: The Kubernetes version whose schemas the objects must satisfy.
+
+    Raises:
+        CheckToolError: kubernetes-validate or checkov is not installed.
+    """
+    report = CheckReport()
+    documents = load_manifests(out_dir)
+    if not documents:
+        report.add("fail", f"no manifests under {out_dir}/kubernetes or {out_dir}/kserve")
+    for path, document in documents:
+        _check_object(report, path, document, kubernetes_version)
+    scan = run_checkov(out_dir, "kubernetes", checkov)
+    exceptions = checkov_exceptions()
+    hard_failures = 0
+    for finding in scan.failed:
+        kind, reason = exceptions.get(finding.check_id, ("", ""))
+        if kind == "soft-fail-on":
+            report.add(
+                "warn", f"checkov {finding.check_id} {finding.resource}: {finding.name} (soft failure: {reason})"
+            )
+        else:
+            hard_failures += 1
+            report.add("fail", f"checkov {finding.check_id} {finding.resource}: {finding.name}")
+    skipped = sorted(check_id for check_id, (kind, _) in exceptions.items() if kind == "skip-check")
+    report.add(
+        "fail" if hard_failures else "ok",
+        f"checkov {scan.version}: {scan.passed} passed, {len(scan.failed)} failed "
+        f"({len(scan.failed) - hard_failures} of them soft failures); skipped by {CHECKOV_CONFIG.name}: "
+        f"{', '.join(skipped) or 'none'}",
+    )
+    return report
