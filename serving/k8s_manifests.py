@@ -2,7 +2,7 @@
 
 `kubernetes_manifests(options, config_files, args)` returns file name → YAML for:
 
-- `kubernetes/namespace.yaml`: `serving.namespace`, labelled to enforce the "restricted" Pod Security Standard
+- `kubernetes/00-namespace.yaml`: `serving.namespace`, labelled to enforce the "restricted" Pod Security Standard
   (a file of its own: leave it out to deploy into a namespace you manage);
 - `kubernetes/configmap.yaml`: the TF Serving config files (`config_files`);
 - `kubernetes/deployment.yaml`: TF Serving with `args`; non-root (`serving.run_as_user`), no privilege
@@ -266,7 +266,7 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
         "spec": {"maxUnavailable": 1, "selector": selector},
     }
     return {
-        "kubernetes/namespace.yaml": _dump(namespace),
+        "kubernetes/00-namespace.yaml": _dump(namespace),
         "kubernetes/configmap.yaml": _dump(configmap),
         "kubernetes/deployment.yaml": _dump(_deployment(options, args)),
         "kubernetes/service.yaml": _dump(service),

@@ -168,7 +168,7 @@ def parse_label(entry: str) -> tuple[str, str]:
     match = _LABEL_ENTRY.fullmatch(entry)
     if not match or len(match["prefix"] or "") > 253:
         raise ValueError(
-            f"{entry!r} is not a Kubernetes label `key=value` (key `[prefix/]name`; name and value up to 63 "
+            f"{entry!r} is not a Kubernetes label `key=value` (key `name` or `prefix/name`; name and value up to 63 "
             "letters, digits, '-', '_' or '.'), e.g. `app.kubernetes.io/name=frontend`"
         )
     key, _, value = entry.partition("=")

@@ -58,7 +58,7 @@ class ServingOptions(ConfigSection):
         target_cpu_percent: Autoscaler CPU utilisation target.
         model_pvc: PersistentVolumeClaim with the models (empty = `<model_name>-models`, made a valid name).
         storage_uri: KServe storageUri (empty = `pvc://<model_pvc>/<model_name>`).
-        namespace: Kubernetes namespace of every object; `kubernetes/namespace.yaml` creates it with the
+        namespace: Kubernetes namespace of every object; `kubernetes/00-namespace.yaml` creates it with the
             "restricted" Pod Security Standard enforced.
         allowed_namespaces: Namespaces whose pods may reach the gRPC and REST ports (the NetworkPolicy);
             empty = the serving namespace only. List the serving namespace too if its pods call the model.

@@ -141,7 +141,7 @@ def test_kubernetes_manifests_parse_and_carry_the_config(assets: dict[str, str])
     namespaced = [doc for doc in namespaced if doc["kind"] != "Namespace"]
     assert len(namespaced) == 7  # ConfigMap, Deployment, Service, HPA, PDB, NetworkPolicy, InferenceService
     assert {doc["metadata"]["namespace"] for doc in namespaced} == {"ml"}
-    assert yaml.safe_load(assets["kubernetes/namespace.yaml"])["metadata"]["name"] == "ml"
+    assert yaml.safe_load(assets["kubernetes/00-namespace.yaml"])["metadata"]["name"] == "ml"
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "tensorflow/serving:2.19.1-gpu"  # gpus=1
     assert container["readinessProbe"]["httpGet"] == {"path": "/v1/models/flowers", "port": 9001}
