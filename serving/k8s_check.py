@@ -116,7 +116,9 @@ def predictor_pod(service: Manifest) -> Manifest:
     model = {key: value for key, value in predictor.get("model", {}).items() if key not in KSERVE_MODEL_FIELDS}
     spec = {key: value for key, value in predictor.items() if key not in KSERVE_PREDICTOR_FIELDS}
     spec["containers"] = [{"name": "kserve-container", **model}, *spec.get("containers", [])]
-    metadata = {"name": f"{service['metadata']['name']}-predictor", "namespace": service["metadata"]["namespace"]}
+    metadata = {"name": f"{service['metadata']['name']}-predictor"}
+    if "namespace" in service["metadata"]:
+        metadata["namespace"] = service["metadata"]["namespace"]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 

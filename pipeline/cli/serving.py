@@ -27,11 +27,10 @@ from pipeline.cli.options import (
 )
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
-from serving.k8s_check import CheckToolError
+from serving.k8s_check import KUBERNETES_VERSION, CheckToolError, Finding, check_deploy_assets
 
 if TYPE_CHECKING:
     from serving.client import ServingClient
-    from serving.k8s_check import Finding
     from serving.manager import ModelConfig
 
 ModelNameOption = Annotated[str | None, typer.Option("--model-name", help="Model name (default serving.model_name).")]
@@ -339,17 +338,15 @@ def deploy_assets(
 
     for path in write_deploy_assets(config.serving, out, local_model_dir(config)):
         console.print(f"wrote {path}", highlight=False)
-    for warning in deploy_warnings(config.serving):
+    warnings = deploy_warnings(config.serving)
+    for warning in warnings:
         error_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
-    if deploy_warnings(config.serving):
-        console.print(f"(the warnings are in {out / WARNINGS_FILE})", highlight=False)
+    if warnings:
+        console.print(f"(the warnings are also in {out / WARNINGS_FILE})", highlight=False)
     if check:
-        from serving.k8s_check import KUBERNETES_VERSION, check_deploy_assets
-
         console.print(f"checking {out} (Kubernetes {KUBERNETES_VERSION} schemas, strict):", highlight=False)
         report = check_deploy_assets(out)
         _print_findings(report.findings)
-        failures = sum(finding.status == "fail" for finding in report.findings)
-        if failures:
-            raise fail(f"{failures} check(s) of {out} failed (listed above)", code=1)
+        if not report.ok:
+            raise fail(f"the check of {out} failed: see the FAIL lines above", code=1)
         console.print("check passed", highlight=False)
