@@ -19,8 +19,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from components.contract import IMAGE_KEY
 from components.trainer.export import export_saved_model
-from components.trainer.input_pipeline import IMAGE_KEY
 from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
 
 

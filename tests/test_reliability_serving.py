@@ -29,6 +29,7 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from serving_fixtures import random_png, tiny_classifier, write_classification_version, write_model_version
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
@@ -36,7 +37,6 @@ from serving.batching import BatchingOptions
 from serving.client import GrpcClient
 from serving.manager import ModelConfig
 from serving.server import ModelServer, ServerOptions
-from serving.testing import random_png, tiny_classifier, write_classification_version, write_model_version
 
 SIZE, LABELS = 8, ["zero", "one", "two"]
 MAX_BATCH = 8
