@@ -143,6 +143,9 @@ class KubeflowSection(ConfigSection):
       e.g. `regcred`.
     pod_labels: Labels of every component pod, `key=value`, e.g. `team=ml-platform`.
     pod_annotations: Annotations of every component pod, `key=value`, e.g. `sidecar.istio.io/inject=false`.
+    notify_url: Where an exit handler posts each run's outcome as JSON (with a Slack-compatible `text`), e.g.
+      a Slack incoming webhook; empty = no exit handler. It is compiled into the spec, readable by anyone who
+      can read the pipeline.
     """
 
     image: str = "tfxp:0.1.0"
@@ -162,6 +165,7 @@ class KubeflowSection(ConfigSection):
     image_pull_secrets: tuple[str, ...] = ()
     pod_labels: tuple[str, ...] = ()
     pod_annotations: tuple[str, ...] = ()
+    notify_url: str = Field("", pattern=r"^(https?://\S+)?$")
 
 
 class BeamSection(ConfigSection):

@@ -153,16 +153,44 @@ def _store_deployment_config(
     spec.deployment_spec.update(json_format.MessageToDict(config))
 
 
+def dags(spec: pipeline_spec_pb2.PipelineSpec) -> list[pipeline_spec_pb2.DagSpec]:
+    """The root DAG, then the DAGs of the DAG components its tasks run, outermost first.
+
+    TFX's compiler nests every pipeline task in one DAG component, `tfx-dag`, when the pipeline has an
+    exit handler; the root then runs `tfx-dag` and the exit handler.
+    """
+    found = [spec.root.dag]
+    for dag in found:  # grows while it is walked
+        for task in dag.tasks.values():
+            component = spec.components.get(task.component_ref.name)
+            if component is not None and component.WhichOneof("implementation") == "dag":
+                found.append(component.dag)
+    return found
+
+
+def pipeline_tasks(spec: pipeline_spec_pb2.PipelineSpec) -> dict[str, pipeline_spec_pb2.PipelineTaskSpec]:
+    """Every task that runs an executor (not a nested DAG), by name, from every DAG.
+
+    TFX names tasks after component ids, which are unique across the pipeline.
+    """
+    return {
+        name: task
+        for dag in dags(spec)
+        for name, task in dag.tasks.items()
+        if spec.components[task.component_ref.name].WhichOneof("implementation") != "dag"
+    }
+
+
 def executor_label(spec: pipeline_spec_pb2.PipelineSpec, task: str) -> str:
-    """The executor label of a root-DAG task (task → component → executor)."""
-    component = spec.root.dag.tasks[task].component_ref.name
+    """The executor label of a task in any DAG (task → component → executor)."""
+    component = pipeline_tasks(spec)[task].component_ref.name
     return spec.components[component].executor_label
 
 
 def container_tasks(spec: pipeline_spec_pb2.PipelineSpec) -> Iterator[tuple[str, ContainerSpec]]:
-    """(task name, container spec) of every root-DAG task that runs a container, in sorted order."""
+    """(task name, container spec) of every task that runs a container, in sorted order."""
     config = _deployment_config(spec)
-    for task in sorted(spec.root.dag.tasks):
+    for task in sorted(pipeline_tasks(spec)):
         executor = config.executors.get(executor_label(spec, task))
         if executor is not None and executor.WhichOneof("spec") == "container":
             yield task, executor.container
@@ -197,11 +225,12 @@ def _resource_spec(resources: Resources) -> ResourceSpec:
 
 
 def _check_task_names(spec: pipeline_spec_pb2.PipelineSpec, names: Any, what: str) -> None:
-    unknown = sorted(set(names) - set(spec.root.dag.tasks))
+    tasks = pipeline_tasks(spec)
+    unknown = sorted(set(names) - set(tasks))
     if unknown:
         raise SpecPatchError(
             f"{what} names {', '.join(unknown)}, which the compiled pipeline does not have; "
-            f"its tasks are {', '.join(sorted(spec.root.dag.tasks))}"
+            f"its tasks are {', '.join(sorted(tasks))}"
         )
 
 
@@ -224,22 +253,24 @@ def drop_resolver_tasks(doc: PipelineDoc) -> list[str]:
         and config.executors[component.executor_label].WhichOneof("spec") == "resolver"
     }
     dropped = sorted(
-        task for task, body in spec.root.dag.tasks.items() if body.component_ref.name in resolver_components
+        task for task, body in pipeline_tasks(spec).items() if body.component_ref.name in resolver_components
     )
     emptied: dict[str, list[str]] = {task: [] for task in dropped}
-    for task in dropped:
-        del spec.root.dag.tasks[task]
-    for name, task in spec.root.dag.tasks.items():
-        for key in sorted(task.inputs.artifacts):
-            producer = task.inputs.artifacts[key].task_output_artifact.producer_task
-            if producer in emptied:
-                del task.inputs.artifacts[key]
-                # The consumer's component must not declare an input no task provides.
-                del spec.components[task.component_ref.name].input_definitions.artifacts[key]
-                emptied[producer].append(f"{name}.{key}")
-        kept = [dependency for dependency in task.dependent_tasks if dependency not in emptied]
-        del task.dependent_tasks[:]
-        task.dependent_tasks.extend(kept)
+    for dag in dags(spec):
+        for task in dropped:
+            if task in dag.tasks:
+                del dag.tasks[task]
+        for name, body in dag.tasks.items():
+            for key in sorted(body.inputs.artifacts):
+                producer = body.inputs.artifacts[key].task_output_artifact.producer_task
+                if producer in emptied:
+                    del body.inputs.artifacts[key]
+                    # The consumer's component must not declare an input no task provides.
+                    del spec.components[body.component_ref.name].input_definitions.artifacts[key]
+                    emptied[producer].append(f"{name}.{key}")
+            kept = [dependency for dependency in body.dependent_tasks if dependency not in emptied]
+            del body.dependent_tasks[:]
+            body.dependent_tasks.extend(kept)
     for component in resolver_components:
         config.executors.pop(spec.components[component].executor_label, None)
         del spec.components[component]
@@ -251,6 +282,31 @@ def drop_resolver_tasks(doc: PipelineDoc) -> list[str]:
     return [f"dropped resolver tasks {', '.join(dropped)}: open-source KFP cannot run resolver nodes{fed}"]
 
 
+def _is_exit_handler(task: pipeline_spec_pb2.PipelineTaskSpec) -> bool:
+    return any(spec.WhichOneof("kind") == "task_final_status" for spec in task.inputs.parameters.values())
+
+
+def wire_exit_handler(spec: pipeline_spec_pb2.PipelineSpec) -> None:
+    """Completes what TFX's compiler leaves out when a pipeline has both an exit handler and run parameters.
+
+    TFX moves the pipeline's tasks into the DAG component `tfx-dag` but declares the run parameters on the
+    root only, so a task's `componentInputParameter` would name an input `tfx-dag` does not have: the
+    DAG component gets the root's parameter definitions and the root's `tfx-dag` task passes them on,
+    as kfp's compiler does for `dsl.ExitHandler`. The exit handler's final-status input is declared
+    `TASK_FINAL_STATUS`, the type kfp gives `dsl.PipelineTaskFinalStatus` (TFX declares `STRING`).
+    """
+    for task in spec.root.dag.tasks.values():
+        component = spec.components[task.component_ref.name]
+        if component.WhichOneof("implementation") == "dag":
+            for name, definition in spec.root.input_definitions.parameters.items():
+                component.input_definitions.parameters[name].parameter_type = definition.parameter_type
+                task.inputs.parameters[name].component_input_parameter = name
+        for key, value in task.inputs.parameters.items():
+            if value.WhichOneof("kind") == "task_final_status":
+                definition = component.input_definitions.parameters[key]
+                definition.parameter_type = pipeline_spec_pb2.ParameterType.TASK_FINAL_STATUS
+
+
 def _set_kubernetes_executor_config(doc: PipelineDoc, label: str, values: dict[str, Any]) -> None:
     platform = doc.platform_spec.platforms[KUBERNETES_PLATFORM]
     platform.deployment_spec.executors[label].update(values)
@@ -259,8 +315,9 @@ def _set_kubernetes_executor_config(doc: PipelineDoc, label: str, values: dict[s
 def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
     """Applies `patch` to `doc` in place; returns notes about what changed beyond the patch's fields.
 
-    Resolver tasks are dropped first (see `drop_resolver_tasks`). Resources, the image and retries apply
-    to container tasks; caching to every task.
+    Resolver tasks are dropped first (see `drop_resolver_tasks`) and an exit handler is wired up (see
+    `wire_exit_handler`). Resources, the image and retries apply to container tasks; caching to every task
+    in any DAG but the exit handler, which must run on every run.
 
     Raises:
         SpecPatchError: a task name in the patch is not in the spec, a quantity is malformed, or the
@@ -281,10 +338,14 @@ def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
             raise SpecPatchError(f"{task}: {accelerator.count} accelerators requested without an accelerator type")
 
     notes = drop_resolver_tasks(doc)
+    wire_exit_handler(spec)
     config = _deployment_config(spec)
-    for task in sorted(spec.root.dag.tasks):
-        body = spec.root.dag.tasks[task]
-        body.caching_options.enable_cache = patch.enable_cache and task not in patch.uncached_tasks
+    tasks = pipeline_tasks(spec)
+    for task in sorted(tasks):
+        body = tasks[task]
+        # A cached exit handler would not run, and so not report the run.
+        cached = patch.enable_cache and task not in patch.uncached_tasks and not _is_exit_handler(body)
+        body.caching_options.enable_cache = cached
         label = executor_label(spec, task)
         executor = config.executors.get(label)
         if executor is None or executor.WhichOneof("spec") != "container":

@@ -1,0 +1,120 @@
+"""`RunNotice`: the Kubeflow exit handler that posts the run's outcome (TFX glue over `components.notify.notice`).
+
+`pipeline.kubeflow.compile` hands it to `KubeflowV2DagRunner.set_exit_handler` when `kubeflow.notify_url`
+is set; KFP runs it after the pipeline's DAG, also when a task failed. Its `final_status` parameter is
+bound to TFX's `FinalStatusStr`, which the compiler turns into KFP's `taskFinalStatus` input. Whatever
+goes wrong while reading the run's outputs or posting is logged; the component itself always succeeds.
+"""
+
+# No `from __future__ import annotations`: TFX reads the component function's annotations as real types.
+import json
+import logging
+import posixpath
+from typing import Any
+
+from tfx.dsl.component.experimental.annotations import Parameter
+from tfx.dsl.component.experimental.decorators import component
+from tfx.dsl.io import fileio
+
+from components.notify.notice import (
+    FinalStatus,
+    FinalStatusError,
+    blessing_verdict,
+    notice_payload,
+    parse_final_status,
+    post_notice,
+    pushed_version_of,
+    run_outcome,
+)
+from components.pusher.atomic import PUSH_RECORD
+
+logger = logging.getLogger(__name__)
+# The task whose blessing the notice reports, and its output key (TFX's Evaluator).
+EVALUATOR_TASK = "Evaluator"
+BLESSING_KEY = "blessing"
+
+
+def _as_json_value(final_status: Any) -> Any:
+    # Open-source KFP passes a struct, which TFX's entrypoint hands over as a protobuf Struct.
+    if hasattr(final_status, "DESCRIPTOR"):
+        from google.protobuf import json_format
+
+        return json_format.MessageToDict(final_status)
+    return final_status
+
+
+def run_outputs_dir(pipeline_root: str, pipeline_name: str, run_id: str) -> str:
+    """Where KFP (and `tfxp run-spec`) put a run's artifacts: `<root>/<pipeline>/<run id>/<task>/<output>`."""
+    return posixpath.join(pipeline_root.rstrip("/"), pipeline_name, run_id)
+
+
+def _blessed(pipeline_root: str, pipeline_name: str, run_id: str) -> bool | None:
+    if not (pipeline_root and run_id):
+        return None
+    pattern = posixpath.join(run_outputs_dir(pipeline_root, pipeline_name, run_id), EVALUATOR_TASK, BLESSING_KEY, "*")
+    return blessing_verdict([str(path) for path in fileio.glob(pattern)])
+
+
+def _push_records(serving_base: str) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
+    if not serving_base:
+        return records
+    for path in fileio.glob(posixpath.join(serving_base.rstrip("/"), "*", PUSH_RECORD)):
+        try:
+            with fileio.open(path) as handle:
+                records[posixpath.dirname(str(path))] = json.loads(handle.read())
+        except (OSError, ValueError) as error:
+            logger.warning("run notice: skipping unreadable push record %s: %s", path, error)
+    return records
+
+
+# KFP runs this after the pipeline's DAG (exit handler); the parameter names are the spec's input names.
+@component
+def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the function)
+    final_status: Parameter[str],
+    notify_url: Parameter[str],
+    pipeline_name: Parameter[str],
+    pipeline_root: Parameter[str] = "",
+    serving_base: Parameter[str] = "",
+    run_id: Parameter[str] = "",
+    run_name: Parameter[str] = "",
+    timeout_seconds: Parameter[float] = 10.0,
+) -> None:
+    """Posts the run's outcome as JSON to `notify_url`; logs, never raises, when that fails.
+
+    Args:
+        final_status: KFP's `PipelineTaskFinalStatus` of the pipeline's DAG.
+        notify_url: The receiver (`kubeflow.notify_url`), e.g. a Slack incoming webhook.
+        pipeline_name: The pipeline's name, for the text and the run's output directory.
+        pipeline_root: The compiled pipeline root; where the Evaluator's blessing is looked up.
+        serving_base: TF Serving's model base path; where this run's pushed version is looked up.
+        run_id: The run's id (`{{$.pipeline_job_uuid}}`, filled in by KFP).
+        run_name: The run's name (`{{$.pipeline_job_name}}`, filled in by KFP).
+        timeout_seconds: How long the post may take.
+    """
+    try:
+        status = parse_final_status(_as_json_value(final_status))
+    except FinalStatusError as error:
+        logger.warning("run notice: %s", error)
+        status = FinalStatus(state="UNKNOWN", error_message=str(error))
+    blessed = None
+    pushed = None
+    try:
+        blessed = _blessed(pipeline_root, pipeline_name, run_id)
+        pushed = pushed_version_of(_push_records(serving_base), run_id)
+    except Exception as error:  # noqa: BLE001  (a storage problem must not cost the notice)
+        logger.warning("run notice: could not read the run's outputs: %s", error)
+    outcome = run_outcome(
+        status,
+        run_id=run_id,
+        run_name=run_name,
+        blessed=True if pushed else blessed,
+        pushed_version=pushed[0] if pushed else None,
+        pushed_path=pushed[1] if pushed else None,
+    )
+    payload = notice_payload(pipeline_name, outcome)
+    result = post_notice(notify_url, payload, timeout=timeout_seconds)
+    if result.delivered:
+        logger.info("run notice delivered (HTTP %s): %s", result.status_code, payload["text"])
+    else:
+        logger.warning("run notice NOT delivered (%s); it said: %s", result.error, payload["text"])
