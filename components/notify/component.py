@@ -26,7 +26,7 @@ from components.notify.notice import (
     pushed_version_of,
     run_outcome,
 )
-from components.pusher.atomic import PUSH_RECORD
+from components.publish import PUSH_RECORD, list_versions
 
 logger = logging.getLogger(__name__)
 # The task whose blessing the notice reports, and its output key (TFX's Evaluator).
@@ -57,13 +57,12 @@ def _blessed(pipeline_root: str, pipeline_name: str, run_id: str) -> bool | None
 
 def _push_records(serving_base: str) -> dict[str, dict[str, Any]]:
     records: dict[str, dict[str, Any]] = {}
-    if not serving_base:
-        return records
-    for path in fileio.glob(posixpath.join(serving_base.rstrip("/"), "*", PUSH_RECORD)):
+    for version_dir in list_versions(serving_base) if serving_base else []:
+        path = posixpath.join(version_dir, PUSH_RECORD)
         try:
             with fileio.open(path) as handle:
-                records[posixpath.dirname(str(path))] = json.loads(handle.read())
-        except (OSError, ValueError) as error:
+                records[version_dir] = json.loads(handle.read())
+        except (OSError, ValueError) as error:  # fileio raises NotFoundError, an OSError, for a missing record
             logger.warning("run notice: skipping unreadable push record %s: %s", path, error)
     return records
 
@@ -102,7 +101,7 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
     try:
         blessed = _blessed(pipeline_root, pipeline_name, run_id)
         pushed = pushed_version_of(_push_records(serving_base), run_id)
-    except Exception as error:  # noqa: BLE001  (a storage problem must not cost the notice)
+    except Exception as error:
         logger.warning("run notice: could not read the run's outputs: %s", error)
     outcome = run_outcome(
         status,

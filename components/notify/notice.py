@@ -110,19 +110,20 @@ def parse_final_status(value: str | Mapping[str, Any]) -> FinalStatus:
     Raises:
         FinalStatusError: not JSON, not an object, or no `state`.
     """
+    status: Any = value
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as error:
-            raise FinalStatusError(f"the final status is not JSON ({error}): {value[:200]!r}") from None
-    if not isinstance(value, Mapping):
-        raise FinalStatusError(f"the final status is not a JSON object: {value!r}")
-    state = value.get("state")
+            status = json.loads(value)
+        except json.JSONDecodeError as problem:
+            raise FinalStatusError(f"the final status is not JSON ({problem}): {value[:200]!r}") from None
+    if not isinstance(status, Mapping):
+        raise FinalStatusError(f"the final status is not a JSON object: {status!r}")
+    state = status.get("state")
     if not isinstance(state, str) or not state:
-        raise FinalStatusError(f"the final status has no state: {dict(value)!r}")
-    error = value.get("error")
+        raise FinalStatusError(f"the final status has no state: {dict(status)!r}")
+    error = status.get("error")
     message = error.get("message", "") if isinstance(error, Mapping) else ""
-    run_name = value.get("pipelineJobResourceName", value.get("pipeline_job_resource_name", ""))
+    run_name = status.get("pipelineJobResourceName", status.get("pipeline_job_resource_name", ""))
     return FinalStatus(state=state, run_name=str(run_name or ""), error_message=str(message or ""))
 
 
@@ -182,8 +183,8 @@ def pushed_version_of(records: Mapping[str, Mapping[str, Any]], run_id: str) -> 
     """The version this run published, from the serving base's push records.
 
     Args:
-        records: Version directory → its push record (`components.pusher.atomic.PUSH_RECORD`: `source`
-            is the pushed model's directory, which lies under the run's outputs).
+        records: Version directory → its push record (`components.publish.PUSH_RECORD`: the Pusher's
+            `identity` is the pushed model's path, which lies under the run's outputs).
         run_id: The run's id; a record whose source path has it as a path segment is this run's.
 
     Returns:
@@ -192,8 +193,8 @@ def pushed_version_of(records: Mapping[str, Mapping[str, Any]], run_id: str) -> 
     if not run_id:
         return None
     for directory, record in sorted(records.items(), reverse=True):
-        source = str(record.get("source", ""))
-        if run_id in source.split("/"):
+        identity = str(record.get("identity", record.get("source", "")))
+        if run_id in identity.split("/"):
             return str(record.get("version", directory.rstrip("/").rsplit("/", 1)[-1])), directory
     return None
 
@@ -244,7 +245,7 @@ def post_notice(url: str, payload: Mapping[str, Any], timeout: float = 10.0) -> 
         method="POST",
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310  (scheme checked above)
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             code = response.status
     except urllib.error.HTTPError as error:
         return NoticeResult(delivered=False, status_code=error.code, error=f"{url} answered HTTP {error.code}")

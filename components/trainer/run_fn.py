@@ -17,13 +17,20 @@ def run_fn(fn_args: Any) -> None:
     """Trains, evaluates and exports the model of the Trainer's `custom_config`.
 
     Args:
-        fn_args: TFX `FnArgs`; reads `custom_config` (see components/trainer/options.py), `train_files`,
-            `eval_files`, `serving_model_dir` and `model_run_dir`.
+        fn_args: TFX `FnArgs`; reads `custom_config` (see components/trainer/options.py), `train_steps`
+            (TFX's train_args, which overrides the trainer section's), `train_files`, `eval_files`,
+            `serving_model_dir` and `model_run_dir`.
 
     Raises:
         TrainerConfigError: a malformed custom_config.
     """
     run = parse_custom_config(fn_args.custom_config)
+    if fn_args.train_steps and fn_args.train_steps != run.trainer.train_steps:
+        # TFX's train_args (num_steps) wins: a Kubeflow run parameter changes it per run (the pipeline compiles
+        # both from trainer.train_steps).
+        options = run.model_dump(mode="json")
+        options["trainer"]["train_steps"] = int(fn_args.train_steps)
+        run = parse_custom_config(options)
     model_run_dir = fn_args.model_run_dir.rstrip("/")
     # The Model artifact dir (parent of Format-Serving/) gets training_metrics.json beside the SavedModel.
     model_artifact_dir = posixpath.dirname(fn_args.serving_model_dir.rstrip("/"))

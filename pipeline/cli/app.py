@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "pipeline": "pipeline.cli.kubeflow_ops:pipeline_app",
     "schedule": "pipeline.cli.kubeflow_ops:schedule_app",
     "runs": "pipeline.cli.kubeflow_ops:runs_app",
+    "run-spec": "pipeline.cli.kubeflow:run_spec_command",
     "run": "pipeline.cli.run:run",
     "serve": "pipeline.cli.serving:serve",
     "predict": "pipeline.cli.serving:predict",

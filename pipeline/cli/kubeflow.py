@@ -1,4 +1,5 @@
-"""`tfxp compile` and `tfxp submit`: the pipeline on Kubeflow Pipelines, and the options every KFP command shares.
+"""`tfxp compile`, `tfxp submit`, `tfxp run-spec` (a compiled spec run here), and the options every KFP command
+shares.
 
 The work happens in the `pipeline.kubeflow` package (compile + patch, submit, auth, runs);
 these handlers parse options and print. kfp and TFX are imported inside the commands
@@ -34,17 +35,18 @@ def warn(message: str) -> None:
 
 
 def _print_compiled(result: CompileResult) -> None:
-    from pipeline.kubeflow.spec import container_tasks, load_pipeline_doc
+    from pipeline.kubeflow.spec import container_tasks, load_pipeline_doc, pipeline_tasks
 
     spec = load_pipeline_doc(result.path).pipeline_spec
     containers = dict(container_tasks(spec))
+    tasks = pipeline_tasks(spec)
     table = Table(
         title=f"{result.path} ({spec.pipeline_info.display_name or spec.pipeline_info.name})", show_edge=False
     )
     for column in ("task", "cpu", "memory", "accelerator", "retries", "cache"):
         table.add_column(column)
     for task in result.tasks:
-        body = spec.root.dag.tasks[task]
+        body = tasks[task]
         resources = containers[task].resources if task in containers else None
         accelerator = resources.accelerator if resources is not None else None
         table.add_row(
@@ -59,6 +61,8 @@ def _print_compiled(result: CompileResult) -> None:
         )
     console.print(table)
     console.print(f"pipeline root: {spec.default_pipeline_root or '(the KFP server default)'}", highlight=False)
+    for name, default in result.parameters.items():
+        console.print(f"run parameter {name} (default {' '.join(default.split())})", highlight=False)
 
 
 def compile_command(
@@ -173,3 +177,56 @@ def submit_command(
     except RunTimeoutError as error:
         raise fail(f"{error}; {run.url}", code=EXIT_WAIT_TIMEOUT) from None
     console.print(f"[green]✓[/] run {run.run_id} {final.state}", highlight=False)
+
+
+def run_spec_command(
+    package: Annotated[Path, typer.Argument(help="Pipeline YAML from `tfxp compile`.")],
+    pipeline_root: Annotated[
+        Path | None,
+        typer.Option("--pipeline-root", help="Local directory for the run's artifacts; default: <spec>-runs/."),
+    ] = None,
+    params: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="A pipeline parameter, `name=value`; repeatable.")
+    ] = None,
+) -> None:
+    """Run a compiled pipeline spec on this machine, task by task, as Kubeflow would run it in pods.
+
+    Each task's container command runs exactly as compiled (TFX's v2 entrypoint, KFP's placeholders resolved)
+    with this environment's Python; artifacts pass by URI under --pipeline-root; the exit handler runs last,
+    also after a failure. Not emulated: pods, images, resources, retries, parallelism, KFP's cache and MLMD.
+
+    Exit codes: 0 the run succeeded, 1 a task failed, 2 bad input.
+    """
+    from pipeline.kubeflow.local_run import RunSpecError, TaskRun, run_spec
+    from pipeline.kubeflow.spec import SpecPatchError
+
+    if not package.is_file():
+        raise fail(f"{package} does not exist; compile it with `tfxp compile --out {package}`")
+    arguments = {}
+    for entry in params or []:
+        name, sep, value = entry.partition("=")
+        if not sep or not name.strip():
+            raise fail(f"--param {entry!r} is not NAME=VALUE, e.g. --param data_path=gs://bucket/data")
+        arguments[name.strip()] = value
+
+    def report(task: TaskRun) -> None:
+        mark = {"SUCCEEDED": "[green]✓[/]", "FAILED": "[red]✗[/]"}.get(task.state, "[yellow]-[/]")
+        cache = " (cache requested; run anyway)" if task.cache_requested else ""
+        detail = f" {task.error}" if task.state != "SUCCEEDED" else cache
+        console.print(f"{mark} {task.name} {task.state.lower()} {task.seconds:.1f}s{detail}", highlight=False)
+
+    try:
+        run = run_spec(package, pipeline_root, arguments, on_task=report)
+    except (RunSpecError, SpecPatchError) as error:
+        raise fail(str(error)) from None
+    console.print(f"run {run.run_id}: {run.state.lower()}; outputs and logs: {run.run_dir}", highlight=False)
+    pushed = [task.outputs[key]["metadata"] for task in run.tasks for key in task.outputs]
+    for metadata in pushed:
+        if metadata.get("pushed_version"):
+            console.print(f"pushed version {metadata['pushed_version']}: {metadata.get('pushed_destination', '')}")
+    if run.state != "SUCCEEDED":
+        failed = next(task for task in run.tasks if task.state == "FAILED")
+        if failed.log and Path(failed.log).is_file():
+            tail = Path(failed.log).read_text(errors="replace").splitlines()[-15:]
+            error_console.print("\n".join(tail), highlight=False, markup=False)
+        raise fail(failed.error, code=EXIT_RUN_FAILED)

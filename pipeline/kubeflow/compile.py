@@ -5,6 +5,11 @@
 `pipeline.kubeflow.spec` sets what the compiler leaves out, from the config: the image, per-component
 resources (the Trainer's accelerators), retries, caching, display name and pipeline root.
 
+What changes from run to run is a pipeline parameter (`RUN_PARAMETERS`, defaults from the config), so a
+run or a schedule sets it without recompiling; `create_pipeline` itself stays free of them (LocalDagRunner
+runs it as is). With `kubeflow.notify_url` set, an exit handler (`components.notify.component.RunNotice`)
+posts every run's outcome there.
+
 The Trainer's run_fn is referenced by dotted path and lives in the image, so compiling builds and
 stages no user-module wheel; `check_nothing_staged` keeps it that way.
 
@@ -17,14 +22,21 @@ Example:
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow import pod
-from pipeline.kubeflow.spec import RetryPolicy, SpecPatch, load_pipeline_doc, patch_pipeline_doc, write_pipeline_doc
+from pipeline.kubeflow.spec import (
+    RetryPolicy,
+    SpecPatch,
+    load_pipeline_doc,
+    patch_pipeline_doc,
+    pipeline_tasks,
+    write_pipeline_doc,
+)
 from pipeline.layout import is_remote, output_layout, resolve_split
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
@@ -41,16 +53,49 @@ class KubeflowCompileError(ValueError):
 
 
 @dataclass(frozen=True)
+class RunParameter:
+    """A pipeline parameter: a component's exec property that each run may set, compiled with the config's value
+    as its default.
+
+    Attributes:
+        name: The parameter's name in the spec (`--param NAME=VALUE`, the KFP UI's run form).
+        component: The TFX component id whose exec property it sets.
+        exec_property: That exec property.
+        key: The config key the default comes from.
+    """
+
+    name: str
+    component: str
+    exec_property: str
+    key: str
+
+
+# What changes from run to run. TFX 1.21 can make only a whole exec property a pipeline parameter: a plain
+# value, or a proto as its JSON text (`train_args` is TFX's TrainArgs, `{"num_steps": 300}`). Values inside
+# a proto or a dict stay compiled in: `evaluator.min_accuracy` (TFMA's EvalConfig), the Trainer's
+# custom_config (the trainer section) and the label map path.
+RUN_PARAMETERS = (
+    RunParameter("data_path", "ImportExampleGen", "input_base", "data.path"),
+    RunParameter("train_args", "Trainer", "train_args", "trainer.train_steps"),
+)
+# What KFP fills in for the exit handler (placeholders it resolves in parameter constants).
+RUN_ID_PLACEHOLDER = "{{$.pipeline_job_uuid}}"
+RUN_NAME_PLACEHOLDER = "{{$.pipeline_job_name}}"
+
+
+@dataclass(frozen=True)
 class CompileResult:
     """Attributes:
     path: The compiled, patched pipeline YAML.
-    tasks: The pipeline's tasks (TFX component ids), in the pipeline's order.
+    tasks: The pipeline's tasks (TFX component ids), in the pipeline's order; the exit handler last.
     warnings: Problems a run on Kubeflow would hit (local paths, a `latest` image, dropped resolvers).
+    parameters: The pipeline parameters and their compiled defaults.
     """
 
     path: Path
     tasks: tuple[str, ...]
     warnings: tuple[str, ...]
+    parameters: Mapping[str, Any] = field(default_factory=dict)
 
 
 def pipeline_root(config: TfxpConfig) -> str:
@@ -111,8 +156,9 @@ def _checked(key: str, value: str, parse: Callable[[str], Any]) -> Any:
         raise KubeflowCompileError(f"{key}: {error}") from None
 
 
-def spec_patch(config: TfxpConfig, trainer_id: str) -> SpecPatch:
-    """The `SpecPatch` the config asks for; `trainer_id` is the Trainer's component id.
+def spec_patch(config: TfxpConfig, trainer_id: str, parameter_defaults: Mapping[str, Any] | None = None) -> SpecPatch:
+    """The `SpecPatch` the config asks for; `trainer_id` is the Trainer's component id, `parameter_defaults` the
+    run parameters' defaults (from `set_run_parameters`).
 
     Raises:
         KubeflowCompileError: a malformed quantity, node label or toleration (the message names the key),
@@ -149,6 +195,7 @@ def spec_patch(config: TfxpConfig, trainer_id: str) -> SpecPatch:
         pipeline_root=pipeline_root(config),
         node_selectors={trainer_id: labels} if labels else {},
         tolerations={trainer_id: tolerations} if tolerations else {},
+        parameter_defaults=dict(parameter_defaults or {}),
     )
 
 
@@ -167,6 +214,54 @@ def check_nothing_staged(components: Sequence[Any]) -> None:
                     "a user-module wheel; reference the code by dotted path (e.g. Trainer(run_fn=...)) and ship "
                     "it in the image"
                 )
+
+
+def set_run_parameters(components: Sequence[Any]) -> dict[str, Any]:
+    """Replaces the exec properties named in `RUN_PARAMETERS` by TFX `RuntimeParameter`s whose defaults are
+    the values the factory set; the V2 compiler turns them into pipeline parameters.
+
+    Returns:
+        Parameter name → default.
+
+    Raises:
+        KubeflowCompileError: a component or exec property in `RUN_PARAMETERS` is not in the pipeline.
+    """
+    from tfx import v1 as tfx
+
+    by_id = {component.id: component for component in components}
+    defaults = {}
+    for parameter in RUN_PARAMETERS:
+        properties = by_id[parameter.component].exec_properties if parameter.component in by_id else {}
+        value = properties.get(parameter.exec_property)
+        if not isinstance(value, str):
+            raise KubeflowCompileError(
+                f"run parameter {parameter.name}: {parameter.component}.{parameter.exec_property} is not a "
+                f"compiled text value ({value!r}); RUN_PARAMETERS no longer matches create_pipeline"
+            )
+        properties[parameter.exec_property] = tfx.dsl.experimental.RuntimeParameter(
+            name=parameter.name, ptype=str, default=value
+        )
+        defaults[parameter.name] = value
+    return defaults
+
+
+def run_notice(config: TfxpConfig) -> Any | None:
+    """The exit handler that posts each run's outcome to `kubeflow.notify_url`; None when it is empty."""
+    if not config.kubeflow.notify_url:
+        return None
+    from tfx.orchestration.kubeflow.decorators import FinalStatusStr
+
+    from components.notify.component import RunNotice
+
+    return RunNotice(
+        final_status=FinalStatusStr(),
+        notify_url=config.kubeflow.notify_url,
+        pipeline_name=config.pipeline.name,
+        pipeline_root=pipeline_root(config),
+        serving_base=output_layout(config).serving_base,
+        run_id=RUN_ID_PLACEHOLDER,
+        run_name=RUN_NAME_PLACEHOLDER,
+    )
 
 
 def _trainer_id(components: Sequence[Any]) -> str:
@@ -206,7 +301,15 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None)
     components = list(pipeline.components)
     check_nothing_staged(components)
-    patch = spec_patch(config, _trainer_id(components))
+    parameters = set_run_parameters(components)
+    patch = spec_patch(config, _trainer_id(components), parameters)
+    notice = run_notice(config)
+    if notice is not None:
+        warnings.append(
+            "kubeflow.notify_url is written into the compiled spec: anyone who can read the pipeline can post "
+            "to it; prefer a relay without credentials in its URL over a raw webhook"
+        )
+        components.append(notice)
     runner_config = kubeflow_v2.KubeflowV2DagRunnerConfig(
         display_name=patch.display_name,
         default_image=patch.image,
@@ -215,9 +318,12 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
         use_pipeline_spec_2_1=True,
     )
     with tempfile.TemporaryDirectory(prefix="tfxp-compile-") as tmp:
-        kubeflow_v2.KubeflowV2DagRunner(config=runner_config, output_dir=tmp, output_filename=COMPILED_FILENAME).run(
-            pipeline
+        runner = kubeflow_v2.KubeflowV2DagRunner(
+            config=runner_config, output_dir=tmp, output_filename=COMPILED_FILENAME
         )
+        if notice is not None:
+            runner.set_exit_handler(notice)
+        runner.run(pipeline)
         doc = load_pipeline_doc(Path(tmp) / COMPILED_FILENAME)
     warnings.extend(patch_pipeline_doc(doc, patch))
     apply_pod_settings(doc, settings)
@@ -227,5 +333,6 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
         f"Submit: tfxp submit {out.name} --host URL [--wait]"
     )
     write_pipeline_doc(doc, out, header)
-    tasks = tuple(component.id for component in components if component.id in doc.pipeline_spec.root.dag.tasks)
-    return CompileResult(path=out, tasks=tasks, warnings=tuple(warnings))
+    compiled = pipeline_tasks(doc.pipeline_spec)
+    tasks = tuple(component.id for component in components if component.id in compiled)
+    return CompileResult(path=out, tasks=tasks, warnings=tuple(warnings), parameters=parameters)

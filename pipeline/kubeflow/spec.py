@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import yaml
-from google.protobuf import duration_pb2, json_format
+from google.protobuf import duration_pb2, json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipeline.kubeflow.pod import Resources, Toleration, cpu_cores, image_warnings, memory_gigabytes
@@ -67,6 +67,8 @@ class SpecPatch:
         pipeline_root: `default_pipeline_root`; empty = the KFP server's default.
         node_selectors: Per-task node labels the pod requires.
         tolerations: Per-task tolerations.
+        parameter_defaults: Defaults of the pipeline parameters (TFX writes them into a PipelineJob's runtime
+            config, which the IR YAML does not have).
     """
 
     image: str
@@ -79,6 +81,7 @@ class SpecPatch:
     pipeline_root: str = ""
     node_selectors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     tolerations: Mapping[str, tuple[Toleration, ...]] = field(default_factory=dict)
+    parameter_defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -374,6 +377,17 @@ def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
         if kubernetes:
             _set_kubernetes_executor_config(doc, label, kubernetes)
     _store_deployment_config(spec, config)
+    parameters = spec.root.input_definitions.parameters
+    unknown = sorted(set(patch.parameter_defaults) - set(parameters))
+    if unknown:
+        raise SpecPatchError(
+            f"defaults given for {', '.join(unknown)}, which the compiled pipeline does not declare; "
+            f"its parameters are {', '.join(sorted(parameters)) or 'none'}"
+        )
+    for name, default in patch.parameter_defaults.items():
+        # As kfp's compiler writes a parameter with a default: the value, and optional.
+        parameters[name].default_value.CopyFrom(json_format.ParseDict(default, struct_pb2.Value()))
+        parameters[name].is_optional = True
     if patch.display_name:
         spec.pipeline_info.display_name = patch.display_name
     if patch.pipeline_root:

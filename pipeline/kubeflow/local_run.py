@@ -1,0 +1,309 @@
+"""`tfxp run-spec`: a compiled KFP pipeline spec run task by task on this machine — does the compiled pipeline run?
+
+It walks the spec as open-source KFP does: `root.dag.tasks` in dependency order (`dependentTasks`), each task's
+component (`componentRef`) and executor (`executorLabel` → `deploymentSpec.executors`), nested DAGs (TFX
+puts the pipeline in one, `tfx-dag`, when it has an exit handler) with their input parameters passed down,
+and the exit handler (`triggerPolicy: ALL_UPSTREAM_TASKS_COMPLETED`) after its DAG, also when a task failed,
+with the DAG's final status. Each container task runs its command exactly as compiled — the TFX v2
+entrypoint with KFP's placeholders resolved into an `ExecutorInput` (`pipeline.kubeflow.local_task`) — as a
+subprocess of this environment's Python instead of a pod; artifacts pass by URI under a local pipeline root,
+`<root>/<pipeline>/<run id>/<task>/<output key>`, the layout KFP's driver uses.
+
+What it does not emulate: pods, images, resources, accelerators, node selectors and tolerations (the
+platform document), retries, parallel tasks (one task at a time, in a stable order), KFP's cache (caching
+flags are recorded per task, every task runs), MLMD (artifacts pass directly from task to task), the KFP
+API and UI, lifecycle hooks (open-source KFP runs none: the ExampleGen `preCacheCheck` driver is skipped),
+importer and resolver executors, conditions and loops.
+
+Example:
+    run = run_spec(Path("pipeline.yaml"), Path("run-root"), {"train_args": '{"num_steps": 40}'})
+    print(run.state, [(task.name, task.state) for task in run.tasks])
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from pipeline.kubeflow import local_task
+from pipeline.kubeflow.local_task import TaskContext, TaskInputError, UpstreamState
+from pipeline.kubeflow.spec import load_pipeline_doc
+
+SUCCEEDED, FAILED, SKIPPED = "SUCCEEDED", "FAILED", "SKIPPED"
+# The run's record, written beside its outputs.
+RUN_RECORD = "run-spec.json"
+_COMPLETED = pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.ALL_UPSTREAM_TASKS_COMPLETED
+
+
+class RunSpecError(ValueError):
+    """The spec or the parameters cannot be run (the message says what and how to fix it)."""
+
+
+@dataclass
+class TaskRun:
+    """One task's run.
+
+    Attributes:
+        name: The task's name; a nested DAG's tasks carry their own names.
+        state: `SUCCEEDED`, `FAILED` or `SKIPPED` (an upstream task failed, so it never started).
+        seconds: Wall time.
+        cache_requested: The spec enables KFP's cache for it (run-spec runs it anyway).
+        log: Its stdout and stderr; empty when it did not run.
+        error: Why it failed; why it was skipped.
+        outputs: Output artifact key → {"uri", "metadata"} as the executor left them.
+    """
+
+    name: str
+    state: str
+    seconds: float = 0.0
+    cache_requested: bool = False
+    log: str = ""
+    error: str = ""
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SpecRun:
+    """A run of a compiled spec.
+
+    Attributes:
+        pipeline: The spec's pipeline name.
+        run_id: `<pipeline>-<UTC time>`, also the run's name.
+        run_dir: Where its artifacts and logs are, `<root>/<pipeline>/<run id>`.
+        state: `SUCCEEDED` or `FAILED` (the pipeline's DAG; the exit handler does not change it).
+        parameters: The pipeline parameters it ran with.
+        tasks: Every task, in the order they ran (skipped ones where they would have run).
+    """
+
+    pipeline: str
+    run_id: str
+    run_dir: str
+    state: str = SUCCEEDED
+    parameters: dict[str, Any] = field(default_factory=dict)
+    tasks: list[TaskRun] = field(default_factory=list)
+
+    def task(self, name: str) -> TaskRun:
+        """The task run called `name`.
+
+        Raises:
+            KeyError: no such task.
+        """
+        for task in self.tasks:
+            if task.name == name:
+                return task
+        raise KeyError(f"no task {name}; tasks: {', '.join(task.name for task in self.tasks)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, as written to `RUN_RECORD`."""
+        return asdict(self)
+
+
+def _typed(name: str, kind: str, value: Any) -> Any:
+    # Text from the command line, typed as the spec declares the parameter.
+    if not isinstance(value, str) or kind == "STRING":
+        return value
+    try:
+        if kind == "NUMBER_INTEGER":
+            return int(value)
+        if kind == "NUMBER_DOUBLE":
+            return float(value)
+        if kind == "BOOLEAN":
+            return {"true": True, "false": False}[value.strip().lower()]
+        return json.loads(value)  # LIST, STRUCT
+    except (ValueError, KeyError):
+        raise RunSpecError(f"--param {name}={value}: {name} is {kind} in the spec") from None
+
+
+def pipeline_arguments(
+    spec: pipeline_spec_pb2.PipelineSpec, arguments: Mapping[str, Any]
+) -> dict[str, struct_pb2.Value]:
+    """The pipeline parameters a run gets: the spec's defaults, overridden by `arguments` (text is typed as the
+    spec declares the parameter, e.g. `"40"` for a `NUMBER_INTEGER`).
+
+    Raises:
+        RunSpecError: a name the spec does not declare (listing those it does), a value that does not fit its
+            type, or a parameter without a default and without a value.
+    """
+    declared = spec.root.input_definitions.parameters
+    unknown = sorted(set(arguments) - set(declared))
+    if unknown:
+        names = ", ".join(sorted(declared)) or "none"
+        raise RunSpecError(f"--param {', '.join(unknown)}: the pipeline has no such parameter; its parameters: {names}")
+    values = {}
+    for name, definition in declared.items():
+        if name in arguments:
+            kind = pipeline_spec_pb2.ParameterType.ParameterTypeEnum.Name(definition.parameter_type)
+            values[name] = local_task.python_value(_typed(name, kind, arguments[name]))
+        elif definition.HasField("default_value"):
+            values[name] = definition.default_value
+        elif not definition.is_optional:
+            raise RunSpecError(f"the pipeline parameter {name} has no default; pass --param {name}=VALUE")
+    return values
+
+
+class _Runner:
+    """Runs one spec's DAGs; holds the run's record."""
+
+    def __init__(
+        self, spec: pipeline_spec_pb2.PipelineSpec, run: SpecRun, root: str, on_task: Callable[[TaskRun], None]
+    ) -> None:
+        self.spec = spec
+        self.run = run
+        self.root = root
+        self.on_task = on_task
+        config = json_format.ParseDict(
+            json_format.MessageToDict(spec.deployment_spec), pipeline_spec_pb2.PipelineDeploymentConfig()
+        )
+        self.executors = config.executors
+
+    def run_dag(self, dag: pipeline_spec_pb2.DagSpec, scope: Mapping[str, struct_pb2.Value]) -> UpstreamState:
+        """Runs a DAG's tasks in dependency order; after a failure only exit handlers start (KFP fails fast)."""
+        done: dict[str, UpstreamState] = {}
+        pending = dict(dag.tasks)
+        first_failure = ""
+        while pending:
+            ready = sorted(name for name, task in pending.items() if not set(task.dependent_tasks) & set(pending))
+            if not ready:
+                raise RunSpecError(f"the tasks {', '.join(sorted(pending))} depend on each other; the spec has a cycle")
+            name = ready[0]
+            task = pending.pop(name)
+            if task.trigger_policy.condition or task.WhichOneof("iterator"):
+                raise RunSpecError(f"task {name} has a condition or a loop, which run-spec does not run")
+            runs_anyway = task.trigger_policy.strategy == _COMPLETED
+            blocked = [dep for dep in task.dependent_tasks if done[dep].state != SUCCEEDED]
+            if (first_failure or blocked) and not runs_anyway:
+                reason = f"upstream {', '.join(blocked)} did not succeed" if blocked else "the run failed"
+                done[name] = UpstreamState(state=SKIPPED, error=reason)
+                self._record(TaskRun(name=name, state=SKIPPED, error=reason))
+                continue
+            component = self.spec.components[task.component_ref.name]
+            if component.WhichOneof("implementation") == "dag":
+                inner = self._inputs(name, task, scope, done)
+                done[name] = self.run_dag(component.dag, inner)
+            else:
+                done[name] = self.run_container(name, task, component, scope, done)
+            if done[name].state == FAILED and not first_failure:
+                first_failure = done[name].error
+        return UpstreamState(state=FAILED if first_failure else SUCCEEDED, error=first_failure)
+
+    def _inputs(
+        self, name: str, task: pipeline_spec_pb2.PipelineTaskSpec, scope: Mapping[str, struct_pb2.Value], done: Any
+    ) -> dict[str, struct_pb2.Value]:
+        values = {}
+        for key, spec in task.inputs.parameters.items():
+            value = local_task.input_parameter(key, spec, scope, done, self.run.run_id)
+            if value is not None:
+                values[key] = value
+        return values
+
+    def run_container(
+        self,
+        name: str,
+        task: pipeline_spec_pb2.PipelineTaskSpec,
+        component: pipeline_spec_pb2.ComponentSpec,
+        scope: Mapping[str, struct_pb2.Value],
+        done: Mapping[str, UpstreamState],
+    ) -> UpstreamState:
+        """Runs one container task; a task that fails leaves its error, not an exception."""
+        record = TaskRun(name=name, state=FAILED, cache_requested=task.caching_options.enable_cache)
+        executor = self.executors.get(component.executor_label)
+        kind = executor.WhichOneof("spec") if executor is not None else None
+        if kind != "container":
+            raise RunSpecError(
+                f"task {name} runs a {kind or 'missing'} executor ({component.executor_label}); run-spec runs "
+                "container executors only (tfxp compile drops resolver tasks)"
+            )
+        context = TaskContext(
+            name=name, run_id=self.run.run_id, pipeline_root=self.root, task_dir=f"{self.run.run_dir}/{name}"
+        )
+        log = Path(context.task_dir) / "task.log"
+        started = time.monotonic()
+        artifacts: dict[str, pipeline_spec_pb2.RuntimeArtifact] = {}
+        parameters: dict[str, struct_pb2.Value] = {}
+        try:
+            executor_input = local_task.build_executor_input(task, component, context, scope, done)
+            container = executor.container
+            command = local_task.resolve_command(
+                [*container.command, *container.args], component, executor_input, context
+            )
+            exit_code = local_task.run_command(command, log)
+            record.log = str(log)
+            if exit_code != 0:
+                record.error = f"task {name} failed: exit code {exit_code} (log: {log})"
+            else:
+                artifacts, parameters = local_task.read_outputs(executor_input)
+                record.state = SUCCEEDED
+                record.outputs = {
+                    key: {"uri": artifact.uri, "metadata": json_format.MessageToDict(artifact.metadata)}
+                    for key, artifact in artifacts.items()
+                }
+        except TaskInputError as error:
+            record.error = f"task {name} failed: {error}"
+        record.seconds = round(time.monotonic() - started, 1)
+        self._record(record)
+        if record.state != SUCCEEDED:
+            return UpstreamState(state=FAILED, error=record.error)
+        return UpstreamState(state=SUCCEEDED, artifacts=artifacts, parameters=parameters)
+
+    def _record(self, task: TaskRun) -> None:
+        self.run.tasks.append(task)
+        self.on_task(task)
+
+
+def default_pipeline_root(spec_path: Path) -> Path:
+    """`--pipeline-root`'s default: a directory beside the spec, `<spec stem>-runs/`."""
+    return spec_path.with_name(f"{spec_path.stem}-runs")
+
+
+def run_spec(
+    spec_path: Path,
+    pipeline_root: Path | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    on_task: Callable[[TaskRun], None] | None = None,
+    run_id: str | None = None,
+) -> SpecRun:
+    """Runs a compiled pipeline spec locally, task by task (see the module docstring for what is emulated).
+
+    Args:
+        spec_path: The compiled pipeline YAML (`tfxp compile`).
+        pipeline_root: Local directory for the run's artifacts; default `default_pipeline_root(spec_path)`.
+            The spec's own `defaultPipelineRoot` (a bucket) is not used.
+        arguments: Pipeline parameter values (typed as the spec declares them); the rest take their defaults.
+        on_task: Called after each task finishes or is skipped.
+        run_id: The run's id; default `<pipeline>-<UTC time>`.
+
+    Returns:
+        The run, also written to `<run dir>/run-spec.json`. A failed task fails the run, not this call.
+
+    Raises:
+        RunSpecError: unknown parameters, or a spec feature run-spec does not run.
+        pipeline.kubeflow.spec.SpecPatchError: the file is not a compiled KFP pipeline spec.
+    """
+    spec = load_pipeline_doc(spec_path).pipeline_spec
+    values = pipeline_arguments(spec, arguments or {})
+    root = (pipeline_root or default_pipeline_root(spec_path)).resolve()
+    pipeline = spec.pipeline_info.name
+    run_id = run_id or f"{pipeline}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    run = SpecRun(
+        pipeline=pipeline,
+        run_id=run_id,
+        run_dir=f"{root}/{pipeline}/{run_id}",
+        parameters={name: json_format.MessageToDict(value) for name, value in values.items()},
+    )
+    Path(run.run_dir).mkdir(parents=True, exist_ok=True)
+    runner = _Runner(spec, run, str(root), on_task or (lambda task: None))
+    runner.run_dag(spec.root.dag, values)
+    # As on KFP, the exit handler's own failure does not fail the run.
+    handlers = {name for name, task in spec.root.dag.tasks.items() if task.trigger_policy.strategy == _COMPLETED}
+    failed = [task for task in run.tasks if task.state == FAILED and task.name not in handlers]
+    run.state = FAILED if failed else SUCCEEDED
+    (Path(run.run_dir) / RUN_RECORD).write_text(json.dumps(run.to_dict(), indent=2) + "\n")
+    return run
