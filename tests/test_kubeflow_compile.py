@@ -10,12 +10,16 @@ and commit the diff.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+import kfp.components
 import pytest
 import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec.pipeline_spec_pb2 import ParameterType
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -26,7 +30,7 @@ from pipeline.kubeflow.compile import (
     check_nothing_staged,
     compile_pipeline,
 )
-from pipeline.kubeflow.spec import PipelineDoc, container_tasks, load_pipeline_doc
+from pipeline.kubeflow.spec import PipelineDoc, container_tasks, load_pipeline_doc, pipeline_tasks
 from pipeline.layout import resolve_split
 
 REPO = Path(__file__).resolve().parents[1]
@@ -213,6 +217,7 @@ def test_cli_compile_prints_the_tasks_and_warns_on_latest(tmp_path: Path) -> Non
     assert "warning:" in result.output
     assert "uses the `latest` tag" in result.output
     assert "submit with: tfxp submit" in result.output
+    assert "run parameter data_path (default data/digits)" in result.output
     spec = load_pipeline_doc(tmp_path / "pipeline.yaml").pipeline_spec
     assert spec.default_pipeline_root == "gs://b/out/tfxp-digits/root"
 
@@ -254,3 +259,83 @@ def test_every_executor_class_the_spec_names_is_importable(a100_compiled: Compil
         path = args[args.index("--executor_class_path") + 1]
         module, _, name = path.rpartition(".")
         assert hasattr(importlib.import_module(module), name), f"{task}: {path}"
+
+
+def test_run_parameters_default_to_the_config(default_config: TfxpConfig, default_compiled: CompileResult) -> None:
+    spec = _doc(default_compiled).pipeline_spec
+    declared = json_format.MessageToDict(spec.root.input_definitions)["parameters"]
+
+    assert declared == {
+        "data_path": {"parameterType": "STRING", "defaultValue": default_config.data.path, "isOptional": True},
+        "train_args": {
+            "parameterType": "STRING",
+            "defaultValue": json.dumps({"num_steps": default_config.trainer.train_steps}, indent=2),
+            "isOptional": True,
+        },
+    }
+    assert default_compiled.parameters == {name: value["defaultValue"] for name, value in declared.items()}
+    tasks = spec.root.dag.tasks
+    assert tasks["ImportExampleGen"].inputs.parameters["input_base"].component_input_parameter == "data_path"
+    assert tasks["Trainer"].inputs.parameters["train_args"].component_input_parameter == "train_args"
+    # kfp's own SDK reads them as the pipeline's inputs, with their defaults.
+    component = kfp.components.load_component_from_file(str(default_compiled.path))
+    assert {name: spec.default for name, spec in component.component_spec.inputs.items()} == {
+        name: value["defaultValue"] for name, value in declared.items()
+    }
+
+
+def test_the_pipeline_factory_itself_has_no_run_parameters(default_config: TfxpConfig) -> None:
+    # LocalDagRunner runs create_pipeline as it is: plain values, no RuntimeParameter.
+    from tfx.orchestration import data_types
+
+    for component in _components(default_config):
+        for key, value in component.exec_properties.items():
+            assert not isinstance(value, data_types.RuntimeParameter), (component.id, key)
+
+
+@pytest.fixture(scope="module")
+def notify_compiled(default_config: TfxpConfig, tmp_path_factory: pytest.TempPathFactory) -> CompileResult:
+    config = default_config.model_copy(
+        update={"kubeflow": default_config.kubeflow.model_copy(update={"notify_url": "https://hooks.example.com/x"})}
+    )
+    return compile_pipeline(config, tmp_path_factory.mktemp("notify") / "pipeline.yaml")
+
+
+def test_notify_url_adds_an_exit_handler_that_sees_the_whole_run(
+    default_compiled: CompileResult, notify_compiled: CompileResult
+) -> None:
+    spec = _doc(notify_compiled).pipeline_spec
+    root = spec.root.dag.tasks
+
+    assert notify_compiled.tasks == (*default_compiled.tasks, "RunNotice")
+    assert sorted(root) == ["RunNotice", "tfx-dag"]
+    assert sorted(pipeline_tasks(spec)) == sorted(notify_compiled.tasks)
+    notice = root["RunNotice"]
+    assert list(notice.dependent_tasks) == ["tfx-dag"]
+    assert notice.trigger_policy.strategy == notice.trigger_policy.ALL_UPSTREAM_TASKS_COMPLETED
+    assert notice.inputs.parameters["final_status"].task_final_status.producer_task == "tfx-dag"
+    assert notice.inputs.parameters["run_id"].runtime_value.constant.string_value == "{{$.pipeline_job_uuid}}"
+    assert notice.inputs.parameters["notify_url"].runtime_value.constant.string_value == "https://hooks.example.com/x"
+    assert not notice.caching_options.enable_cache  # a cached exit handler would not report the run
+    final_status = spec.components["RunNotice"].input_definitions.parameters["final_status"]
+    assert final_status.parameter_type == ParameterType.TASK_FINAL_STATUS  # as kfp types dsl.PipelineTaskFinalStatus
+    # The run parameters reach the tasks inside the DAG the exit handler watches.
+    dag = spec.components["tfx-dag"]
+    assert dag.input_definitions.parameters.keys() == spec.root.input_definitions.parameters.keys()
+    assert {key: value.component_input_parameter for key, value in root["tfx-dag"].inputs.parameters.items()} == {
+        "data_path": "data_path",
+        "train_args": "train_args",
+    }
+    assert dag.dag.tasks["ImportExampleGen"].inputs.parameters["input_base"].component_input_parameter == "data_path"
+    # Patched like every task: the image, resources, retries; the rest of the pipeline's caching unchanged.
+    containers = dict(container_tasks(spec))
+    assert containers["RunNotice"].image == containers["Trainer"].image
+    args = list(containers["RunNotice"].args)
+    assert args[args.index("--executor_class_path") + 1] == "components.notify.component.RunNotice_Executor"
+    assert {name for name, task in pipeline_tasks(spec).items() if not task.caching_options.enable_cache} == {
+        "ImportExampleGen",
+        "RunNotice",
+    }
+    assert any(
+        "kubeflow.notify_url is written into the compiled spec" in warning for warning in notify_compiled.warnings
+    )

@@ -25,11 +25,12 @@ def run_fn(fn_args: Any) -> None:
         TrainerConfigError: a malformed custom_config.
     """
     run = parse_custom_config(fn_args.custom_config)
-    if fn_args.train_steps and fn_args.train_steps != run.trainer.train_steps:
+    train_steps = getattr(fn_args, "train_steps", None)  # TFX always sets it; hand-made fn_args may not
+    if train_steps and train_steps != run.trainer.train_steps:
         # TFX's train_args (num_steps) wins: a Kubeflow run parameter changes it per run (the pipeline compiles
         # both from trainer.train_steps).
         options = run.model_dump(mode="json")
-        options["trainer"]["train_steps"] = int(fn_args.train_steps)
+        options["trainer"]["train_steps"] = int(train_steps)
         run = parse_custom_config(options)
     model_run_dir = fn_args.model_run_dir.rstrip("/")
     # The Model artifact dir (parent of Format-Serving/) gets training_metrics.json beside the SavedModel.
