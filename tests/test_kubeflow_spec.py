@@ -30,6 +30,7 @@ from pipeline.kubeflow.spec import (
     drop_resolver_tasks,
     load_pipeline_doc,
     patch_pipeline_doc,
+    pipeline_tasks,
     write_pipeline_doc,
 )
 
@@ -361,3 +362,71 @@ def test_loading_bad_files(tmp_path: Path, content: str, message: str) -> None:
     path.write_text(content)
     with pytest.raises(SpecPatchError, match=message):
         load_pipeline_doc(path)
+
+
+def _spec_with_exit_handler() -> dict[str, Any]:
+    """`_spec()` as TFX compiles it with an exit handler: the tasks in the DAG component `tfx-dag`, a run parameter
+    declared on the root only, and the exit handler's final status typed STRING."""
+    spec = _spec()
+    tasks = spec["root"]["dag"]["tasks"]
+    tasks["Trainer"]["inputs"] = {"parameters": {"train_args": {"componentInputParameter": "train_args"}}}
+    spec["components"]["Trainer"]["inputDefinitions"] = {"parameters": {"train_args": {"parameterType": "STRING"}}}
+    spec["components"]["tfx-dag"] = {"dag": {"tasks": tasks}}
+    spec["components"]["Notify"] = {
+        "executorLabel": "Notify_executor",
+        "inputDefinitions": {"parameters": {"final_status": {"parameterType": "STRING"}}},
+    }
+    spec["deploymentSpec"]["executors"]["Notify_executor"] = _container("NotifyExecutor")
+    spec["root"] = {
+        "inputDefinitions": {"parameters": {"train_args": {"parameterType": "STRING"}}},
+        "dag": {
+            "tasks": {
+                "tfx-dag": {"componentRef": {"name": "tfx-dag"}, "taskInfo": {"name": "tfx-dag"}},
+                "Notify": {
+                    "componentRef": {"name": "Notify"},
+                    "taskInfo": {"name": "Notify"},
+                    "dependentTasks": ["tfx-dag"],
+                    "triggerPolicy": {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"},
+                    "inputs": {"parameters": {"final_status": {"taskFinalStatus": {"producerTask": "tfx-dag"}}}},
+                },
+            }
+        },
+    }
+    return spec
+
+
+def test_a_pipeline_with_an_exit_handler_is_patched_inside_its_dag(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(_spec_with_exit_handler()))
+    doc = load_pipeline_doc(path)
+
+    notes = patch_pipeline_doc(doc, _patch(uncached_tasks=frozenset(), parameter_defaults={"train_args": "{}"}))
+    spec = _reloaded(doc, tmp_path).pipeline_spec
+
+    # The resolvers inside the nested DAG are gone, with the input they fed.
+    assert notes and notes[0].startswith("dropped resolver tasks Resolver-blessing, Resolver-model")
+    assert sorted(pipeline_tasks(spec)) == ["Evaluator", "Notify", "Trainer"]
+    assert "baseline_model" not in spec.components["tfx-dag"].dag.tasks["Evaluator"].inputs.artifacts
+    containers = dict(container_tasks(spec))
+    assert sorted(containers) == ["Evaluator", "Notify", "Trainer"]
+    assert {container.image for container in containers.values()} == {IMAGE}
+    assert containers["Trainer"].resources.accelerator.count == 8
+    # The run parameter reaches the nested DAG, with its default on the root.
+    assert spec.components["tfx-dag"].input_definitions.parameters["train_args"].parameter_type == (
+        pipeline_spec_pb2.ParameterType.STRING
+    )
+    assert spec.root.dag.tasks["tfx-dag"].inputs.parameters["train_args"].component_input_parameter == "train_args"
+    root_parameter = spec.root.input_definitions.parameters["train_args"]
+    assert (root_parameter.default_value.string_value, root_parameter.is_optional) == ("{}", True)
+    # The exit handler: typed as kfp types a final status, never cached.
+    final_status = spec.components["Notify"].input_definitions.parameters["final_status"]
+    assert final_status.parameter_type == pipeline_spec_pb2.ParameterType.TASK_FINAL_STATUS
+    tasks = pipeline_tasks(spec)
+    assert tasks["Trainer"].caching_options.enable_cache
+    assert not tasks["Notify"].caching_options.enable_cache
+    assert tasks["Notify"].retry_policy.max_retry_count == 2
+
+
+def test_defaults_for_undeclared_parameters_are_refused(doc: PipelineDoc) -> None:
+    with pytest.raises(SpecPatchError, match=r"defaults given for steps, which the compiled pipeline does not declare"):
+        patch_pipeline_doc(doc, _patch(parameter_defaults={"steps": 3}))
