@@ -232,6 +232,24 @@ def test_without_an_exit_handler_later_tasks_are_skipped(tmp_path: Path) -> None
     assert run.task("consume").error == "upstream produce did not succeed"
 
 
+def test_a_failure_lets_its_wave_finish_and_starts_no_new_wave(tmp_path: Path) -> None:
+    # As on KFP: tasks ready together run together; after a failure, nothing new starts.
+    spec = _spec(with_exit_handler=False)
+    tasks = spec["root"]["dag"]["tasks"]
+    tasks["consume2"] = json.loads(json.dumps(tasks["consume"]).replace('"fail"}', '"never"}'))
+    tasks["late"] = {**json.loads(json.dumps(tasks["consume2"])), "dependentTasks": ["consume2", "produce"]}
+    run = run_spec(_write(tmp_path, spec), tmp_path / "root", {"fail": "true"}, run_id="r4")
+
+    assert [(t.name, t.state) for t in run.tasks] == [
+        ("produce", "SUCCEEDED"),
+        ("consume", "FAILED"),
+        ("consume2", "SUCCEEDED"),
+        ("late", "SKIPPED"),
+    ]
+    assert run.task("late").error == "an earlier task failed"
+    assert run.state == "FAILED"
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

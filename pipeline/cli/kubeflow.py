@@ -228,5 +228,5 @@ def run_spec_command(
         failed = next(task for task in run.tasks if task.state == "FAILED")
         if failed.log and Path(failed.log).is_file():
             tail = Path(failed.log).read_text(errors="replace").splitlines()[-15:]
-            error_console.print("\n".join(tail), highlight=False, markup=False)
+            error_console.print("\n".join(tail), highlight=False, markup=False, soft_wrap=True)
         raise fail(failed.error, code=EXIT_RUN_FAILED)

@@ -165,34 +165,42 @@ class _Runner:
         self.executors = config.executors
 
     def run_dag(self, dag: pipeline_spec_pb2.DagSpec, scope: Mapping[str, struct_pb2.Value]) -> UpstreamState:
-        """Runs a DAG's tasks in dependency order; after a failure only exit handlers start (KFP fails fast)."""
+        """Runs a DAG's tasks in waves: every task whose upstream tasks are done, one after the other in name
+        order. KFP would start one wave's tasks together and, once one fails (Argo's fail-fast), start no new
+        ones but let those running finish; so a failure skips later waves, except exit handlers."""
         done: dict[str, UpstreamState] = {}
         pending = dict(dag.tasks)
         first_failure = ""
         while pending:
-            ready = sorted(name for name, task in pending.items() if not set(task.dependent_tasks) & set(pending))
-            if not ready:
+            wave = sorted(name for name, task in pending.items() if not set(task.dependent_tasks) & set(pending))
+            if not wave:
                 raise RunSpecError(f"the tasks {', '.join(sorted(pending))} depend on each other; the spec has a cycle")
-            name = ready[0]
-            task = pending.pop(name)
-            if task.trigger_policy.condition or task.WhichOneof("iterator"):
-                raise RunSpecError(f"task {name} has a condition or a loop, which run-spec does not run")
-            runs_anyway = task.trigger_policy.strategy == _COMPLETED
-            blocked = [dep for dep in task.dependent_tasks if done[dep].state != SUCCEEDED]
-            if (first_failure or blocked) and not runs_anyway:
-                reason = f"upstream {', '.join(blocked)} did not succeed" if blocked else "the run failed"
-                done[name] = UpstreamState(state=SKIPPED, error=reason)
-                self._record(TaskRun(name=name, state=SKIPPED, error=reason))
-                continue
-            component = self.spec.components[task.component_ref.name]
-            if component.WhichOneof("implementation") == "dag":
-                inner = self._inputs(name, task, scope, done)
-                done[name] = self.run_dag(component.dag, inner)
-            else:
-                done[name] = self.run_container(name, task, component, scope, done)
-            if done[name].state == FAILED and not first_failure:
-                first_failure = done[name].error
+            failure_before_wave = first_failure
+            for name in wave:
+                done[name] = self._run_task(name, pending.pop(name), scope, done, failure_before_wave)
+                if done[name].state == FAILED and not first_failure:
+                    first_failure = done[name].error
         return UpstreamState(state=FAILED if first_failure else SUCCEEDED, error=first_failure)
+
+    def _run_task(
+        self,
+        name: str,
+        task: pipeline_spec_pb2.PipelineTaskSpec,
+        scope: Mapping[str, struct_pb2.Value],
+        done: Mapping[str, UpstreamState],
+        failure: str,
+    ) -> UpstreamState:
+        if task.trigger_policy.condition or task.WhichOneof("iterator"):
+            raise RunSpecError(f"task {name} has a condition or a loop, which run-spec does not run")
+        blocked = [dep for dep in task.dependent_tasks if done[dep].state != SUCCEEDED]
+        if (failure or blocked) and task.trigger_policy.strategy != _COMPLETED:
+            reason = f"upstream {', '.join(blocked)} did not succeed" if blocked else "an earlier task failed"
+            self._record(TaskRun(name=name, state=SKIPPED, error=reason))
+            return UpstreamState(state=SKIPPED, error=reason)
+        component = self.spec.components[task.component_ref.name]
+        if component.WhichOneof("implementation") == "dag":
+            return self.run_dag(component.dag, self._inputs(name, task, scope, done))
+        return self.run_container(name, task, component, scope, done)
 
     def _inputs(
         self, name: str, task: pipeline_spec_pb2.PipelineTaskSpec, scope: Mapping[str, struct_pb2.Value], done: Any
