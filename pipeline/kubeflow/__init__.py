@@ -1,5 +1,5 @@
 """tfxp on Kubeflow Pipelines (KFP v2, open source): compile, patch the compiled spec, submit and watch runs,
-and operate pipelines: versions, recurring runs, run management.
+operate pipelines (versions, recurring runs, run management), and run a compiled spec locally.
 
 Modules:
     compile: `create_pipeline(config)` through TFX's KubeflowV2DagRunner into `pipeline.yaml`, then patched.
@@ -13,6 +13,8 @@ Modules:
     params: Run parameters declared in a spec, and `--param k=v` checked and typed against them.
     auth: Credentials from the environment, the host, and the errors that name them.
     runs: A run's status and summary, the errors of submitting and watching it, and the wait loop.
+    local_run: `tfxp run-spec`: a compiled spec's DAG walked and run here, task by task.
+    local_task: One container task of a compiled spec as a local subprocess (ExecutorInput, placeholders, outputs).
 
 Nothing is imported here, so `import pipeline.kubeflow.<module>` pulls in only what that module needs.
 """

@@ -10,10 +10,10 @@ subprocess of this environment's Python instead of a pod; artifacts pass by URI 
 `<root>/<pipeline>/<run id>/<task>/<output key>`, the layout KFP's driver uses.
 
 What it does not emulate: pods, images, resources, accelerators, node selectors and tolerations (the
-platform document), retries, parallel tasks (one task at a time, in a stable order), KFP's cache (caching
-flags are recorded per task, every task runs), MLMD (artifacts pass directly from task to task), the KFP
-API and UI, lifecycle hooks (open-source KFP runs none: the ExampleGen `preCacheCheck` driver is skipped),
-importer and resolver executors, conditions and loops.
+platform document), retries, parallelism (tasks KFP would start together run one after the other), KFP's
+cache (caching flags are recorded per task, every task runs), MLMD (artifacts pass directly from task to
+task), the KFP API and UI, lifecycle hooks (open-source KFP runs none: the ExampleGen `preCacheCheck` driver
+is skipped), importer and resolver executors, conditions and loops.
 
 Example:
     run = run_spec(Path("pipeline.yaml"), Path("run-root"), {"train_args": '{"num_steps": 40}'})
