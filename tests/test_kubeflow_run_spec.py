@@ -36,6 +36,7 @@ from pipeline.cli import app
 from pipeline.kubeflow import local_task
 from pipeline.kubeflow.local_run import RunSpecError, pipeline_arguments, run_spec
 from pipeline.kubeflow.local_task import TaskContext, TaskInputError, UpstreamState
+from pipeline.kubeflow.params import ParamError
 
 # One script for every task of the hand-written specs: argv = mode, the ExecutorInput JSON.
 TASK_SCRIPT = """
@@ -251,16 +252,19 @@ def test_a_failure_lets_its_wave_finish_and_starts_no_new_wave(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    ("arguments", "message"),
+    ("params", "message"),
     [
-        ({"steps": "1"}, r"--param steps: the pipeline has no such parameter; its parameters: count, fail, message"),
-        ({"count": "many"}, r"--param count=many: count is NUMBER_INTEGER"),
-        ({"fail": "maybe"}, r"--param fail=maybe: fail is BOOLEAN"),
+        (
+            {"steps": "1"},
+            r"--param steps: toy has no such parameter; its parameters: count \(NUMBER_INTEGER, default 2\); fail",
+        ),
+        ({"count": "many"}, r"--param count=many: count is NUMBER_INTEGER, so the value must be a whole number"),
+        ({"fail": "maybe"}, r"--param fail=maybe: fail is BOOLEAN, so the value must be true or false"),
     ],
 )
-def test_bad_parameters_are_refused_before_any_task(tmp_path: Path, arguments: dict[str, str], message: str) -> None:
-    with pytest.raises(RunSpecError, match=message):
-        run_spec(_write(tmp_path, _spec()), tmp_path / "root", arguments)
+def test_bad_parameters_are_refused_before_any_task(tmp_path: Path, params: dict[str, str], message: str) -> None:
+    with pytest.raises(ParamError, match=message):
+        run_spec(_write(tmp_path, _spec()), tmp_path / "root", params)
     assert not (tmp_path / "root").exists()
 
 
@@ -273,7 +277,9 @@ def test_parameters_take_defaults_and_a_parameter_without_one_is_required() -> N
 
     spec.root.input_definitions.parameters["count"].ClearField("default_value")
     spec.root.input_definitions.parameters["count"].is_optional = False
-    with pytest.raises(RunSpecError, match=r"count has no default; pass --param count=VALUE"):
+    with pytest.raises(
+        ParamError, match=r"toy needs a value for count \(NUMBER_INTEGER, required\); pass --param count=VALUE"
+    ):
         pipeline_arguments(spec, {})
 
 

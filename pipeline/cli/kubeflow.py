@@ -179,6 +179,7 @@ def submit_command(
     console.print(f"[green]✓[/] run {run.run_id} {final.state}", highlight=False)
 
 
+@user_errors(ParamError)
 def run_spec_command(
     package: Annotated[Path, typer.Argument(help="Pipeline YAML from `tfxp compile`.")],
     pipeline_root: Annotated[
@@ -198,16 +199,12 @@ def run_spec_command(
     Exit codes: 0 the run succeeded, 1 a task failed, 2 bad input.
     """
     from pipeline.kubeflow.local_run import RunSpecError, TaskRun, run_spec
+    from pipeline.kubeflow.params import parse_param_entries
     from pipeline.kubeflow.spec import SpecPatchError
 
     if not package.is_file():
         raise fail(f"{package} does not exist; compile it with `tfxp compile --out {package}`")
-    arguments = {}
-    for entry in params or []:
-        name, sep, value = entry.partition("=")
-        if not sep or not name.strip():
-            raise fail(f"--param {entry!r} is not NAME=VALUE, e.g. --param data_path=gs://bucket/data")
-        arguments[name.strip()] = value
+    raw = parse_param_entries(params or [])
 
     def report(task: TaskRun) -> None:
         mark = {"SUCCEEDED": "[green]✓[/]", "FAILED": "[red]✗[/]"}.get(task.state, "[yellow]-[/]")
@@ -216,7 +213,7 @@ def run_spec_command(
         console.print(f"{mark} {task.name} {task.state.lower()} {task.seconds:.1f}s{detail}", highlight=False)
 
     try:
-        run = run_spec(package, pipeline_root, arguments, on_task=report)
+        run = run_spec(package, pipeline_root, raw, on_task=report)
     except (RunSpecError, SpecPatchError) as error:
         raise fail(str(error)) from None
     console.print(f"run {run.run_id}: {run.state.lower()}; outputs and logs: {run.run_dir}", highlight=False)

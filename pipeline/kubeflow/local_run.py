@@ -35,6 +35,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipeline.kubeflow import local_task
 from pipeline.kubeflow.local_task import TaskContext, TaskInputError, UpstreamState
+from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
 from pipeline.kubeflow.spec import load_pipeline_doc
 
 SUCCEEDED, FAILED, SKIPPED = "SUCCEEDED", "FAILED", "SKIPPED"
@@ -106,46 +107,22 @@ class SpecRun:
         return asdict(self)
 
 
-def _typed(name: str, kind: str, value: Any) -> Any:
-    # Text from the command line, typed as the spec declares the parameter.
-    if not isinstance(value, str) or kind == "STRING":
-        return value
-    try:
-        if kind == "NUMBER_INTEGER":
-            return int(value)
-        if kind == "NUMBER_DOUBLE":
-            return float(value)
-        if kind == "BOOLEAN":
-            return {"true": True, "false": False}[value.strip().lower()]
-        return json.loads(value)  # LIST, STRUCT
-    except (ValueError, KeyError):
-        raise RunSpecError(f"--param {name}={value}: {name} is {kind} in the spec") from None
-
-
-def pipeline_arguments(
-    spec: pipeline_spec_pb2.PipelineSpec, arguments: Mapping[str, Any]
-) -> dict[str, struct_pb2.Value]:
-    """The pipeline parameters a run gets: the spec's defaults, overridden by `arguments` (text is typed as the
-    spec declares the parameter, e.g. `"40"` for a `NUMBER_INTEGER`).
+def pipeline_arguments(spec: pipeline_spec_pb2.PipelineSpec, params: Mapping[str, str]) -> dict[str, struct_pb2.Value]:
+    """The pipeline parameters a run gets: the spec's defaults, overridden by `params` (`--param` text, checked and
+    typed against the spec by `pipeline.kubeflow.params`, as `tfxp submit` does).
 
     Raises:
-        RunSpecError: a name the spec does not declare (listing those it does), a value that does not fit its
-            type, or a parameter without a default and without a value.
+        pipeline.kubeflow.params.ParamError: a name the spec does not declare (listing those it does), a value
+            that does not fit its type, or a parameter without a default and without a value.
     """
-    declared = spec.root.input_definitions.parameters
-    unknown = sorted(set(arguments) - set(declared))
-    if unknown:
-        names = ", ".join(sorted(declared)) or "none"
-        raise RunSpecError(f"--param {', '.join(unknown)}: the pipeline has no such parameter; its parameters: {names}")
-    values = {}
-    for name, definition in declared.items():
-        if name in arguments:
-            kind = pipeline_spec_pb2.ParameterType.ParameterTypeEnum.Name(definition.parameter_type)
-            values[name] = local_task.python_value(_typed(name, kind, arguments[name]))
-        elif definition.HasField("default_value"):
-            values[name] = definition.default_value
-        elif not definition.is_optional:
-            raise RunSpecError(f"the pipeline parameter {name} has no default; pass --param {name}=VALUE")
+    declared = pipeline_parameters(json_format.MessageToDict(spec))
+    typed = typed_arguments(params, declared, spec.pipeline_info.name)
+    values = {
+        name: definition.default_value
+        for name, definition in spec.root.input_definitions.parameters.items()
+        if definition.HasField("default_value")
+    }
+    values.update({name: local_task.python_value(value) for name, value in typed.items()})
     return values
 
 
@@ -274,7 +251,7 @@ def default_pipeline_root(spec_path: Path) -> Path:
 def run_spec(
     spec_path: Path,
     pipeline_root: Path | None = None,
-    arguments: Mapping[str, Any] | None = None,
+    params: Mapping[str, str] | None = None,
     on_task: Callable[[TaskRun], None] | None = None,
     run_id: str | None = None,
 ) -> SpecRun:
@@ -284,7 +261,8 @@ def run_spec(
         spec_path: The compiled pipeline YAML (`tfxp compile`).
         pipeline_root: Local directory for the run's artifacts; default `default_pipeline_root(spec_path)`.
             The spec's own `defaultPipelineRoot` (a bucket) is not used.
-        arguments: Pipeline parameter values (typed as the spec declares them); the rest take their defaults.
+        params: Pipeline parameter values as `--param` text (typed as the spec declares them); the rest take
+            their defaults.
         on_task: Called after each task finishes or is skipped.
         run_id: The run's id; default `<pipeline>-<UTC time>`.
 
@@ -292,11 +270,12 @@ def run_spec(
         The run, also written to `<run dir>/run-spec.json`. A failed task fails the run, not this call.
 
     Raises:
-        RunSpecError: unknown parameters, or a spec feature run-spec does not run.
+        pipeline.kubeflow.params.ParamError: unknown parameters, or values that do not fit their types.
+        RunSpecError: a spec feature run-spec does not run.
         pipeline.kubeflow.spec.SpecPatchError: the file is not a compiled KFP pipeline spec.
     """
     spec = load_pipeline_doc(spec_path).pipeline_spec
-    values = pipeline_arguments(spec, arguments or {})
+    values = pipeline_arguments(spec, params or {})
     root = (pipeline_root or default_pipeline_root(spec_path)).resolve()
     pipeline = spec.pipeline_info.name
     run_id = run_id or f"{pipeline}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"

@@ -47,7 +47,7 @@ from pipeline.kubeflow.runs import (
     run_summary,
     wait_for_run,
 )
-from pipeline.kubeflow.spec import PipelineDoc, load_pipeline_doc, write_pipeline_doc
+from pipeline.kubeflow.spec import PipelineDoc, load_pipeline_doc, pipeline_tasks, write_pipeline_doc
 
 T = TypeVar("T")
 
@@ -277,7 +277,7 @@ class KfpRunClient:
             run_id=result.run_id,
             url=run_url(self.host, result.run_id),
             experiment=experiment,
-            tasks=tuple(sorted(doc.pipeline_spec.root.dag.tasks)),
+            tasks=tuple(sorted(pipeline_tasks(doc.pipeline_spec))),
         )
 
     def _missing_run(self, run_id: str) -> str:
