@@ -339,3 +339,30 @@ def test_notify_url_adds_an_exit_handler_that_sees_the_whole_run(
     assert any(
         "kubeflow.notify_url is written into the compiled spec" in warning for warning in notify_compiled.warnings
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="EdgeExporter's artifact types are named tfxp.EdgeModel/tfxp.EdgeBlessing, which TFX's v2 entrypoint "
+    "imports as a class path and cannot find: the EdgeExporter task fails on Kubeflow (found by tfxp run-spec)",
+)
+def test_every_artifact_type_the_spec_names_is_importable(default_compiled: CompileResult) -> None:
+    # TFX's v2 entrypoint rebuilds each input and output artifact from its schema title: a first-party title maps
+    # to TFX's class, any other title is imported as `module.Class`.
+    from tfx.orchestration.kubeflow.v2.compiler_utils import TITLE_TO_CLASS_PATH
+    from tfx.utils import import_utils
+
+    spec = _doc(default_compiled).pipeline_spec
+    titles = {
+        yaml.safe_load(artifact.artifact_type.instance_schema)["title"]
+        for component in spec.components.values()
+        for definitions in (component.input_definitions, component.output_definitions)
+        for artifact in definitions.artifacts.values()
+    }
+    unimportable = []
+    for title in sorted(titles):
+        try:
+            import_utils.import_class_by_path(TITLE_TO_CLASS_PATH.get(title, title))
+        except ImportError:
+            unimportable.append(title)
+    assert not unimportable, f"artifact types the v2 entrypoint cannot import: {unimportable}"
