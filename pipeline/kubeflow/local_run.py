@@ -175,19 +175,18 @@ class _Runner:
             self._record(TaskRun(name=name, state=SKIPPED, error=reason))
             return UpstreamState(state=SKIPPED, error=reason)
         component = self.spec.components[task.component_ref.name]
-        if component.WhichOneof("implementation") == "dag":
-            return self.run_dag(component.dag, self._inputs(name, task, scope, done))
-        return self.run_container(name, task, component, scope, done)
-
-    def _inputs(
-        self, name: str, task: pipeline_spec_pb2.PipelineTaskSpec, scope: Mapping[str, struct_pb2.Value], done: Any
-    ) -> dict[str, struct_pb2.Value]:
-        values = {}
+        if component.WhichOneof("implementation") != "dag":
+            return self.run_container(name, task, component, scope, done)
+        # A nested DAG's scope: its task's input parameters, resolved in the enclosing DAG.
+        inner = {}
         for key, spec in task.inputs.parameters.items():
-            value = local_task.input_parameter(key, spec, scope, done, self.run.run_id)
+            try:
+                value = local_task.input_parameter(key, spec, scope, done, self.run.run_id)
+            except TaskInputError as error:
+                raise RunSpecError(f"DAG task {name}: {error}") from None
             if value is not None:
-                values[key] = value
-        return values
+                inner[key] = value
+        return self.run_dag(component.dag, inner)
 
     def run_container(
         self,
