@@ -65,3 +65,14 @@ def test_recorded_spans_read_back() -> None:
     assert format_spans([5, 3, 4]) == "3,4,5"
     assert parse_spans("3,4,5") == [3, 4, 5]
     assert parse_spans("") == []
+
+
+def test_the_run_summary_reads_the_spans_off_the_examples_artifact() -> None:
+    from ml_metadata.proto import metadata_store_pb2
+
+    from pipeline.summary import spans_seen
+
+    examples = metadata_store_pb2.Artifact()
+    assert spans_seen(examples) is None  # data without spans
+    examples.custom_properties["spans"].string_value = "2,3,4"
+    assert spans_seen(examples) == [2, 3, 4]
