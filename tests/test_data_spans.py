@@ -126,3 +126,40 @@ def test_corrupt_labels_fraction_bounds() -> None:
     assert all(new != old for old, new in zip([0, 1, 2, 3], corrupt_labels([0, 1, 2, 3], 1.0, 4, seed=0), strict=True))
     with pytest.raises(DataError, match=r"--corrupt-labels must be between 0 and 1, got 1\.5"):
         corrupt_labels([0, 1], 1.5, 2, seed=0)
+
+
+def _png(seed: int) -> bytes:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    pixels = np.random.default_rng(seed).integers(0, 256, (6, 6), dtype=np.uint8)
+    Image.fromarray(pixels, mode="L").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_from_folder_writes_a_span_beside_the_shared_label_map(tmp_path: Path) -> None:
+    for month, classes in (("june", ("cat", "dog")), ("july", ("cat", "dog")), ("august", ("cat", "emu"))):
+        for name in classes:
+            for index in range(3):
+                path = tmp_path / month / name / f"{index}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(_png(index + 10 * len(name)))
+    out = tmp_path / "photos"
+    for span, month in ((6, "june"), (7, "july")):
+        result = CliRunner().invoke(app, ["data", "from-folder", str(tmp_path / month), "--out", str(out),
+                                          "--span", str(span), "--workers", "1"])  # fmt: skip
+        assert result.exit_code == 0, result.output
+    assert existing_spans(out) == [6, 7]
+    assert read_label_map(out / "labels.txt") == ["cat", "dog"]
+    assert not (out / "span-6" / "labels.txt").exists()
+    assert json.loads((out / "span-7" / MANIFEST_FILE).read_text())["span"] == 7
+    result = CliRunner().invoke(app, ["data", "from-folder", str(tmp_path / "august"), "--out", str(out),
+                                      "--span", "8", "--workers", "1"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "but this span has 2 classes: cat, emu; every span of a data set shares one label map" in " ".join(
+        result.output.split()
+    )
+    assert existing_spans(out) == [6, 7]
