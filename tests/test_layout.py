@@ -226,3 +226,18 @@ def test_local_runs_refuse_a_bucket_output_and_missing_data(tmp_path: Path) -> N
         resolve_local_paths(build_config({}, [f"data.path={tmp_path}", "pipeline.output=gs://b/out"]))
     with pytest.raises(FileNotFoundError, match=r"data.path .*missing is not a directory"):
         resolve_local_paths(build_config({}, [f"data.path={tmp_path / 'missing'}", f"pipeline.output={tmp_path}"]))
+
+
+def test_the_file_probe_lists_and_samples_leniently(tmp_path: Path) -> None:
+    from components.data.probe import list_dir, sample_label_evidence
+    from components.data.tfrecords import make_example, write_shards
+
+    write_shards(tmp_path / "b", [3, 4], 1, lambda label: make_example(b"png", label, f"c{label}").SerializeToString())
+    (tmp_path / "a.tfrecord.gz").write_bytes(b"\x1f\x8b garbage")  # unreadable: left for the run to name
+    (tmp_path / ".hidden").mkdir()
+    assert list_dir(str(tmp_path)) == Listing(dirs=frozenset({"b"}), files=frozenset({"a.tfrecord.gz"}))
+    with pytest.raises(FileNotFoundError):
+        list_dir(str(tmp_path / "missing"))
+    evidence = sample_label_evidence(f"{tmp_path}/*.tfrecord.gz", 8) + sample_label_evidence(f"{tmp_path}/b/*", 1)
+    assert evidence == [LabelEvidence(3, "", "c3")]
+    assert sample_label_evidence(f"{tmp_path}/none-*", 8) == []

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from google.protobuf.message import DecodeError
+
 from components.contract import LABEL_KEY, SYNSET_KEY, TEXT_KEY, read_label_map
-from components.data.errors import DataError
 from components.data.tfrecords import compression_for
 
 
@@ -69,35 +70,32 @@ def sample_label_evidence(pattern: str, count: int = 64) -> list[LabelEvidence]:
     """Label, `image/class/synset` and `image/class/text` of the first `count` examples of the files matching
     `pattern` (sorted; compression from the file name, as ImportExampleGen reads them).
 
-    Raises:
-        DataError: no file matches, or the first file is not a TFRecord of tf.Examples with an int64 label.
+    Best effort: it leaves a file at its first unreadable record and skips examples without one int64 label, so a
+    data problem is reported where it was before, by the run (ImportExampleGen and its failure diagnosis), with
+    the file named; no files, or none readable, give no evidence.
     """
     import tensorflow as tf
 
-    files = sorted(tf.io.gfile.glob(pattern))
-    if not files:
-        raise DataError(f"no files match {pattern}")
     evidence: list[LabelEvidence] = []
-    try:
-        for path in files:
-            dataset = tf.data.TFRecordDataset(path, compression_type=compression_for(path))
+    for path in sorted(tf.io.gfile.glob(pattern)):
+        dataset = tf.data.TFRecordDataset(path, compression_type=compression_for(path))
+        try:
             for serialized in dataset.take(count - len(evidence)).as_numpy_iterator():
-                evidence.append(_evidence(tf.train.Example.FromString(serialized), path))
-            if len(evidence) >= count:
-                break
-    except tf.errors.OpError as error:
-        raise DataError(
-            f"cannot read {files[0]}: {error.message.splitlines()[0]}; expected TFRecords of tf.Examples "
-            "(GZIP when the name ends in .gz, uncompressed otherwise)"
-        ) from None
+                item = _evidence(tf.train.Example.FromString(serialized))
+                if item is not None:
+                    evidence.append(item)
+        except (tf.errors.OpError, DecodeError):  # a corrupt file: the run names it; try the next one
+            continue
+        if len(evidence) >= count:
+            break
     return evidence
 
 
-def _evidence(example: object, path: str) -> LabelEvidence:
+def _evidence(example: object) -> LabelEvidence | None:
     features = example.features.feature  # type: ignore[attr-defined]
     labels = list(features[LABEL_KEY].int64_list.value) if LABEL_KEY in features else []
     if len(labels) != 1:
-        raise DataError(f"an example in {path} has {len(labels)} values of `{LABEL_KEY}`; expected one int64 label")
+        return None
 
     def first_text(key: str) -> str:
         values = features[key].bytes_list.value if key in features else []
