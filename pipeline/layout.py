@@ -258,10 +258,13 @@ def _resolve_layout(config: TfxpConfig, listing: Listing, span_folders: list[str
     root = data.path.rstrip("/")
     if not span_folders:
         return detect_layout(listing, data.file_pattern, root)
-    layouts = {
-        folder: detect_layout(probe.list_dir(f"{root}/{folder}"), data.file_pattern, f"{root}/{folder}", True)
-        for folder in span_folders
-    }
+    layouts = {}
+    for folder in span_folders:
+        try:
+            listing = probe.list_dir(f"{root}/{folder}")
+        except OSError as error:
+            raise DataError(f"cannot list the span folder {root}/{folder}: {error}") from None
+        layouts[folder] = detect_layout(listing, data.file_pattern, f"{root}/{folder}", spanned=True)
     kinds = {(layout.split, layout.train_pattern, layout.eval_pattern) for layout in layouts.values()}
     if len(kinds) > 1:
         shown = "; ".join(f"{folder}: {layout.description}" for folder, layout in layouts.items())
