@@ -13,7 +13,9 @@ Model contract (SavedModel signatures; all three serving signatures return the s
 - `SIGNATURE_PREPROCESSED`: `INPUT_IMAGES` float32 [None, H, W, C] → the same outputs
 - `SIGNATURE_EVAL_LABELS` (TFMA only): `INPUT_EXAMPLES` → `EVAL_LABEL_KEY` int64 [None]
 
-Label map: one class name a line, line i = label i-1 (`read_label_map`, `write_label_map`).
+Label map: one class a line, line i = label i-1 (`read_label_map`, `write_label_map`): a class name, or a WordNet
+synset optionally followed by its description (ImageNet's `n01440764` or `n01440764 tench, Tinca tinca`), whose
+class name is the synset.
 
 Example:
     labels = read_label_map("data/digits/labels.txt")  # ["0", "1", ..., "9"]
@@ -22,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,6 +47,9 @@ OUTPUT_CLASSES = "classes"
 IMAGE_KEY = "image/encoded"
 LABEL_KEY = "image/class/label"
 TEXT_KEY = "image/class/text"
+# Written by TensorFlow's ImageNet build scripts beside the label; `tfxp run` matches it against the label map to
+# tell 0-based from 1-based labels (`data.label_offset: auto`).
+SYNSET_KEY = "image/class/synset"
 
 # The accuracy metric, as Keras and TFMA name it (`SparseCategoricalAccuracy`).
 ACCURACY_METRIC = "sparse_categorical_accuracy"
@@ -61,6 +67,9 @@ EDGE_METADATA_FILE = "edge_metadata.json"
 # The Trainer writes its metrics beside the SavedModel (Model artifact dir) and in its run dir.
 TRAINING_METRICS_FILE = "training_metrics.json"
 
+# A WordNet id then whitespace: the rest of the line describes the synset and is not part of the class name.
+_SYNSET_LINE = re.compile(r"^(n\d{8})\s")
+
 MISSING_LABELS_HINT = (
     f"set data.labels to the label map, or put a {LABELS_FILE} (one class name a line, as `tfxp data` writes) "
     "in data.path"
@@ -72,10 +81,13 @@ class LabelMapError(ValueError):
 
 
 def parse_label_map(text: str, source: str) -> list[str]:
-    """The class names of a label map's text: one name a line, line i = label i-1.
+    """The class names of a label map's text: one class a line, line i = label i-1.
 
     The one rule every reader shares: names are stripped of surrounding whitespace (so `\\r\\n` files work),
-    blank lines at the end are ignored, and anything else that would shift or merge class ids is an error.
+    blank lines at the end are ignored, and anything else that would shift or merge class ids is an error. A line
+    that starts with a WordNet synset and whitespace (`n01440764 tench, Tinca tinca`, ImageNet's metadata files)
+    names the class by its synset; the description after it is not part of the name (ImageNet's descriptions
+    repeat: two synsets are "crane").
 
     Args:
         text: The file's contents.
@@ -90,8 +102,9 @@ def parse_label_map(text: str, source: str) -> list[str]:
 
     Example:
         parse_label_map("cat\\r\\ndog \\n\\n", "labels.txt")  # ["cat", "dog"]
+        parse_label_map("n01440764 tench, Tinca tinca\\nn01443537\\tgoldfish\\n", "synsets.txt")  # synsets
     """
-    names = [line.strip() for line in text.splitlines()]
+    names = [_class_name(line.strip()) for line in text.splitlines()]
     while names and not names[-1]:
         names.pop()
     first_line: dict[str, int] = {}
@@ -113,6 +126,11 @@ def parse_label_map(text: str, source: str) -> list[str]:
             "(one class name a line, line i = label i-1)"
         )
     return names
+
+
+def _class_name(line: str) -> str:
+    synset = _SYNSET_LINE.match(line)
+    return synset.group(1) if synset else line
 
 
 def read_label_map(path: str | Path, missing_hint: str = MISSING_LABELS_HINT) -> list[str]:
@@ -158,8 +176,8 @@ def write_label_map(path: str | Path, labels: Sequence[str]) -> None:
         labels: Class names, index = class id.
 
     Raises:
-        LabelMapError: a name is empty, spans lines or has surrounding whitespace (it would not read back
-            the same), a name is repeated, or there are fewer than two.
+        LabelMapError: a name is empty, spans lines, has surrounding whitespace or starts with a WordNet id and
+            whitespace (it would not read back the same), a name is repeated, or there are fewer than two.
     """
     target = str(path)
     for name in labels:
@@ -169,7 +187,13 @@ def write_label_map(path: str | Path, labels: Sequence[str]) -> None:
                 "surrounding whitespace"
             )
     text = "".join(f"{name}\n" for name in labels)
-    parse_label_map(text, target)  # the same rule as the reader: no duplicates, at least two names
+    read_back = parse_label_map(text, target)  # the same rule as the reader: no duplicates, at least two names
+    for name, read in zip(labels, read_back, strict=True):
+        if name != read:
+            raise LabelMapError(
+                f"class name {name!r} cannot go into {target}: it would read back as the synset {read!r} (a line "
+                "that starts with a WordNet id and whitespace names that synset)"
+            )
     if "://" in target:
         import tensorflow as tf  # only bucket paths need it
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PlainValidator, ValidationError, model_validator
 
 from components.config_section import ConfigSection, describe_errors, section_keys
+from components.data.spans import POLICY_HELP, SpanError, parse_policy
 from components.trainer.options import TrainerOptions
 from edge.options import EdgeOptions
 from serving.options import ServingOptions
@@ -68,24 +69,54 @@ class PipelineSection(ConfigSection):
     enable_cache: bool = True
 
 
+def _spans_policy(value: Any) -> str | int:
+    try:
+        return parse_policy(value) if not isinstance(value, bool) else parse_policy("")
+    except SpanError:
+        raise ValueError(f"expected {POLICY_HELP}") from None
+
+
+def _label_offset(value: Any) -> str | int:
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value  # type: ignore[no-any-return]
+    raise ValueError("expected auto or a number ≥ 0 (the label of the first class: 1 for ImageNet's build scripts)")
+
+
+SpansPolicy = Annotated[str | int, PlainValidator(_spans_policy)]
+LabelOffset = Annotated[str | int, PlainValidator(_label_offset)]
+
+
 class DataSection(ConfigSection):
     """Attributes:
-    path: Directory of TFRecords: with `train/` and `eval/` subfolders (split by file pattern),
-      or TFRecords directly inside it (split by hash buckets).
-    labels: Label map file, one class name a line; empty = `<path>/labels.txt`.
-    label_offset: Subtracted from `image/class/label` (1 for ImageNet's 1-based build script).
-    split: `folders` (train/ and eval/ subfolders), `hash` (hash buckets) or `auto` (folders when both exist).
+    path: Directory of TFRecords, read as they are (README, "Data layouts"): `train/` + `eval/` or `train/` +
+      `validation/` folders, flat `train-*` + `validation-*` shards (TensorFlow's ImageNet build scripts), or
+      TFRecords directly inside it (split by hash buckets); or span folders `span-N/` each holding one of those.
+    labels: Label map file, one class a line (a name, or a WordNet synset and optionally its description);
+      empty = `<path>/labels.txt`.
+    label_offset: Subtracted from `image/class/label` (1 for ImageNet's 1-based build scripts). `auto`: read
+      from the first train examples by matching `image/class/synset` or `image/class/text` with the label map,
+      0 when they carry neither.
+    split: `auto` (recognise the layout), `folders` (the train and eval patterns; tfxp's `train/` + `eval/`
+      unless `train_pattern` and `eval_pattern` are set) or `hash` (hash buckets over `file_pattern`).
+    train_pattern: Glob of the train files relative to `path` (or to each span folder), e.g. `train-*`; set
+      together with `eval_pattern` for a layout `auto` does not recognise.
+    eval_pattern: Glob of the eval files, e.g. `validation-*`.
+    spans: Which `span-N/` folders a run reads: `none` (the data has no span folders), `latest`, `all`, or N
+      (the newest N: spans newest-N+1 to newest, as TFX's RollingRange).
     schema: `label_map` (a schema derived from the label map: label in range, image present),
       `infer` (TFX SchemaGen) or a path to a curated `schema.pbtxt` (ImportSchemaGen).
-    file_pattern: TFRecord files to read when the data has no train/eval folders (relative to `path`).
-    train_buckets: Hash buckets for train when the data has no train/eval folders.
-    eval_buckets: Hash buckets for eval when the data has no train/eval folders.
+    file_pattern: TFRecord files to read when the data is split by hash buckets (relative to `path`).
+    train_buckets: Hash buckets for train when the data is split by hash buckets.
+    eval_buckets: Hash buckets for eval when the data is split by hash buckets.
     """
 
     path: str = "data/digits"
     labels: str = ""
-    label_offset: int = Field(0, ge=0)
+    label_offset: LabelOffset = "auto"
     split: Literal["auto", "folders", "hash"] = "auto"
+    train_pattern: str = ""
+    eval_pattern: str = ""
+    spans: SpansPolicy = "none"
     schema_source: str = Field("label_map", alias="schema")
     file_pattern: str = Field("*.tfrecord*", min_length=1)
     train_buckets: int = Field(9, ge=1)
@@ -93,9 +124,36 @@ class DataSection(ConfigSection):
 
     model_config = ConfigDict(populate_by_name=True)  # merged with ConfigSection's
 
+    @model_validator(mode="after")
+    def _check_patterns(self) -> DataSection:
+        if bool(self.train_pattern) != bool(self.eval_pattern):
+            given, missing = ("train", "eval") if self.train_pattern else ("eval", "train")
+            raise ValueError(
+                f"data.{given}_pattern is set but data.{missing}_pattern is not; set both, e.g. "
+                "`--set data.train_pattern='train-*' --set data.eval_pattern='validation-*'`"
+            )
+        if self.train_pattern and self.split == "hash":
+            raise ValueError(
+                "data.train_pattern and data.eval_pattern name the splits, but data.split is hash (one set of "
+                "files split by hash buckets, data.file_pattern); use data.split=auto or folders with the patterns"
+            )
+        for key in ("train_pattern", "eval_pattern", "file_pattern"):
+            pattern = getattr(self, key)
+            if pattern.startswith("/") or "://" in pattern or "{" in pattern:
+                raise ValueError(
+                    f"data.{key} = {pattern!r}: a glob relative to data.path (or to each span-N folder), without "
+                    "{SPAN}; spans are chosen with data.spans"
+                )
+        return self
+
     @property
     def labels_path(self) -> str:
         return self.labels or f"{self.path.rstrip('/')}/labels.txt"
+
+    @property
+    def first_label(self) -> int:
+        """`label_offset` as a number: an unresolved `auto` (the runners resolve it, `pipeline.layout`) reads as 0."""
+        return self.label_offset if isinstance(self.label_offset, int) else 0
 
 
 class EvaluatorSection(ConfigSection):

@@ -1,7 +1,8 @@
 """`create_pipeline(config)`: the tfxp TFX pipeline, a pure factory.
 
 It reads nothing from disk or the environment: every path comes from the config (the runner resolves
-them first), so the same call serves LocalDagRunner and KubeflowV2DagRunner.
+them first), so the same call serves LocalDagRunner and KubeflowV2DagRunner. ImportExampleGen reads the
+span folders `data.spans` selects (`components.example_gen`).
 
     ImportExampleGen → StatisticsGen → SchemaGen → ExampleValidator (fails on anomalies)
                      → Trainer → latest-blessed Resolver → Evaluator (TFMA thresholds) → Pusher
@@ -16,6 +17,7 @@ from tfx import v1 as tfx
 
 from components.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 from components.edge_exporter.component import EdgeExporter
+from components.example_gen.component import SpanImportExampleGen
 from components.pusher.executor import AtomicPusher
 from components.trainer.options import RunOptions
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
@@ -27,15 +29,15 @@ TRAINER_RUN_FN = "components.trainer.run_fn.run_fn"
 
 
 def example_gen_input_config(config: TfxpConfig) -> tfx.proto.Input:
-    """The files ImportExampleGen reads, from `data.split` (`pipeline.layout.split_patterns`)."""
+    """The files ImportExampleGen reads, from the data section (`pipeline.layout.split_patterns`)."""
     return tfx.proto.Input(
         splits=[tfx.proto.Input.Split(name=name, pattern=pattern) for name, pattern in split_patterns(config).items()]
     )
 
 
 def example_gen_output_config(config: TfxpConfig) -> tfx.proto.Output | None:
-    """Hash-bucket split for data without train/eval folders (`data.split: hash`); None when the input splits
-    (the folders) are the output splits."""
+    """Hash-bucket split for data without train and eval files (`data.split: hash`); None when the input splits
+    (the train and eval patterns) are the output splits."""
     if config.data.split != "hash":
         return None
     return tfx.proto.Output(
@@ -86,7 +88,7 @@ def trainer_custom_config(config: TfxpConfig) -> dict[str, Any]:
     run = RunOptions(
         trainer=config.trainer,
         labels_path=config.data.labels_path,
-        label_offset=config.data.label_offset,
+        label_offset=config.data.first_label,
         warmup_requests=config.serving.warmup_requests,
     )
     return run.model_dump(mode="json")
@@ -106,18 +108,19 @@ def _schema_component(config: TfxpConfig, statistics: Any) -> Any:
         return tfx.components.SchemaGen(statistics=statistics, infer_feature_shape=True)
     if source == "label_map":
         return LabelMapSchemaGen(
-            statistics=statistics, labels_path=config.data.labels_path, label_offset=config.data.label_offset
+            statistics=statistics, labels_path=config.data.labels_path, label_offset=config.data.first_label
         ).with_id("SchemaGen")
     return tfx.components.ImportSchemaGen(schema_file=source).with_id("SchemaGen")
 
 
 def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
     """The pipeline's components in execution order."""
-    example_gen = tfx.components.ImportExampleGen(
+    example_gen = SpanImportExampleGen(
         input_base=config.data.path,
         input_config=example_gen_input_config(config),
         output_config=example_gen_output_config(config),
-    )
+        spans=config.data.spans,
+    ).with_id("ImportExampleGen")
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = _schema_component(config, statistics_gen.outputs["statistics"])
     example_validator = StrictExampleValidator(
@@ -169,7 +172,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
                 model_blessing=evaluator.outputs["blessing"],
                 push_base=layout.edge_base,
                 options=config.edge,
-                label_offset=config.data.label_offset,
+                label_offset=config.data.first_label,
             ).with_id("EdgeExporter")
         )
     return components

@@ -20,6 +20,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE
+from components.data.spans import SPANS_PROPERTY, parse_spans
 from components.edge_exporter.summary import edge_summary
 from pipeline.config import TfxpConfig
 from pipeline.mlmd import latest_run, open_store, run_executions
@@ -74,6 +75,12 @@ def _int_property(artifact: metadata_store_pb2.Artifact, name: str) -> int | Non
 def _string_property(artifact: metadata_store_pb2.Artifact, name: str) -> str | None:
     value = artifact.custom_properties.get(name)
     return value.string_value if value is not None else None
+
+
+def spans_seen(examples: metadata_store_pb2.Artifact) -> list[int] | None:
+    """The spans an Examples artifact holds (its `spans` custom property); None for data without spans."""
+    text = _string_property(examples, SPANS_PROPERTY)
+    return parse_spans(text) if text else None
 
 
 def evaluation_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
@@ -210,6 +217,9 @@ def build_summary(
         summary["failed_component"] = failed_component
         if failed_component and failed_component not in summary["components"]:
             summary["components"][failed_component] = {"status": "failed", "seconds": None}
+    example_gen = components.get("ImportExampleGen")
+    if example_gen is not None and example_gen.outputs.get("examples"):
+        summary["data"] = {"spans_seen": spans_seen(example_gen.outputs["examples"][0])}
     evaluator = components.get("Evaluator")
     if evaluator is not None:
         _add_evaluation(summary, evaluator, config, problems)

@@ -178,3 +178,20 @@ def test_unregistered_model_fails_the_cli_within_a_second(command: str, tmp_path
     )
     assert seconds < 1.0
     assert not (tmp_path / "out").exists()
+
+
+def test_data_spans_label_offset_and_patterns() -> None:
+    assert {"data.spans", "data.train_pattern", "data.eval_pattern"} <= set(valid_keys())
+    assert build_config({"data": {"spans": 3}}).data.spans == 3
+    assert build_config({}, ["data.spans=latest", "data.label_offset=1"]).data.spans == "latest"
+    assert build_config({}).data.label_offset == "auto" and build_config({}).data.first_label == 0
+    for override, message in [
+        ("data.spans=0", r"`data.spans` = 0: expected `none` \(no span folders\), `latest`, `all`, or N ≥ 1"),
+        ("data.label_offset=-1", r"`data.label_offset` = -1: expected auto or a number ≥ 0"),
+        ("data.train_pattern=train-*", r"data.train_pattern is set but data.eval_pattern is not; set both"),
+        ("data.file_pattern=span-{SPAN}/*", r"data.file_pattern = 'span-\{SPAN\}/\*': a glob relative to data.path"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            build_config({}, [override])
+    with pytest.raises(ConfigError, match=r"data.split is hash \(one set of files split by hash buckets"):
+        build_config({}, ["data.split=hash", "data.train_pattern=a/*", "data.eval_pattern=b/*"])

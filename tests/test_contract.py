@@ -34,6 +34,19 @@ def test_names_are_stripped_and_trailing_blank_lines_ignored(tmp_path: Path, con
     assert read_label_map(_labels(tmp_path, content)) == ["cat", "dog", "red fox"]
 
 
+def test_synset_lines_name_the_class_by_the_synset(tmp_path: Path) -> None:
+    # ImageNet's synset list (one id a line) and its metadata (id, then a description that may repeat).
+    assert parse_label_map("n01440764\nn01443537\n", "synsets.txt") == ["n01440764", "n01443537"]
+    text = "n03126707 crane\nn02012849\tcrane\nn01440764 tench, Tinca tinca\n"
+    assert parse_label_map(text, "imagenet_metadata.txt") == ["n03126707", "n02012849", "n01440764"]
+    # Only a WordNet id splits a line; class names with spaces stay whole.
+    assert parse_label_map("n0144 tench\ngolden retriever\n", "labels.txt") == ["n0144 tench", "golden retriever"]
+    with pytest.raises(LabelMapError, match=r"names 'n01440764' twice, at lines 1 and 2"):
+        parse_label_map("n01440764 tench\nn01440764 tinca\n", "labels.txt")
+    with pytest.raises(LabelMapError, match=r"'n01440764 tench' cannot go into .*read back as the synset 'n01440764'"):
+        write_label_map(tmp_path / "labels.txt", ["n01440764 tench", "cat"])
+
+
 def test_a_utf8_byte_order_mark_is_not_part_of_the_first_name(tmp_path: Path) -> None:
     assert read_label_map(_labels(tmp_path, "\ufeffchat\nchien\n".encode())) == ["chat", "chien"]
 

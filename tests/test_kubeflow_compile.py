@@ -31,17 +31,19 @@ from pipeline.kubeflow.compile import (
     compile_pipeline,
 )
 from pipeline.kubeflow.spec import PipelineDoc, container_tasks, load_pipeline_doc, pipeline_tasks
-from pipeline.layout import resolve_split
+from pipeline.layout import resolve_data
 
 REPO = Path(__file__).resolve().parents[1]
 A100_CONFIG = REPO / "configs" / "imagenet_a100.yaml"
+# The default data.path (data/digits) does not exist here, and its `auto` values need to read it: set them.
+EXPLICIT_DATA = ("data.split=folders", "data.label_offset=0")
 GOLDEN = Path(__file__).parent / "golden" / "kubeflow_imagenet_a100.yaml"
 RESOLVER_PREFIX = "LatestBlessedModelResolver"
 
 
 @pytest.fixture(scope="module")
 def default_config() -> TfxpConfig:
-    return load_config(None)
+    return load_config(None, EXPLICIT_DATA)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +69,7 @@ def _doc(result: CompileResult) -> PipelineDoc:
 def _components(config: TfxpConfig) -> list[Any]:
     from pipeline.pipeline import create_pipeline
 
-    return list(create_pipeline(resolve_split(config)).components)
+    return list(create_pipeline(resolve_data(config)).components)
 
 
 @pytest.mark.parametrize("which", ["default", "a100"])
@@ -203,7 +205,7 @@ def test_module_files_are_refused_before_compiling() -> None:
 
 def _compile(tmp_path: Path, *sets: str, out: str = "pipeline.yaml") -> Any:
     args = ["compile", "--out", str(tmp_path / out)]
-    for item in sets:
+    for item in (*EXPLICIT_DATA, *sets):
         args += ["--set", item]
     return CliRunner().invoke(app, args)
 
@@ -366,3 +368,58 @@ def test_every_artifact_type_the_spec_names_is_importable(default_compiled: Comp
         except ImportError:
             unimportable.append(title)
     assert not unimportable, f"artifact types the v2 entrypoint cannot import: {unimportable}"
+
+
+def _example_gen_parameters(result: CompileResult) -> dict[str, Any]:
+    import json
+
+    parameters = _doc(result).pipeline_spec.root.dag.tasks["ImportExampleGen"].inputs.parameters
+    values = {name: parameter.runtime_value.constant for name, parameter in parameters.items()}
+    plain = {name: value.string_value or value.number_value for name, value in values.items()}
+    plain["input_config"] = {s["name"]: s["pattern"] for s in json.loads(plain["input_config"])["splits"]}
+    return plain
+
+
+def test_a100_reads_the_flat_imagenet_shards_as_they_are(a100_compiled: CompileResult) -> None:
+    from components.example_gen.executor import Executor
+
+    parameters = _example_gen_parameters(a100_compiled)
+    assert parameters["input_base"] == "gs://my-bucket/imagenet"
+    assert parameters["input_config"] == {"train": "train-*", "eval": "validation-*"}
+    assert parameters["spans"] == "none"
+    containers = dict(container_tasks(_doc(a100_compiled).pipeline_spec))
+    args = list(containers["ImportExampleGen"].args)
+    assert args[args.index("--executor_class_path") + 1] == f"{Executor.__module__}.{Executor.__name__}"
+
+
+def test_compile_detects_a_readable_data_path_and_carries_the_span_policy(tmp_path: Path) -> None:
+    from components.data.tfrecords import make_example, write_shards
+
+    for span in (1, 2, 3):
+        for split in ("train", "validation"):
+            write_shards(
+                tmp_path / "data" / f"span-{span}" / split,
+                [0, 1],
+                1,
+                lambda label: make_example(b"png", label + 1, f"class{label}").SerializeToString(),
+            )
+    (tmp_path / "data" / "labels.txt").write_text("class0\nclass1\n")
+    config = load_config(None, [f"data.path={tmp_path / 'data'}", "data.spans=2"])
+    result = compile_pipeline(config, tmp_path / "pipeline.yaml")
+
+    parameters = _example_gen_parameters(result)
+    assert parameters["input_config"] == {"train": "span-*/train/*", "eval": "span-*/validation/*"}
+    assert parameters["spans"] == "2"
+    schema = _doc(result).pipeline_spec.root.dag.tasks["SchemaGen"].inputs.parameters
+    assert schema["label_offset"].runtime_value.constant.number_value == 1  # labels 1 and 2 for class0, class1
+
+
+def test_compile_refuses_auto_when_the_data_cannot_be_read(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["compile", "--out", str(tmp_path / "pipeline.yaml"), "--set", "data.path=s3://bucket/imagenet"]
+    )
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "data.split is auto, but data.path s3://bucket/imagenet cannot be read from here" in text
+    assert "set it explicitly: data.train_pattern and data.eval_pattern" in text
+    assert not (tmp_path / "pipeline.yaml").exists()

@@ -137,6 +137,9 @@ def test_compile_writes_the_pod_settings_into_every_container_executor(tmp_path:
         "kubeflow.pod_labels=['team=ml']",
         "kubeflow.trainer_node_selector=['gpu=a100']",
         "kubeflow.image=registry.example.com/tfxp@sha256:" + "a" * 64,
+        # data/digits does not exist here: set what `auto` would read from it.
+        "data.split=folders",
+        "data.label_offset=0",
     ]
 
     result = CliRunner().invoke(app, ["compile", "--out", str(out), *(f"--set={item}" for item in sets)])

@@ -149,7 +149,8 @@ def test_flat_data_is_split_by_hash_buckets(digits_dir: Path, tmp_path: Path) ->
     data.mkdir()
     for split in ("train", "eval"):
         for shard in (digits_dir / split).iterdir():
-            shutil.copy(shard, data / f"{split}-{shard.name}")
+            # Not named train-*/eval-*: flat files named after the splits are read as those splits.
+            shutil.copy(shard, data / f"part-{split}-{shard.name}")
     for name in ("labels.txt", "tfxp_dataset.json"):  # non-TFRecord files beside the data are not read
         if (digits_dir / name).exists():
             shutil.copy(digits_dir / name, data / name)

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,30 @@ def stratified_split(labels: Sequence[int], eval_fraction: float, seed: int) -> 
     return splits
 
 
+def check_corrupt_fraction(fraction: float) -> None:
+    """Raises DataError unless 0 <= fraction <= 1."""
+    if not 0 <= fraction <= 1:
+        raise DataError(f"--corrupt-labels must be between 0 and 1, got {fraction}; e.g. 0.5 mislabels half")
+
+
+def corrupt_labels(labels: Sequence[int], fraction: float, num_classes: int, seed: int) -> list[int]:
+    """`labels` with a seeded `fraction` of them wrong, for demos of a data problem the pipeline must catch.
+
+    The damage is systematic, like a labelling bug: every corrupted example of class c gets class
+    (c + shift) mod `num_classes`, for one seeded shift in 1..num_classes-1, so a corrupted label is never right.
+
+    Example:
+        corrupt_labels([0, 1, 2, 0], 0.5, 3, seed=0)  # two of the four labels moved by the same shift
+    """
+    check_corrupt_fraction(fraction)
+    rng = random.Random(f"tfxp-corrupt:{seed}")
+    shift = rng.randrange(1, num_classes)
+    corrupted = list(labels)
+    for index in rng.sample(range(len(labels)), round(len(labels) * fraction)):
+        corrupted[index] = (corrupted[index] + shift) % num_classes
+    return corrupted
+
+
 def auto_shards(records: Sequence[Record]) -> int:
     """Shards of about TARGET_SHARD_BYTES for these records (at least 1)."""
     return max(1, math.ceil(sum(record.size() for record in records) / TARGET_SHARD_BYTES))
@@ -236,6 +260,8 @@ def write_dataset(
     provenance: Mapping[str, Any] | None = None,
     skipped: Sequence[tuple[str, str]] = (),
     reencoded: Sequence[str] = (),
+    write_labels: bool = True,
+    corrupt_train_labels: float = 0.0,
 ) -> DatasetSummary:
     """Splits `records` per class and writes DIR/train, DIR/eval, labels.txt and a manifest.
 
@@ -251,6 +277,10 @@ def write_dataset(
         provenance: Extra facts for the manifest (source, generator).
         skipped: (file, reason) of inputs left out, for the summary and manifest.
         reencoded: Files stored re-encoded, for the summary and manifest.
+        write_labels: Write labels.txt into `out`; False for a span folder, whose label map is beside it
+            (`components.data.span_writer`).
+        corrupt_train_labels: Share of the train examples given a wrong label (`corrupt_labels`); eval
+            labels stay right, so an evaluation shows the damage.
 
     Returns:
         The summary of what was written.
@@ -259,6 +289,7 @@ def write_dataset(
         DataError: bad `out` or `eval_fraction`, fewer than two classes, or an empty split.
     """
     check_eval_fraction(eval_fraction)
+    check_corrupt_fraction(corrupt_train_labels)
     if shards is not None and shards < 1:
         raise DataError(f"--shards must be at least 1, got {shards}")
     if len(label_names) < 2:
@@ -270,6 +301,13 @@ def write_dataset(
             "add images so each class has at least two"
         )
     names = tuple(label_names)
+    if corrupt_train_labels:
+        train = split_indices["train"]
+        wrong = corrupt_labels([records[index].label for index in train], corrupt_train_labels, len(names), seed)
+        records = list(records)
+        for index, label in zip(train, wrong, strict=True):
+            records[index] = replace(records[index], label=label)
+        provenance = {**(provenance or {}), "corrupt_train_labels": corrupt_train_labels}
 
     def serialize(record: Record) -> bytes:
         # Proto maps serialize in hash order unless asked not to; same input must give the same bytes.
@@ -285,7 +323,8 @@ def write_dataset(
             counts[split] = {name: 0 for name in names}
             for record in split_records:
                 counts[split][names[record.label]] += 1
-        write_label_map(stage / LABELS_FILE, names)
+        if write_labels:
+            write_label_map(stage / LABELS_FILE, names)
         summary = DatasetSummary(out, names, counts, shard_counts, tuple(skipped), tuple(reencoded))
         manifest = {
             "format": f"tfxp image tf.Examples: {IMAGE_KEY}, {LABEL_KEY}, {TEXT_KEY}",

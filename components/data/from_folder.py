@@ -18,6 +18,8 @@ from pathlib import Path
 from components.data.dataset import DatasetSummary, Record, check_eval_fraction, check_output, write_dataset
 from components.data.errors import DataError
 from components.data.images import IMAGE_SUFFIXES, ImageCheck, check_image
+from components.data.span_writer import check_span_labels, check_span_root, prepare_span
+from components.data.spans import span_dir_name
 
 MAX_LISTED = 10
 
@@ -108,6 +110,7 @@ def convert_folder(
     workers: int | None = None,
     seed: int = 0,
     executor: str = "thread",
+    span: int | None = None,
 ) -> DatasetSummary:
     """Converts SRC/<class>/<image> into DIR/train, DIR/eval (GZIP TFRecords) and DIR/labels.txt.
 
@@ -122,6 +125,8 @@ def convert_folder(
         workers: Parallel image checks and shard writers; None = one per CPU.
         seed: Split and order seed.
         executor: `thread` or `process` pool for the image checks.
+        span: Write `out/span-N` (train/, eval/) beside `out/labels.txt` instead of a data set without spans;
+            the classes must match that label map when it exists (`components.data.span_writer`).
 
     Returns:
         Counts per split and class, shard counts, skipped and re-encoded files.
@@ -140,8 +145,15 @@ def convert_folder(
             f"--out {out} lies inside the source folder {src}; its train/ and eval/ would be read as classes "
             "next time: choose an output directory outside SRC"
         )
-    check_output(out, overwrite)  # fail before the expensive part
+    # Fail before the expensive part.
+    if span is None:
+        check_output(out, overwrite)
+    else:
+        check_span_root(out)
+        check_output(out / span_dir_name(span), overwrite)
     label_names, files = scan_folder(src)
+    if span is not None:
+        check_span_labels(out, label_names)
     workers = workers or os.cpu_count() or 1
     checks = check_images([path for path, _ in files], workers, executor)
     bad = [(str(Path(check.path).relative_to(src)), check.error) for check in checks if check.error]
@@ -166,8 +178,9 @@ def convert_folder(
     reencoded = [
         f"{Path(check.path).relative_to(src)} ({check.original})" for check in checks if check.reencoded is not None
     ]
+    target = out if span is None else prepare_span(out, span, label_names, overwrite)
     return write_dataset(
-        out,
+        target,
         records,
         label_names,
         eval_fraction=eval_fraction,
@@ -175,7 +188,8 @@ def convert_folder(
         overwrite=overwrite,
         seed=seed,
         workers=workers,
-        provenance={"source": str(src_resolved)},
+        provenance={"source": str(src_resolved), **({"span": span} if span is not None else {})},
         skipped=[(path, error or "") for path, error in bad],
         reencoded=reencoded,
+        write_labels=span is None,
     )

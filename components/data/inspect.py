@@ -1,4 +1,4 @@
-"""Counting what a data set directory holds, per split and label."""
+"""Counting what a data set directory holds, per split and label (and per span, for a directory of spans)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from components.contract import LABELS_FILE, read_label_map
 from components.data.dataset import DatasetSummary
 from components.data.errors import DataError
+from components.data.spans import find_spans
 from components.data.tfrecords import find_splits, read_label_ids, split_files
 
 MISSING_HINT = (
@@ -35,6 +36,29 @@ def inspect_dataset(directory: Path) -> DatasetSummary:
     if not directory.is_dir():
         raise DataError(f"data set directory {directory} does not exist; create one with `tfxp data digits --out DIR`")
     names = tuple(read_label_map(directory / LABELS_FILE, missing_hint=MISSING_HINT))
+    return _count(directory, names)
+
+
+def inspect_spans(directory: Path) -> dict[int, DatasetSummary]:
+    """Counts every span of a directory of spans (`DIR/span-N/`, `DIR/labels.txt`); {} when it has no spans.
+
+    Raises:
+        DataError: a span without split folders, or an unreadable shard.
+        LabelMapError: `DIR/labels.txt` is missing or breaks the label-map rule.
+
+    Example:
+        inspect_spans(Path("data/stream"))[2].split_total("train")
+    """
+    if not directory.is_dir():
+        raise DataError(f"data set directory {directory} does not exist; create one with `tfxp data digits --out DIR`")
+    spans = find_spans(path.name for path in directory.iterdir() if path.is_dir())
+    if not spans:
+        return {}
+    names = tuple(read_label_map(directory / LABELS_FILE, missing_hint=MISSING_HINT))
+    return {span: _count(directory / folder, names) for span, folder in sorted(spans.items())}
+
+
+def _count(directory: Path, names: tuple[str, ...]) -> DatasetSummary:
     splits = find_splits(directory)
     if not splits:
         raise DataError(

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 SPLITS = ("train", "eval")
 SHARD_PATTERN = re.compile(r"^part-(\d{5})-of-(\d{5})\.tfrecord\.gz$")
 COMPRESSION = "GZIP"
+# Readers pick the compression from the file name, as ImportExampleGen (Beam's `CompressionTypes.AUTO`) does:
+# `.gz` is GZIP, anything else (ImageNet's extension-less `train-00000-of-01024`, `.tfrecord`) is uncompressed.
+_GZIP_SUFFIXES = (".gz", ".gzip")
 
 T = TypeVar("T")
 
@@ -48,6 +51,11 @@ def make_example(encoded: bytes, label: int, text: str | None = None) -> tf.trai
     if text is not None:
         feature[TEXT_KEY] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))
     return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def compression_for(path: str | Path) -> str:
+    """`GZIP` for a file whose name ends in `.gz`, `""` (uncompressed) otherwise, as ImportExampleGen reads it."""
+    return COMPRESSION if str(path).endswith(_GZIP_SUFFIXES) else ""
 
 
 def shard_name(index: int, count: int) -> str:
@@ -114,12 +122,13 @@ def find_splits(directory: Path) -> list[str]:
 
 
 def iter_examples(files: Iterable[Path]) -> Iterator[tf.train.Example]:
-    """Reads every tf.Example of the given GZIP TFRecord files, in file order."""
+    """Reads every tf.Example of the given TFRecord files, in file order (compression from each name)."""
     import tensorflow as tf
 
-    dataset = tf.data.TFRecordDataset([str(path) for path in files], compression_type=COMPRESSION)
-    for serialized in dataset.as_numpy_iterator():
-        yield tf.train.Example.FromString(serialized)
+    for path in files:
+        dataset = tf.data.TFRecordDataset(str(path), compression_type=compression_for(path))
+        for serialized in dataset.as_numpy_iterator():
+            yield tf.train.Example.FromString(serialized)
 
 
 def read_label_ids(files: Sequence[Path], batch_size: int = 4096) -> Iterator[list[int]]:

@@ -18,7 +18,18 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
+from components.contract import LABEL_KEY
+from components.validation.label_map_schema import CONTRACT_FEATURES
+
 ANOMALIES_FILE = "SchemaDiff.pb"
+# A feature in the eval split that the train split (the schema's source) lacks; only the contract's features
+# matter, so for any other feature this is not a problem.
+_NEW_COLUMN = anomalies_pb2.AnomalyInfo.SCHEMA_NEW_COLUMN
+_OUT_OF_RANGE = (anomalies_pb2.AnomalyInfo.INT_TYPE_SMALL_INT, anomalies_pb2.AnomalyInfo.INT_TYPE_BIG_INT)
+LABEL_RANGE_HINT = (
+    f"labels outside the label map: check data.labels and data.label_offset ({LABEL_KEY} minus the offset must "
+    "be a line of the label map, counted from 0; ImageNet's build scripts write 1-based labels, offset 1)"
+)
 
 
 class DataValidationError(RuntimeError):
@@ -26,11 +37,20 @@ class DataValidationError(RuntimeError):
 
 
 def describe_anomalies(split: str, anomalies: anomalies_pb2.Anomalies) -> list[str]:
-    """One line a problem: `split 'eval', feature 'image/class/label': <TFDV's description>`."""
+    """One line a problem: `split 'eval', feature 'image/class/label': <TFDV's description>`.
+
+    A feature outside the data contract that only the eval split has is not a problem (see `_NEW_COLUMN`).
+    """
     lines = []
     for feature, info in sorted(anomalies.anomaly_info.items()):
-        reasons = "; ".join(reason.description or reason.short_description for reason in info.reason)
-        lines.append(f"split '{split}', feature '{feature}': {reasons or info.description}")
+        kept = [reason for reason in info.reason if feature in CONTRACT_FEATURES or reason.type != _NEW_COLUMN]
+        if info.reason and not kept:
+            continue
+        reasons = "; ".join(reason.description or reason.short_description for reason in kept)
+        line = f"split '{split}', feature '{feature}': {reasons or info.description}"
+        if feature == LABEL_KEY and any(reason.type in _OUT_OF_RANGE for reason in kept):
+            line += f" ({LABEL_RANGE_HINT})"
+        lines.append(line)
     if anomalies.HasField("dataset_anomaly_info"):
         info = anomalies.dataset_anomaly_info
         reasons = "; ".join(reason.description for reason in info.reason)

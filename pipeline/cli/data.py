@@ -1,4 +1,5 @@
-"""`tfxp data ...`: write the digits data set, convert an image folder, inspect TFRecords.
+"""`tfxp data ...`: write the digits data set, convert an image folder, inspect TFRecords; each as one data set
+(`DIR/train`, `DIR/eval`, `DIR/labels.txt`) or as spans that arrive over time (`DIR/span-N/`, `DIR/labels.txt`).
 
 The work happens in `components.data`; these handlers parse options and print summaries.
 """
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 data_app = typer.Typer(
     name="data",
-    help="Image data sets as sharded TFRecords (DIR/train, DIR/eval, DIR/labels.txt).",
+    help="Image data sets as sharded TFRecords (DIR/train, DIR/eval, DIR/labels.txt; or spans DIR/span-N/).",
     no_args_is_help=True,
 )
 
@@ -29,6 +30,10 @@ OutOption = Annotated[Path, typer.Option("--out", help="Output directory (DIR/tr
 EvalFractionOption = Annotated[float, typer.Option("--eval-fraction", help="Share of each class that goes to eval.")]
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Replace a data set tfxp wrote in --out (other files stay).")
+]
+SpanOption = Annotated[
+    int | None,
+    typer.Option("--span", min=0, help="Write DIR/span-N (train/, eval/) beside DIR/labels.txt: data that arrives."),
 ]
 
 
@@ -59,12 +64,35 @@ def digits(
     eval_fraction: EvalFractionOption = 0.2,
     shards: Annotated[int, typer.Option("--shards", min=1, help="TFRecord files per split.")] = 2,
     overwrite: OverwriteOption = False,
+    span: SpanOption = None,
+    spans: Annotated[
+        int | None,
+        typer.Option("--spans", min=1, help="Cut the digits into K seeded, disjoint spans (all, or the one --span)."),
+    ] = None,
+    corrupt_labels: Annotated[
+        float, typer.Option("--corrupt-labels", help="Share of train labels made wrong (seeded), for demos.")
+    ] = 0.0,
 ) -> None:
     """Write scikit-learn's bundled digits (1,797 8x8 images, no download) as PNG tf.Examples."""
-    from components.data.digits import write_digits
+    from components.data.digits import write_digit_spans, write_digits
 
-    summary = write_digits(out, eval_fraction=eval_fraction, shards=shards, overwrite=overwrite)
-    print_summary(summary, f"digits → {out}")
+    if span is None and spans is None:
+        summary = write_digits(
+            out, eval_fraction=eval_fraction, shards=shards, overwrite=overwrite, corrupt_labels=corrupt_labels
+        )
+        print_summary(summary, f"digits → {out}")
+        return
+    written = write_digit_spans(
+        out,
+        spans=spans or 1,
+        only=span,
+        eval_fraction=eval_fraction,
+        shards=shards,
+        overwrite=overwrite,
+        corrupt_labels=corrupt_labels,
+    )
+    for summary in written:
+        print_summary(summary, f"digits → {summary.path}")
 
 
 @data_app.command("from-folder")
@@ -77,6 +105,7 @@ def from_folder(
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip (and list) unreadable images.")] = False,
     overwrite: OverwriteOption = False,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Parallel image checks.")] = os.cpu_count() or 1,
+    span: SpanOption = None,
 ) -> None:
     """Convert a class-per-subfolder image tree into sharded TFRecords plus labels.txt."""
     from components.data.from_folder import convert_folder
@@ -89,8 +118,9 @@ def from_folder(
         overwrite=overwrite,
         skip_bad=skip_bad,
         workers=workers,
+        span=span,
     )
-    print_summary(summary, f"{src} → {out}")
+    print_summary(summary, f"{src} → {summary.path}")
     if summary.reencoded:
         console.print(f"re-encoded as PNG (not plain JPEG/PNG): {len(summary.reencoded)} files", highlight=False)
     if summary.skipped:
@@ -102,7 +132,42 @@ def from_folder(
 @data_app.command("inspect")
 @user_errors(DataError, LabelMapError, OSError)
 def inspect(directory: Annotated[Path, typer.Argument(help="A data set written by `tfxp data`.")]) -> None:
-    """Print example counts per split and label."""
-    from components.data.inspect import inspect_dataset
+    """Print example counts per split and label (and per span, for a directory of spans)."""
+    from components.data.inspect import inspect_dataset, inspect_spans
 
-    print_summary(inspect_dataset(directory), str(directory))
+    spans = inspect_spans(directory)
+    if not spans:
+        print_summary(inspect_dataset(directory), str(directory))
+        return
+    print_spans(spans, str(directory))
+    print_summary(merge_summaries(directory, list(spans.values())), f"{directory}, all {len(spans)} spans")
+
+
+def print_spans(spans: dict[int, DatasetSummary], title: str) -> None:
+    """One row per span: examples per split and shards."""
+    splits = list(dict.fromkeys(split for summary in spans.values() for split in summary.counts))
+    table = Table(title=title, title_justify="left")
+    table.add_column("span", justify="right")
+    for split in splits:
+        table.add_column(split, justify="right")
+    table.add_column("shards", justify="right")
+    for span, summary in spans.items():
+        shards = sum(summary.shards.values())
+        table.add_row(str(span), *(str(summary.split_total(split)) for split in splits), str(shards))
+    console.print(table)
+
+
+def merge_summaries(directory: Path, summaries: list[DatasetSummary]) -> DatasetSummary:
+    """The counts of several spans added up (same label map)."""
+    from components.data.dataset import DatasetSummary
+
+    counts: dict[str, dict[str, int]] = {}
+    shards: dict[str, int] = {}
+    for summary in summaries:
+        for split, by_name in summary.counts.items():
+            total = counts.setdefault(split, {})
+            for name, count in by_name.items():
+                total[name] = total.get(name, 0) + count
+        for split, count in summary.shards.items():
+            shards[split] = shards.get(split, 0) + count
+    return DatasetSummary(directory, summaries[0].label_names, counts, shards)

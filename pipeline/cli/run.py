@@ -29,12 +29,13 @@ def run(
     """
     config = load_cli_config(config_file, overrides, output)
     from components.contract import LabelMapError
+    from components.data.errors import DataError
     from pipeline.runners.local import resolve_local_paths, run_local
     from pipeline.summary import build_summary, write_summary
 
     try:
         resolve_local_paths(config)
-    except (FileNotFoundError, LabelMapError) as error:  # missing data or label map, or a bucket output
+    except (FileNotFoundError, LabelMapError, DataError) as error:  # missing or unrecognised data, a bucket output
         raise fail(str(error)) from None
     console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
     result = run_local(config, _print_progress)

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.contract import LabelMapError
+from components.data.errors import DataError
+from components.data.probe import FileProbe
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow import pod
 from pipeline.kubeflow.spec import (
@@ -37,7 +40,7 @@ from pipeline.kubeflow.spec import (
     pipeline_tasks,
     write_pipeline_doc,
 )
-from pipeline.layout import is_remote, output_layout, resolve_split
+from pipeline.layout import is_remote, output_layout, resolve_data
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
 COMPILED_FILENAME = "pipeline.yaml"
@@ -273,6 +276,21 @@ def _trainer_id(components: Sequence[Any]) -> str:
     return ids[0]
 
 
+def resolve_data_for_kubeflow(config: TfxpConfig) -> TfxpConfig:
+    """The data section made concrete at compile time (`pipeline.layout.resolve_data`), reading `data.path` with
+    `tf.io.gfile` where it can: the pods run what is compiled here, so an `auto` that cannot look at the data
+    is an error naming the keys to set, never a guess.
+
+    Raises:
+        KubeflowCompileError: the data cannot be read for an `auto`, its layout is not recognised, or its span
+            folders do not fit `data.spans`.
+    """
+    try:
+        return resolve_data(config, FileProbe())
+    except (DataError, LabelMapError) as error:
+        raise KubeflowCompileError(str(error)) from None
+
+
 def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     """Compiles and patches the pipeline into `out` (a `.yaml` file).
 
@@ -284,7 +302,8 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
         The written path, the task ids and the warnings.
 
     Raises:
-        KubeflowCompileError: `out` is not a `.yaml`/`.yml` file, or the config does not fit Kubeflow.
+        KubeflowCompileError: `out` is not a `.yaml`/`.yml` file, the config does not fit Kubeflow, or the data
+            cannot be read for an `auto` (`resolve_data_for_kubeflow`).
         pipeline.kubeflow.spec.SpecPatchError: the patch does not fit the compiled spec, a pod setting is malformed,
             or the Kubernetes platform document does not parse strictly.
     """
@@ -296,7 +315,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     from pipeline.pipeline import create_pipeline
 
     settings = pod_settings(config.kubeflow)  # before the slow compile: a typo fails at once
-    config = resolve_split(config)
+    config = resolve_data_for_kubeflow(config)
     warnings = config_warnings(config)
     pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None)
     components = list(pipeline.components)

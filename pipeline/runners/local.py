@@ -1,7 +1,7 @@
 """Runs the tfxp pipeline in this process: LocalDagRunner, SQLite ML Metadata under OUT, Beam DirectRunner.
 
 The runner is the only place that touches the file system before the run: it resolves relative paths,
-picks the example split from the data layout, writes the frozen config beside the outputs, then hands
+recognises the data layout and spans, writes the frozen config beside the outputs, then hands
 the config to the pure `create_pipeline`.
 """
 
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.contract import read_label_map
+from components.data.probe import FileProbe
 from pipeline.config import TfxpConfig, write_config
-from pipeline.layout import OutputLayout, is_remote, output_layout, resolve_split
+from pipeline.layout import OutputLayout, is_remote, output_layout, resolve_data
 from pipeline.runners.progress import ProgressCallback, failed_component, watch_run
 
 
@@ -25,11 +26,13 @@ def _absolute(path: str) -> str:
 
 
 def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
-    """Absolute paths and a concrete `data.split`, so the pipeline does not depend on the working dir.
+    """Absolute paths, and the data section made concrete from the data itself (`pipeline.layout.resolve_data`:
+    the layout, span folders, the label offset), so the pipeline does not depend on the working dir.
 
     Raises:
         FileNotFoundError: `data.path` is a local directory that does not exist.
         LabelMapError: the label map is missing or breaks the label-map rule (before any component runs).
+        DataError: a layout that is not recognised, or span folders that do not fit `data.spans`.
     """
     if is_remote(config.pipeline.output):
         raise FileNotFoundError(
@@ -58,7 +61,8 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
     )
     pipeline = config.pipeline.model_copy(update={"output": _absolute(config.pipeline.output)})
     serving = config.serving.model_copy(update={"base_path": _absolute(config.serving.base_path)})
-    return resolve_split(config.model_copy(update={"data": data, "pipeline": pipeline, "serving": serving}))
+    resolved = config.model_copy(update={"data": data, "pipeline": pipeline, "serving": serving})
+    return resolve_data(resolved, FileProbe())
 
 
 @contextlib.contextmanager

@@ -1,0 +1,116 @@
+"""The ImportExampleGen executor that reads only the spans `data.spans` selects and records them.
+
+TFX's own span support cannot do this: ExampleGen's RangeConfig takes a single span (`RollingRange.num_spans`
+must be 1), and the resolvers that gather several spans do not run on open-source KFP. The selection therefore
+happens here, inside the component, on LocalDagRunner and on Kubeflow alike. The split patterns it receives are
+plain globs over every span (`span-*/train/*`), so TFX's input fingerprint changes when a span arrives and a run
+on the same spans is a cache hit. The executor lists the span folders under `input_base`, keeps the ones the
+policy selects (`components.data.spans.select_spans`), reads `span-N/<pattern>` of each (compression from the
+file name, as ImportExampleGen does) and records the spans on the Examples artifact: `spans` ("3,4,5") and
+TFX's `span` (the newest).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import apache_beam as beam
+import tensorflow as tf
+from tfx import types
+from tfx.components.example_gen.import_example_gen import executor as import_executor
+from tfx.dsl.io import fileio
+from tfx.proto import example_gen_pb2
+from tfx.types import standard_component_specs
+
+from components.data.spans import (
+    NO_SPANS,
+    SPAN_GLOB,
+    SPANS_PROPERTY,
+    SpanError,
+    find_spans,
+    format_spans,
+    parse_policy,
+    select_spans,
+)
+
+SPANS_KEY = "spans"
+"""The exec property holding `data.spans` (`none`, `latest`, `all` or N, as a string)."""
+SPAN_PROPERTY = "span"
+"""TFX's custom property of the Examples artifact (`tfx.components.example_gen.utils.SPAN_PROPERTY_NAME`)."""
+
+
+def list_span_folders(input_base: str) -> dict[int, str]:
+    """Span number → folder name of the span folders directly under `input_base`."""
+    names = [name.rstrip("/") for name in fileio.listdir(input_base)]
+    return find_spans(name for name in names if fileio.isdir(os.path.join(input_base, name)))
+
+
+def span_file_patterns(input_base: str, split_pattern: str, folders: list[str]) -> list[str]:
+    """The per-span globs of a split pattern over all spans: `span-*/train/*` → `<base>/span-3/train/*`, ...
+
+    Raises:
+        SpanError: the pattern does not start with `span-*/`, or a selected span has no files for it.
+    """
+    head, _, rest = split_pattern.partition("/")
+    if head != SPAN_GLOB or not rest:
+        raise SpanError(f"split pattern {split_pattern!r} does not start with {SPAN_GLOB}/ although data.spans is set")
+    patterns = [os.path.join(input_base, folder, rest) for folder in folders]
+    for folder, pattern in zip(folders, patterns, strict=True):
+        if not fileio.glob(pattern):
+            raise SpanError(
+                f"span folder {os.path.join(input_base, folder)} has no files matching {rest}; every span the "
+                "run reads must hold the same layout (or remove the incomplete span folder)"
+            )
+    return patterns
+
+
+class Executor(import_executor.Executor):
+    """ImportExampleGen's executor, reading the selected spans when `spans` is not `none`."""
+
+    _span_folders: list[str] | None = None
+
+    def Do(  # noqa: N802  (TFX's executor API)
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        policy = parse_policy(exec_properties.get(SPANS_KEY) or NO_SPANS)
+        if policy == NO_SPANS:
+            self._span_folders = None
+            super().Do(input_dict, output_dict, exec_properties)
+            return
+        folders = list_span_folders(exec_properties[standard_component_specs.INPUT_BASE_KEY])
+        spans = select_spans(folders, policy)
+        self._span_folders = [folders[span] for span in spans]
+        super().Do(input_dict, output_dict, exec_properties)
+        for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:
+            examples.set_string_custom_property(SPANS_PROPERTY, format_spans(spans))
+            examples.set_int_custom_property(SPAN_PROPERTY, spans[-1])
+
+    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802  (TFX's executor API)
+        read_all_spans = super().GetInputSourceToExamplePTransform()
+        folders = self._span_folders
+        if folders is None:
+            return read_all_spans
+
+        @beam.ptransform_fn
+        def read_selected_spans(
+            pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str
+        ) -> beam.pvalue.PCollection:
+            base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+            patterns = span_file_patterns(base, split_pattern, folders)
+            records = [
+                pipeline | f"Read[{folder}]" >> beam.io.ReadFromTFRecord(file_pattern=pattern)
+                for folder, pattern in zip(folders, patterns, strict=True)
+            ]
+            serialized = records | "FlattenSpans" >> beam.Flatten()
+            payload = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
+            if payload == example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE:
+                return serialized | "ToTFExample" >> beam.Map(tf.train.Example.FromString)
+            if payload == example_gen_pb2.PayloadFormat.FORMAT_PROTO:
+                return serialized
+            raise ValueError(f"spans are read as tf.Examples or serialized protos, not payload format {payload}")
+
+        return read_selected_spans
