@@ -343,11 +343,6 @@ def test_notify_url_adds_an_exit_handler_that_sees_the_whole_run(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EdgeExporter's artifact types are named tfxp.EdgeModel/tfxp.EdgeBlessing, which TFX's v2 entrypoint "
-    "imports as a class path and cannot find: the EdgeExporter task fails on Kubeflow (found by tfxp run-spec)",
-)
 def test_every_artifact_type_the_spec_names_is_importable(default_compiled: CompileResult) -> None:
     # TFX's v2 entrypoint rebuilds each input and output artifact from its schema title: a first-party title maps
     # to TFX's class, any other title is imported as `module.Class`.
@@ -384,7 +379,8 @@ def test_a100_reads_the_flat_imagenet_shards_as_they_are(a100_compiled: CompileR
     from components.example_gen.executor import Executor
 
     parameters = _example_gen_parameters(a100_compiled)
-    assert parameters["input_base"] == "gs://my-bucket/imagenet"
+    # input_base is the `data_path` run parameter, whose default is data.path.
+    assert a100_compiled.parameters["data_path"] == "gs://my-bucket/imagenet"
     assert parameters["input_config"] == {"train": "train-*", "eval": "validation-*"}
     assert parameters["spans"] == "none"
     containers = dict(container_tasks(_doc(a100_compiled).pipeline_spec))

@@ -1,7 +1,8 @@
 """The EdgeExporter's output artifact types.
 
-Type names are `tfxp.<Name>`: KubeflowV2DagRunner encodes a custom type's name as its KFP schema title, which
-must look like `<namespace>.<Name>`.
+Type names are `components.<Name>`: KubeflowV2DagRunner encodes a custom type's name as its KFP schema title
+(`<namespace>.<Name>`), and TFX's v2 container entrypoint imports that title as a class path, which
+`components/__init__.py` resolves.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ class EdgeModel(Artifact):
     Custom properties: `blessed` (1/0), `pushed` (1/0), `pushed_path`, `reason`, `mode`.
     """
 
-    TYPE_NAME = "tfxp.EdgeModel"
+    TYPE_NAME = "components.EdgeModel"
 
 
 class EdgeBlessing(Artifact):
     """The accuracy gate's verdict: an empty `BLESSED` or `NOT_BLESSED` file, custom properties `blessed`
     (1/0), `accuracy_drop` and `reason`."""
 
-    TYPE_NAME = "tfxp.EdgeBlessing"
+    TYPE_NAME = "components.EdgeBlessing"
