@@ -6,8 +6,8 @@ client gets the same verdict from TF Serving, `tfxp serve` and this module. Plai
 neither TensorFlow nor Pillow.
 
 Accepted: JPEG (RGB, grayscale, CMYK), PNG (8/16-bit, gray, RGBA, palette), GIF (first frame), BMP (24/32-bit)
-and still WebP. TensorFlow's `DecodeImage` also reads other BMP depths, but 8-bit BMPs come out as palette
-indices, not colours, and 1/4/16-bit ones fail; animated WebP fails (and crashes TF 2.21's decoder when asked
+and still WebP. TensorFlow's `DecodeImage` takes every BMP, but 8-bit BMPs come out as palette indices, not
+colours, and 1-bit ones fail; animated WebP fails (and crashes TF 2.21's decoder when asked
 for the file's own channel count); JPEG XL decodes only from TF 2.21 on, which TF Serving 2.19 predates.
 
 Example:

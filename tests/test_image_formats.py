@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -198,6 +200,12 @@ def test_formats_are_recognised_by_content_and_the_graph_agrees(files: dict[str,
         message = served_format_error(variants[name])
         assert (message is None) if refusal is None else (refusal in message and ACCEPTED_TEXT in message), name
         assert message is None or not set(message) & set("'\"\\\n")  # Assert would escape these
+
+
+def test_the_format_tables_load_neither_tensorflow_nor_pillow() -> None:
+    code = "import sys, components.image_formats; print(sorted({'tensorflow', 'PIL'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_readable_message_keeps_one_line_without_the_node_or_the_assert_wrapping() -> None:
