@@ -23,6 +23,7 @@ import requests
 import tensorflow as tf
 import tf_keras as keras
 from PIL import Image
+from serving_fixtures import write_model_version
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from typer.testing import CliRunner
 
@@ -37,7 +38,6 @@ from pipeline.cli import app
 from serving.errors import readable_message
 from serving.manager import ModelConfig
 from serving.server import ModelServer, ServerOptions
-from serving.testing import write_model_version
 
 SIZE = 16
 # (left half, right half): the halves differ so that a rotation shows.
