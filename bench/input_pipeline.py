@@ -92,7 +92,7 @@ def ceiling_runner(encoded: list[bytes], image_size: int, channels: int, images:
     """(a): decode+resize `images` in-memory images on one thread per core; returns seconds."""
     import tensorflow as tf
 
-    from components.trainer.preprocessing import PreprocessingSpec, decode_image
+    from components.trainer.preprocessing import PreprocessingSpec, decode_pixels, pixels_to_input
 
     spec = PreprocessingSpec(image_size, channels)
     threads = os.cpu_count() or 1
@@ -104,7 +104,7 @@ def ceiling_runner(encoded: list[bytes], image_size: int, channels: int, images:
         # A sequential in-graph loop: one decode after another on this thread, nothing else.
         return tf.reduce_sum(
             tf.map_fn(
-                lambda image: decode_image(image, spec)[0, 0, 0],
+                lambda image: pixels_to_input(decode_pixels(image, spec), spec)[0, 0, 0],  # no format check
                 chunk,
                 fn_output_signature=tf.float32,
                 parallel_iterations=1,

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import re
 
 import grpc
 
@@ -156,8 +157,29 @@ _BY_GRPC = {code.grpc_code: code for code in Code}
 _BY_NUMBER = {code.number: code for code in Code}
 
 
+# How TensorFlow words an op error that a session run (TF Serving) reports: the op's text, then the node it came
+# from on its own line ("...\n\t [[{{node map/while/decode_image/DecodeImage}}]]"). An in-graph
+# tf.debugging.Assert's op text is "assertion failed: [<message>]" (the model's image format check).
+_NODE_LINE = re.compile(r"\s*\[\[\{\{node [^}]*\}\}[^\]]*\]\]")
+_ASSERTION = re.compile(r"assertion failed: \[(.*?)\](?=$| \()", re.S)
+
+
+def readable_message(message: str) -> str:
+    """A model error's message on one line: without TF's node annotations and without the Assert wrapping.
+
+    Example:
+        readable_message("assertion failed: [unsupported image format TIFF; ...]\\n\\t [[{{node map/Assert}}]]")
+        # "unsupported image format TIFF; ..."
+    """
+    return _ASSERTION.sub(r"\1", _NODE_LINE.sub("", message)).strip()
+
+
 def error_for(code: Code, message: str) -> ServingError:
-    """The exception for `code` (`ServingError` itself for codes without a dedicated type)."""
+    """The exception for `code` (`ServingError` itself for codes without a dedicated type).
+
+    The message is made `readable_message`, so clients of TF Serving and of `tfxp serve` both see one line.
+    """
+    message = readable_message(message)
     error_type = _ERROR_TYPES.get(code)
     if error_type is not None:
         return error_type(message)

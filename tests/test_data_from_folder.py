@@ -40,7 +40,7 @@ def _write(path: Path, content: bytes) -> Path:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """Three classes, mixed sizes, formats, modes and extension cases, plus files to ignore."""
+    """Three classes, mixed sizes, formats, modes and extension cases, a file that is no image, hidden files."""
     src = tmp_path / "src"
     for index in range(6):
         _write(src / "cat" / f"c{index}.jpg", _image_bytes((20 + index, 30), "RGB", "JPEG", index))
@@ -96,6 +96,7 @@ def test_converts_tree_keeping_original_bytes(tree: Path, tmp_path: Path) -> Non
     assert Image.open(io.BytesIO(reencoded)).format == "PNG"
     assert Image.open(io.BytesIO(reencoded)).mode == "RGB"
     assert summary.reencoded == ("emu/cmyk.jpg (JPEG CMYK)",)
+    assert summary.skipped == (("emu/notes.txt", "not an image in a format tfxp knows"),)  # hidden files: ignored
     # TensorFlow (what the trainer and serving use) decodes every stored image.
     import tensorflow as tf
 
@@ -150,7 +151,7 @@ def test_only_one_class_folder(tmp_path: Path) -> None:
 
 def test_class_folder_without_images(tree: Path, tmp_path: Path) -> None:
     _write(tree / "fox" / "readme.md", b"no images here")
-    with pytest.raises(DataError, match=r"class folders without JPEG/PNG images .*: fox; add images or remove"):
+    with pytest.raises(DataError, match=r"have no images left: fox; skipped: fox/readme.md \(not an image in a format"):
         convert_folder(tree, tmp_path / "out")
 
 
@@ -169,11 +170,16 @@ def test_bad_images_fail_listing_every_file(tree: Path, tmp_path: Path) -> None:
 def test_skip_bad_leaves_them_out_and_reports_them(tree: Path, tmp_path: Path) -> None:
     _add_bad_images(tree)
     summary = convert_folder(tree, tmp_path / "out", skip_bad=True, workers=2)
-    assert sorted(path for path, _ in summary.skipped) == ["cat/truncated.jpg", "dog/truncated.png", "emu/garbage.png"]
+    assert sorted(path for path, _ in summary.skipped) == [
+        "cat/truncated.jpg",
+        "dog/truncated.png",
+        "emu/garbage.png",
+        "emu/notes.txt",  # not an image: skipped with or without --skip-bad
+    ]
     assert all(reason for _, reason in summary.skipped)
     assert sum(summary.split_total(split) for split in summary.counts) == 18
     manifest = json.loads((tmp_path / "out" / MANIFEST_FILE).read_text())
-    assert len(manifest["skipped"]) == 3
+    assert len(manifest["skipped"]) == 4
 
 
 def test_skip_bad_refuses_when_a_class_has_nothing_left(tmp_path: Path) -> None:
@@ -266,9 +272,11 @@ def test_cli_from_folder_reports_bad_files_and_exits_non_zero(tree: Path, tmp_pa
     assert "Traceback" not in result.output
     result = runner.invoke(app, ["data", "from-folder", str(tree), "--out", str(tmp_path / "out"), "--skip-bad"])
     assert result.exit_code == 0, result.output
-    assert "skipped 3 unreadable images" in result.output
+    assert "skipped 4 files" in result.output
     assert "emu/garbage.png" in result.output
-    assert "re-encoded as PNG" in result.output
+    assert "emu/notes.txt: not an image in a format tfxp knows" in result.output
+    assert "re-encoded (stored as upright JPEG/PNG): 1 files" in result.output
+    assert "emu/cmyk.jpg (JPEG CMYK)" in result.output
 
 
 def test_cli_from_folder_bad_eval_fraction(tree: Path, tmp_path: Path) -> None:

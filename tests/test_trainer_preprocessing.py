@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from components.trainer.preprocessing import PreprocessingSpec, decode_image, preprocess_image_bytes
+from components.trainer.preprocessing import PreprocessingSpec, decode_image, decode_pixels, preprocess_image_bytes
 
 
 def _encode(pixels: np.ndarray, image_format: str) -> bytes:
@@ -52,6 +52,33 @@ def test_batch_works_inside_a_tf_function_with_unknown_batch_size() -> None:
     )
     pixels = np.zeros((4, 4), dtype=np.uint8)
     assert function(tf.constant([_encode(pixels, "PNG")] * 2)).shape == (2, 4, 4, 1)
+
+
+def test_gray_pixels_decode_unchanged_for_a_one_channel_model() -> None:
+    pixels = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    decoded = decode_pixels(tf.constant(_encode(pixels, "PNG")), PreprocessingSpec(image_size=16, channels=1))
+    np.testing.assert_array_equal(decoded.numpy()[..., 0], pixels)
+
+
+def test_color_becomes_gray_like_pillow_whatever_the_format() -> None:
+    pixels = np.random.default_rng(2).integers(0, 256, size=(12, 12, 3), dtype=np.uint8)
+    expected = np.asarray(Image.fromarray(pixels).convert("L"), np.int32)
+    spec = PreprocessingSpec(image_size=12, channels=1)
+    for image_format in ("PNG", "BMP", "WEBP"):  # lossless; BMP and WebP decoders give only RGB
+        options = {"lossless": True} if image_format == "WEBP" else {}
+        buffer = io.BytesIO()
+        Image.fromarray(pixels).save(buffer, format=image_format, **options)
+        decoded = decode_pixels(tf.constant(buffer.getvalue()), spec).numpy()[..., 0].astype(np.int32)
+        assert np.abs(decoded - expected).max() <= 1, image_format
+
+
+def test_a_refused_format_fails_with_a_message_naming_it() -> None:
+    tiff = _encode(np.zeros((4, 4), np.uint8), "TIFF")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="unsupported image format TIFF; the model accepts JPEG"):
+        decode_image(tf.constant(tiff), PreprocessingSpec(image_size=4, channels=1))
+    spec = PreprocessingSpec(image_size=4, channels=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="unsupported image format TIFF"):
+        preprocess_image_bytes(tf.constant([_encode(np.zeros((4, 4), np.uint8), "PNG"), tiff]), spec)
 
 
 def test_spec_json_round_trip() -> None:

@@ -2,9 +2,12 @@
 
     SRC/cat/001.jpg  SRC/cat/002.PNG  SRC/dog/...   →   OUT/train, OUT/eval, OUT/labels.txt
 
-Class names are the subfolder names, sorted; label i is the i-th name. Images (JPEG/PNG, any
-size, gray or RGB, extensions in any case, at any depth inside a class folder) are fully
-decoded in parallel to catch truncated files, and stored with their original bytes.
+Class names are the subfolder names, sorted; label i is the i-th name. Every visible file at any
+depth inside a class folder is considered, by its content (not its name): images in a format the
+model accepts (JPEG, PNG, GIF, BMP, WebP; any size and mode) are fully decoded in parallel to catch
+truncated files and stored with their original bytes, or re-encoded where `images.check_image` says
+so (CMYK, GIF, BMP, WebP, EXIF-rotated); every other file is skipped and listed with its reason, or,
+with `strict`, fails the conversion.
 """
 
 from __future__ import annotations
@@ -45,14 +48,14 @@ def _visible(path: Path) -> bool:
 
 
 def scan_folder(src: Path) -> tuple[list[str], list[tuple[Path, int]]]:
-    """Finds the classes and their image files.
+    """Finds the classes and every visible file in them (what is an image is decided by `check_images`).
 
     Returns:
-        (class names sorted, [(image path, label)] sorted by path within each class).
+        (class names sorted, [(file path, label)] sorted by path within each class).
 
     Raises:
         DataError: `src` is missing or empty, has fewer than two class folders, or a class
-            folder holds no JPEG/PNG image.
+            folder holds no file at all.
     """
     if not src.is_dir():
         raise DataError(f"source folder {src} does not exist or is not a directory; pass SRC/<class>/<images>")
@@ -61,8 +64,8 @@ def scan_folder(src: Path) -> tuple[list[str], list[tuple[Path, int]]]:
         loose = [path.name for path in src.iterdir() if path.suffix.lower() in IMAGE_SUFFIXES]
         where = f"it has {len(loose)} images but no class subfolders" if loose else "it is empty"
         raise DataError(
-            f"source folder {src} has no class folders ({where}); expected one subfolder per class with JPEG/PNG "
-            f"images in it, e.g. {src}/cat/001.jpg and {src}/dog/001.jpg"
+            f"source folder {src} has no class folders ({where}); expected one subfolder per class with images "
+            f"(JPEG, PNG, GIF, BMP or WebP) in it, e.g. {src}/cat/001.jpg and {src}/dog/001.jpg"
         )
     if len(class_dirs) == 1:
         raise DataError(
@@ -72,19 +75,16 @@ def scan_folder(src: Path) -> tuple[list[str], list[tuple[Path, int]]]:
     files: list[tuple[Path, int]] = []
     empty = []
     for label, class_dir in enumerate(class_dirs):
-        images = sorted(
+        found = sorted(
             path
             for path in class_dir.rglob("*")
-            if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file() and _visible(path)
+            if path.is_file() and not any(part.startswith(".") for part in path.relative_to(class_dir).parts)
         )
-        if not images:
+        if not found:
             empty.append(class_dir.name)
-        files.extend((path, label) for path in images)
+        files.extend((path, label) for path in found)
     if empty:
-        raise DataError(
-            f"class folders without JPEG/PNG images (.jpg, .jpeg, .png) in {src}: {', '.join(empty)}; "
-            "add images or remove these folders"
-        )
+        raise DataError(f"class folders without any files in {src}: {', '.join(empty)}; add images or remove these folders")
     return [path.name for path in class_dirs], files
 
 
@@ -107,6 +107,7 @@ def convert_folder(
     shards: int | None = None,
     overwrite: bool = False,
     skip_bad: bool = False,
+    strict: bool = False,
     workers: int | None = None,
     seed: int = 0,
     executor: str = "thread",
@@ -122,6 +123,7 @@ def convert_folder(
         shards: TFRecord files per split; None = about 128 MiB each.
         overwrite: Replace an earlier `tfxp data` output in `out`.
         skip_bad: Leave unreadable or truncated images out (listed in the summary) instead of failing.
+        strict: Fail on any file that is not an image the model accepts, instead of skipping (and listing) it.
         workers: Parallel image checks and shard writers; None = one per CPU.
         seed: Split and order seed.
         executor: `thread` or `process` pool for the image checks.
@@ -133,7 +135,8 @@ def convert_folder(
 
     Raises:
         DataError: empty source, one class, a class without images, unreadable images (unless
-            `skip_bad`), a bad `out`, or a bad `eval_fraction`.
+            `skip_bad`), files that are not accepted images (with `strict`), a bad `out`, or a bad
+            `eval_fraction`.
 
     Example:
         convert_folder(Path("flowers"), Path("data/flowers"), eval_fraction=0.1)
@@ -156,28 +159,14 @@ def convert_folder(
         check_span_labels(out, label_names)
     workers = workers or os.cpu_count() or 1
     checks = check_images([path for path, _ in files], workers, executor)
-    bad = [(str(Path(check.path).relative_to(src)), check.error) for check in checks if check.error]
-    if bad and not skip_bad:
-        listing = "; ".join(f"{path} ({error})" for path, error in bad[:MAX_LISTED])
-        more = f"; and {len(bad) - MAX_LISTED} more" if len(bad) > MAX_LISTED else ""
-        raise DataError(
-            f"{len(bad)} of {len(files)} images in {src} cannot be decoded: {listing}{more}. Fix or remove them, "
-            "or pass --skip-bad to leave them out"
-        )
-    records = [
-        Record(label, encoded=check.reencoded) if check.reencoded is not None else Record(label, path=path)
-        for (path, label), check in zip(files, checks, strict=True)
-        if not check.error
-    ]
+    records, skipped, reencoded = sort_checks(src, files, checks, skip_bad=skip_bad, strict=strict)
     left = {record.label for record in records}
     emptied = [name for label, name in enumerate(label_names) if label not in left]
     if emptied:
         raise DataError(
-            f"after skipping unreadable images, these classes in {src} have no images left: {', '.join(emptied)}"
+            f"after skipping files, these classes in {src} have no images left: {', '.join(emptied)}; skipped: "
+            f"{_listing([(path, reason) for path, reason in skipped if path.split('/')[0] in emptied])}"
         )
-    reencoded = [
-        f"{Path(check.path).relative_to(src)} ({check.original})" for check in checks if check.reencoded is not None
-    ]
     target = out if span is None else prepare_span(out, span, label_names, overwrite)
     return write_dataset(
         target,
@@ -189,7 +178,52 @@ def convert_folder(
         seed=seed,
         workers=workers,
         provenance={"source": str(src_resolved), **({"span": span} if span is not None else {})},
-        skipped=[(path, error or "") for path, error in bad],
+        skipped=skipped,
         reencoded=reencoded,
         write_labels=span is None,
     )
+
+
+def _listing(items: list[tuple[str, str]]) -> str:
+    listing = "; ".join(f"{path} ({reason})" for path, reason in items[:MAX_LISTED])
+    return listing + (f"; and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
+
+
+def sort_checks(
+    src: Path, files: list[tuple[Path, int]], checks: list[ImageCheck], *, skip_bad: bool, strict: bool
+) -> tuple[list[Record], list[tuple[str, str]], list[str]]:
+    """Turns the checks of `files` into the records to write, the skipped files and the re-encoded ones.
+
+    Returns:
+        (records in file order, [(file relative to `src`, why it is skipped)], ["file (what it was)"]).
+
+    Raises:
+        DataError: unreadable images without `skip_bad`; with `strict`, files that are not accepted images
+            (or `skip_bad` at the same time).
+    """
+    if strict and skip_bad:
+        raise DataError("--strict fails on any file it would skip, --skip-bad skips unreadable ones: pass one of them")
+
+    def relative(check: ImageCheck) -> str:
+        return Path(check.path).relative_to(src).as_posix()
+
+    unsupported = [(relative(check), check.unsupported) for check in checks if check.unsupported is not None]
+    if unsupported and strict:
+        raise DataError(
+            f"--strict: {len(unsupported)} of {len(files)} files in {src} are not images the model accepts: "
+            f"{_listing(unsupported)}. Remove or convert them, or drop --strict to skip and list them"
+        )
+    bad = [(relative(check), check.error) for check in checks if check.error is not None]
+    if bad and not skip_bad:
+        raise DataError(
+            f"{len(bad)} of {len(files) - len(unsupported)} images in {src} cannot be decoded: {_listing(bad)}. "
+            "Fix or remove them, or pass --skip-bad to leave them out"
+        )
+    records = [
+        Record(label, encoded=check.reencoded) if check.reencoded is not None else Record(label, path=path)
+        for (path, label), check in zip(files, checks, strict=True)
+        if check.error is None and check.unsupported is None
+    ]
+    skipped = [(relative(check), reason) for check in checks if (reason := check.unsupported or check.error)]
+    reencoded = [f"{relative(check)} ({check.original})" for check in checks if check.reencoded is not None]
+    return records, skipped, reencoded

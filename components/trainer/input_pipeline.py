@@ -31,7 +31,13 @@ import tensorflow as tf
 
 from components.contract import IMAGE_KEY, LABEL_KEY
 from components.trainer.augment import augment_batch, augment_on_batches, augment_pixels, check_augmentations
-from components.trainer.preprocessing import PreprocessingSpec, decode_image, decode_pixels, pixels_to_input
+from components.trainer.preprocessing import (
+    PreprocessingSpec,
+    check_image_formats,
+    decode_image,
+    decode_pixels,
+    pixels_to_input,
+)
 
 _FEATURES = {
     IMAGE_KEY: tf.io.FixedLenFeature([], tf.string),
@@ -141,7 +147,7 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
 
     def read(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         features = tf.io.parse_single_example(serialized, _FEATURES)
-        return decode_pixels(features[IMAGE_KEY], spec), features[LABEL_KEY] - options.label_offset
+        return decode_pixels(check_image_formats(features[IMAGE_KEY]), spec), features[LABEL_KEY] - options.label_offset
 
     def finish(index: tf.Tensor, pixels: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         if augment:
@@ -198,7 +204,7 @@ def _read_batch(
 
     images = tf.map_fn(
         lambda element: one_image(*element),
-        (indices, features[IMAGE_KEY]),
+        (indices, check_image_formats(features[IMAGE_KEY])),
         fn_output_signature=tf.TensorSpec(spec.shape, tf.float32),
         parallel_iterations=16,
     )

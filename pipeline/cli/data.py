@@ -98,16 +98,21 @@ def digits(
 @data_app.command("from-folder")
 @user_errors(DataError, LabelMapError, OSError)
 def from_folder(
-    src: Annotated[Path, typer.Argument(help="Image tree: SRC/<class>/<image>.jpg|.png (any size, RGB or gray).")],
+    src: Annotated[Path, typer.Argument(help="Image tree: SRC/<class>/<image> (JPEG, PNG, GIF, BMP, WebP; any size).")],
     out: OutOption,
     eval_fraction: EvalFractionOption = 0.2,
     shards: Annotated[int, typer.Option("--shards", min=0, help="TFRecord files per split; 0 = ~128 MiB each.")] = 0,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip (and list) unreadable images.")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Fail on files that are not JPEG/PNG/GIF/BMP/WebP instead of skipping them."),
+    ] = False,
     overwrite: OverwriteOption = False,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Parallel image checks.")] = os.cpu_count() or 1,
     span: SpanOption = None,
 ) -> None:
     """Convert a class-per-subfolder image tree into sharded TFRecords plus labels.txt."""
+    from components.data.dataset import MANIFEST_FILE
     from components.data.from_folder import convert_folder
 
     summary = convert_folder(
@@ -117,16 +122,21 @@ def from_folder(
         shards=shards or None,
         overwrite=overwrite,
         skip_bad=skip_bad,
+        strict=strict,
         workers=workers,
         span=span,
     )
     print_summary(summary, f"{src} → {summary.path}")
     if summary.reencoded:
-        console.print(f"re-encoded as PNG (not plain JPEG/PNG): {len(summary.reencoded)} files", highlight=False)
+        console.print(f"re-encoded (stored as upright JPEG/PNG): {len(summary.reencoded)} files", highlight=False)
+        for entry in summary.reencoded[:10]:
+            console.print(f"  {entry}", highlight=False, soft_wrap=True, markup=False)
+        if len(summary.reencoded) > 10:
+            console.print(f"  and {len(summary.reencoded) - 10} more (all in {MANIFEST_FILE})", highlight=False)
     if summary.skipped:
-        console.print(f"[yellow]skipped {len(summary.skipped)} unreadable images:[/]", highlight=False)
+        console.print(f"[yellow]skipped {len(summary.skipped)} files:[/]", highlight=False)
         for path, reason in summary.skipped:
-            console.print(f"  {path}: {reason}", highlight=False, soft_wrap=True)
+            console.print(f"  {path}: {reason}", highlight=False, soft_wrap=True, markup=False)
 
 
 @data_app.command("inspect")

@@ -170,10 +170,13 @@ def _labels_for(config: TfxpConfig, labels_file: Path | None) -> list[str] | Non
 
 
 def _read_images(paths: list[Path]) -> list[bytes]:
+    # The model contract: clients send upright pixels (the model does not apply EXIF orientation).
+    from components.data.images import upright_image_bytes
+
     images = []
     for path in paths:
         try:
-            images.append(path.read_bytes())
+            images.append(upright_image_bytes(path.read_bytes()))
         except OSError as error:
             raise UserError(f"cannot read image {path}: {error.strerror}") from None
     return images
