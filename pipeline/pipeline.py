@@ -52,7 +52,8 @@ def example_gen_output_config(config: TfxpConfig) -> tfx.proto.Output | None:
 
 def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
     """TFMA config: accuracy ≥ `evaluator.min_accuracy`, and no worse than the baseline by more than
-    `evaluator.max_accuracy_drop` (the change threshold is skipped when there is no baseline yet)."""
+    `evaluator.max_accuracy_drop` (the change threshold is skipped when there is no baseline yet); and the
+    multi-class confusion matrix for the run report."""
     threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.evaluator.min_accuracy}),
         change_threshold=tfma.GenericChangeThreshold(
@@ -76,6 +77,8 @@ def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
                 metrics=[
                     tfma.MetricConfig(class_name="ExampleCount"),
                     tfma.MetricConfig(class_name="SparseCategoricalAccuracy", threshold=threshold),
+                    # The run report's confusion matrix (pipeline.report.evaluation).
+                    tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
                 ]
             )
         ],

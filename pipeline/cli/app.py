@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "runs": "pipeline.cli.kubeflow_ops:runs_app",
     "run-spec": "pipeline.cli.kubeflow:run_spec_command",
     "run": "pipeline.cli.run:run",
+    "report": "pipeline.cli.report:report",
     "serve": "pipeline.cli.serving:serve",
     "predict": "pipeline.cli.serving:predict",
     "loadtest": "pipeline.cli.serving:loadtest",

@@ -26,6 +26,7 @@ def run(
     """Run the pipeline locally (LocalDagRunner) and write OUT/run-summary.json.
 
     Exits 0 when the pipeline ran, blessed or not (the summary says which), non-zero when a component failed.
+    Either way it writes OUT/report.html (`tfxp report`) and prints its path.
     """
     config = load_cli_config(config_file, overrides, output)
     from components.contract import LabelMapError
@@ -49,12 +50,29 @@ def run(
     )
     write_summary(summary, Path(result.layout.summary_path))
     _print_summary(summary, result.layout.summary_path)
+    report = _write_report(Path(result.config.pipeline.output))
     if result.failure is not None:
         raise fail(
             f"{result.failure}\n"
-            f"The summary is in {result.layout.summary_path}; previously pushed models are untouched.",
+            f"The summary is in {result.layout.summary_path}{report}; previously pushed models are untouched.",
             code=1,
         )
+
+
+def _write_report(out_dir: Path) -> str:
+    """Writes OUT/report.html and prints its path (last, on success); a report that fails is a warning, never a
+    failed run. Returns ", the report in PATH" for the failure message, or ""."""
+    from pipeline.cli.report import warn_problems
+    from pipeline.report.build import write_report
+
+    try:
+        written = write_report(out_dir)
+    except Exception as error:  # the run's outcome stands whatever the report does
+        error_console.print(f"[bold yellow]warning:[/] no report: {type(error).__name__}: {error}", highlight=False)
+        return ""
+    warn_problems(written.problems)
+    console.print(f"report: {written.path}", highlight=False, soft_wrap=True)
+    return f", the report in {written.path}"
 
 
 def _print_summary(summary: dict, summary_path: str) -> None:

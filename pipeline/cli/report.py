@@ -1,0 +1,54 @@
+"""`tfxp report OUT`: the self-contained HTML report of the run in OUT (`tfxp run` writes it after every run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipeline.cli.console import console, error_console, fail
+
+
+def report(
+    out_dir: Annotated[Path, typer.Argument(help="The run's output dir (what `tfxp run --output` got).")],
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Where to write the report; default OUT/report.html.")
+    ] = None,
+    no_model: Annotated[
+        bool, typer.Option("--no-model", help="Skip running the model on the eval split (no misclassified images).")
+    ] = False,
+) -> None:
+    """Write the run's report: decision, data, training, evaluation, edge, components and history, as one HTML file.
+
+    The file needs nothing else: no network, no other file; open it in any browser.
+    """
+    from pipeline.report.build import write_report
+    from pipeline.report.gather import ReportError
+
+    if not out_dir.is_dir():
+        raise fail(f"{out_dir} is not a directory; pass the output dir of `tfxp run` (default ./tfxp_output)")
+    try:
+        written = write_report(out_dir, out_file, with_model=not no_model)
+    except ReportError as error:
+        raise fail(str(error)) from None
+    except OSError as error:
+        raise fail(f"cannot write the report to {out_file or out_dir}: {error}") from None
+    warn_problems(written.problems)
+    console.print(
+        f"report: {written.path} ({written.size_bytes / 1024:.0f} KiB, {written.seconds:.1f}s)",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def warn_problems(problems: list[dict[str, str]]) -> None:
+    """One warning line per output the report could not read (the page says the same)."""
+    from rich.markup import escape
+
+    for problem in problems:
+        error_console.print(
+            f"[bold yellow]warning:[/] report: {escape(problem['component'])}: {escape(problem['error'])}",
+            highlight=False,
+            soft_wrap=True,
+        )

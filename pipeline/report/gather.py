@@ -1,0 +1,178 @@
+"""Gathers a run's facts from its output directory: the run summary, ML Metadata and the artifacts it names.
+
+The run summary (`OUT/run-summary.json`) is the starting point: it holds the config, the decision and the
+metrics. ML Metadata (`OUT/<pipeline>/metadata.db`) gives the components' start times, the artifact directories of
+the latest run and the earlier runs. Each artifact that cannot be read becomes a problem on the page (component,
+path, error) and the rest of the report is still written.
+
+Example:
+    facts = gather_facts(Path("tfxp_output"))
+    facts.summary["blessed"], facts.confusion["labels"]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from components.contract import ACCURACY_METRIC, read_label_map
+from pipeline.config import TfxpConfig
+from pipeline.layout import output_layout
+from pipeline.report import evaluation, history, readers
+from pipeline.report.facts import RunFacts
+
+SUMMARY_FILE = "run-summary.json"
+
+
+class ReportError(ValueError):
+    """The directory is not the output of `tfxp run` (no readable run summary); the message says how to fix it."""
+
+
+@contextmanager
+def _reported(facts: RunFacts, component: str, path: str, what: str) -> Iterator[None]:
+    """Records an error of the block as a problem of the report instead of raising it."""
+    try:
+        yield
+    except Exception as error:  # shown on the page: one unreadable artifact must not lose the whole report
+        facts.problems.append(
+            {"component": component, "path": path, "error": f"cannot read the {what}: {type(error).__name__}: {error}"}
+        )
+
+
+def read_summary(out_dir: Path) -> dict[str, Any]:
+    """The run summary of `out_dir`.
+
+    Raises:
+        ReportError: there is none, or it is not a JSON object.
+    """
+    path = out_dir / SUMMARY_FILE
+    try:
+        summary = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReportError(
+            f"{out_dir} has no {SUMMARY_FILE}, so it is not the output of `tfxp run`; pass the directory given to "
+            "`tfxp run --output` (default ./tfxp_output)"
+        ) from None
+    except (OSError, json.JSONDecodeError) as error:
+        raise ReportError(f"cannot read {path}: {error}; rerun `tfxp run` to write it again") from None
+    if not isinstance(summary, dict):
+        raise ReportError(f"{path} is not a run summary (a JSON object); rerun `tfxp run` to write it again")
+    return summary
+
+
+def _config(facts: RunFacts, out_dir: Path) -> TfxpConfig | None:
+    """The run's config, with its output directory where the report finds it now."""
+    with _reported(facts, "pipeline", str(out_dir / SUMMARY_FILE), "config in the run summary"):
+        config = TfxpConfig.model_validate(facts.summary.get("config") or {})
+        pipeline = config.pipeline.model_copy(update={"output": str(out_dir)})
+        return config.model_copy(update={"pipeline": pipeline})
+    return None
+
+
+def _accuracy(evaluation_uri: str) -> float | None:
+    from pipeline.summary import evaluation_metrics
+
+    try:
+        return evaluation_metrics(evaluation_uri).get("candidate", {}).get(ACCURACY_METRIC)
+    except Exception:  # an earlier run's unreadable TFMA output: that run shows no accuracy
+        return None
+
+
+def _first_uri(components: dict[str, Any], component: str, key: str) -> str | None:
+    record = components.get(component)
+    artifacts = record.outputs.get(key) if record is not None else None
+    return artifacts[0].uri if artifacts else None
+
+
+def gather_facts(out_dir: Path, with_model: bool = True) -> RunFacts:
+    """Everything the report shows about the run in `out_dir`.
+
+    Args:
+        out_dir: The run's output directory (`tfxp run --output`).
+        with_model: Run the Trainer's SavedModel on the eval split to find misclassified images (seconds).
+
+    Raises:
+        ReportError: `out_dir` has no readable run summary.
+    """
+    facts = RunFacts(out_dir=str(out_dir), summary=read_summary(out_dir))
+    config = _config(facts, out_dir)
+    labels: list[str] = []
+    components: dict[str, Any] = {}
+    if config is not None:
+        with _reported(facts, "pipeline", config.data.labels_path, "label map"):
+            labels = read_label_map(config.data.labels_path)
+        components = _read_metadata(facts, config)
+    if not facts.timeline:  # no ML Metadata: the summary's components, without start times
+        facts.timeline = [
+            {"component": name, "status": record.get("status"), "start": None, "seconds": record.get("seconds")}
+            for name, record in facts.summary.get("components", {}).items()
+        ]
+    _data_facts(facts, components, config)
+    _model_facts(facts, components, config, labels, with_model)
+    return facts
+
+
+def _read_metadata(facts: RunFacts, config: TfxpConfig) -> dict[str, Any]:
+    """The latest run's components (with their artifacts), its timeline and the run history, from ML Metadata."""
+    from pipeline.mlmd import open_store
+    from pipeline.summary import latest_run_components
+
+    metadata_path = output_layout(config).metadata_path
+    if not Path(metadata_path).is_file():
+        return {}
+    components: dict[str, Any] = {}
+    name = config.pipeline.name
+    with _reported(facts, "pipeline", metadata_path, "ML Metadata store"):
+        store = open_store(metadata_path)
+        facts.history = history.run_history(store, name, _accuracy)
+        # A run that failed before registering in ML Metadata has no components in its summary: then the newest
+        # run in the store is an earlier one, and its artifacts are not this run's.
+        if facts.summary.get("components"):
+            components = latest_run_components(store, name)
+            facts.timeline = history.latest_timeline(store, name)
+    return components
+
+
+def _data_facts(facts: RunFacts, components: dict[str, Any], config: TfxpConfig | None) -> None:
+    statistics = _first_uri(components, "StatisticsGen", "statistics")
+    if statistics:
+        with _reported(facts, "StatisticsGen", statistics, "statistics"):
+            facts.splits = readers.counts_from_statistics(statistics)
+            facts.splits_source = "StatisticsGen"
+    if not facts.splits and config is not None and config.data.spans == "none":
+        with _reported(facts, "data", config.data.path, "data set manifest"):
+            manifest = readers.counts_from_manifest(config.data.path)
+            if manifest:
+                facts.splits = manifest
+                facts.splits_source = f"{config.data.path}/{readers.MANIFEST_FILE}"
+    anomalies = _first_uri(components, "ExampleValidator", "anomalies")
+    if anomalies:
+        with _reported(facts, "ExampleValidator", anomalies, "anomalies"):
+            facts.anomalies = readers.anomaly_lines(anomalies)
+
+
+def _model_facts(
+    facts: RunFacts, components: dict[str, Any], config: TfxpConfig | None, labels: list[str], with_model: bool
+) -> None:
+    model_run = _first_uri(components, "Trainer", "model_run")
+    if model_run:
+        with _reported(facts, "Trainer", model_run, "TensorBoard scalars"):
+            facts.curves = readers.epoch_curves(model_run)
+    model = _first_uri(components, "Trainer", "model")
+    if model:
+        facts.saved_model_bytes = readers.directory_bytes(evaluation.saved_model_dir(model))
+    evaluation_uri = _first_uri(components, "Evaluator", "evaluation")
+    if evaluation_uri:
+        with _reported(facts, "Evaluator", evaluation_uri, "TFMA confusion matrix"):
+            facts.confusion = evaluation.confusion_matrix(evaluation_uri, labels)
+    examples = _first_uri(components, "ImportExampleGen", "examples")
+    if with_model and model and examples and config is not None:
+        with _reported(facts, "Trainer", model, "SavedModel's predictions on the eval split"):
+            files = evaluation.eval_files(examples)
+            if files:
+                facts.misclassified, facts.misclassified_scanned = evaluation.misclassified(
+                    evaluation.saved_model_dir(model), files, labels, config.data.first_label
+                )

@@ -1,0 +1,129 @@
+"""Readers of the artifacts the report shows, each from one artifact directory of a local run.
+
+StatisticsGen's statistics (examples per split and class), ExampleValidator's anomalies, the Trainer's TensorBoard
+scalars and the SavedModel's size. TensorFlow's protos and TensorBoard load inside the functions that need them.
+Each raises what its library raises for an unreadable file; `gather` records that as a problem.
+
+Example:
+    counts_from_statistics("OUT/tfxp-digits/root/StatisticsGen/statistics/3")
+    # {"train": {"examples": 1438, "classes": {"0": 142, ...}}, "eval": {...}}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from components.contract import TEXT_KEY
+
+SPLIT_PREFIX = "Split-"
+"""TFX writes each split of an artifact into `Split-<name>/`."""
+STATISTICS_FILE = "FeatureStats.pb"
+ANOMALIES_FILE = "SchemaDiff.pb"
+MANIFEST_FILE = "tfxp_dataset.json"  # written by `tfxp data` beside the TFRecords (components.data.dataset)
+CURVE_RUNS = ("train", "validation")
+"""The subdirectories Keras' TensorBoard callback writes scalars into."""
+EPOCH_PREFIX = "epoch_"
+
+
+def split_dirs(uri: str) -> dict[str, Path]:
+    """Split name → `Split-<name>/` directory of a TFX artifact, train and eval first."""
+    found = {path.name[len(SPLIT_PREFIX) :]: path for path in Path(uri).glob(f"{SPLIT_PREFIX}*") if path.is_dir()}
+    order = {"train": 0, "eval": 1}
+    return dict(sorted(found.items(), key=lambda item: (order.get(item[0], 2), item[0])))
+
+
+def counts_from_statistics(statistics_uri: str) -> dict[str, dict[str, Any]]:
+    """Examples per split, and per class when the examples carry `image/class/text` (TFDV counts each value).
+
+    Args:
+        statistics_uri: StatisticsGen's `statistics` artifact directory.
+
+    Returns:
+        {split: {"examples": n, "classes": {class name: n}}}; "classes" is {} without class names.
+    """
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    counts: dict[str, dict[str, Any]] = {}
+    for split, directory in split_dirs(statistics_uri).items():
+        statistics = statistics_pb2.DatasetFeatureStatisticsList()
+        statistics.ParseFromString((directory / STATISTICS_FILE).read_bytes())
+        dataset = statistics.datasets[0]
+        classes: dict[str, int] = {}
+        for feature in dataset.features:
+            if "/".join(feature.path.step) == TEXT_KEY and feature.HasField("string_stats"):
+                buckets = feature.string_stats.rank_histogram.buckets
+                classes = {bucket.label: int(bucket.sample_count) for bucket in buckets}
+        counts[split] = {"examples": int(dataset.num_examples), "classes": classes}
+    return counts
+
+
+def counts_from_manifest(data_path: str) -> dict[str, dict[str, Any]] | None:
+    """Examples per split and class from the manifest `tfxp data` writes; None when `data_path` has none."""
+    path = Path(data_path) / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    manifest = json.loads(path.read_text())
+    return {
+        split: {"examples": sum(per_class.values()), "classes": dict(per_class)}
+        for split, per_class in manifest.get("counts", {}).items()
+    }
+
+
+def anomaly_lines(anomalies_uri: str) -> list[str]:
+    """One line per anomaly ExampleValidator found, `split: feature: description`; [] when there are none."""
+    from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+    lines = []
+    for split, directory in split_dirs(anomalies_uri).items():
+        anomalies = anomalies_pb2.Anomalies()
+        anomalies.ParseFromString((directory / ANOMALIES_FILE).read_bytes())
+        for feature, info in sorted(anomalies.anomaly_info.items()):
+            lines.append(f"{split}: {feature}: {info.short_description or info.description}")
+        if anomalies.HasField("dataset_anomaly_info"):
+            info = anomalies.dataset_anomaly_info
+            lines.append(f"{split}: data set: {info.short_description or info.description}")
+    return lines
+
+
+def epoch_curves(model_run_uri: str) -> dict[str, dict[str, list[list[float]]]]:
+    """The per-epoch scalars the Trainer's TensorBoard callback wrote, e.g. {"train": {"loss": [[0, 1.9], ...]}}.
+
+    Args:
+        model_run_uri: The Trainer's `model_run` artifact directory (its TensorBoard log dir).
+    """
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.util import tensor_util
+
+    curves: dict[str, dict[str, list[list[float]]]] = {}
+    for run in CURVE_RUNS:
+        directory = Path(model_run_uri) / run
+        if not directory.is_dir():
+            continue
+        accumulator = event_accumulator.EventAccumulator(
+            str(directory), size_guidance={event_accumulator.TENSORS: 0, event_accumulator.SCALARS: 0}
+        )
+        accumulator.Reload()
+        tags = accumulator.Tags()
+        series: dict[str, list[list[float]]] = {}
+        for tag in tags.get("tensors", []):
+            if tag.startswith(EPOCH_PREFIX):
+                points = accumulator.Tensors(tag)
+                series[tag[len(EPOCH_PREFIX) :]] = [
+                    [point.step, float(tensor_util.make_ndarray(point.tensor_proto))] for point in points
+                ]
+        for tag in tags.get("scalars", []):  # TF1-style summaries
+            if tag.startswith(EPOCH_PREFIX):
+                series[tag[len(EPOCH_PREFIX) :]] = [[point.step, point.value] for point in accumulator.Scalars(tag)]
+        if series:
+            curves[run] = series
+    return curves
+
+
+def directory_bytes(path: str) -> int | None:
+    """The size of the files under `path`; None when it is not a local directory."""
+    root = Path(path)
+    if not root.is_dir():
+        return None
+    return sum(item.stat().st_size for item in root.rglob("*") if item.is_file())

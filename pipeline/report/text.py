@@ -1,0 +1,56 @@
+"""How the report writes numbers, sizes, durations and times."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+NOT_KNOWN = "—"
+
+
+def number(value: Any, digits: int = 4) -> str:
+    """A float with `digits` decimals, an int as it is, `—` for None."""
+    if value is None:
+        return NOT_KNOWN
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and digits == 0):
+        return f"{int(value):,}"
+    return f"{float(value):.{digits}f}"
+
+
+def size(value: Any) -> str:
+    """Bytes as KiB or MiB."""
+    if value is None:
+        return NOT_KNOWN
+    if value < 1024 * 1024:
+        return f"{value / 1024:.1f} KiB"
+    return f"{value / 1024 / 1024:.2f} MiB"
+
+
+def seconds(value: Any) -> str:
+    """A duration: `0.4 s`, `12.3 s`, `4 min 05 s`."""
+    if value is None:
+        return NOT_KNOWN
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, rest = divmod(round(value), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def clock(epoch_seconds: Any) -> str:
+    """A time since the epoch as local `YYYY-MM-DD HH:MM:SS`."""
+    if epoch_seconds is None:
+        return NOT_KNOWN
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch_seconds))
+
+
+def version_of(path: Any) -> str | None:
+    """The version (last path element) of a pushed model directory."""
+    return str(path).rstrip("/").rsplit("/", 1)[-1] if path else None
+
+
+def first_line(text: Any, limit: int = 400) -> str:
+    """The first line of an error, at most `limit` characters."""
+    line = str(text or "").strip().splitlines()[0] if str(text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
