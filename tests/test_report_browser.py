@@ -30,8 +30,7 @@ pytestmark = pytest.mark.skipif(
 )
 FACTS = Path(__file__).parent / "golden" / "report_digits_facts.json"
 NONCE = "tfxp-probe"
-PROBE = (
-    """<script nonce="%s">
+PROBE = """<script nonce="__NONCE__">
 (function () {
   var errors = [], violations = [];
   window.addEventListener("error", function (event) { errors.push(String(event.message)); });
@@ -58,9 +57,7 @@ PROBE = (
     document.body.appendChild(out);
   });
 })();
-</script>"""
-    % NONCE
-)
+</script>""".replace("__NONCE__", NONCE)
 # Root needs --no-sandbox; the rest keeps Chromium from reaching out on its own (updates, sync, QUIC probes).
 FLAGS = (
     "--headless",

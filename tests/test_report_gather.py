@@ -152,7 +152,8 @@ def test_report_command_writes_the_page_and_refuses_a_non_run(tmp_path: Path) ->
 def test_svg_ids_are_prefixed_and_labelled() -> None:
     raw = (
         '<?xml version="1.0"?>\n<!DOCTYPE svg>\n<svg width="10pt" viewBox="0 0 10 10"><metadata>x</metadata>'
-        '<defs><clipPath id="p1"><rect/></clipPath></defs><g id="a" clip-path="url(#p1)"><use xlink:href="#a"/></g></svg>'
+        '<defs><clipPath id="p1"><rect/></clipPath></defs>'
+        '<g id="a" clip-path="url(#p1)"><use xlink:href="#a"/></g></svg>'
     )
     svg = plots.accessible_svg(raw, "loss", "Loss <1>", "falls & rises")
 
