@@ -70,6 +70,7 @@ def test_the_digits_run_shows_every_section_with_its_plots() -> None:
             assert re.search(
                 r"<title id=\"[\w-]+-title\">[^<]+</title><desc id=\"[\w-]+-desc\">[^<]+</desc>", figure.svg
             )
+    assert _texts(_section(page, "data"), Lead) == ["1,797 examples: 1,438 train, 359 eval"]
     grid = next(b for b in _section(page, "evaluation").blocks if isinstance(b, ImageGrid))
     assert grid.images and all(image.alt.startswith("eval image of class") for image in grid.images)
     assert not [b for section in page.sections for b in section.blocks if isinstance(b, Missing)]

@@ -51,8 +51,8 @@ class RunFacts:
     problems: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> str:
-        """The facts as indented JSON."""
-        return json.dumps(asdict(self), indent=1, sort_keys=True, default=str)
+        """The facts as indented JSON (keys in their order: splits train first, classes in label order)."""
+        return json.dumps(asdict(self), indent=1, default=str)
 
     @classmethod
     def from_json(cls, text: str) -> RunFacts:

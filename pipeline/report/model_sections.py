@@ -13,6 +13,7 @@ from pipeline.report.evaluation import per_class_rates
 from pipeline.report.facts import RunFacts
 from pipeline.report.page import Facts, Figure, ImageGrid, Lead, Missing, Paragraph, Section, Table, Thumbnail
 
+SPLIT_ORDER = {"train": 0, "eval": 1}
 CHOICES = ("strategy", "precision", "xla")
 """The Trainer's runtime choices, each recorded with its reason in training_metrics.json."""
 
@@ -41,7 +42,7 @@ def _absent(facts: RunFacts, component: str, what: str) -> Missing:
 def data_section(facts: RunFacts) -> Section:
     """Examples per split and class, validation anomalies, spans used."""
     blocks: list[Any] = []
-    splits = facts.splits
+    splits = dict(sorted(facts.splits.items(), key=lambda item: (SPLIT_ORDER.get(item[0], len(SPLIT_ORDER)), item[0])))
     if splits:
         total = sum(int(split["examples"]) for split in splits.values())
         blocks.append(
