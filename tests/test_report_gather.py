@@ -15,7 +15,7 @@ from pipeline.cli import app
 from pipeline.config import TfxpConfig
 from pipeline.mlmd import open_store
 from pipeline.report import history, plots, readers
-from pipeline.report.gather import ReportError, gather_facts
+from pipeline.report.gather import ReportError, gather_facts, same_run
 
 
 def test_statistics_give_examples_per_split_and_class(tmp_path: Path) -> None:
@@ -167,3 +167,16 @@ def test_a_plot_is_inline_svg_with_text_kept_as_text() -> None:
     svg = plots.grouped_bars("classes", "Examples", "bars", ["a", "b"], {"train": [3, 4], "eval": [1, 1]}, "examples")
     assert svg.startswith("<svg ") and svg.endswith("</svg>\n")
     assert ">examples</text>" in svg  # the axis label, as text (svg.fonttype: none)
+
+
+def test_the_newest_metadata_run_is_used_only_when_it_is_the_summarys_run() -> None:
+    timeline = [{"component": "ImportExampleGen", "status": "cached"}, {"component": "Trainer", "status": "complete"}]
+    summary = {
+        "ImportExampleGen": {"status": "cached", "seconds": 0.1},
+        "Trainer": {"status": "complete", "seconds": 3},
+    }
+
+    assert same_run(summary, timeline)
+    # Failed before registering: only the failed component, without seconds; the store's newest run is older.
+    assert not same_run({"pipeline setup": {"status": "failed", "seconds": None}}, timeline)
+    assert not same_run({**summary, "Trainer": {"status": "failed", "seconds": 1.0}}, timeline)

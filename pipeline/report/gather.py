@@ -128,12 +128,20 @@ def _read_metadata(facts: RunFacts, config: TfxpConfig) -> dict[str, Any]:
     with _reported(facts, "pipeline", metadata_path, "ML Metadata store"):
         store = open_store(metadata_path)
         facts.history = history.run_history(store, name, _accuracy)
-        # A run that failed before registering in ML Metadata has no components in its summary: then the newest
-        # run in the store is an earlier one, and its artifacts are not this run's.
-        if facts.summary.get("components"):
+        timeline = history.latest_timeline(store, name)
+        if same_run(facts.summary.get("components") or {}, timeline):
             components = latest_run_components(store, name)
-            facts.timeline = history.latest_timeline(store, name)
+            facts.timeline = timeline
     return components
+
+
+def same_run(summary_components: dict[str, Any], timeline: list[dict[str, Any]]) -> bool:
+    """Whether the newest run in ML Metadata is the summary's run: every component the summary has a duration for
+    is there in the same state. A run that failed before registering in ML Metadata has none (its summary names
+    only the failed component, without seconds); the newest run in the store is then an earlier one."""
+    states = {step["component"]: step["status"] for step in timeline}
+    recorded = {name: record for name, record in summary_components.items() if record.get("seconds") is not None}
+    return bool(recorded) and all(states.get(name) == record.get("status") for name, record in recorded.items())
 
 
 def _data_facts(facts: RunFacts, components: dict[str, Any], config: TfxpConfig | None) -> None:
