@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from components.config_section import ConfigSection, registered
 
@@ -24,6 +24,16 @@ MODE_NAMES = ("none", "dynamic", "float16", "int8")
 ModeName = Annotated[str, registered("quantization mode", MODE_NAMES)]
 IoDtype = Literal["int8", "uint8", "float32"]
 SupportedOps = Literal["builtins", "builtins+select_tf"]
+VerifyArch = Literal["aarch64"]
+
+
+def _named_core(cpu: str) -> str:
+    from edge.verify import check_cpu  # light (numpy); refuses `max` with the SME explanation
+
+    return check_cpu(cpu).name
+
+
+VerifyCpu = Annotated[str, AfterValidator(_named_core)]
 
 
 class EdgeOptions(ConfigSection):
@@ -40,6 +50,14 @@ class EdgeOptions(ConfigSection):
         eval_samples: Eval examples the EdgeExporter evaluates both models on; 0 = the whole eval split.
         keep_tensor_names: Keep the converter's tensor debug names in `model.tflite` (for Netron); by default they
           are stripped, a few KB less per model; signatures and their input/output names stay either way.
+        verify: Architectures to check the model on before pushing it: `[aarch64]` runs it on an emulated ARM64
+          core (`edge.verify`, `tfxp edge verify`) and compares it with the host, with the same kernels (XNNPACK).
+        verify_cpu: The emulated core: cortex-a53, cortex-a72, cortex-a76 or neoverse-n1 (never QEMU's `max`,
+          whose SME gave wrong int8 results; see the README).
+        min_arch_agreement: Smallest fraction of eval examples whose top-1 class must be the same on the target
+          as on the host; the target's accuracy must also stay within `max_accuracy_drop` of the SavedModel.
+        verify_required: When the check cannot run (no qemu-user-static/mmdebstrap, offline), the model is not
+          pushed; false pushes it with the check recorded as not run. A check that ran and failed always blocks.
     """
 
     enabled: bool = True
@@ -51,6 +69,10 @@ class EdgeOptions(ConfigSection):
     threads: int = Field(2, ge=1)
     eval_samples: int = Field(0, ge=0)
     keep_tensor_names: bool = False
+    verify: tuple[VerifyArch, ...] = ()
+    verify_cpu: VerifyCpu = "cortex-a76"
+    min_arch_agreement: float = Field(0.995, ge=0, le=1)
+    verify_required: bool = True
 
     @model_validator(mode="after")
     def _io_dtype_needs_int8(self) -> EdgeOptions:

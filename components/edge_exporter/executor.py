@@ -30,12 +30,14 @@ from edge.export import (
     write_metadata,
 )
 from edge.options import EdgeOptions
+from edge.verify import verify_export
 
 NOT_BLESSED_UPSTREAM = "skipped: the Evaluator did not bless the model, so no device model was made or pushed"
 
 
 class Executor(base_executor.BaseExecutor):
-    """Converts, evaluates against the SavedModel, gates on the accuracy drop and pushes when blessed."""
+    """Converts, evaluates against the SavedModel, gates on the accuracy drop (and, with `edge.verify`, on the
+    check on the emulated target) and pushes when blessed."""
 
     def Do(  # noqa: N802  (TFX's executor API; TFX calls this)
         self,
@@ -65,6 +67,8 @@ class Executor(base_executor.BaseExecutor):
         options = EdgeOptions.model_validate_json(exec_properties[OPTIONS_KEY])
         label_offset = exec_properties[LABEL_OFFSET_KEY]
         export = export_edge_model(Path(saved_model), examples.uri, options, label_offset=label_offset)
+        if options.verify:  # on the emulated target too; blessed only when that check passed (edge_metadata.json)
+            export = verify_export(export, Path(saved_model), examples.uri, options, label_offset)
 
         pushed_path = None
         if export.blessed:
@@ -74,6 +78,8 @@ class Executor(base_executor.BaseExecutor):
             write_edge_model(export, edge_model.uri)
         _record(edge_model, edge_blessing, export.blessed, export.gate.reason, pushed_path, export.gate.drop)
         edge_model.set_string_custom_property("mode", export.metadata["mode"])
+        if options.verify:
+            edge_model.set_string_custom_property("arch_check", export.metadata["arch_check"]["status"])
 
 
 def _record(

@@ -25,7 +25,8 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
 
     Returns:
         `edge_model_path`: the pushed `model.tflite` (None when not pushed);
-        `edge`: {`status` (`pushed`, `not_blessed` or `skipped`), `blessed`, `reason`, `mode`, `io_dtype`};
+        `edge`: {`status` (`pushed`, `not_blessed` or `skipped`), `blessed`, `reason`, `mode`, `io_dtype`,
+        `arch_check` (the `edge.verify` check's status, reason and figures; None when not asked for)};
         `metrics`: `edge_accuracy`, `edge_saved_model_accuracy`, `edge_accuracy_drop`, `edge_size_bytes`,
         `edge_latency_p50_ms`, `edge_latency_p99_ms` (empty when skipped).
 
@@ -47,6 +48,7 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
             "reason": metadata.get("reason", ""),
             "mode": metadata.get("mode"),
             "io_dtype": metadata.get("io_dtype"),
+            "arch_check": metadata.get("arch_check"),
         },
         "metrics": {},
     }

@@ -1,4 +1,4 @@
-"""`tfxp edge convert | eval | bench`: device models made outside the pipeline.
+"""`tfxp edge convert | eval | bench | verify`: device models made outside the pipeline.
 
 The work happens in `edge` (TFLite conversion, LiteRT evaluation and benchmark); these handlers parse
 options and print summaries.
@@ -7,7 +7,7 @@ options and print summaries.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -16,9 +16,12 @@ from components.contract import LABELS_FILE, LabelMapError, read_label_map
 from edge.errors import EdgeError
 from pipeline.cli.console import console, user_errors
 
+if TYPE_CHECKING:
+    from edge.verify import ArchRun
+
 edge_app = typer.Typer(
     name="edge",
-    help="TFLite models: convert a SavedModel (quantized), evaluate and benchmark with LiteRT.",
+    help="TFLite models: convert a SavedModel (quantized), evaluate and benchmark with LiteRT, verify on ARM64.",
     no_args_is_help=True,
 )
 
@@ -141,3 +144,94 @@ def bench_command(
         f"batch 1, {threads} threads, {latency.runs} runs: p50 {latency.p50_ms:.3f} ms, "
         f"p99 {latency.p99_ms:.3f} ms, mean {latency.mean_ms:.3f} ms"
     )
+
+
+@edge_app.command("verify")
+@user_errors(EdgeError, LabelMapError)
+def verify_command(
+    model: Annotated[Path, typer.Argument(help="A .tflite image classifier.")],
+    examples: Annotated[Path, typer.Option("--examples", help="Data dir or TFX Examples URI with an eval split.")],
+    arch: Annotated[str, typer.Option("--arch", help="Target architecture (emulated): aarch64.")] = "aarch64",
+    cpu: Annotated[
+        str, typer.Option("--cpu", help="Emulated core: cortex-a76, cortex-a72, cortex-a53 or neoverse-n1.")
+    ] = "cortex-a76",
+    kernels: Annotated[
+        str, typer.Option("--kernels", help="Kernels on both sides: xnnpack (LiteRT's default), builtin, reference.")
+    ] = "xnnpack",
+    samples: Annotated[int, typer.Option("--samples", min=0, help="Eval examples (a seeded sample); 0 = all.")] = 200,
+    min_agreement: Annotated[
+        float, typer.Option("--min-agreement", min=0, max=1, help="Exit 1 below this top-1 agreement.")
+    ] = 0.995,
+    threads: Annotated[int, typer.Option("--threads", min=1, help="Interpreter threads on both sides.")] = 1,
+    label_offset: LabelOffsetOption = 0,
+) -> None:
+    """Run MODEL on an emulated ARM64 core and on this host, same inputs and kernels, and compare the outputs.
+
+    The emulated runtime (Debian arm64 Python, LiteRT's aarch64 wheels, run by qemu-user) is prepared once in
+    the user cache dir; it needs `sudo apt-get install -y qemu-user-static mmdebstrap`.
+    """
+    from edge.verify import ARCHES, KERNELS, check_cpu, judge, verify_on_arch
+
+    if arch not in ARCHES:
+        raise EdgeError(f"unknown --arch {arch}; supported: {', '.join(ARCHES)}")
+    if kernels not in KERNELS:
+        raise EdgeError(f"unknown --kernels {kernels}; pass one of: {', '.join(KERNELS)}")
+    core = check_cpu(cpu)  # first: `max` is refused before TensorFlow loads or anything is prepared
+
+    from components.trainer.preprocessing import PreprocessingSpec
+    from edge.data import load_split
+    from edge.runtime import read_tflite
+
+    content = read_tflite(model)
+    height, channels = _input_size(content, model)
+    data = load_split(
+        examples, "eval", PreprocessingSpec(height, channels), limit=samples, label_offset=label_offset, shuffle=True
+    )
+    run = verify_on_arch(
+        content,
+        data.images,
+        data.labels,
+        core.name,
+        kernels=kernels,
+        threads=threads,
+        report=lambda line: console.print(line, highlight=False),
+    )
+    passed, figures = judge(run.comparison, min_agreement, target=f"{arch} {core.name}")
+    console.print(_comparison_table(model, arch, run))
+    console.print(
+        "Timings under emulation say nothing about device latency and are not reported; "
+        "run `tfxp edge bench` on the device.",
+        highlight=False,
+    )
+    if not passed:
+        console.print(f"[bold red]FAILED[/]: {figures}", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"passed: {figures}", highlight=False)
+
+
+def _input_size(content: bytes, model: Path) -> tuple[int, int]:
+    from edge.runtime import TfliteModel
+
+    height, width, channels = TfliteModel(content, where=str(model)).image_shape
+    if height != width:
+        raise EdgeError(f"{model} takes {height}×{width} images; tfxp preprocessing makes square images")
+    return height, channels
+
+
+def _comparison_table(model: Path, arch: str, run: ArchRun) -> Table:
+    comparison = run.comparison
+    table = Table(
+        title=f"{model} on {arch} ({run.core.name}, emulated) vs the host; {run.kernels} kernels, "
+        f"{comparison.count} eval examples",
+        title_justify="left",
+    )
+    table.add_column("")
+    table.add_column(f"host ({run.host['machine']})", justify="right")
+    table.add_column(f"{arch} {run.core.name}", justify="right")
+    table.add_row("accuracy", f"{comparison.host_accuracy:.4f}", f"{comparison.target_accuracy:.4f}")
+    agreed = round(comparison.agreement * comparison.count)
+    table.add_row("top-1 agreement", "", f"{agreed}/{comparison.count} ({comparison.agreement:.4f})")
+    steps = "— (float output)" if comparison.max_steps is None else f"{comparison.max_steps}"
+    table.add_row("max difference, quantization steps", "", steps)
+    table.add_row("max difference, real values", "", f"{comparison.max_abs_diff:.3g}")
+    return table

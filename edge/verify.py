@@ -1,0 +1,463 @@
+"""A TFLite model checked on the architecture it ships to: the emulated ARM64 run compared with the host's.
+
+The pure parts: the supported ARM cores (QEMU CPU models) and the `/proc/cpuinfo` each needs, the refusal of a
+CPU with SME, and the comparison of two runs (top-1 agreement, largest difference in quantization steps,
+accuracy on each). `verify_on_arch` runs both sides through `edge.arch` and compares them; `check_export` does
+it for the EdgeExporter and turns every outcome into a recorded `ArchCheck`.
+
+Why a named core: XNNPACK picks its kernels from the CPU features it sees. QEMU's default CPU, `max`, advertises
+the SME matrix extension; there XNNPACK's SME int8 kernels gave wrong results (top-1 agreement with x86 as low
+as 10 %, outputs off by up to 255 quantization steps) while float models were fine. Whether QEMU's SME
+emulation or the kernels are at fault is not known, and `max` is no device: the check runs on a named core.
+
+Example:
+    run = verify_on_arch(Path("model.tflite").read_bytes(), data.images, data.labels, "cortex-a76")
+    run.comparison.agreement  # 1.0
+    run.comparison.max_steps  # 0 or 1 for an int8 model
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from edge.errors import EdgeError
+
+if TYPE_CHECKING:
+    from edge.export import EdgeExport
+    from edge.options import EdgeOptions
+
+ARCHES = ("aarch64",)
+KERNELS = ("xnnpack", "builtin", "reference")  # edge.arm_guest.RESOLVERS maps each to LiteRT's op resolver
+# fmt: off
+# Bit i of AT_HWCAP / AT_HWCAP2 and its /proc/cpuinfo name (linux/arch/arm64/include/uapi/asm/hwcap.h).
+HWCAP_NAMES = (
+    "fp", "asimd", "evtstrm", "aes", "pmull", "sha1", "sha2", "crc32", "atomics", "fphp", "asimdhp", "cpuid",
+    "asimdrdm", "jscvt", "fcma", "lrcpc", "dcpop", "sha3", "sm3", "sm4", "asimddp", "sha512", "sve", "asimdfhm",
+    "dit", "uscat", "ilrcpc", "flagm", "ssbs", "sb", "paca", "pacg",
+)
+HWCAP2_NAMES = (
+    "dcpodp", "sve2", "sveaes", "svepmull", "svebitperm", "svesha3", "svesm4", "flagm2", "frint", "svei8mm",
+    "svef32mm", "svef64mm", "svebf16", "i8mm", "bf16", "dgh", "rng", "bti", "mte", "ecv", "afp", "rpres", "mte3",
+    "sme", "smei16i64", "smef64f64", "smei8i32", "smef16f32", "smeb16f32", "smef32f32", "smefa64",
+)
+# fmt: on
+HWCAP2_SME = 1 << HWCAP2_NAMES.index("sme")
+SME_REFUSED = (
+    "QEMU's `{cpu}` CPU advertises the SME matrix extension: XNNPACK then runs its SME int8 kernels, which gave "
+    "wrong results under emulation (top-1 agreement with x86 as low as 10 %, outputs off by up to 255 "
+    "quantization steps; float models were fine), and `max` is no device a model ships to. Name the core you "
+    "target: {cores}"
+)
+
+Status = Literal["passed", "failed", "not_run"]
+
+
+@dataclass(frozen=True)
+class Core:
+    """An ARM core QEMU emulates, as its `/proc/cpuinfo` describes it.
+
+    Attributes:
+        name: The QEMU CPU model (`-cpu NAME`) and the `--cpu` / `edge.verify_cpu` value.
+        implementer: MIDR implementer (0x41 = Arm).
+        variant: MIDR variant (the rN of rNpM).
+        part: MIDR part number.
+        revision: MIDR revision (the pM of rNpM).
+        features: The `Features` line: what QEMU's model of the core reports in HWCAP, nothing more (a feature
+            the core lacks makes XNNPACK run an instruction the emulated CPU refuses: SIGILL).
+        found_in: Devices with this core, for the README and `--help`.
+    """
+
+    name: str
+    implementer: int
+    variant: int
+    part: int
+    revision: int
+    features: tuple[str, ...]
+    found_in: str
+
+
+_V8 = ("fp", "asimd", "aes", "pmull", "sha1", "sha2", "crc32", "cpuid")
+_V82 = (*_V8[:7], "atomics", "fphp", "asimdhp", "cpuid", "asimdrdm", "lrcpc", "dcpop", "asimddp")
+CORES = {
+    core.name: core
+    for core in (
+        Core("cortex-a53", 0x41, 0x0, 0xD03, 4, _V8, "Raspberry Pi 3, the small cores of most phones"),
+        Core("cortex-a72", 0x41, 0x0, 0xD08, 3, _V8, "Raspberry Pi 4"),
+        Core("cortex-a76", 0x41, 0x4, 0xD0B, 1, _V82, "Raspberry Pi 5, the big cores of 2019-2021 phones"),
+        Core("neoverse-n1", 0x41, 0x4, 0xD0C, 1, _V82, "AWS Graviton2, Ampere Altra"),
+    )
+}
+
+
+def check_cpu(cpu: str) -> Core:
+    """The supported core a `--cpu` / `edge.verify_cpu` value names.
+
+    Raises:
+        EdgeError: `max` (SME on, or any other `max`), CPU properties, or a core not in `CORES`.
+    """
+    name, _, properties = cpu.strip().lower().partition(",")
+    cores = ", ".join(CORES)
+    if name == "max" and "sme=off" not in properties.split(","):
+        raise EdgeError(SME_REFUSED.format(cpu=cpu, cores=cores))
+    if name == "max":
+        raise EdgeError(
+            f"`{cpu}` is QEMU's 'every feature it emulates' CPU, no device: its features change with each QEMU "
+            f"release, so agreement on it stands for nothing that ships. Name the core you target: {cores}"
+        )
+    if properties:
+        raise EdgeError(f"CPU `{cpu}`: properties after the model name are not supported; pass one of: {cores}")
+    if name not in CORES:
+        raise EdgeError(f"unknown ARM core `{cpu}`; supported (QEMU CPU models): {cores}")
+    return CORES[name]
+
+
+def hwcap_features(hwcap: int, hwcap2: int) -> set[str]:
+    """The `/proc/cpuinfo` feature names of the AT_HWCAP and AT_HWCAP2 bits that are set."""
+    names: set[str] = set()
+    for bits, table in ((hwcap, HWCAP_NAMES), (hwcap2, HWCAP2_NAMES)):
+        names.update(name for index, name in enumerate(table) if bits >> index & 1)
+    return names
+
+
+def render_cpuinfo(core: Core, processors: int) -> str:
+    """An arm64 kernel's `/proc/cpuinfo` for `processors` identical `core`s (what the guest reads)."""
+    block = (
+        "processor\t: {index}\nBogoMIPS\t: 50.00\nFeatures\t: {features}\nCPU implementer\t: {implementer:#x}\n"
+        "CPU architecture: 8\nCPU variant\t: {variant:#x}\nCPU part\t: {part:#05x}\nCPU revision\t: {revision}\n\n"
+    )
+    return "".join(
+        block.format(
+            index=index,
+            features=" ".join(core.features),
+            implementer=core.implementer,
+            variant=core.variant,
+            part=core.part,
+            revision=core.revision,
+        )
+        for index in range(max(1, processors))
+    )
+
+
+def parse_cpuinfo(text: str) -> list[dict[str, str]]:
+    """The processor blocks of a `/proc/cpuinfo` text, as `key: value` dicts."""
+    blocks: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in [*text.splitlines(), ""]:
+        key, sep, value = line.partition(":")
+        if sep:
+            current[key.strip()] = value.strip()
+        elif current:
+            blocks.append(current)
+            current = {}
+    return blocks
+
+
+def cpuinfo_problems(cpuinfo: str, core: Core, hwcap: int, hwcap2: int) -> list[str]:
+    """Why the CPU a guest saw does not stand for `core`; empty when it does.
+
+    Args:
+        cpuinfo: `/proc/cpuinfo` as the guest read it.
+        core: The core the check runs on.
+        hwcap: AT_HWCAP as the guest saw it (QEMU's model of the core).
+        hwcap2: AT_HWCAP2 likewise.
+    """
+    problems = []
+    if hwcap2 & HWCAP2_SME:
+        problems.append(SME_REFUSED.format(cpu=core.name, cores=", ".join(CORES)))
+    arm = [block for block in parse_cpuinfo(cpuinfo) if "CPU implementer" in block]
+    if not arm:
+        return [*problems, "the guest's /proc/cpuinfo is not an ARM one (no `CPU implementer`; LiteRT crashes on it)"]
+    block = arm[0]
+    seen = (block.get("CPU implementer", ""), block.get("CPU part", ""))
+    if tuple(int(value, 16) if value else -1 for value in seen) != (core.implementer, core.part):
+        problems.append(f"the guest's /proc/cpuinfo names implementer {seen[0]} part {seen[1]}, not {core.name}")
+    extra = set(block.get("Features", "").split()) - hwcap_features(hwcap, hwcap2)
+    if extra:
+        problems.append(f"the guest's /proc/cpuinfo claims {', '.join(sorted(extra))}, which {core.name} lacks")
+    return problems
+
+
+def dequantize(raw: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """Real values of an output tensor: scale × (q − zero_point); float outputs as they are."""
+    if scale == 0.0:
+        return raw.astype(np.float64)
+    return (raw.astype(np.float64) - zero_point) * scale
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The same inputs run on the host and on the target, with the same kernels.
+
+    Attributes:
+        count: Inputs compared.
+        agreement: Fraction whose top-1 class is the same on both.
+        max_steps: Largest output difference in quantization steps (the output's scale); None for a float output.
+        max_abs_diff: Largest difference of the real (dequantized) outputs.
+        host_accuracy: Accuracy on the host.
+        target_accuracy: Accuracy on the target.
+    """
+
+    count: int
+    agreement: float
+    max_steps: int | None
+    max_abs_diff: float
+    host_accuracy: float
+    target_accuracy: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "examples": self.count,
+            "top1_agreement": self.agreement,
+            "max_steps": self.max_steps,
+            "max_abs_diff": self.max_abs_diff,
+            "host_accuracy": self.host_accuracy,
+            "target_accuracy": self.target_accuracy,
+        }
+
+
+def compare(host: np.ndarray, target: np.ndarray, labels: np.ndarray, scale: float, zero_point: int) -> Comparison:
+    """Compares two runs' raw outputs [N, num_classes] of one output tensor.
+
+    Args:
+        host: Raw outputs on the host (quantized integers for a quantized output).
+        target: Raw outputs on the target, same inputs in the same order.
+        labels: int [N], 0-based.
+        scale: The output tensor's quantization scale; 0.0 for a float output.
+        zero_point: Its zero point.
+
+    Raises:
+        EdgeError: outputs of different shapes, or labels of another length.
+    """
+    if host.shape != target.shape or len(labels) != len(host):
+        raise EdgeError(
+            f"cannot compare outputs {list(host.shape)} (host) and {list(target.shape)} (target) for "
+            f"{len(labels)} labels; both runs must take the same inputs"
+        )
+    real_host, real_target = dequantize(host, scale, zero_point), dequantize(target, scale, zero_point)
+    difference = float(np.max(np.abs(real_host - real_target))) if host.size else 0.0
+    host_top1, target_top1 = np.argmax(host, axis=-1), np.argmax(target, axis=-1)
+    count = len(labels)
+    return Comparison(
+        count=count,
+        agreement=float(np.mean(host_top1 == target_top1)) if count else 0.0,
+        max_steps=round(difference / scale) if scale else None,
+        max_abs_diff=difference,
+        host_accuracy=float(np.mean(host_top1 == labels)) if count else 0.0,
+        target_accuracy=float(np.mean(target_top1 == labels)) if count else 0.0,
+    )
+
+
+def judge(
+    comparison: Comparison,
+    min_agreement: float,
+    reference_accuracy: float | None = None,
+    max_drop: float = 0.0,
+    target: str = "aarch64",
+) -> tuple[bool, str]:
+    """Passes when agreement ≥ `min_agreement` and, given a reference, the target's accuracy is within `max_drop`.
+
+    Returns:
+        (passed, one sentence with the figures and the limits).
+    """
+    agreed = round(comparison.agreement * comparison.count)
+    steps = "float output" if comparison.max_steps is None else f"max {comparison.max_steps} quantization steps"
+    parts = [
+        f"top-1 agreement {agreed}/{comparison.count} ({comparison.agreement:.4f}, min {min_agreement:.4f})",
+        steps,
+        f"accuracy {comparison.target_accuracy:.4f} on {target}, {comparison.host_accuracy:.4f} on the host",
+    ]
+    passed = comparison.agreement + 1e-9 >= min_agreement
+    if reference_accuracy is not None:
+        drop = reference_accuracy - comparison.target_accuracy
+        within = drop <= max_drop + 1e-9
+        passed = passed and within
+        verdict = "within" if within else "exceeds"
+        parts.append(f"drop vs SavedModel {drop * 100:.2f} points {verdict} {max_drop * 100:.2f}")
+    return passed, "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class ArchRun:
+    """Both runs of one model and their comparison.
+
+    Attributes:
+        core: The emulated core.
+        kernels: The kernels both sides ran (`KERNELS`).
+        comparison: The comparison.
+        host: The host run's facts (`result.json` of `edge.arm_guest`, and its `machine`).
+        target: The target run's facts.
+        runtime: The emulated runtime's versions, cache dir, setup time and disk.
+    """
+
+    core: Core
+    kernels: str
+    comparison: Comparison
+    host: dict[str, Any] = field(repr=False)
+    target: dict[str, Any] = field(repr=False)
+    runtime: dict[str, Any] = field(repr=False)
+
+
+def verify_on_arch(
+    model: bytes,
+    images: np.ndarray,
+    labels: np.ndarray,
+    cpu: str,
+    *,
+    kernels: str = "xnnpack",
+    threads: int = 1,
+    report: Callable[[str], None] = print,
+) -> ArchRun:
+    """Runs `model` on the host and on the emulated ARM64 `cpu` with the same kernels and compares the outputs.
+
+    Args:
+        model: TFLite flatbuffer.
+        images: Preprocessed float images [N, H, W, C] in [0, 1]; quantized once here, so both sides get the
+            same input bytes.
+        labels: int [N], 0-based.
+        cpu: A core of `CORES` (`max` is refused, see `check_cpu`).
+        kernels: `xnnpack` (LiteRT's default), `builtin` or `reference`, pinned on both sides.
+        threads: Interpreter threads on both sides. Defaults to 1.
+        report: Receives progress lines (the runtime's one-time preparation). Defaults to print.
+
+    Raises:
+        edge.arch.RuntimeUnavailableError: the emulated runtime cannot be prepared (no qemu/mmdebstrap, offline).
+        edge.arch.TargetFailedError: the model did not run on the target, or not on the core/kernels asked for.
+        EdgeError: a bad cpu/kernels value or a model LiteRT cannot load on the host.
+    """
+    from edge import arch
+    from edge.runtime import TfliteModel
+
+    core = check_cpu(cpu)
+    if kernels not in KERNELS:
+        raise EdgeError(f"unknown kernels `{kernels}`; pass one of: {', '.join(KERNELS)}")
+    host_model = TfliteModel(model, threads=threads, where="the model to verify")
+    runtime = arch.prepare_runtime(report)
+    with tempfile.TemporaryDirectory(prefix="tfxp-arm-") as work:
+        job = arch.RunnerJob.write(
+            Path(work), model, host_model.quantize_input(images), host_model, kernels=kernels, threads=threads
+        )
+        host = arch.run_on_host(job, Path(work) / "host")
+        try:
+            target = arch.run_on_target(runtime, core, render_cpuinfo(core, arch.processors()), job, Path(work) / "arm")
+        except arch.TargetFailedError as error:
+            seen = error.probe
+            problems = cpuinfo_problems(seen["cpuinfo"], core, seen["hwcap"], seen["hwcap2"]) if seen else []
+            raise arch.TargetFailedError("; ".join([str(error), *problems]), seen) from None
+    problems = cpuinfo_problems(target.probe["cpuinfo"], core, target.probe["hwcap"], target.probe["hwcap2"])
+    for side, facts in (("host", host.facts), (f"emulated {core.name}", target.facts)):
+        if kernels == "xnnpack" and not facts["delegated_nodes"]:
+            problems.append(f"XNNPACK took no op on the {side}, so the two runs would not use the same kernels")
+    if problems:
+        raise arch.TargetFailedError(f"the {core.name} run does not stand for that core: {'; '.join(problems)}")
+    output = host.facts["output"]
+    comparison = compare(host.outputs, target.outputs, labels, output["scale"], output["zero_point"])
+    host_facts, target_facts = ({**run.facts, "machine": run.probe["machine"]} for run in (host, target))
+    return ArchRun(core, kernels, comparison, host_facts, target_facts, runtime.to_json())
+
+
+@dataclass(frozen=True)
+class ArchCheck:
+    """The EdgeExporter's record of one architecture check (`edge_metadata.json` → `arch_check`).
+
+    Attributes:
+        status: `passed`, `failed` (blocks the push) or `not_run` (blocks it when `edge.verify_required`).
+        reason: One sentence: the figures and limits, or why it failed or did not run.
+        details: The comparison, core, kernels and runtime facts (empty when not run).
+    """
+
+    status: Status
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, **self.details}
+
+
+def verify_export(
+    export: EdgeExport, saved_model: Path, examples: str | Path, options: EdgeOptions, label_offset: int = 0
+) -> EdgeExport:
+    """The export with the check `edge.verify` asks for run, recorded (`arch_check`) and in its verdict.
+
+    The check runs on the eval examples the accuracy gate used (`edge.eval_samples`, the same seeded sample)
+    and compares the target's accuracy with the SavedModel's. Nothing raises: a runtime that cannot be prepared
+    is a check `not_run`, anything else that stops it a check `failed`.
+
+    Args:
+        export: The converted, evaluated and gated export.
+        saved_model: Its SavedModel directory (for the preprocessing).
+        examples: The data the export was evaluated on.
+        options: The `edge` section (`verify`, `verify_cpu`, `min_arch_agreement`, `verify_required`, ...).
+        label_offset: `data.label_offset`. Defaults to 0.
+    """
+    from edge.data import load_split
+    from edge.export import read_preprocessing
+
+    spec = read_preprocessing(saved_model)
+    eval_data = load_split(
+        examples,
+        "eval",
+        spec,
+        limit=options.eval_samples,
+        label_offset=label_offset,
+        shuffle=options.eval_samples > 0,
+    )
+    check = check_arch(
+        export.tflite, eval_data.images, eval_data.labels, export.metadata["accuracy"]["saved_model"], options
+    )
+    return apply_check(export, check, options)
+
+
+def check_arch(
+    tflite: bytes, images: np.ndarray, labels: np.ndarray, reference_accuracy: float, options: EdgeOptions
+) -> ArchCheck:
+    """Runs the check of `options` (on `edge.verify_cpu`); every outcome is an `ArchCheck`, none raises."""
+    from edge import arch
+
+    arches = ", ".join(options.verify)
+    where = f"{arches} ({options.verify_cpu})"
+    try:
+        run = verify_on_arch(tflite, images, labels, options.verify_cpu, threads=1, report=arch.log_progress)
+    except arch.RuntimeUnavailableError as error:
+        return ArchCheck("not_run", f"{where} check not run: {error}")
+    except EdgeError as error:
+        return ArchCheck("failed", f"{where} check failed: {error}")
+    passed, figures = judge(
+        run.comparison, options.min_arch_agreement, reference_accuracy, options.max_accuracy_drop, arches
+    )
+    details = {
+        "arch": arches,
+        "cpu": run.core.name,
+        "kernels": run.kernels,
+        **run.comparison.to_json(),
+        "runtime": run.runtime,
+    }
+    return ArchCheck("passed" if passed else "failed", f"{where}: {figures}", details)
+
+
+def apply_check(export: EdgeExport, check: ArchCheck, options: EdgeOptions) -> EdgeExport:
+    """The export with the check recorded and in its verdict: blessed only if the accuracy gate passed and the
+    check passed (or did not run and `edge.verify_required` is false)."""
+    import dataclasses
+
+    from edge.export import GateResult
+
+    allowed = check.status == "passed" or (check.status == "not_run" and not options.verify_required)
+    blessed = export.gate.blessed and allowed
+    reason = f"{export.gate.reason}; {check.reason}"
+    if check.status == "not_run":
+        reason += (
+            "; edge.verify_required is false, so the model was pushed unverified"
+            if allowed
+            else "; edge.verify_required blocks the push (set it to false to push unverified)"
+        )
+    if export.gate.blessed and not blessed:
+        reason += "; not pushed"
+    gate = GateResult(blessed=blessed, drop=export.gate.drop, reason=reason)
+    metadata = {**export.metadata, "arch_check": check.to_json(), "blessed": blessed, "reason": reason}
+    return dataclasses.replace(export, gate=gate, metadata=metadata)
