@@ -9,6 +9,9 @@ Plain TensorFlow + LiteRT, no TFX (the EdgeExporter component and `tfxp edge` ar
 - `edge.evaluate`: accuracy and per-class accuracy of a TFLite model and of its SavedModel.
 - `edge.benchmark`: latency p50/p99 at batch 1 and model size.
 - `edge.export`: the whole device export: convert, evaluate, gate on the accuracy drop, write, push.
+- `edge.verify`: the model on an emulated ARM64 core vs the host (cores, cpuinfo, SME refusal, comparison);
+  `edge.arch` prepares and runs that runtime (qemu-user, Debian arm64, `edge.arm_guest` on both sides);
+  `edge.arch_gate` makes it the EdgeExporter's check (`edge.verify`).
 
 This package import stays light (no TensorFlow) so the CLI can import `edge.errors` for `tfxp --help`.
 """

@@ -77,6 +77,7 @@ def run(
     facts = {
         "kernels": kernels,
         "threads": threads,
+        # A DELEGATE node is XNNPACK's: the only sign, in LiteRT's Python API, that it took part of the graph.
         "delegated_nodes": sum(op["op_name"] == "DELEGATE" for op in interpreter._get_ops_details()),
         "output": {"dtype": np.dtype(details["dtype"]).name, "scale": float(scale), "zero_point": int(zero_point)},
         "versions": {"ai_edge_litert": getattr(ai_edge_litert, "__version__", "unknown"), "numpy": np.__version__},

@@ -15,6 +15,7 @@ from test_edge_data import shared_data, shared_model
 from typer.testing import CliRunner
 
 from edge import arch, arm_guest
+from edge.arch_gate import ArchCheck, apply_check, check_arch
 from edge.errors import EdgeError
 from edge.export import EdgeExport, GateResult
 from edge.options import EdgeOptions
@@ -22,10 +23,7 @@ from edge.verify import (
     CORES,
     HWCAP2_SME,
     KERNELS,
-    ArchCheck,
     Comparison,
-    apply_check,
-    check_arch,
     check_cpu,
     compare,
     cpuinfo_problems,
@@ -109,6 +107,25 @@ def test_edge_options_name_the_core_and_default_to_no_check() -> None:
 
 def test_the_guest_runner_knows_the_same_kernels() -> None:
     assert sorted(arm_guest.RESOLVERS) == sorted(KERNELS)
+
+
+@pytest.mark.parametrize(("kernels", "delegated"), [("xnnpack", True), ("builtin", False)])
+def test_the_runner_on_the_host_pins_the_kernels_and_returns_raw_outputs(
+    float_model: bytes, tmp_path: Path, kernels: str, delegated: bool
+) -> None:
+    from edge.runtime import TfliteModel
+
+    model = TfliteModel(float_model, threads=1)
+    images = np.random.default_rng(0).uniform(size=(40, 16, 16, 1)).astype(np.float32)
+    job = arch.RunnerJob.write(tmp_path, float_model, model.quantize_input(images), model, kernels, threads=1)
+
+    result = arch.run_on_host(job, tmp_path / "host")
+
+    assert result.outputs.shape == (40, 4)
+    np.testing.assert_allclose(result.outputs, model.predict(images), atol=1e-5)
+    assert (result.facts["kernels"], result.facts["delegated_nodes"] > 0) == (kernels, delegated)
+    assert result.facts["output"] == {"dtype": "float32", "scale": 0.0, "zero_point": 0}
+    assert result.probe["machine"] and "processor" in result.probe["cpuinfo"]
 
 
 def test_compare_counts_agreement_steps_and_accuracy_per_side() -> None:

@@ -22,6 +22,7 @@ from components.edge_exporter.spec import (
     OPTIONS_KEY,
     PUSH_BASE_KEY,
 )
+from edge.arch_gate import verify_export
 from edge.export import (
     METADATA_FORMAT,
     export_edge_model,
@@ -30,7 +31,6 @@ from edge.export import (
     write_metadata,
 )
 from edge.options import EdgeOptions
-from edge.verify import verify_export
 
 NOT_BLESSED_UPSTREAM = "skipped: the Evaluator did not bless the model, so no device model was made or pushed"
 
