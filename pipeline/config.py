@@ -159,12 +159,18 @@ class DataSection(ConfigSection):
 class EvaluatorSection(ConfigSection):
     """Attributes:
     min_accuracy: Lower bound on eval accuracy for a blessing.
-    max_accuracy_drop: The candidate may be at most this much less accurate than the last
-      blessed model (absolute, e.g. 0.01 = one point); no baseline on the first run.
+    max_accuracy_drop: The candidate may be at most this much less accurate than the served model
+      (absolute, e.g. 0.01 = one point), both measured on this run's eval split; no check while
+      nothing is served yet.
+    baseline: What the candidate is compared with: `served` (the newest complete version under the
+      serving base path, what TF Serving serves; a served version that cannot be loaded or lacks the
+      eval signatures fails the run before evaluation) or `none` (compare with nothing: `min_accuracy`
+      alone; the explicit way past a broken served model).
     """
 
     min_accuracy: float = Field(0.9, ge=0, le=1)
     max_accuracy_drop: float = Field(0.01, ge=0, le=1)
+    baseline: Literal["served", "none"] = "served"
 
 
 class AcceleratorSpec(ConfigSection):
@@ -192,7 +198,8 @@ class KubeflowSection(ConfigSection):
     retry_backoff_max_seconds: Longest backoff between two retries.
     display_name: Pipeline name shown in the KFP UI; empty = `pipeline.name`.
     uncached_components: Components KFP never serves from its cache. ImportExampleGen by default: KFP's cache key
-      sees `data.path`, not the files under it, so a cached run would miss new data.
+      sees `data.path`, not the files under it, so a cached run would miss new data. ServedBaseline is never
+      cached, whatever this says: the served model changes outside the pipeline.
     trainer_node_selector: Node labels the Trainer pod requires, `key=value`, e.g.
       `cloud.google.com/gke-accelerator=nvidia-tesla-a100`.
     trainer_tolerations: Taints the Trainer pod tolerates, `key=value:Effect` or `key:Effect`,

@@ -5,7 +5,10 @@ them first), so the same call serves LocalDagRunner and KubeflowV2DagRunner. Imp
 span folders `data.spans` selects (`components.example_gen`).
 
     ImportExampleGen → StatisticsGen → SchemaGen → ExampleValidator (fails on anomalies)
-                     → Trainer → latest-blessed Resolver → Evaluator (TFMA thresholds) → Pusher
+                     → Trainer → Evaluator (TFMA thresholds, against the ServedBaseline) → Pusher
+
+ServedBaseline hands the Evaluator what TF Serving serves now (`evaluator.baseline: served`), on every
+orchestrator: no ML Metadata resolver is involved.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from typing import Any
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
+from components.baseline.component import COMPONENT_ID as SERVED_BASELINE_ID
+from components.baseline.component import ServedBaseline
+from components.baseline.evaluator import BaselineEvaluator
 from components.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 from components.edge_exporter.component import EdgeExporter
 from components.example_gen.component import SpanImportExampleGen
@@ -51,9 +57,9 @@ def example_gen_output_config(config: TfxpConfig) -> tfx.proto.Output | None:
 
 
 def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
-    """TFMA config: accuracy ≥ `evaluator.min_accuracy`, and no worse than the baseline by more than
-    `evaluator.max_accuracy_drop` (the change threshold is skipped when there is no baseline yet); and the
-    multi-class confusion matrix for the run report."""
+    """TFMA config: accuracy ≥ `evaluator.min_accuracy`, and no worse than the served model by more than
+    `evaluator.max_accuracy_drop` (TFX skips the change threshold when there is no baseline: nothing served yet,
+    or `evaluator.baseline: none`); and the multi-class confusion matrix for the run report."""
     threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.evaluator.min_accuracy}),
         change_threshold=tfma.GenericChangeThreshold(
@@ -87,12 +93,17 @@ def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
 
 def trainer_custom_config(config: TfxpConfig) -> dict[str, Any]:
     """What the Trainer's run_fn receives: `RunOptions` (the trainer section and what it needs from the others)
-    as plain JSON data, validated again by the same model in the Trainer."""
+    as plain JSON data, validated again by the same model in the Trainer.
+
+    With `trainer.warm_start: served` the Trainer reads the serving base path itself, when it starts: the served
+    model is not a Trainer input, so a rerun on the same data stays a cache hit instead of retraining from
+    every newly pushed version."""
     run = RunOptions(
         trainer=config.trainer,
         labels_path=config.data.labels_path,
         label_offset=config.data.first_label,
         warmup_requests=config.serving.warmup_requests,
+        serving_base=output_layout(config).serving_base if config.trainer.warm_start == "served" else "",
     )
     return run.model_dump(mode="json")
 
@@ -139,17 +150,16 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
     )
     # Training must not start on data that failed validation: make the order explicit.
     trainer.add_upstream_node(example_validator)
-    model_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("LatestBlessedModelResolver")
-    evaluator = tfx.components.Evaluator(
+    # What TF Serving serves is the baseline; `evaluator.baseline: none` compares with nothing.
+    served_baseline = None
+    if config.evaluator.baseline == "served":
+        served_baseline = ServedBaseline(base_path=layout.serving_base).with_id(SERVED_BASELINE_ID)
+    evaluator = BaselineEvaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
-        baseline_model=model_resolver.outputs["model"],
+        baseline_model=served_baseline.outputs["baseline_model"] if served_baseline else None,
         eval_config=eval_config(config),
-    )
+    ).with_id("Evaluator")
     pusher = AtomicPusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
@@ -163,7 +173,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
         schema_gen,
         example_validator,
         trainer,
-        model_resolver,
+        *([served_baseline] if served_baseline else []),
         evaluator,
         pusher,
     ]

@@ -19,10 +19,14 @@ from typing import Any
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.baseline import reason
+from components.baseline.spec import SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
 from components.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE
 from components.data.spans import SPANS_PROPERTY, parse_spans
 from components.edge_exporter.summary import edge_summary
+from components.publish import list_versions
 from pipeline.config import TfxpConfig
+from pipeline.layout import output_layout
 from pipeline.mlmd import latest_run, open_store, run_executions
 
 VALIDATIONS_FILE = "validations"  # TFMA's validation result: validations.tfrecord in the evaluation dir
@@ -99,30 +103,31 @@ def evaluation_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
     return grouped
 
 
-def blessing_reason(
-    blessed: bool, metrics: dict[str, dict[str, float]], config: TfxpConfig, validation_failures: list[str]
-) -> str:
-    """One line saying why the model was or was not blessed."""
-    accuracy = metrics.get("candidate", {}).get(ACCURACY_METRIC)
-    baseline = metrics.get("baseline", {}).get(ACCURACY_METRIC)
-    minimum = config.evaluator.min_accuracy
-    drop = config.evaluator.max_accuracy_drop
-    if accuracy is None:
-        return "not blessed: the Evaluator produced no accuracy" if not blessed else "blessed"
-    parts = [f"eval accuracy {accuracy:.4f} {'≥' if accuracy >= minimum else '<'} evaluator.min_accuracy {minimum}"]
-    if baseline is None:
-        parts.append("no blessed baseline yet")
-    else:
-        change = accuracy - baseline
-        verdict = "within" if change >= -drop - 1e-10 else "beyond"
-        parts.append(
-            f"change vs last blessed model ({baseline:.4f}) {change:+.4f}, {verdict} evaluator.max_accuracy_drop {drop}"
-        )
-    head = "blessed" if blessed else "not blessed"
-    text = f"{head}: " + "; ".join(parts)
-    if not blessed and validation_failures:
-        text += " (TFMA: " + "; ".join(validation_failures) + ")"
-    return text
+def served_baseline(evaluator: ComponentRecord, metrics: dict[str, dict[str, float]], config: TfxpConfig) -> dict:
+    """What the Evaluator compared with: `mode` (`evaluator.baseline`), the served `version` and `path` ("" when
+    nothing was served yet) and TFMA's `accuracy` of that version on this run's eval split."""
+    artifact = (evaluator.inputs.get("baseline_model") or [None])[0]
+    version = (_string_property(artifact, SERVED_VERSION_PROPERTY) or "") if artifact is not None else ""
+    path = (_string_property(artifact, SERVED_PATH_PROPERTY) or "") if artifact is not None else ""
+    accuracy = metrics.get("baseline", {}).get(ACCURACY_METRIC) if version else None
+    return {"mode": config.evaluator.baseline, "version": version, "path": path, "accuracy": accuracy}
+
+
+def published_before(store: metadata_store.MetadataStore, pushed: metadata_store_pb2.Artifact) -> bool:
+    """Whether an earlier Pusher execution pushed to the same version as `pushed` (so this one found it there)."""
+    destination = _string_property(pushed, "pushed_destination")
+    return any(
+        artifact.id != pushed.id
+        and _int_property(artifact, "pushed")
+        and _string_property(artifact, "pushed_destination") == destination
+        for artifact in store.get_artifacts_by_type("PushedModel")
+    )
+
+
+def served_version(config: TfxpConfig) -> str | None:
+    """The version TF Serving serves now: the newest complete one under the serving base path."""
+    versions = list_versions(output_layout(config).serving_base, required_file="saved_model.pb")
+    return versions[0].rsplit("/", 1)[-1] if versions else None
 
 
 def validation_failures(evaluation_uri: str) -> list[str]:
@@ -194,10 +199,12 @@ def build_summary(
     """
     problems: list[dict[str, str]] = []
     components: dict[str, ComponentRecord] = {}
+    store = None
     if Path(metadata_path).exists():
         since_ms = int(started_at * 1000) - 1000  # MLMD and this clock may round differently
         with _reported(problems, "pipeline", metadata_path, "ML Metadata store"):
-            components = latest_run_components(open_store(metadata_path), config.pipeline.name, max(since_ms, 0))
+            store = open_store(metadata_path)
+            components = latest_run_components(store, config.pipeline.name, max(since_ms, 0))
     summary: dict[str, Any] = {
         "status": "failed" if failure else "succeeded",
         "blessed": False,
@@ -221,8 +228,9 @@ def build_summary(
     if example_gen is not None and example_gen.outputs.get("examples"):
         summary["data"] = {"spans_seen": spans_seen(example_gen.outputs["examples"][0])}
     evaluator = components.get("Evaluator")
+    failures: list[str] = []
     if evaluator is not None:
-        _add_evaluation(summary, evaluator, config, problems)
+        failures = _add_evaluation(summary, evaluator, config, problems)
     trainer = components.get("Trainer")
     if trainer is not None and trainer.outputs.get("model"):
         model_uri = trainer.outputs["model"][0].uri
@@ -242,13 +250,21 @@ def build_summary(
         pushed = pusher.outputs["pushed_model"][0]
         if _int_property(pushed, "pushed"):
             summary["pushed_model_dir"] = _string_property(pushed, "pushed_destination")
+    if evaluator is not None:
+        _add_decision(summary, config, components, store, failures)
+    if failure is None:
+        summary["served_version"] = served_version(config)
     return summary
 
 
 def _add_evaluation(
     summary: dict[str, Any], evaluator: ComponentRecord, config: TfxpConfig, problems: list[dict[str, str]]
-) -> None:
-    """The blessing, its reason and the eval metrics; what TFMA output cannot be read goes to `problems`."""
+) -> list[str]:
+    """The blessing, the baseline and the eval metrics; what TFMA output cannot be read goes to `problems`.
+
+    Returns:
+        TFMA's validation failures, for the blessing reason (`_add_decision`, once the push is known).
+    """
     blessing = (evaluator.outputs.get("blessing") or [None])[0]
     evaluation = (evaluator.outputs.get("evaluation") or [None])[0]
     blessed = bool(blessing is not None and _int_property(blessing, "blessed"))
@@ -261,16 +277,50 @@ def _add_evaluation(
         with _reported(problems, "Evaluator", evaluation.uri, "TFMA validation result"):
             failures = validation_failures(evaluation.uri)
     summary["blessed"] = blessed
+    summary["baseline"] = served_baseline(evaluator, metrics, config)
     if len(problems) > unread and not metrics:
         head = "blessed" if blessed else "not blessed"
         summary["blessing_reason"] = f"{head}: the Evaluator's output in {evaluation.uri} could not be read"
-    else:
-        summary["blessing_reason"] = blessing_reason(blessed, metrics, config, failures)
     candidate = metrics.get("candidate", {})
     summary["metrics"]["accuracy"] = candidate.get(ACCURACY_METRIC)
     summary["metrics"]["example_count"] = candidate.get("example_count")
     if "baseline" in metrics:
         summary["metrics"]["baseline_accuracy"] = metrics["baseline"].get(ACCURACY_METRIC)
+    return failures
+
+
+def _add_decision(
+    summary: dict[str, Any],
+    config: TfxpConfig,
+    components: dict[str, ComponentRecord],
+    store: metadata_store.MetadataStore | None,
+    failures: list[str],
+) -> None:
+    """`blessing_reason` (naming the served version) and `decision`: `pushed`, `not pushed`, or `no new data`
+    when the Trainer's model is cached and a Pusher already published it (nothing pushed twice)."""
+    pushed_dir = summary["pushed_model_dir"]
+    trainer, pusher = components.get("Trainer"), components.get("Pusher")
+    already = None
+    # Nothing new: the Trainer's model is cached, and its version was pushed by an earlier run.
+    if pushed_dir and store is not None and trainer is not None and pusher is not None and trainer.status == "cached":
+        repushed = pusher.status == "cached" or published_before(store, pusher.outputs["pushed_model"][0])
+        already = pushed_dir.rstrip("/").rsplit("/", 1)[-1] if repushed else None
+    summary["decision"] = "no new data" if already else "pushed" if pushed_dir else "not pushed"
+    training = summary["metrics"].get("training") or {}
+    if "warm_start" in training:
+        summary["warm_start"] = training["warm_start"]
+    if summary["blessing_reason"] is not None:  # the Evaluator's output could not be read: said so already
+        return
+    baseline, evaluator = summary["baseline"], config.evaluator
+    summary["blessing_reason"] = reason.blessing_reason(
+        summary["blessed"],
+        summary["metrics"].get("accuracy"),
+        reason.Baseline(baseline["mode"], baseline["version"], baseline["accuracy"]),
+        evaluator.min_accuracy,
+        evaluator.max_accuracy_drop,
+        failures,
+        already_served=already,
+    )
 
 
 def write_summary(summary: dict[str, Any], path: Path) -> None:

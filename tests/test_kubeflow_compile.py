@@ -31,14 +31,13 @@ from pipeline.kubeflow.compile import (
     compile_pipeline,
 )
 from pipeline.kubeflow.spec import PipelineDoc, container_tasks, load_pipeline_doc, pipeline_tasks
-from pipeline.layout import resolve_data
+from pipeline.layout import output_layout, resolve_data
 
 REPO = Path(__file__).resolve().parents[1]
 A100_CONFIG = REPO / "configs" / "imagenet_a100.yaml"
 # The default data.path (data/digits) does not exist here, and its `auto` values need to read it: set them.
 EXPLICIT_DATA = ("data.split=folders", "data.label_offset=0")
 GOLDEN = Path(__file__).parent / "golden" / "kubeflow_imagenet_a100.yaml"
-RESOLVER_PREFIX = "LatestBlessedModelResolver"
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +78,12 @@ def test_tasks_are_the_pipeline_components_in_order(which: str, request: pytest.
     config: TfxpConfig = request.getfixturevalue(f"{which}_config")
     result: CompileResult = request.getfixturevalue(f"{which}_compiled")
     spec = _doc(result).pipeline_spec
-    components = [c for c in _components(config) if not c.id.startswith(RESOLVER_PREFIX)]
+    components = _components(config)
 
     assert list(result.tasks) == [component.id for component in components]
     assert sorted(spec.root.dag.tasks) == sorted(result.tasks)
     for component in components:
-        upstream = {node.id for node in component.upstream_nodes if not node.id.startswith(RESOLVER_PREFIX)}
+        upstream = {node.id for node in component.upstream_nodes}
         assert set(spec.root.dag.tasks[component.id].dependent_tasks) == upstream, component.id
     # Every task runs the configured image with TFX's V2 entrypoint.
     containers = dict(container_tasks(spec))
@@ -140,8 +139,9 @@ def test_a100_retries_caching_root_and_name(a100_config: TfxpConfig, a100_compil
         assert task.retry_policy.max_retry_count == a100_config.kubeflow.retries, name
         assert task.retry_policy.backoff_duration.seconds == a100_config.kubeflow.retry_backoff_seconds
         assert task.retry_policy.backoff_max_duration.seconds == a100_config.kubeflow.retry_backoff_max_seconds
-        # The A100 config caches everything: ImageNet under a fixed path does not change.
-        assert task.caching_options.enable_cache, name
+        # The A100 config caches everything but the served baseline: ImageNet under a fixed path does not change,
+        # the served model does.
+        assert task.caching_options.enable_cache == (name != "ServedBaseline"), name
     assert spec.default_pipeline_root == "gs://my-bucket/tfxp/pipeline-root"
     assert spec.pipeline_info.display_name == "tfxp ResNet-50 ImageNet (8xA100)"
     assert spec.pipeline_info.name == a100_config.pipeline.name
@@ -152,9 +152,34 @@ def test_a100_beam_components_run_on_dataflow(a100_compiled: CompileResult) -> N
     assert "--runner=DataflowRunner" in containers["StatisticsGen"].args
 
 
-def test_default_config_leaves_example_gen_uncached(default_compiled: CompileResult) -> None:
+def test_default_config_leaves_example_gen_and_the_baseline_uncached(default_compiled: CompileResult) -> None:
     tasks = _doc(default_compiled).pipeline_spec.root.dag.tasks
-    assert {name for name, task in tasks.items() if not task.caching_options.enable_cache} == {"ImportExampleGen"}
+    uncached = {name for name, task in tasks.items() if not task.caching_options.enable_cache}
+    assert uncached == {"ImportExampleGen", "ServedBaseline"}
+
+
+@pytest.mark.parametrize("which", ["default", "a100"])
+def test_the_served_baseline_feeds_the_evaluator_on_kubeflow(which: str, request: pytest.FixtureRequest) -> None:
+    config: TfxpConfig = request.getfixturevalue(f"{which}_config")
+    spec = _doc(request.getfixturevalue(f"{which}_compiled")).pipeline_spec
+    tasks = spec.root.dag.tasks
+    baseline = tasks["Evaluator"].inputs.artifacts["baseline_model"].task_output_artifact
+    assert (baseline.producer_task, baseline.output_artifact_key) == ("ServedBaseline", "baseline_model")
+    assert "ServedBaseline" in tasks["Evaluator"].dependent_tasks
+    parameters = tasks["ServedBaseline"].inputs.parameters
+    assert parameters["base_path"].runtime_value.constant.string_value == output_layout(config).serving_base
+    # The max_accuracy_drop gate is compiled in (TFX drops it only when the baseline input is empty).
+    eval_config = json.loads(tasks["Evaluator"].inputs.parameters["eval_config"].runtime_value.constant.string_value)
+    threshold = eval_config["metrics_specs"][0]["metrics"][1]["threshold"]
+    assert threshold["change_threshold"]["absolute"] == pytest.approx(-config.evaluator.max_accuracy_drop - 1e-10)
+    assert not [name for name in tasks if "Resolver" in name]
+
+
+def test_baseline_none_compiles_without_the_baseline_step(tmp_path: Path) -> None:
+    result = compile_pipeline(load_config(None, [*EXPLICIT_DATA, "evaluator.baseline=none"]), tmp_path / "pipeline.yaml")
+    tasks = _doc(result).pipeline_spec.root.dag.tasks
+    assert "ServedBaseline" not in tasks
+    assert "baseline_model" not in tasks["Evaluator"].inputs.artifacts
 
 
 def test_warnings_name_what_pods_cannot_read(default_compiled: CompileResult, a100_compiled: CompileResult) -> None:
@@ -162,13 +187,10 @@ def test_warnings_name_what_pods_cannot_read(default_compiled: CompileResult, a1
     assert "kubeflow.pipeline_root is empty" in warnings
     assert "data.path=data/digits is a local path: pods on Kubeflow do not see it" in warnings
     assert "the edge base (pipeline.output)=tfxp_output/edge/digits is a local path" in warnings
-    assert "dropped resolver tasks LatestBlessedModelResolver" in warnings
-    # The A100 config is production-shaped: its example image is pinned by tag, not digest, and the resolver
-    # limitation of open-source KFP remains.
-    assert len(a100_compiled.warnings) == 2
+    assert "resolver" not in warnings  # the baseline is the served model: no resolver to drop
+    # The A100 config is production-shaped: only its example image, pinned by tag rather than digest, is warned of.
+    assert len(a100_compiled.warnings) == 1
     assert "is pinned by tag only" in a100_compiled.warnings[0]
-    assert a100_compiled.warnings[1].startswith("dropped resolver tasks")
-    assert "Evaluator.baseline_model will be empty on every run" in a100_compiled.warnings[1]
 
 
 def _normalised(doc: PipelineDoc) -> str:
@@ -337,6 +359,7 @@ def test_notify_url_adds_an_exit_handler_that_sees_the_whole_run(
     assert {name for name, task in pipeline_tasks(spec).items() if not task.caching_options.enable_cache} == {
         "ImportExampleGen",
         "RunNotice",
+        "ServedBaseline",
     }
     assert any(
         "kubeflow.notify_url is written into the compiled spec" in warning for warning in notify_compiled.warnings

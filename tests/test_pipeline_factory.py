@@ -14,7 +14,7 @@ from pipeline.pipeline import TRAINER_RUN_FN, beam_pipeline_args, create_pipelin
 
 EXPECTED_ORDER = [
     "ImportExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Trainer",
-    "LatestBlessedModelResolver", "Evaluator", "Pusher",
+    "Evaluator", "Pusher",
 ]  # fmt: skip
 
 
@@ -102,3 +102,29 @@ def test_trainer_and_edge_exporter_receive_their_sections_as_json() -> None:
 def test_disabled_edge_section_leaves_out_the_edge_exporter() -> None:
     ids = [component.id for component in create_pipeline(_config("edge.enabled=false")).components]
     assert "EdgeExporter" not in ids
+
+
+def test_the_served_model_is_the_evaluators_baseline() -> None:
+    components = {component.id: component for component in create_pipeline(_config()).components}
+    baseline = components["ServedBaseline"]
+    assert baseline.exec_properties["base_path"] == "/nonexistent/out/serving/digits"
+    assert components["Evaluator"].inputs["baseline_model"] is baseline.outputs["baseline_model"]
+    assert "ServedBaseline" in {node.id for node in components["Evaluator"].upstream_nodes}
+    assert not any("Resolver" in name for name in components)  # works without ML Metadata resolvers
+
+
+def test_baseline_none_compares_with_nothing() -> None:
+    components = {
+        component.id: component for component in create_pipeline(_config("evaluator.baseline=none")).components
+    }
+    assert "ServedBaseline" not in components
+    assert "baseline_model" not in components["Evaluator"].inputs
+
+
+@pytest.mark.parametrize(("warm_start", "serving_base"), [("none", ""), ("served", "/nonexistent/out/serving/digits")])
+def test_warm_start_tells_the_trainer_where_the_served_model_is(warm_start: str, serving_base: str) -> None:
+    components = {c.id: c for c in create_pipeline(_config(f"trainer.warm_start={warm_start}")).components}
+    run = parse_custom_config(json.loads(components["Trainer"].exec_properties["custom_config"]))
+    assert (run.trainer.warm_start, run.serving_base) == (warm_start, serving_base)
+    # Not a Trainer input: a rerun on the same data stays cached when a new version is served.
+    assert "base_model" not in components["Trainer"].inputs

@@ -3,7 +3,8 @@
 `TrainerOptions` *is* the `trainer` section: `pipeline/config.py` composes it, and the pipeline passes it to the
 TFX Trainer as plain data inside `custom_config`, which `parse_custom_config` validates with the same model:
 
-    {"trainer": {<the trainer section>}, "labels_path": str, "label_offset": int, "warmup_requests": int}
+    {"trainer": {<the trainer section>}, "labels_path": str, "label_offset": int, "warmup_requests": int,
+     "serving_base": str}
 
 Example:
     run = parse_custom_config({"trainer": {"train_steps": 50}, "labels_path": "data/digits/labels.txt"})
@@ -56,6 +57,8 @@ class TrainerOptions(ConfigSection):
         deterministic: Deterministic input order and ops (tests); slower.
         profile_steps: Profiler step window `start,stop`; empty = off.
         seed: Random seed.
+        warm_start: `none` (random initial weights) or `served` (start from the served model's weights when its
+            architecture and classes match this model's; otherwise train from scratch and say why).
     """
 
     model: ModelName = "small_resnet"
@@ -79,6 +82,7 @@ class TrainerOptions(ConfigSection):
     deterministic: bool = False
     profile_steps: str = Field("", pattern=r"^$|^[0-9]+,[0-9]+$")
     seed: int = 42
+    warm_start: Literal["none", "served"] = "none"
 
     @property
     def epochs(self) -> int:
@@ -107,12 +111,15 @@ class RunOptions(ConfigSection):
         labels_path: The label map file (one class name a line); its line count is the number of classes.
         label_offset: Subtracted from `image/class/label`.
         warmup_requests: PredictionLog warmup records to write into `assets.extra/`.
+        serving_base: The TF Serving model base path whose newest version `trainer.warm_start: served` starts
+            from; "" when warm start is off.
     """
 
     trainer: TrainerOptions
     labels_path: str
     label_offset: int = Field(0, ge=0)
     warmup_requests: int = Field(4, ge=0)
+    serving_base: str = ""
 
 
 def parse_custom_config(custom_config: Mapping[str, Any] | None) -> RunOptions:

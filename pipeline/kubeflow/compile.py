@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,7 +92,7 @@ class CompileResult:
     """Attributes:
     path: The compiled, patched pipeline YAML.
     tasks: The pipeline's tasks (TFX component ids), in the pipeline's order; the exit handler last.
-    warnings: Problems a run on Kubeflow would hit (local paths, a `latest` image, dropped resolvers).
+    warnings: Problems a run on Kubeflow would hit (local paths, a `latest` image).
     parameters: The pipeline parameters and their compiled defaults.
     """
 
@@ -311,6 +312,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
         raise KubeflowCompileError(f"--out {out}: kfp.Client accepts .yaml/.yml pipeline files; use e.g. pipeline.yaml")
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
 
+    from components.baseline.component import ServedBaseline
     from pipeline.kubeflow.platform import apply_pod_settings, check_platform_doc, pod_settings
     from pipeline.pipeline import create_pipeline
 
@@ -322,6 +324,9 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     check_nothing_staged(components)
     parameters = set_run_parameters(components)
     patch = spec_patch(config, _trainer_id(components), parameters)
+    # The served model changes outside the pipeline: KFP must never reuse an old baseline, whatever the config.
+    baselines = {component.id for component in components if isinstance(component, ServedBaseline)}
+    patch = dataclasses.replace(patch, uncached_tasks=patch.uncached_tasks | baselines)
     notice = run_notice(config)
     if notice is not None:
         warnings.append(

@@ -1,0 +1,114 @@
+"""One line saying why a model was or was not pushed, naming the served version it was compared with.
+
+A pure function of what the run recorded: the blessing, TFMA's accuracies (the candidate's and the served
+version's on the same eval split), the baseline artifact's `served_version` and the evaluator section.
+
+Examples of what it writes:
+    pushed: eval accuracy 0.95 ≥ evaluator.min_accuracy 0.9, no served model yet
+    pushed: eval accuracy 0.95 ≥ evaluator.min_accuracy 0.9 and 0.004 below the served version 1796083574
+        (0.954), within evaluator.max_accuracy_drop 0.01
+    not pushed: eval accuracy 0.871 is 0.052 below the served version 1796083574 (0.923);
+        evaluator.max_accuracy_drop is 0.01
+    no new data, nothing pushed: version 1796083574 already holds this model (eval accuracy 0.95)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+# Accuracy changes within this much of the threshold count as on it (TFMA compares with the same slack).
+_EPSILON = 1e-10
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the candidate was compared with.
+
+    Attributes:
+        mode: `evaluator.baseline`: `served` (the served version) or `none` (compared with nothing).
+        version: The served version compared with; "" when nothing was served yet.
+        accuracy: TFMA's accuracy of that version on this run's eval split; None when not computed.
+    """
+
+    mode: Literal["served", "none"] = "served"
+    version: str = ""
+    accuracy: float | None = None
+
+
+def blessing_reason(
+    blessed: bool,
+    accuracy: float | None,
+    baseline: Baseline,
+    min_accuracy: float,
+    max_accuracy_drop: float,
+    failures: Sequence[str] = (),
+    already_served: str | None = None,
+) -> str:
+    """Why the model was pushed or not, in one line that names the served version.
+
+    Args:
+        blessed: The Evaluator's verdict.
+        accuracy: The candidate's eval accuracy; None when the Evaluator produced none.
+        baseline: What the candidate was compared with.
+        min_accuracy: `evaluator.min_accuracy`.
+        max_accuracy_drop: `evaluator.max_accuracy_drop`.
+        failures: TFMA's validation failure messages, shown when the checks above do not explain a refusal.
+        already_served: The version that already holds this very model (a rerun without new data); the
+            line then says nothing was pushed.
+
+    Returns:
+        `pushed: ...`, `not pushed: ...` or `no new data, nothing pushed: ...`.
+
+    Example:
+        blessing_reason(False, 0.871, Baseline("served", "1796083574", 0.923), 0.8, 0.01)
+        # "not pushed: eval accuracy 0.871 is 0.052 below the served version 1796083574 (0.923);
+        #  evaluator.max_accuracy_drop is 0.01"
+    """
+    if already_served is not None and blessed:
+        detail = f" (eval accuracy {_number(accuracy)})" if accuracy is not None else ""
+        return f"no new data, nothing pushed: version {already_served} already holds this model{detail}"
+    head = "pushed" if blessed else "not pushed"
+    if accuracy is None:
+        return _with_failures(f"{head}: the Evaluator produced no accuracy", blessed, failures)
+    meets_minimum = accuracy >= min_accuracy - _EPSILON
+    minimum = f"eval accuracy {_number(accuracy)} {'≥' if meets_minimum else '<'} evaluator.min_accuracy {min_accuracy}"
+    if baseline.mode == "none":
+        return _with_failures(
+            f"{head}: {minimum}; evaluator.baseline is none, so not compared with the served model", blessed, failures
+        )
+    if not baseline.version:
+        return _with_failures(f"{head}: {minimum}, no served model yet", blessed, failures)
+    served = f"the served version {baseline.version}"
+    if baseline.accuracy is None:
+        return _with_failures(f"{head}: {minimum}; {served} has no accuracy on this eval split", blessed, failures)
+    served += f" ({_number(baseline.accuracy)})"
+    change = accuracy - baseline.accuracy
+    within_drop = change >= -max_accuracy_drop - _EPSILON
+    drop = f"evaluator.max_accuracy_drop is {max_accuracy_drop}"
+    if within_drop:
+        if round(change, 3) > 0:
+            comparison = f"{_number(change)} above {served}"
+        elif round(change, 3) == 0:
+            comparison = f"equal to {served}"
+        else:
+            comparison = f"{_number(-change)} below {served}, within evaluator.max_accuracy_drop {max_accuracy_drop}"
+        joiner = " and " if meets_minimum else ", "
+        return _with_failures(f"{head}: {minimum}{joiner}{comparison}", blessed, failures, explained=not meets_minimum)
+    below = f"{_number(-change)} below {served}; {drop}"
+    if meets_minimum:
+        return f"{head}: eval accuracy {_number(accuracy)} is {below}"
+    return f"{head}: {minimum}, and {below}"
+
+
+def _with_failures(text: str, blessed: bool, failures: Sequence[str], explained: bool = False) -> str:
+    """`text`, plus TFMA's own messages when the model was refused for a reason `text` does not give."""
+    if blessed or explained or not failures or " < evaluator.min_accuracy" in text:
+        return text
+    return f"{text} (TFMA: {'; '.join(failures)})"
+
+
+def _number(value: float | None) -> str:
+    """Three decimals at most, no trailing zeros: 0.95, 0.871, 1."""
+    return "n/a" if value is None else f"{round(value, 3):g}"

@@ -1,0 +1,146 @@
+"""The served model: the newest complete version under a TF Serving base path, checked as an Evaluator baseline.
+
+What TF Serving serves is the highest numeric version directory that holds a model (`components.publish`
+writes them; a local publish appears in one rename, a bucket publish writes `saved_model.pb` last). Hidden
+staging directories, non-numeric names and versions still being copied are not served, so they are not the
+baseline either.
+
+A baseline must load and carry the signatures the Evaluator runs (`SIGNATURE_TF_EXAMPLE` for predictions and
+`SIGNATURE_EVAL_LABELS` for the labels); otherwise `check_served_model` raises `ServedModelError` naming the
+version, its path, what is wrong and the two ways out (fix or remove the version, or `evaluator.baseline: none`).
+
+Paths may be local or buckets (`gs://`): everything goes through `tf.io.gfile`.
+
+Example:
+    served = find_served_model("tfxp_output/serving/digits")
+    if served is not None:
+        check_served_model(served)  # raises ServedModelError
+        copy_model(served.path, f"{artifact_uri}/Format-Serving")
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from components.contract import SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
+from components.publish import PUSH_RECORD, list_versions
+
+SAVED_MODEL_FILE = "saved_model.pb"
+# What the Evaluator runs on a baseline (pipeline.pipeline.eval_config): predictions, then TFMA's labels.
+EVAL_SIGNATURES = (SIGNATURE_TF_EXAMPLE, SIGNATURE_EVAL_LABELS)
+BASELINE_NONE_HINT = "set evaluator.baseline: none to evaluate without comparing with the served model"
+
+
+class ServedModelError(RuntimeError):
+    """The served version cannot be the Evaluator's baseline; the message names it and the way out."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One served version.
+
+    Attributes:
+        version: The version directory's name, e.g. `1796083574`.
+        path: `<base>/<version>`.
+        identity: What `components.publish` recorded as its identity (the pushed SavedModel's path in the
+            Trainer's model artifact); "" for a version another tool wrote.
+    """
+
+    version: str
+    path: str
+    identity: str = ""
+
+
+def find_served_model(base: str) -> ServedModel | None:
+    """The newest complete version under the serving base path, or None when nothing is served yet.
+
+    Args:
+        base: The TF Serving model base path (`<serving base>/<model>`), local or a bucket.
+
+    Returns:
+        The version TF Serving serves; None when `base` does not exist or holds no complete version.
+    """
+    versions = list_versions(base, required_file=SAVED_MODEL_FILE)
+    if not versions:
+        return None
+    path = versions[0]
+    return ServedModel(version=path.rsplit("/", 1)[-1], path=path, identity=_identity(path))
+
+
+def served_fingerprint(base: str) -> str:
+    """A short string that changes whenever the served version changes: `<version>:<identity>:<size>:<mtime>`.
+
+    "none" when nothing is served. Versions are never rewritten in place, but a version removed and written
+    again under the same name has a new `saved_model.pb`, hence the size and modification time.
+    """
+    served = find_served_model(base)
+    if served is None:
+        return "none"
+    stat = tf.io.gfile.stat(f"{served.path}/{SAVED_MODEL_FILE}")
+    return f"{served.version}:{served.identity}:{stat.length}:{stat.mtime_nsec}"
+
+
+def check_served_model(served: ServedModel) -> None:
+    """Checks that `served` loads and has the Evaluator's signatures.
+
+    Raises:
+        ServedModelError: the SavedModel cannot be loaded (the error says why) or lacks signatures (it lists
+            the missing ones and those it has); the message names the version, its path and the ways out.
+    """
+    way_out = (
+        f"remove or fix {served.path} (TF Serving then serves the previous version, which becomes the baseline), "
+        f"or {BASELINE_NONE_HINT}"
+    )
+    try:
+        loaded = tf.saved_model.load(served.path)
+    except Exception as error:  # any load failure: corrupt proto, missing variables, unknown ops
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ServedModelError(
+            f"the served version {served.version} ({served.path}) cannot be loaded as the Evaluator's baseline: "
+            f"{type(error).__name__}: {first_line}; {way_out}"
+        ) from error
+    signatures = sorted(loaded.signatures)
+    missing = [name for name in EVAL_SIGNATURES if name not in signatures]
+    if missing:
+        raise ServedModelError(
+            f"the served version {served.version} ({served.path}) lacks the signature(s) {', '.join(missing)} "
+            f"that the Evaluator runs on a baseline (it has: {', '.join(signatures) or 'none'}; tfxp's Trainer "
+            f"exports them); {way_out}"
+        )
+
+
+def copy_model(source: str, target: str) -> None:
+    """Copies the SavedModel directory `source` to `target` (created); local paths or buckets.
+
+    A copy, not a link: the artifact keeps what was compared even if the served version is later removed or
+    (against the rules) edited in place. The local runner copies once per served version (the component is
+    cached while the served version stays the same).
+    """
+    source = source.rstrip("/")
+    if "://" not in source and "://" not in target:
+        shutil.copytree(source, target)
+        return
+    for parent, _, names in tf.io.gfile.walk(source):
+        relative = parent.rstrip("/")[len(source) :].lstrip("/")
+        destination = f"{target.rstrip('/')}/{relative}".rstrip("/")
+        tf.io.gfile.makedirs(destination)
+        for name in names:
+            tf.io.gfile.copy(f"{parent.rstrip('/')}/{name}", f"{destination}/{name}", overwrite=True)
+
+
+def _identity(version_dir: str) -> str:
+    """The identity in a version's push record; "" when there is none or it cannot be read."""
+    path = f"{version_dir}/{PUSH_RECORD}"
+    try:
+        if not tf.io.gfile.exists(path):
+            return ""
+        with tf.io.gfile.GFile(path) as handle:
+            record = json.loads(handle.read())
+    except (OSError, ValueError, tf.errors.OpError):
+        return ""
+    identity = record.get("identity", record.get("source", "")) if isinstance(record, dict) else ""
+    return identity if isinstance(identity, str) else ""
