@@ -15,11 +15,12 @@ OUT := tfxp_output
 PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup checkov demo test lint unit bench clean help
+.PHONY: setup checkov demo demo-continuous test lint unit bench clean help
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make demo   - set up if needed, make the digits data, run the pipeline locally, serve and query it"
+	@echo "make demo-continuous - digits arriving in four spans (the last mislabelled), one run per arrival, a table"
 	@echo "make test   - set up if needed, lint (ruff, mypy, import-linter), run all tests"
 	@echo "make lint   - ruff + mypy + import-linter"
 	@echo "make bench  - benchmarks under bench/ (JSON in bench/results/)"
@@ -55,6 +56,10 @@ demo: $(STAMP) $(DATA)/labels.txt
 	$(TFXP) run --config configs/default.yaml --output $(OUT)
 	scripts/demo_serve.sh $(TFXP) $(DATA) $(OUT)/serving/digits
 
+# Four spans arrive one by one (the fourth with wrong labels); each run is gated against the served model.
+demo-continuous: $(STAMP)
+	$(PY) scripts/demo_continuous.py --tfxp $(TFXP) --data data/digits-stream --out $(OUT)_continuous
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -72,4 +77,4 @@ bench: $(STAMP)
 	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script --out bench/results || exit 1; done
 
 clean:
-	rm -rf $(OUT) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(OUT) $(OUT)_continuous .mypy_cache .ruff_cache .pytest_cache

@@ -51,10 +51,12 @@ def test_first_run_blesses_and_pushes_a_servable_model(
     out, summary = first_run
     assert summary["status"] == "succeeded"
     assert summary["blessed"] is True, summary["blessing_reason"]
-    assert summary["blessing_reason"].startswith("blessed: eval accuracy")
-    assert "no blessed baseline yet" in summary["blessing_reason"]
+    assert summary["blessing_reason"].startswith("pushed: eval accuracy")
+    assert summary["blessing_reason"].endswith(", no served model yet")
+    assert summary["decision"] == "pushed"
+    assert summary["baseline"] == {"mode": "served", "version": "", "path": "", "accuracy": None}
     assert set(summary["components"]) >= {"ImportExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator",
-                                          "Trainer", "Evaluator", "Pusher"}  # fmt: skip
+                                          "Trainer", "ServedBaseline", "Evaluator", "Pusher"}  # fmt: skip
     assert all(record["status"] == "complete" for record in summary["components"].values())
     assert summary["config"]["data"]["path"] == str(digits_dir)
 
@@ -65,6 +67,7 @@ def test_first_run_blesses_and_pushes_a_servable_model(
 
     pushed = Path(summary["pushed_model_dir"])
     assert pushed.parent == out / "serving" / "digits" and pushed.name.isdigit()
+    assert summary["served_version"] == pushed.name
     model = tf.saved_model.load(str(pushed))
     examples = list(iter_examples(split_files(digits_dir, "eval")))
     images = [e.features.feature["image/encoded"].bytes_list.value[0] for e in examples]
@@ -79,14 +82,27 @@ def test_first_run_blesses_and_pushes_a_servable_model(
 
 def test_identical_rerun_is_served_from_cache(first_run: tuple[Path, dict[str, Any]], digits_dir: Path) -> None:
     out, first = first_run
+    served = Path(first["pushed_model_dir"]).name
     code, output, summary = run_cli(digits_dir, out)
     assert code == 0, output
     statuses = {name: record["status"] for name, record in summary["components"].items()}
     for name in ("ImportExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Trainer"):
         assert statuses[name] == "cached", statuses
-    # The same model is not pushed twice.
+    # A version is served now, so the cached model is evaluated against it (itself): blessed, and not pushed twice.
+    assert statuses["ServedBaseline"] == statuses["Evaluator"] == "complete", statuses
+    assert summary["baseline"]["version"] == served
+    assert summary["baseline"]["accuracy"] == pytest.approx(summary["metrics"]["accuracy"])
+    assert summary["decision"] == "no new data"
+    assert summary["blessing_reason"].startswith(f"no new data, nothing pushed: version {served} already holds")
+    assert "no new data, nothing pushed" in " ".join(output.split())
     assert summary["pushed_model_dir"] == first["pushed_model_dir"]
-    assert versions(out) == [Path(first["pushed_model_dir"]).name]
+    assert versions(out) == [served]
+
+    # Nothing changed since: the served baseline and everything after it are cache hits too.
+    code, output, again = run_cli(digits_dir, out)
+    assert code == 0, output
+    assert {record["status"] for record in again["components"].values()} == {"cached"}, again["components"]
+    assert again["decision"] == "no new data" and versions(out) == [served]
 
 
 def test_model_below_threshold_is_not_pushed(first_run: tuple[Path, dict[str, Any]], digits_dir: Path) -> None:
@@ -96,12 +112,59 @@ def test_model_below_threshold_is_not_pushed(first_run: tuple[Path, dict[str, An
     code, output, summary = run_cli(digits_dir, out, "trainer.train_steps=1", "trainer.steps_per_epoch=1")
     assert code == 0, output
     assert summary["blessed"] is False
-    assert summary["blessing_reason"].startswith("not blessed: eval accuracy")
+    served = Path(first["pushed_model_dir"]).name
+    assert summary["blessing_reason"].startswith("not pushed: eval accuracy")
     assert "< evaluator.min_accuracy 0.9" in summary["blessing_reason"]
+    assert f"below the served version {served} (" in summary["blessing_reason"]
+    assert summary["decision"] == "not pushed" and summary["served_version"] == served
     assert summary["pushed_model_dir"] is None
     assert versions(out) == before
     assert sorted(p.relative_to(out) for p in Path(first["pushed_model_dir"]).rglob("*")) == pushed_files
     assert "nothing pushed this run" in output
+
+
+def test_retrained_model_is_compared_with_the_served_version(
+    first_run: tuple[Path, dict[str, Any]], digits_dir: Path
+) -> None:
+    out, first = first_run
+    served = Path(first["pushed_model_dir"]).name
+    code, output, summary = run_cli(digits_dir, out, "trainer.seed=7")
+    assert code == 0, output
+    assert summary["components"]["Trainer"]["status"] == "complete"
+    assert summary["baseline"]["version"] == served
+    assert summary["baseline"]["path"] == str(out / "serving" / "digits" / served)
+    assert summary["metrics"]["baseline_accuracy"] is not None
+    assert f"the served version {served} (" in summary["blessing_reason"]
+    if summary["decision"] == "pushed":
+        assert summary["blessing_reason"].startswith("pushed: eval accuracy")
+        assert int(summary["served_version"]) > int(served)
+    else:
+        assert summary["blessing_reason"].startswith("not pushed: eval accuracy")
+        assert summary["served_version"] == served
+
+
+def test_broken_served_version_stops_the_run_until_someone_chooses(digits_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    broken = out / "serving" / "digits" / "1700000000"
+    broken.mkdir(parents=True)
+    (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
+    code, output, summary = run_cli(digits_dir, out)
+    assert code == 1
+    flat = " ".join(output.split())
+    assert "component ServedBaseline failed" in flat
+    assert f"the served version 1700000000 ({broken}) cannot be loaded" in flat
+    assert "evaluator.baseline: none" in flat
+    assert "Evaluator" not in summary["components"] and "Pusher" not in summary["components"]
+    assert versions(out) == ["1700000000"]
+
+    # The documented way out: compare with nothing.
+    code, output, summary = run_cli(
+        digits_dir, out, "evaluator.baseline=none", "trainer.train_steps=1", "evaluator.min_accuracy=0"
+    )
+    assert code == 0, output
+    assert "ServedBaseline" not in summary["components"]
+    assert summary["blessing_reason"].endswith("evaluator.baseline is none, so not compared with the served model")
+    assert summary["decision"] == "pushed" and len(versions(out)) == 2
 
 
 def test_corrupt_shard_fails_naming_file_and_component(digits_dir: Path, tmp_path: Path) -> None:

@@ -1,0 +1,139 @@
+"""`make demo-continuous`: continuous training on digits that arrive in spans, one pipeline run per arrival.
+
+Writes the digits as four seeded spans, one at a time: three clean ones, then a fourth whose train labels are
+partly wrong (a labelling bug). After each arrival it runs `tfxp run` on the span directory, and at the end once
+more without new data. Every run compares its model with the version being served (`evaluator.baseline: served`)
+and pushes only a model that is no worse; the corrupted span's model is refused, the served version stays.
+
+It ends with a table read from each run's `run-summary.json`: run, spans seen, accuracy, the baseline (the served
+version and its accuracy on the same eval split), the decision and the version served afterwards; then each
+run's reason in words.
+
+Usage (from the repository root; `make demo-continuous` passes the venv's tfxp):
+    python scripts/demo_continuous.py [--tfxp .venv/bin/tfxp] [--data data/digits-stream]
+        [--out tfxp_output_continuous] [--spans-policy all] [--corrupt-labels 0.6] [--train-steps 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SPANS = 4
+CORRUPT_SPAN = 4
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tfxp", default=str(Path(sys.executable).with_name("tfxp")), help="The tfxp command.")
+    parser.add_argument("--data", type=Path, default=Path("data/digits-stream"), help="Span root (rewritten).")
+    parser.add_argument("--out", type=Path, default=Path("tfxp_output_continuous"), help="Output dir (rewritten).")
+    parser.add_argument("--config", default="configs/default.yaml", help="Base config of every run.")
+    parser.add_argument("--spans-policy", default="all", help="data.spans of every run: all, latest or N.")
+    parser.add_argument("--corrupt-labels", type=float, default=0.6, help="Share of span 4's train labels made wrong.")
+    parser.add_argument("--train-steps", type=int, default=300, help="trainer.train_steps of every run.")
+    return parser.parse_args(argv)
+
+
+def run(command: list[str]) -> None:
+    """Runs a command, showing its output; stops the demo when it fails."""
+    print("$ " + " ".join(command), flush=True)
+    result = subprocess.run(command, check=False)
+    if result.returncode != 0:
+        sys.exit(f"demo-continuous: `{' '.join(command)}` exited {result.returncode}")
+
+
+def write_span(args: argparse.Namespace, span: int) -> None:
+    command = [args.tfxp, "data", "digits", "--out", str(args.data), "--spans", str(SPANS), "--span", str(span)]
+    if span == CORRUPT_SPAN:
+        command += ["--corrupt-labels", str(args.corrupt_labels)]
+    run(command)
+
+
+def run_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    """One `tfxp run` on the span root; returns its run summary and wall time."""
+    overrides = [
+        f"data.path={args.data}",
+        f"data.spans={args.spans_policy}",
+        f"trainer.train_steps={args.train_steps}",
+        "edge.enabled=false",  # the device model is `make demo`'s subject; here it would only add time
+    ]
+    command = [args.tfxp, "run", "--config", args.config, "--output", str(args.out)]
+    for override in overrides:
+        command += ["--set", override]
+    started = time.monotonic()
+    run(command)
+    summary = json.loads((args.out / "run-summary.json").read_text())
+    summary["demo_seconds"] = time.monotonic() - started
+    kept = args.out / "demo-runs" / f"run-{len(list((args.out / 'demo-runs').glob('run-*.json'))) + 1}.json"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps(summary, indent=2) + "\n")  # each run's summary, for a later look
+    return summary
+
+
+def row(number: int, arrived: str, summary: dict[str, Any]) -> list[str]:
+    """One table row: run, what arrived, spans seen, accuracy, baseline, decision, served version, seconds."""
+    spans = (summary.get("data") or {}).get("spans_seen")
+    accuracy = summary["metrics"].get("accuracy")
+    baseline = summary.get("baseline") or {}
+    if baseline.get("version"):
+        compared = f"{baseline['version']} ({_number(baseline.get('accuracy'))})"
+    else:
+        compared = "none served yet" if baseline.get("mode", "served") == "served" else "not compared"
+    return [
+        str(number),
+        arrived,
+        ",".join(str(span) for span in spans) if spans else "-",
+        _number(accuracy),
+        compared,
+        summary.get("decision") or summary["status"],
+        summary.get("served_version") or "-",
+        f"{summary['demo_seconds']:.0f}",
+    ]
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def print_table(rows: list[list[str]], summaries: list[dict[str, Any]]) -> None:
+    headers = ["run", "arrived", "spans seen", "accuracy", "baseline (accuracy)", "decision", "served", "s"]
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    line = "  ".join("{:<" + str(width) + "}" for width in widths)
+    print()
+    print(line.format(*headers))
+    print(line.format(*("-" * width for width in widths)))
+    for cells in rows:
+        print(line.format(*cells))
+    print()
+    for number, summary in enumerate(summaries, start=1):
+        print(f"run {number}: {summary.get('blessing_reason') or summary.get('error', '')}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    for path in (args.data, args.out):
+        shutil.rmtree(path, ignore_errors=True)
+    started = time.monotonic()
+    rows, summaries = [], []
+    arrivals = [(span, f"span {span}" + (" (labels partly wrong)" if span == CORRUPT_SPAN else "")) for span in
+                range(1, SPANS + 1)]  # fmt: skip
+    for span, arrived in [*arrivals, (None, "nothing new")]:
+        print(f"\n== {arrived}", flush=True)
+        if span is not None:
+            write_span(args, span)
+        summary = run_pipeline(args)
+        summaries.append(summary)
+        rows.append(row(len(rows) + 1, arrived, summary))
+    print_table(rows, summaries)
+    print(f"\ndemo-continuous: {len(rows)} runs in {time.monotonic() - started:.0f} s; summaries under {args.out}")
+
+
+if __name__ == "__main__":
+    main()
