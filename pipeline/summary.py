@@ -279,7 +279,7 @@ def _add_evaluation(
     summary["blessed"] = blessed
     summary["baseline"] = served_baseline(evaluator, metrics, config)
     if len(problems) > unread and not metrics:
-        head = "blessed" if blessed else "not blessed"
+        head = "pushed" if blessed else "not pushed"  # the same heads as components.baseline.reason's
         summary["blessing_reason"] = f"{head}: the Evaluator's output in {evaluation.uri} could not be read"
     candidate = metrics.get("candidate", {})
     summary["metrics"]["accuracy"] = candidate.get(ACCURACY_METRIC)

@@ -51,7 +51,8 @@ def test_readable_outputs_make_a_summary_without_problems(tmp_path: Path) -> Non
     assert summary["metrics"]["training"] == {"final_accuracy": 0.5, "steps": 7}
     assert summary["components"]["ImportExampleGen"]["status"] == "cached"
     # No validation file (an Evaluator without thresholds) is not a problem; no metrics means no accuracy.
-    assert summary["blessing_reason"] == "not blessed: the Evaluator produced no accuracy"
+    assert summary["blessing_reason"] == "not pushed: the Evaluator produced no accuracy"
+    assert summary["decision"] == "not pushed"
 
 
 def test_corrupt_training_metrics_and_unreadable_tfma_output_are_reported(tmp_path: Path) -> None:
@@ -73,7 +74,7 @@ def test_corrupt_training_metrics_and_unreadable_tfma_output_are_reported(tmp_pa
     assert "JSONDecodeError" in trainer["error"]
     assert problems["Evaluator", "cannot read the TFMA metrics"]["path"] == str(dirs["evaluation"])
     # The blessing line says the Evaluator's output was unreadable, not that it produced nothing.
-    unread = f"not blessed: the Evaluator's output in {dirs['evaluation']} could not be read"
+    unread = f"not pushed: the Evaluator's output in {dirs['evaluation']} could not be read"
     assert summary["blessing_reason"] == unread
     assert summary["metrics"]["training"] == {}
     assert summary["status"] == "succeeded" and summary["components"]["Pusher"]["status"] == "complete"
