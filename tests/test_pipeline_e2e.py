@@ -123,14 +123,16 @@ def test_model_below_threshold_is_not_pushed(first_run: tuple[Path, dict[str, An
     assert "nothing pushed this run" in output
 
 
-def test_retrained_model_is_compared_with_the_served_version(
+def test_retrained_model_starts_from_and_is_compared_with_the_served_version(
     first_run: tuple[Path, dict[str, Any]], digits_dir: Path
 ) -> None:
     out, first = first_run
     served = Path(first["pushed_model_dir"]).name
-    code, output, summary = run_cli(digits_dir, out, "trainer.seed=7")
+    code, output, summary = run_cli(digits_dir, out, "trainer.seed=7", "trainer.warm_start=served")
     assert code == 0, output
     assert summary["components"]["Trainer"]["status"] == "complete"
+    assert summary["warm_start"]["applied"] is True, summary["warm_start"]
+    assert summary["warm_start"]["version"] == served
     assert summary["baseline"]["version"] == served
     assert summary["baseline"]["path"] == str(out / "serving" / "digits" / served)
     assert summary["metrics"]["baseline_accuracy"] is not None

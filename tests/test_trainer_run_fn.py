@@ -151,7 +151,7 @@ def test_default_config_reaches_95_percent_on_digits(digits_dir: Path, tmp_path:
         ),
         (
             {"trainer": {}, "labels_path": "x", "colour": 1},
-            r"unknown key `colour`; valid keys here: label_offset, labels_path, trainer, warmup_requests",
+            r"unknown key `colour`; valid keys here: label_offset, labels_path, serving_base, trainer, warmup_requests",
         ),
         ({"trainer": {}}, r"missing key `labels_path`"),
         ({"trainer": {"train_steps": "many"}, "labels_path": "x"}, "`trainer.train_steps` = 'many': Input should be"),
@@ -169,3 +169,21 @@ def test_missing_label_map_names_the_file(digits_dir: Path, tmp_path: Path) -> N
     fn_args.custom_config["labels_path"] = str(tmp_path / "nope.txt")
     with pytest.raises(LabelMapError, match=r"label map .*nope.txt does not exist; set data.labels"):
         run_fn(fn_args)
+
+
+def test_warm_start_from_the_served_model_is_recorded(
+    trained: types.SimpleNamespace, digits_dir: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    metrics_path = Path(trained.serving_model_dir).parent / "training_metrics.json"
+    assert json.loads(metrics_path.read_text())["warm_start"] == {
+        "applied": False, "reason": "trainer.warm_start is none; trained from scratch", "version": "", "path": "",
+    }  # fmt: skip
+    serving = tmp_path / "serving" / "digits"
+    shutil.copytree(trained.serving_model_dir, serving / "1700000000")
+    fn_args = make_fn_args(digits_dir, tmp_path, {**TINY_TRAINER, "warm_start": "served"}, serving_base=str(serving))
+    run_fn(fn_args)
+    warm = json.loads((Path(fn_args.serving_model_dir).parent / "training_metrics.json").read_text())["warm_start"]
+    assert warm["applied"] is True and warm["version"] == "1700000000", warm
+    assert warm["reason"].startswith("started from the served version 1700000000 (")

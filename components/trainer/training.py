@@ -37,6 +37,7 @@ from components.trainer.phases import (
 )
 from components.trainer.preprocessing import PreprocessingSpec
 from components.trainer.runtime import REPORTED_REASONS, TrainingRuntime, set_up_runtime
+from components.trainer.warm_start import apply_warm_start
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,7 @@ def train_and_export(
     labels = read_labels(run.labels_path)
     train_data = build_inputs(run, paths.train_files, runtime, training=True)
     compiled = build_and_compile(run.trainer, runtime, len(labels))
+    warm = apply_warm_start(compiled.model, run.trainer.warm_start, run.serving_base, labels)
     with _scratch_dir() as scratch:
         clock.lap("setup")
         log_dir = paths.model_run_dir if runtime.chief else scratch
@@ -219,6 +221,7 @@ def train_and_export(
         export(evaluation.model, run, paths.eval_files, labels, export_dir, runtime.chief)
         clock.lap("export")
     metrics = collect_metrics(run.trainer, runtime, compiled, fitted, evaluation, len(labels), clock)
+    metrics["warm_start"] = warm.to_dict()
     if runtime.chief:
         write_metrics(metrics, (paths.model_run_dir, *paths.metrics_dirs))
     return metrics

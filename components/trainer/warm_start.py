@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,6 +23,8 @@ import tf_keras as keras
 
 from components.contract import LABELS_ASSET, LabelMapError, read_label_map
 from components.publish import list_versions
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,19 @@ class WarmStart:
     def to_dict(self) -> dict[str, Any]:
         """Plain data for `training_metrics.json` and the run summary."""
         return asdict(self)
+
+
+def apply_warm_start(model: keras.Model, setting: str, serving_base: str, labels: Sequence[str]) -> WarmStart:
+    """`trainer.warm_start` applied to a freshly built model: `none` leaves it alone, `served` tries the served model.
+
+    Example:
+        result = apply_warm_start(model, run.trainer.warm_start, run.serving_base, labels)
+    """
+    if setting != "served":
+        return WarmStart(False, "trainer.warm_start is none; trained from scratch")
+    result = warm_start_from_served(model, serving_base, labels)
+    logger.info("trainer: warm start: %s", result.reason)
+    return result
 
 
 def warm_start_from_served(model: keras.Model, serving_base: str, labels: Sequence[str]) -> WarmStart:
