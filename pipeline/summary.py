@@ -297,15 +297,17 @@ def _add_decision(
     failures: list[str],
 ) -> None:
     """`blessing_reason` (naming the served version) and `decision`: `pushed`, `not pushed`, or `no new data`
-    when the Trainer's model is cached and a Pusher already published it (nothing pushed twice)."""
+    when the Trainer's model is cached (an earlier run trained it) and nothing new was pushed: it was refused
+    again, or an earlier run already pushed it (never twice)."""
     pushed_dir = summary["pushed_model_dir"]
     trainer, pusher = components.get("Trainer"), components.get("Pusher")
+    cached_model = trainer is not None and trainer.status == "cached"
     already = None
-    # Nothing new: the Trainer's model is cached, and its version was pushed by an earlier run.
-    if pushed_dir and store is not None and trainer is not None and pusher is not None and trainer.status == "cached":
+    if cached_model and pushed_dir and store is not None and pusher is not None:
         repushed = pusher.status == "cached" or published_before(store, pusher.outputs["pushed_model"][0])
         already = pushed_dir.rstrip("/").rsplit("/", 1)[-1] if repushed else None
-    summary["decision"] = "no new data" if already else "pushed" if pushed_dir else "not pushed"
+    no_new_data = cached_model and (already is not None or not pushed_dir)
+    summary["decision"] = "no new data" if no_new_data else "pushed" if pushed_dir else "not pushed"
     training = summary["metrics"].get("training") or {}
     if "warm_start" in training:
         summary["warm_start"] = training["warm_start"]
@@ -320,6 +322,7 @@ def _add_decision(
         evaluator.max_accuracy_drop,
         failures,
         already_served=already,
+        no_new_data=no_new_data,
     )
 
 

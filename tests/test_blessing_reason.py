@@ -89,6 +89,14 @@ def test_a_rerun_without_new_data_says_nothing_was_pushed() -> None:
     assert text == f"no new data, nothing pushed: version {SERVED} already holds this model (eval accuracy 0.95)"
 
 
+def test_a_rerun_of_a_refused_model_says_there_was_no_new_data() -> None:
+    text = blessing_reason(False, 0.944, Baseline("served", SERVED, 0.992), 0.9, 0.01, no_new_data=True)
+    assert text == (
+        f"no new data, nothing pushed: eval accuracy 0.944 is 0.048 below the served version {SERVED} (0.992); "
+        "evaluator.max_accuracy_drop is 0.01"
+    )
+
+
 def test_tfma_messages_explain_a_refusal_the_checks_do_not() -> None:
     failures = ["example_count: lower_bound 1000 not met"]
     text = blessing_reason(False, 0.95, Baseline("served", SERVED, 0.95), 0.9, 0.01, failures)

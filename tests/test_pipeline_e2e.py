@@ -122,6 +122,14 @@ def test_model_below_threshold_is_not_pushed(first_run: tuple[Path, dict[str, An
     assert sorted(p.relative_to(out) for p in Path(first["pushed_model_dir"]).rglob("*")) == pushed_files
     assert "nothing pushed this run" in output
 
+    # The same again: the refused model is not retrained, and the run says there was no new data.
+    code, output, again = run_cli(digits_dir, out, "trainer.train_steps=1", "trainer.steps_per_epoch=1")
+    assert code == 0, output
+    assert again["components"]["Trainer"]["status"] == "cached"
+    assert again["decision"] == "no new data"
+    assert again["blessing_reason"].startswith("no new data, nothing pushed: eval accuracy")
+    assert versions(out) == before
+
 
 def test_retrained_model_starts_from_and_is_compared_with_the_served_version(
     first_run: tuple[Path, dict[str, Any]], digits_dir: Path

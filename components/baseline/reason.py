@@ -45,6 +45,7 @@ def blessing_reason(
     max_accuracy_drop: float,
     failures: Sequence[str] = (),
     already_served: str | None = None,
+    no_new_data: bool = False,
 ) -> str:
     """Why the model was pushed or not, in one line that names the served version.
 
@@ -57,6 +58,8 @@ def blessing_reason(
         failures: TFMA's validation failure messages, shown when the checks above do not explain a refusal.
         already_served: The version that already holds this very model (a rerun without new data); the
             line then says nothing was pushed.
+        no_new_data: The model is the one an earlier run trained (the Trainer was cached) and nothing new was
+            pushed: the line starts `no new data, nothing pushed` and gives the verdict's reason.
 
     Returns:
         `pushed: ...`, `not pushed: ...` or `no new data, nothing pushed: ...`.
@@ -69,7 +72,20 @@ def blessing_reason(
     if already_served is not None and blessed:
         detail = f" (eval accuracy {_number(accuracy)})" if accuracy is not None else ""
         return f"no new data, nothing pushed: version {already_served} already holds this model{detail}"
-    head = "pushed" if blessed else "not pushed"
+    head = "no new data, nothing pushed" if no_new_data else "pushed" if blessed else "not pushed"
+    return _verdict(head, blessed, accuracy, baseline, min_accuracy, max_accuracy_drop, failures)
+
+
+def _verdict(
+    head: str,
+    blessed: bool,
+    accuracy: float | None,
+    baseline: Baseline,
+    min_accuracy: float,
+    max_accuracy_drop: float,
+    failures: Sequence[str],
+) -> str:
+    """`head: ` and the checks that decided, in the order a reader asks: minimum, then the served version."""
     if accuracy is None:
         return _with_failures(f"{head}: the Evaluator produced no accuracy", blessed, failures)
     meets_minimum = accuracy >= min_accuracy - _EPSILON
