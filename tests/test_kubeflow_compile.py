@@ -176,7 +176,9 @@ def test_the_served_baseline_feeds_the_evaluator_on_kubeflow(which: str, request
 
 
 def test_baseline_none_compiles_without_the_baseline_step(tmp_path: Path) -> None:
-    result = compile_pipeline(load_config(None, [*EXPLICIT_DATA, "evaluator.baseline=none"]), tmp_path / "pipeline.yaml")
+    result = compile_pipeline(
+        load_config(None, [*EXPLICIT_DATA, "evaluator.baseline=none"]), tmp_path / "pipeline.yaml"
+    )
     tasks = _doc(result).pipeline_spec.root.dag.tasks
     assert "ServedBaseline" not in tasks
     assert "baseline_model" not in tasks["Evaluator"].inputs.artifacts
