@@ -665,6 +665,7 @@ def test_run_spec_trains_blesses_pushes_and_notifies(tmp_path: Path, digits_dir:
     assert record["state"] == "SUCCEEDED"
     assert [task["name"] for task in record["tasks"]] == [
         "ImportExampleGen",
+        "ServedBaseline",
         "StatisticsGen",
         "SchemaGen",
         "ExampleValidator",
@@ -675,6 +676,8 @@ def test_run_spec_trains_blesses_pushes_and_notifies(tmp_path: Path, digits_dir:
     ]
     tasks = {task["name"]: task for task in record["tasks"]}
     assert tasks["Evaluator"]["outputs"]["blessing"]["metadata"]["blessed"] == 1.0
+    # Nothing was served yet: the baseline task ran (KFP never caches it) and handed over an empty baseline.
+    assert tasks["ServedBaseline"]["outputs"]["baseline_model"]["metadata"]["served_version"] == ""
     pushed = tasks["Pusher"]["outputs"]["pushed_model"]["metadata"]
     version_dir = Path(pushed["pushed_destination"])
     assert version_dir == tmp_path / "out" / "serving" / "digits" / pushed["pushed_version"]
