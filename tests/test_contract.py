@@ -126,8 +126,8 @@ def _entry_points(data_dir: Path, tmp_path: Path) -> dict[str, list[str]]:
     labels = str(data_dir / "labels.txt")
     return {
         "data inspect": ["data", "inspect", str(data_dir)],
-        # --examples holds labels.txt; nothing beside the (absent) model, which is loaded after the labels.
-        "edge eval": ["edge", "eval", str(tmp_path / "device" / "model.tflite"), "--examples", str(data_dir)],
+        # --examples holds labels.txt; nothing beside the model (not a model), which is loaded after the labels.
+        "edge eval": ["edge", "eval", str(image), "--examples", str(data_dir)],
         "predict": ["predict", str(image), "--rest", "http://127.0.0.1:9", "--labels", labels],
         "run": [
             "run",

@@ -96,7 +96,9 @@ def test_cli_inspect_prints_counts_per_split(digits_dir: tuple[Path, DatasetSumm
 def test_cli_inspect_errors_are_one_clean_paragraph(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["data", "inspect", str(tmp_path / "missing")])
     assert result.exit_code == 2
-    assert "does not exist; create one with `tfxp data digits --out DIR`" in result.output
+    assert "does not exist; create one with `tfxp data digits --out DIR`" in " ".join(
+        result.output.replace("│", " ").split()
+    )
     assert "Traceback" not in result.output
     (tmp_path / "labels.txt").write_text("a\nb\n")
     result = CliRunner().invoke(app, ["data", "inspect", str(tmp_path)])

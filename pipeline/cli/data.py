@@ -16,6 +16,7 @@ from rich.table import Table
 from components.contract import LabelMapError
 from components.data.errors import DataError
 from pipeline.cli.console import console, user_errors
+from pipeline.cli.options import existing_dir, output_dir, path_rule
 
 if TYPE_CHECKING:
     from components.data.dataset import DatasetSummary
@@ -26,7 +27,12 @@ data_app = typer.Typer(
     no_args_is_help=True,
 )
 
-OutOption = Annotated[Path, typer.Option("--out", help="Output directory (DIR/train, DIR/eval, DIR/labels.txt).")]
+OutOption = Annotated[
+    Path,
+    typer.Option(
+        "--out", parser=output_dir, metavar="DIR", help="Output directory (DIR/train, DIR/eval, DIR/labels.txt)."
+    ),
+]
 EvalFractionOption = Annotated[float, typer.Option("--eval-fraction", help="Share of each class that goes to eval.")]
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Replace a data set tfxp wrote in --out (other files stay).")
@@ -98,7 +104,12 @@ def digits(
 @data_app.command("from-folder")
 @user_errors(DataError, LabelMapError, OSError)
 def from_folder(
-    src: Annotated[Path, typer.Argument(help="Image tree: SRC/<class>/<image> (JPEG, PNG, GIF, BMP, WebP; any size).")],
+    src: Annotated[
+        Path,
+        typer.Argument(
+            parser=existing_dir, help="Image tree: SRC/<class>/<image> (JPEG, PNG, GIF, BMP, WebP; any size)."
+        ),
+    ],
     out: OutOption,
     eval_fraction: EvalFractionOption = 0.2,
     shards: Annotated[int, typer.Option("--shards", min=0, help="TFRecord files per split; 0 = ~128 MiB each.")] = 0,
@@ -141,7 +152,15 @@ def from_folder(
 
 @data_app.command("inspect")
 @user_errors(DataError, LabelMapError, OSError)
-def inspect(directory: Annotated[Path, typer.Argument(help="A data set written by `tfxp data`.")]) -> None:
+def inspect(
+    directory: Annotated[
+        Path,
+        typer.Argument(
+            parser=path_rule("existing_dir", hint="create one with `tfxp data digits --out DIR`"),
+            help="A data set written by `tfxp data`.",
+        ),
+    ],
+) -> None:
     """Print example counts per split and label (and per span, for a directory of spans)."""
     from components.data.inspect import inspect_dataset, inspect_spans
 

@@ -15,6 +15,7 @@ from rich.table import Table
 from components.contract import LABELS_FILE, LabelMapError, read_label_map
 from edge.errors import EdgeError
 from pipeline.cli.console import console, user_errors
+from pipeline.cli.options import existing_dir, existing_file, output_file
 
 if TYPE_CHECKING:
     from edge.verify import ArchRun
@@ -27,7 +28,12 @@ edge_app = typer.Typer(
 
 ExamplesOption = Annotated[
     Path | None,
-    typer.Option("--examples", help="Data dir (DIR/train, DIR/eval as `tfxp data` writes) or a TFX Examples URI."),
+    typer.Option(
+        "--examples",
+        parser=existing_dir,
+        metavar="DIR",
+        help="Data dir (DIR/train, DIR/eval as `tfxp data` writes) or a TFX Examples URI.",
+    ),
 ]
 ThreadsOption = Annotated[int, typer.Option("--threads", min=1, help="LiteRT interpreter threads (XNNPACK).")]
 LabelOffsetOption = Annotated[
@@ -38,8 +44,11 @@ LabelOffsetOption = Annotated[
 @edge_app.command("convert")
 @user_errors(EdgeError)
 def convert_command(
-    saved_model: Annotated[Path, typer.Argument(help="SavedModel dir with the `serving_preprocessed` signature.")],
-    out: Annotated[Path, typer.Option("--out", help="The .tflite file to write.")],
+    saved_model: Annotated[
+        Path,
+        typer.Argument(parser=existing_dir, help="SavedModel dir with the `serving_preprocessed` signature."),
+    ],
+    out: Annotated[Path, typer.Option("--out", parser=output_file, metavar="FILE", help="The .tflite file to write.")],
     mode: Annotated[str, typer.Option("--mode", help="none, dynamic, float16 or int8 (full integer).")] = "int8",
     examples: ExamplesOption = None,
     samples: Annotated[int, typer.Option("--samples", min=1, help="Train examples to calibrate int8 with.")] = 200,
@@ -85,8 +94,11 @@ def convert_command(
 @edge_app.command("eval")
 @user_errors(EdgeError, LabelMapError)
 def eval_command(
-    model: Annotated[Path, typer.Argument(help="A .tflite image classifier.")],
-    examples: Annotated[Path, typer.Option("--examples", help="Data dir or TFX Examples URI with the split.")],
+    model: Annotated[Path, typer.Argument(parser=existing_file, help="A .tflite image classifier.")],
+    examples: Annotated[
+        Path,
+        typer.Option("--examples", parser=existing_dir, help="Data dir or TFX Examples URI with the split."),
+    ],
     split: Annotated[str, typer.Option("--split", help="Split to evaluate.")] = "eval",
     limit: Annotated[int, typer.Option("--limit", min=0, help="Evaluate at most this many examples; 0 = all.")] = 0,
     threads: ThreadsOption = 2,
@@ -127,7 +139,7 @@ def _labels_near(model: Path, examples: Path) -> list[str]:
 @edge_app.command("bench")
 @user_errors(EdgeError)
 def bench_command(
-    model: Annotated[Path, typer.Argument(help="A .tflite model.")],
+    model: Annotated[Path, typer.Argument(parser=existing_file, help="A .tflite model.")],
     threads: ThreadsOption = 2,
     runs: Annotated[int, typer.Option("--runs", min=1, help="Timed invocations at batch 1.")] = 200,
     warmup: Annotated[int, typer.Option("--warmup", min=0, help="Untimed invocations first.")] = 20,

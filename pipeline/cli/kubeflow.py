@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.console import console, error_console, fail, user_errors
-from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
+from pipeline.cli.options import ConfigOption, SetOption, existing_file, kfp_host, load_cli_config, output_file
 from pipeline.kubeflow.params import ParamError
 from pipeline.kubeflow.runs import SubmitError
 
@@ -66,7 +66,12 @@ def _print_compiled(result: CompileResult) -> None:
 
 
 def compile_command(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Pipeline YAML to write (what `tfxp submit` sends).")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", parser=output_file, metavar="FILE", help="Pipeline YAML to write (what `tfxp submit` sends)."
+        ),
+    ],
     config_file: ConfigOption = None,
     overrides: SetOption = None,
 ) -> None:
@@ -91,9 +96,14 @@ def compile_command(
 HostOption = Annotated[
     str,
     typer.Option(
-        "--host", envvar="KF_PIPELINES_ENDPOINT", help="KFP API/UI address with scheme, e.g. http://localhost:8080."
+        "--host",
+        envvar="KF_PIPELINES_ENDPOINT",
+        parser=kfp_host,
+        metavar="URL",
+        help="KFP API/UI address with scheme, e.g. http://localhost:8080.",
     ),
 ]
+PackageArgument = Annotated[Path, typer.Argument(parser=existing_file, help="Pipeline YAML from `tfxp compile`.")]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Namespace (multi-user KFP).")]
 RequestTimeoutOption = Annotated[
     float, typer.Option("--request-timeout", min=0.1, help="Seconds each API call may take.")
@@ -120,7 +130,7 @@ def connect(host: str, namespace: str | None, request_timeout: float) -> KfpRunC
 
 @user_errors(SubmitError, ParamError)
 def submit_command(
-    package: Annotated[Path, typer.Argument(help="Pipeline YAML from `tfxp compile`.")],
+    package: PackageArgument,
     host: HostOption,
     namespace: NamespaceOption = None,
     experiment: Annotated[

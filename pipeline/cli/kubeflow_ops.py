@@ -16,7 +16,16 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.console import console, user_errors
-from pipeline.cli.kubeflow import HostOption, NamespaceOption, ParamOption, RequestTimeoutOption, connect, warn
+from pipeline.cli.kubeflow import (
+    HostOption,
+    NamespaceOption,
+    PackageArgument,
+    ParamOption,
+    RequestTimeoutOption,
+    connect,
+    warn,
+)
+from pipeline.cli.options import existing_file
 from pipeline.kubeflow.cron import ScheduleInputError
 from pipeline.kubeflow.params import ParamError
 from pipeline.kubeflow.runs import SubmitError
@@ -56,7 +65,7 @@ def _table(*columns: str) -> Table:
 @pipeline_app.command("upload")
 @user_errors(SubmitError)
 def pipeline_upload(
-    package: Annotated[Path, typer.Argument(help="Pipeline YAML from `tfxp compile`.")],
+    package: PackageArgument,
     host: HostOption,
     name: Annotated[str | None, typer.Option("--name", help="Pipeline name; default the spec's name.")] = None,
     version: Annotated[
@@ -122,7 +131,11 @@ def pipeline_versions(
 def schedule_create(
     host: HostOption,
     package: Annotated[
-        Path | None, typer.Argument(help="Pipeline YAML from `tfxp compile` (or give --pipeline).")
+        Path | None,
+        typer.Argument(
+            parser=existing_file,
+            help="Pipeline YAML from `tfxp compile` (or give --pipeline).",
+        ),
     ] = None,
     pipeline: Annotated[str | None, typer.Option("--pipeline", help="An uploaded pipeline, by name.")] = None,
     version: Annotated[str | None, typer.Option("--version", help="Its version, by name; default the newest.")] = None,

@@ -1,5 +1,5 @@
 """Options shared by commands: config loading (`run`, `compile`, `deploy-assets`, ...) and typed values that are
-checked while the command line is parsed, before any work starts: ports, gRPC targets, REST URLs, output files.
+checked while the command line is parsed, before any work starts: ports, gRPC targets, REST URLs, paths.
 
 A bad value exits 2 with Typer's one-paragraph "Invalid value for '--OPTION': ..." naming the option and the value.
 """
@@ -7,8 +7,9 @@ A bad value exits 2 with Typer's one-paragraph "Invalid value for '--OPTION': ..
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -17,14 +18,6 @@ from serving.address import check_port, parse_grpc_target, parse_rest_url
 
 if TYPE_CHECKING:
     from pipeline.config import TfxpConfig
-
-ConfigOption = Annotated[
-    Path | None, typer.Option("--config", "-c", help="YAML config (defaults: the built-in digits config).")
-]
-SetOption = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-s", help="Override one key, `section.key=value`; repeatable."),
-]
 
 
 def load_cli_config(
@@ -73,6 +66,17 @@ def rest_url(text: str) -> str:
         raise typer.BadParameter(str(error)) from None
 
 
+def kfp_host(text: str) -> str:
+    """A Kubeflow Pipelines address `http(s)://HOST[:PORT][/PATH]`, without a trailing slash."""
+    from pipeline.kubeflow.auth import check_host
+    from pipeline.kubeflow.runs import SubmitError
+
+    try:
+        return check_host(text)
+    except SubmitError as error:
+        raise typer.BadParameter(str(error).removeprefix(f"--host {text!r} ")) from None
+
+
 GrpcPortOption = Annotated[
     int | None,
     typer.Option(
@@ -97,10 +101,102 @@ RestOption = Annotated[
 ]
 
 
+# --- paths -------------------------------------------------------------------------------------------------------
+# One rule for every path a command takes, checked while the command line is parsed (before any work starts):
+#   existing_file / existing_dir  the path exists, is a file / a directory, and can be read;
+#   output_file                   not a directory, and the nearest existing ancestor is a writable directory;
+#   output_dir                    not an existing file, and the nearest existing ancestor is a writable directory.
+# Missing parents of an output are created by the command, so only the nearest existing one is checked.
+
+PathKind = Literal["existing_file", "existing_dir", "output_file", "output_dir"]
+
+
+def path_problem(path: Path, kind: PathKind, hint: str = "") -> str | None:
+    """What is wrong with `path` for a command that uses it as `kind`; None when nothing is.
+
+    Args:
+        path: The path as the user gave it.
+        kind: How the command uses it (see the rules above).
+        hint: For a missing `existing_*` path: how to make one, e.g. "run `tfxp run` first"; '' = none.
+
+    Returns:
+        One sentence naming the path, e.g. `/tmp/x is a file, not a directory`, or None.
+
+    Example:
+        path_problem(Path("out.json"), "output_file")  # None where the working dir is writable
+    """
+    if kind in ("existing_file", "existing_dir"):
+        if not path.exists():
+            return f"{path} does not exist" + (f"; {hint}" if hint else "")
+        if kind == "existing_file" and path.is_dir():
+            return f"{path} is a directory, not a file"
+        if kind == "existing_dir" and not path.is_dir():
+            return f"{path} is a file, not a directory"
+        if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+            return f"{path} is not readable"
+        return None
+    if kind == "output_file" and path.is_dir():
+        return f"{path} is a directory; give a file path, e.g. {path / 'result.json'}"
+    if kind == "output_dir" and path.exists() and not path.is_dir():
+        return f"{path} is a file; give a directory (created if missing)"
+    parent = path if kind == "output_dir" and path.is_dir() else path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{path}: {parent} is a file, not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{path}: directory {parent} is not writable"
+    return None
+
+
+def path_rule(kind: PathKind, hint: str = "") -> Callable[[str], Path]:
+    """A Typer parser that checks a path by the `kind` rule of `path_problem` (exit 2 naming the option).
+
+    Args:
+        kind: How the command uses the path.
+        hint: How to make a missing path (see `path_problem`).
+
+    Returns:
+        The parser, for `typer.Option(..., parser=path_rule("existing_dir", hint="..."), metavar="DIR")`.
+    """
+
+    def parse(text: str) -> Path:
+        path = Path(text)
+        problem = path_problem(path, kind, hint)
+        if problem is not None:
+            raise typer.BadParameter(problem)
+        return path
+
+    parse.__name__ = kind
+    return parse
+
+
+# The rules without a hint, for `parser=`: `typer.Option("--out", parser=output_file, metavar="FILE")`.
+existing_file = path_rule("existing_file")
+existing_dir = path_rule("existing_dir")
+output_file = path_rule("output_file")
+output_dir = path_rule("output_dir")
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        parser=existing_file,
+        metavar="FILE",
+        help="YAML config (defaults: the built-in digits config).",
+    ),
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override one key, `section.key=value`; repeatable."),
+]
+
+
 def check_output_file(path: Path, option: str) -> Path:
     """`path` if a file can be written there: not a directory, and its parent a writable directory (or creatable).
 
-    Call it before the command's work starts, so a bad path costs nothing.
+    For paths that do not come from an option typed with `output_file` (which checks while parsing).
 
     Args:
         path: Where the command will write.
@@ -112,13 +208,7 @@ def check_output_file(path: Path, option: str) -> Path:
     Raises:
         UserError: naming the option, the path and what is wrong with it.
     """
-    if path.is_dir():
-        raise UserError(f"{option} {path} is a directory; give a file path, e.g. {path / 'result.json'}")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:  # missing parents are created: check the first existing one
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UserError(f"{option} {path}: {parent} is a file, not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"{option} {path}: directory {parent} is not writable")
+    problem = path_problem(path, "output_file")
+    if problem is not None:
+        raise UserError(f"{option} {problem}")
     return path

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from pipeline.cli.console import console, error_console, fail
-from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
+from pipeline.cli.options import ConfigOption, SetOption, load_cli_config, output_dir
 
 
 def _print_progress(component: str, state: str, seconds: float) -> None:
@@ -21,7 +21,10 @@ def _print_progress(component: str, state: str, seconds: float) -> None:
 def run(
     config_file: ConfigOption = None,
     overrides: SetOption = None,
-    output: Annotated[str | None, typer.Option("--output", "-o", help="Output dir OUT (pipeline.output).")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", parser=output_dir, metavar="DIR", help="Output dir OUT (pipeline.output)."),
+    ] = None,
 ) -> None:
     """Run the pipeline locally (LocalDagRunner) and write OUT/run-summary.json.
 

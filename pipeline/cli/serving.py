@@ -23,7 +23,12 @@ from pipeline.cli.options import (
     RestPortOption,
     SetOption,
     check_output_file,
+    existing_dir,
+    existing_file,
     load_cli_config,
+    output_dir,
+    output_file,
+    path_rule,
 )
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
@@ -62,11 +67,26 @@ def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str 
 def serve(
     model_base: Annotated[
         Path | None,
-        typer.Option("--model-base", help="Model base dir with numeric version subdirs (default: the pushed model)."),
+        typer.Option(
+            "--model-base",
+            parser=path_rule(
+                "existing_dir",
+                hint="run `tfxp run` first (it pushes to OUT/serving/<model>/) or pass --model-base DIR "
+                "(a directory of numeric version subdirectories)",
+            ),
+            metavar="DIR",
+            help="Model base dir with numeric version subdirs (default: the pushed model).",
+        ),
     ] = None,
     model_name: ModelNameOption = None,
     model_config_file: Annotated[
-        Path | None, typer.Option("--model-config-file", help="A TF Serving models.config instead of one model.")
+        Path | None,
+        typer.Option(
+            "--model-config-file",
+            parser=existing_file,
+            metavar="FILE",
+            help="A TF Serving models.config instead of one model.",
+        ),
     ] = None,
     host: Annotated[
         str, typer.Option("--host", help="Interface to bind; 0.0.0.0 accepts remote clients.")
@@ -198,15 +218,24 @@ def _read_examples(directory: Path, count: int) -> tuple[list[str], list[bytes],
         names.append(f"{directory}/eval #{index}")
         images.append(features[IMAGE_KEY].bytes_list.value[0])
         truths.append(int(features[LABEL_KEY].int64_list.value[0]))
+    if not names:
+        raise UserError(f"{directory}/eval has no records to classify; check the data with `tfxp data inspect`")
     return names, images, truths
 
 
 @user_errors(ValueError)
 def predict(
-    images: Annotated[list[Path] | None, typer.Argument(help="JPEG/PNG files to classify.")] = None,
+    images: Annotated[
+        list[Path] | None,
+        typer.Argument(parser=existing_file, help="JPEG/PNG files to classify."),
+    ] = None,
     examples: Annotated[
         Path | None,
-        typer.Option("--examples", help="Or classify images from a data set's eval split (DIR/eval/*.tfrecord.gz)."),
+        typer.Option(
+            "--examples",
+            parser=existing_dir,
+            help="Or classify images from a data set's eval split (DIR/eval/*.tfrecord.gz).",
+        ),
     ] = None,
     count: Annotated[int, typer.Option("--count", min=1, help="Images taken from --examples.")] = 5,
     grpc: GrpcOption = None,
@@ -214,7 +243,13 @@ def predict(
     model_name: ModelNameOption = None,
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Classes shown per image.")] = 3,
     labels_file: Annotated[
-        Path | None, typer.Option("--labels", help="labels.txt (default: the pushed model's assets/labels.txt).")
+        Path | None,
+        typer.Option(
+            "--labels",
+            parser=existing_file,
+            metavar="FILE",
+            help="labels.txt (default: the pushed model's assets/labels.txt).",
+        ),
     ] = None,
     version: Annotated[int | None, typer.Option("--version", help="Ask this version (default: the newest).")] = None,
     label: Annotated[str | None, typer.Option("--label", help="Ask the version with this label, e.g. stable.")] = None,
@@ -262,7 +297,9 @@ def predict(
 
 @user_errors(ValueError)
 def loadtest(
-    image: Annotated[list[Path], typer.Option("--image", help="Image(s) to send; repeatable.")],
+    image: Annotated[
+        list[Path], typer.Option("--image", parser=existing_file, metavar="FILE", help="Image(s) to send; repeatable.")
+    ],
     grpc: GrpcOption = None,
     rest: RestOption = None,
     model_name: ModelNameOption = None,
@@ -270,7 +307,10 @@ def loadtest(
     seconds: Annotated[float, typer.Option("--seconds", min=0.1, help="Measured duration.")] = 10.0,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Images per request.")] = 1,
     warmup: Annotated[float, typer.Option("--warmup", min=0, help="Unmeasured seconds first.")] = 1.0,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the result as JSON here.")] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", parser=output_file, metavar="FILE", help="Write the result as JSON here."),
+    ] = None,
     timeout: TimeoutOption = 10.0,
     config_file: ConfigOption = None,
     overrides: SetOption = None,
@@ -321,7 +361,9 @@ def _print_findings(findings: list[Finding]) -> None:
 
 @user_errors(ValueError, OSError, CheckToolError)
 def deploy_assets(
-    out: Annotated[Path, typer.Option("--out", help="Directory for the assets (created).")],
+    out: Annotated[
+        Path, typer.Option("--out", parser=output_dir, metavar="DIR", help="Directory for the assets (created).")
+    ],
     check: Annotated[
         bool,
         typer.Option(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -120,10 +121,19 @@ def check_host(host: str) -> str:
     """`host` without a trailing slash.
 
     Raises:
-        SubmitError: `host` has no http(s) scheme.
+        SubmitError: `host` has no http(s) scheme, or is not a URL with a host (and a port 1-65535 if any).
     """
     if not host.startswith(("http://", "https://")):
         raise SubmitError(f"--host {host!r} has no scheme; use http://… or https://…, e.g. http://localhost:8080")
+    try:
+        parts = urllib.parse.urlsplit(host)
+        has_host = bool(parts.hostname) and (parts.port is None or parts.port > 0)  # .port checks 0-65535
+    except ValueError as error:  # e.g. "Invalid IPv6 URL" for http://[::1
+        raise SubmitError(
+            f"--host {host!r} is not a URL ({error}); e.g. http://localhost:8080 or http://[::1]:8080"
+        ) from None
+    if not has_host:
+        raise SubmitError(f"--host {host!r} names no host or port 1-65535; e.g. http://localhost:8080")
     return host.rstrip("/")
 
 

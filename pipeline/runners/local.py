@@ -30,7 +30,7 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
     the layout, span folders, the label offset), so the pipeline does not depend on the working dir.
 
     Raises:
-        FileNotFoundError: `data.path` is a local directory that does not exist.
+        FileNotFoundError: `data.path` is a local directory that does not exist, or `pipeline.output` is a file.
         LabelMapError: the label map is missing or breaks the label-map rule (before any component runs).
         DataError: a layout that is not recognised, or span folders that do not fit `data.spans`.
     """
@@ -38,6 +38,11 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
         raise FileNotFoundError(
             f"pipeline.output {config.pipeline.output} is a bucket: `tfxp run` keeps ML Metadata in SQLite under "
             "the output dir, which must be local; use a local --output, or `tfxp compile` for Kubeflow"
+        )
+    output = Path(config.pipeline.output).expanduser()
+    if output.exists() and not output.is_dir():
+        raise FileNotFoundError(
+            f"pipeline.output {output} is a file, not a directory; pass --output DIR (created if missing)"
         )
     data_path = _absolute(config.data.path)
     if not is_remote(data_path) and not Path(data_path).is_dir():
