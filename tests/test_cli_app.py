@@ -35,7 +35,7 @@ from pipeline.cli import main
 main()
 """
 # Modules of pipeline.cli that hold no commands.
-NOT_COMMAND_MODULES = {"pipeline.cli.app", "pipeline.cli.console", "pipeline.cli.options"}
+NOT_COMMAND_MODULES = {"pipeline.cli.app", "pipeline.cli.console", "pipeline.cli.options", "pipeline.cli.quiet"}
 
 
 def _tfxp(*args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:

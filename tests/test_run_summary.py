@@ -105,7 +105,7 @@ def test_tfxp_run_prints_the_summary_problems_on_stderr(tmp_path: Path, monkeypa
         (data / split).mkdir(parents=True)
     (data / "labels.txt").write_text("0\n1\n")
 
-    def fake_run_local(config: TfxpConfig, progress: Any = None) -> local.LocalRun:
+    def fake_run_local(config: TfxpConfig, progress: Any = None, **_: Any) -> local.LocalRun:
         config = local.resolve_local_paths(config)
         layout = output_layout(config)
         Path(layout.metadata_path).parent.mkdir(parents=True)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import MarkupMode, TyperGroup
 from typer.main import get_command_from_info, get_group
 from typer.models import CommandInfo
+
+from pipeline.cli.quiet import command_output, set_verbose
 
 if TYPE_CHECKING:
     from typer import _click as click  # Typer vendors Click; its commands and contexts are these classes.
@@ -83,6 +85,13 @@ class LazyGroup(TyperGroup):
                 self.get_command(ctx, name)
         return super().resolve_command(ctx, args)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        # Every command runs with TensorFlow's, TFX's and Beam's output in a log file (pipeline/cli/quiet.py).
+        set_verbose(bool(ctx.params.get("verbose")))
+        command = next(iter(getattr(ctx, "_protected_args", None) or ctx.args), "tfxp")
+        with command_output(command):
+            return super().invoke(ctx)
+
 
 app = typer.Typer(
     name="tfxp",
@@ -95,8 +104,18 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show everything TensorFlow, TFX, Beam and LiteRT print; by default it goes to a log file.",
+        ),
+    ] = False,
+) -> None:
     # Typer builds a Typer app with a callback as a group (`LazyGroup`) even though no command is registered on it.
+    # `verbose` is read by `LazyGroup.invoke`, which runs before this callback.
     pass
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from pipeline.cli.console import console, error_console, fail
 from pipeline.cli.options import ConfigOption, SetOption, load_cli_config, output_dir
@@ -16,6 +17,10 @@ def _print_progress(component: str, state: str, seconds: float) -> None:
         console.print(f"[cyan]▶[/] {component} …", highlight=False)
     else:
         console.print(f"[green]✓[/] {component} [dim]{seconds:.1f}s[/]", highlight=False)
+
+
+def _print_notice(line: str) -> None:
+    console.print(f"[yellow]![/] {escape(line)}", highlight=False)
 
 
 def run(
@@ -34,7 +39,9 @@ def run(
     config = load_cli_config(config_file, overrides, output)
     from components.contract import LabelMapError
     from components.data.errors import DataError
+    from pipeline.cli.quiet import is_verbose, use_log_file
     from pipeline.runners.local import resolve_local_paths, run_local
+    from pipeline.runners.recovery import OutputInUseError
     from pipeline.summary import build_summary, write_summary
 
     try:
@@ -42,7 +49,10 @@ def run(
     except (FileNotFoundError, LabelMapError, DataError) as error:  # missing or unrecognised data, a bucket output
         raise fail(str(error)) from None
     console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
-    result = run_local(config, _print_progress)
+    try:
+        result = run_local(config, _print_progress, on_log=use_log_file, notify=_print_notice, echo_logs=is_verbose())
+    except OutputInUseError as error:
+        raise fail(str(error)) from None
     summary = build_summary(
         result.config,
         result.layout.metadata_path,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from components.data.probe import FileProbe
 from pipeline.config import TfxpConfig, write_config
 from pipeline.layout import OutputLayout, is_remote, output_layout, resolve_data
 from pipeline.runners.progress import ProgressCallback, failed_component, watch_run
+from pipeline.runners.recovery import cancel_stale_executions, run_lock
 
 
 def _absolute(path: str) -> str:
@@ -71,8 +72,8 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
 
 
 @contextlib.contextmanager
-def _logs_to_file(path: Path) -> Iterator[None]:
-    """Sends TFX's and Beam's log records to `path` instead of the terminal during the run."""
+def _logs_to_file(path: Path, echo: bool = False) -> Iterator[None]:
+    """Sends TFX's and Beam's log records to `path` instead of the terminal during the run (to both: `echo`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -80,7 +81,7 @@ def _logs_to_file(path: Path) -> Iterator[None]:
     saved = [(logger, logger.propagate) for logger in loggers]
     for logger in loggers:
         logger.addHandler(handler)
-        logger.propagate = False
+        logger.propagate = echo
     try:
         yield
     finally:
@@ -110,6 +111,7 @@ class LocalRun:
         wall_seconds: The run's duration.
         started_at: Its start (seconds since the epoch): the summary ignores earlier runs in MLMD.
         failure: The component failure, when one failed.
+        log_path: The run's log file.
     """
 
     config: TfxpConfig
@@ -117,37 +119,71 @@ class LocalRun:
     wall_seconds: float
     started_at: float
     failure: ComponentFailedError | None = None
+    log_path: Path | None = None
 
 
-def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> LocalRun:
+def run_log_path(layout: OutputLayout) -> Path:
+    """A new run's log file, `OUT/<pipeline>/logs/run-<YYYYmmdd-HHMMSS>.log`."""
+    return Path(layout.log_dir) / f"run-{time.strftime('%Y%m%d-%H%M%S')}.log"
+
+
+def run_local(
+    config: TfxpConfig,
+    progress: ProgressCallback | None = None,
+    *,
+    on_log: Callable[[Path], object] | None = None,
+    notify: Callable[[str], None] | None = None,
+    echo_logs: bool = False,
+) -> LocalRun:
     """Resolves the config, writes it beside the outputs and runs the pipeline with LocalDagRunner.
 
-    TFX's and Beam's logs go to `OUT/<pipeline>/logs/run-<time>.log`; progress comes from ML Metadata.
+    One run at a time per output: the run holds `OUT/<pipeline>/run.lock`, and first cancels what an earlier,
+    killed run left RUNNING (`pipeline.runners.recovery`). TFX's and Beam's logs go to
+    `OUT/<pipeline>/logs/run-<time>.log`; progress comes from ML Metadata.
 
     Args:
         config: The validated config (relative paths allowed).
         progress: Optional callback for per-component progress.
+        on_log: Called with the run's log file once the lock is held, before TensorFlow is imported (the CLI
+            sends its file descriptors 1 and 2 there).
+        notify: Called with a line for each thing recovered from a killed run.
+        echo_logs: Also let TFX's and Beam's log records through to the terminal (`tfxp -v`).
 
     Returns:
         A LocalRun; `failure` is set (not raised) when a component failed, so callers can still
         write a summary.
+
+    Raises:
+        OutputInUseError: another `tfxp run` is using this output.
     """
+    config = resolve_local_paths(config)
+    layout = output_layout(config)
+    with run_lock(Path(layout.metadata_path).parent):
+        log_path = run_log_path(layout)
+        if on_log is not None:
+            on_log(log_path)
+        for stale in cancel_stale_executions(layout.metadata_path, config.pipeline.name, layout.pipeline_root):
+            logging.getLogger(__name__).warning("tfxp: %s", stale.describe())
+            if notify is not None:
+                notify(stale.describe())
+        return _run_locked(config, layout, log_path, progress, echo_logs)
+
+
+def _run_locked(
+    config: TfxpConfig, layout: OutputLayout, log_path: Path, progress: ProgressCallback | None, echo_logs: bool
+) -> LocalRun:
     from tfx import v1 as tfx
 
     from pipeline.pipeline import create_pipeline
 
-    config = resolve_local_paths(config)
-    layout = output_layout(config)
-    Path(layout.metadata_path).parent.mkdir(parents=True, exist_ok=True)
     write_config(config, Path(layout.config_path))
-    log_path = Path(layout.log_dir) / f"run-{time.strftime('%Y%m%d-%H%M%S')}.log"
     started_at = time.time()
     started = time.monotonic()
     since_ms = max(int(started_at * 1000) - 1000, 0)  # MLMD and this clock may round differently
     error: Exception | None = None
     components: list[str] = []
     failure = None
-    with _logs_to_file(log_path):
+    with _logs_to_file(log_path, echo=echo_logs):
         with watch_run(layout.metadata_path, config.pipeline.name, since_ms, progress) as watch:
             try:
                 metadata_config = tfx.orchestration.metadata.sqlite_metadata_connection_config(layout.metadata_path)
@@ -161,4 +197,4 @@ def run_local(config: TfxpConfig, progress: ProgressCallback | None = None) -> L
 
             component = failed_component(watch.records, components)
             failure = ComponentFailedError(component, error, explain_failure(component, config))
-    return LocalRun(config, layout, time.monotonic() - started, started_at, failure)
+    return LocalRun(config, layout, time.monotonic() - started, started_at, failure, log_path)
