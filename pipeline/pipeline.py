@@ -27,7 +27,7 @@ from components.example_gen.component import SpanImportExampleGen
 from components.pusher.executor import AtomicPusher
 from components.trainer.options import RunOptions
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
-from components.validation.strict_example_validator import StrictExampleValidator
+from components.validation.strict_example_validator import StrictExampleValidator, statistics_options
 from pipeline.config import TfxpConfig
 from pipeline.layout import OutputLayout, output_layout, split_patterns
 
@@ -135,7 +135,9 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
         output_config=example_gen_output_config(config),
         spans=config.data.spans,
     ).with_id("ImportExampleGen")
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = tfx.components.StatisticsGen(
+        examples=example_gen.outputs["examples"], stats_options=statistics_options()
+    )
     schema_gen = _schema_component(config, statistics_gen.outputs["statistics"])
     example_validator = StrictExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]

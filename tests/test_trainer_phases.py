@@ -12,8 +12,15 @@ import tf_keras as keras
 
 from components.contract import TRAINING_METRICS_FILE
 from components.trainer.models import ModelSpec
-from components.trainer.options import TrainerOptions
-from components.trainer.phases import CompiledModel, Evaluation, FitResult, build_and_compile
+from components.trainer.options import RunOptions, TrainerOptions
+from components.trainer.phases import (
+    CompiledModel,
+    EmptyEvalSplitError,
+    Evaluation,
+    FitResult,
+    build_and_compile,
+    evaluate,
+)
 from components.trainer.runtime import TrainingRuntime, set_up_runtime
 from components.trainer.training import PhaseClock, collect_metrics, write_metrics
 
@@ -141,3 +148,18 @@ def test_write_metrics_writes_sorted_json_into_each_directory(tmp_path: Path) ->
         text = (Path(directory) / TRAINING_METRICS_FILE).read_text()
         assert json.loads(text) == {"a": [2.5], "b": 1}
         assert text.index('"a"') < text.index('"b"') and text.endswith("\n")
+
+
+def test_evaluating_an_empty_eval_split_names_it_instead_of_a_keyerror(
+    runtime: TrainingRuntime, tmp_path: Path
+) -> None:
+    import tensorflow as tf
+
+    empty = tmp_path / "eval-00000-of-00001.gz"
+    with tf.io.TFRecordWriter(str(empty), options="GZIP"):
+        pass
+    compiled = build_and_compile(TINY, runtime, num_classes=3)
+    run = RunOptions(trainer=TINY, labels_path=str(tmp_path / "labels.txt"))
+
+    with pytest.raises(EmptyEvalSplitError, match=rf"the eval split has no records \({empty}\), so the trained"):
+        evaluate(compiled, run, [str(empty)], runtime)

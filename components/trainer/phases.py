@@ -159,6 +159,10 @@ def fit(
     return FitResult(dict(history.history), throughput.summary(), throughput.start_epoch)
 
 
+class EmptyEvalSplitError(ValueError):
+    """The eval split holds no records."""
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """The served model and its eval-split result.
@@ -187,6 +191,10 @@ def evaluate(
         run: The Trainer's options (`trainer.eval_steps`: 0 = the whole split).
         file_patterns: The eval split.
         runtime: Gives the batch size.
+
+    Raises:
+        EmptyEvalSplitError: the eval split gave no batch (the ExampleValidator stops empty splits first; this
+            is the second line, for a Trainer run outside the pipeline).
     """
     served = float32_copy(compiled)
     served.compile(
@@ -195,6 +203,11 @@ def evaluate(
     )
     eval_data = build_inputs(run, file_patterns, runtime, training=False)
     result = served.evaluate(eval_data, steps=run.trainer.eval_steps or None, return_dict=True, verbose=0)
+    if "loss" not in result:  # Keras returns {} when the data yields no batch
+        raise EmptyEvalSplitError(
+            f"the eval split has no records ({', '.join(file_patterns) or 'no files'}), so the trained model "
+            "cannot be evaluated; `tfxp data inspect DIR` counts the records per split: write the eval split again"
+        )
     return Evaluation(served, float(result["loss"]), float(result["accuracy"]))
 
 

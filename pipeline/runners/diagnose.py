@@ -1,11 +1,15 @@
 """Turning a component's low-level failure into a message that names the culprit.
 
-Beam reports a corrupt TFRecord as "Error -3 while decompressing data", without the file. Reading
-every input before each run would cost a full pass over large data sets, so tfxp looks for the
-culprit only after ImportExampleGen has failed.
+Beam reports a corrupt TFRecord as "Error -3 while decompressing data", without the file, and the
+ExampleValidator sees statistics, not files. Reading every input before each run would cost a full pass
+over large data sets, so tfxp looks for the culprit only after a component has failed: the unreadable
+file, the empty file, the record that is not an image.
 """
 
 from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
 
 import tensorflow as tf
 
@@ -13,6 +17,8 @@ from pipeline.config import TfxpConfig
 from pipeline.layout import split_patterns
 
 MAX_REPORTED = 5
+SCAN_SECONDS = 120.0  # reading the inputs for a diagnosis: at most this long, then say what was left
+IMAGE_FEATURE = "image/encoded"
 
 
 def _compression(path: str) -> str:
@@ -45,11 +51,86 @@ def find_corrupt_tfrecords(patterns: list[str], max_reported: int = MAX_REPORTED
     return corrupt
 
 
-def explain_failure(component: str, config: TfxpConfig) -> str | None:
-    """Extra detail for a failed component, or None when there is nothing to add (never raises)."""
-    if component != "ImportExampleGen":
-        return None
+@dataclass
+class RecordScan:
+    """What `scan_records` found in the input files.
+
+    Attributes:
+        counts: File → its number of records (files read to the end only).
+        not_images: File → the indices of its records whose image is in no format TFDV recognises.
+        heads: File → the first bytes of its first such record.
+        unread: Files left unread when the time budget ran out.
+    """
+
+    counts: dict[str, int] = field(default_factory=dict)
+    not_images: dict[str, list[int]] = field(default_factory=dict)
+    heads: dict[str, bytes] = field(default_factory=dict)
+    unread: int = 0
+
+
+def scan_records(patterns: list[str], budget_seconds: float = SCAN_SECONDS) -> RecordScan:
+    """Counts each input file's records and finds those whose `image/encoded` is not an image.
+
+    Reads the magic bytes only (no decoding), and starts no new file after `budget_seconds`.
+
+    Args:
+        patterns: Globs of TFRecord files (`input_patterns`).
+        budget_seconds: Time for the whole scan; files not started by then are counted in `unread`.
+    """
+    from components.contract import IMAGE_KEY
+    from components.validation.strict_example_validator import IMAGE_SIGNATURES
+
+    signatures = tuple(IMAGE_SIGNATURES.values())
+    files = sorted({f for pattern in patterns for f in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(f)})
+    deadline = time.monotonic() + budget_seconds
+    scan = RecordScan()
+    for number, path in enumerate(files):
+        if time.monotonic() > deadline:
+            scan.unread = len(files) - number
+            break
+        count = 0
+        for count, record in enumerate(tf.data.TFRecordDataset(path, compression_type=_compression(path)), 1):
+            feature = tf.train.Example.FromString(record.numpy()).features.feature.get(IMAGE_KEY)
+            value = feature.bytes_list.value[0] if feature is not None and feature.bytes_list.value else b""
+            if not value.startswith(signatures):
+                scan.not_images.setdefault(path, []).append(count - 1)
+                scan.heads.setdefault(path, value[:8])
+        scan.counts[path] = count
+    return scan
+
+
+def _describe_scan(scan: RecordScan) -> str | None:
+    lines = []
+    empty = [path for path, count in scan.counts.items() if count == 0]
+    if empty:
+        lines.append("input files with 0 records:\n" + "\n".join(f"  - {path}" for path in empty[:MAX_REPORTED]))
+    if scan.not_images:
+        listed = []
+        for path, indices in list(scan.not_images.items())[:MAX_REPORTED]:
+            first = ", ".join(map(str, indices[:MAX_REPORTED])) + (", …" if len(indices) > MAX_REPORTED else "")
+            listed.append(
+                f"  - {path}: {len(indices)} of {scan.counts[path]} records (record {first}; the first starts "
+                f"{scan.heads[path]!r})"
+            )
+        lines.append(f"records whose {IMAGE_FEATURE} is not an image, by file:\n" + "\n".join(listed))
+    if lines and scan.unread:
+        lines.append(f"({scan.unread} more files not scanned)")
+    return "\n".join(lines) or None
+
+
+def explain_failure(component: str, config: TfxpConfig, error: BaseException | None = None) -> str | None:
+    """Extra detail for a failed component, or None when there is nothing to add (never raises).
+
+    ImportExampleGen: the unreadable files. ExampleValidator, and a Trainer that failed on an image: the input
+    files with 0 records and the first records that are not images, by file and record number.
+    """
     try:
+        if component in ("ExampleValidator", "Trainer"):
+            if component == "Trainer" and "image" not in str(error).lower():
+                return None
+            return _describe_scan(scan_records(input_patterns(config)))
+        if component != "ImportExampleGen":
+            return None
         corrupt = find_corrupt_tfrecords(input_patterns(config))
     except Exception:  # the diagnosis must never hide the component's own failure
         return None

@@ -196,5 +196,5 @@ def _run_locked(
             from pipeline.runners.diagnose import explain_failure
 
             component = failed_component(watch.records, components)
-            failure = ComponentFailedError(component, error, explain_failure(component, config))
+            failure = ComponentFailedError(component, error, explain_failure(component, config, error))
     return LocalRun(config, layout, time.monotonic() - started, started_at, failure, log_path)
