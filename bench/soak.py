@@ -1,0 +1,291 @@
+"""Serving soak: minutes of mixed gRPC and REST load on `tfxp serve` while its model base changes under it.
+
+The server runs as `tfxp serve` in a subprocess over a model base that this script changes, phase by phase:
+- steady: nothing changes;
+- new versions: a version is published every `--publish-every` seconds, as the Pusher does (copied into a hidden
+  staging dir `.staging-N`, then renamed to `N`);
+- half-written: a numeric dir `N` appears without saved_model.pb and stays incomplete for most of the phase
+  (a copy in progress), then gets it;
+- rollback: the newest version is deleted; the server must go back to the one before.
+Phases cycle in that order. Throughout, `--concurrency` closed-loop clients per transport (the engine of
+`tfxp loadtest`) send single-image requests over gRPC and REST at once.
+
+Reported per phase and in total: requests, errors (must be 0), p50/p99 latency per transport, the versions
+that answered (gRPC), and the server's RSS; RSS at start and end. The exit status is 1 when any request failed.
+
+Usage:
+    .venv/bin/python bench/soak.py --out bench/results [--seconds 180] [--phase-seconds 10] [--concurrency 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from serving.loadtest import Transport
+
+ROOT = Path(__file__).resolve().parents[1]
+# `python bench/soak.py` puts bench/ first on sys.path, where bench/edge.py would shadow the `edge` package.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT / "bench"]
+
+MODEL = "soak"
+PHASES = ("steady", "new versions", "half-written", "rollback")
+SERVER_ENTRY = "import sys; sys.argv[0] = 'tfxp'; from pipeline.cli import main; main()"
+
+
+def export_source(workdir: Path) -> Path:
+    """The digits model of configs/default.yaml (untrained: serving cost only), exported as the Trainer does."""
+    from components.trainer.export import export_saved_model
+    from components.trainer.models import ModelSpec, build_model
+    from components.trainer.preprocessing import PreprocessingSpec
+
+    source = workdir / "source"
+    model = build_model("small_resnet", ModelSpec(image_size=16, channels=1, num_classes=10, width=16))
+    export_saved_model(model, str(source), PreprocessingSpec(16, 1), [str(digit) for digit in range(10)])
+    return source
+
+
+def digit_pngs(count: int = 32) -> list[bytes]:
+    """scikit-learn's digits scaled to 16×16 uint8, as PNG."""
+    import numpy as np
+    import tensorflow as tf
+    from sklearn.datasets import load_digits
+
+    pixels = (load_digits().images[:count] * (255.0 / 16.0)).astype(np.uint8)[..., None]
+    resized = tf.image.resize(pixels, [16, 16], method="nearest").numpy().astype(np.uint8)
+    return [tf.io.encode_png(image).numpy() for image in resized]
+
+
+class ModelBase:
+    """The served model base path and the changes the phases make to it."""
+
+    def __init__(self, base: Path, source: Path) -> None:
+        self.base = base
+        self.source = source
+        self.next_version = 1
+        base.mkdir(parents=True)
+        (base / ".staging-leftover").mkdir()  # a hidden dir the server must ignore for the whole soak
+        shutil.copytree(source, base / ".staging-leftover" / "copy")
+
+    def versions(self) -> list[int]:
+        return sorted(int(path.name) for path in self.base.iterdir() if path.name.isdigit())
+
+    def publish(self) -> int:
+        """Copies the model into a hidden staging dir, then renames it to the next version (atomic)."""
+        version = self.next_version
+        self.next_version += 1
+        staging = self.base / f".staging-{version}"
+        shutil.copytree(self.source, staging)
+        os.rename(staging, self.base / str(version))
+        return version
+
+    def half_written(self, incomplete_seconds: float, stop: threading.Event) -> int:
+        """A version dir without saved_model.pb for `incomplete_seconds`, then complete."""
+        version = self.next_version
+        self.next_version += 1
+        target = self.base / str(version)
+        shutil.copytree(self.source, target, ignore=shutil.ignore_patterns("saved_model.pb"))
+        stop.wait(incomplete_seconds)
+        shutil.copy2(self.source / "saved_model.pb", target / "saved_model.pb")
+        return version
+
+    def rollback(self) -> int | None:
+        """Deletes the newest version (the server goes back to the previous one); keeps at least one."""
+        versions = self.versions()
+        if len(versions) < 2:
+            return None
+        shutil.rmtree(self.base / str(versions[-1]))
+        return versions[-1]
+
+
+def rss_mb(pid: int) -> float:
+    """The process's resident set size in MiB (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start_server(base: Path, workdir: Path, batching: bool) -> tuple[subprocess.Popen[str], str, str]:
+    import portpicker
+
+    grpc_port, rest_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()
+    command = [
+        sys.executable, "-c", SERVER_ENTRY, "serve", "--model-base", str(base), "--model-name", MODEL,
+        "--grpc-port", str(grpc_port), "--rest-port", str(rest_port), "--batching" if batching else "--no-batching",
+        "--set", "serving.poll_interval_seconds=0.5", "--set", "serving.intra_op_threads=1",
+        "--set", "serving.inter_op_threads=1",
+    ]  # fmt: skip
+    log = (workdir / "server.out").open("w")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(workdir)}
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+    return server, f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{rest_port}"
+
+
+def wait_until_serving(grpc_target: str, image: bytes, server: subprocess.Popen[str]) -> None:
+    from serving.client import GrpcClient, RetryPolicy
+
+    retry = RetryPolicy(max_attempts=240, initial_backoff_seconds=0.25, multiplier=1.0)
+    with GrpcClient(grpc_target, MODEL, retry=retry) as client:
+        client.predict_images([image])
+    if server.poll() is not None:
+        raise RuntimeError(f"the server exited with {server.returncode}")
+
+
+def run_phase(
+    kind: str,
+    seconds: float,
+    targets: dict[Transport, str],
+    images: list[bytes],
+    concurrency: int,
+    mutate: Callable[[threading.Event], list[str]],
+) -> dict[str, Any]:
+    """Load on every transport for `seconds` while `mutate` changes the model base in another thread."""
+    from serving.loadtest import run_async_load_test
+
+    results: dict[str, Any] = {}
+    events: list[str] = []
+    stop = threading.Event()
+
+    def load(transport: Transport) -> None:
+        results[transport] = run_async_load_test(
+            targets[transport], MODEL, images, transport=transport, concurrency=concurrency, seconds=seconds
+        ).to_json()
+
+    threads = [threading.Thread(target=load, args=(transport,)) for transport in targets]
+    mutator = threading.Thread(target=lambda: events.extend(mutate(stop)))
+    for thread in [*threads, mutator]:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stop.set()
+    mutator.join()
+    return {"phase": kind, "events": events, **results}
+
+
+def mutation(kind: str, base: ModelBase, seconds: float, publish_every: float) -> Callable[[threading.Event], list]:
+    def steady(stop: threading.Event) -> list[str]:
+        return []
+
+    def new_versions(stop: threading.Event) -> list[str]:
+        published = []
+        while not stop.wait(publish_every):
+            published.append(f"published {base.publish()}")
+        return published
+
+    def half_written(stop: threading.Event) -> list[str]:
+        stop.wait(1.0)
+        return [f"half-written {base.half_written(max(seconds - 3.0, 1.0), stop)}, then completed"]
+
+    def rollback(stop: threading.Event) -> list[str]:
+        stop.wait(seconds / 3)
+        removed = base.rollback()
+        return [f"rolled back: deleted {removed}"] if removed is not None else ["rollback skipped: one version"]
+
+    return {"steady": steady, "new versions": new_versions, "half-written": half_written, "rollback": rollback}[kind]
+
+
+def summarise(phases: list[dict[str, Any]], transports: list[Transport]) -> dict[str, Any]:
+    totals: dict[str, Any] = {}
+    for transport in transports:
+        rows = [phase[transport] for phase in phases]
+        totals[transport] = {
+            "requests": sum(row["requests"] for row in rows),
+            "errors": sum(row["errors"] for row in rows),
+            "worst_p99_ms": max(row["p99_ms"] for row in rows),
+            "median_p50_ms": sorted(row["p50_ms"] for row in rows)[len(rows) // 2],
+        }
+    return totals
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="Directory for soak.json.")
+    parser.add_argument("--seconds", type=float, default=180.0, help="Length of the soak (whole phases).")
+    parser.add_argument("--phase-seconds", type=float, default=10.0, help="Length of one phase.")
+    parser.add_argument("--publish-every", type=float, default=3.0, help="Seconds between new versions.")
+    parser.add_argument("--concurrency", type=int, default=4, help="Requests in flight per transport.")
+    parser.add_argument("--no-batching", action="store_true", help="Serve without server-side batching.")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    transports: list[Transport] = ["grpc", "rest"]
+    report: dict[str, Any] = {
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "concurrency_per_transport": args.concurrency,
+        "batching": not args.no_batching,
+    }
+    with tempfile.TemporaryDirectory(prefix="tfxp-soak-") as scratch:
+        workdir = Path(scratch)
+        images = digit_pngs()
+        base = ModelBase(workdir / "models" / MODEL, export_source(workdir))
+        base.publish()
+        server, grpc_target, rest_url = start_server(base.base, workdir, batching=not args.no_batching)
+        try:
+            wait_until_serving(grpc_target, images[0], server)
+            report["rss_mb_start"] = rss_mb(server.pid)
+            targets: dict[Transport, str] = {"grpc": grpc_target, "rest": rest_url}
+            phases = []
+            count = max(1, round(args.seconds / args.phase_seconds))
+            print(f"{count} phases of {args.phase_seconds:.0f} s; server RSS {report['rss_mb_start']:.0f} MiB")
+            for index in range(count):
+                kind = PHASES[index % len(PHASES)]
+                change = mutation(kind, base, args.phase_seconds, args.publish_every)
+                phase = run_phase(kind, args.phase_seconds, targets, images, args.concurrency, change)
+                phase["rss_mb"] = rss_mb(server.pid)
+                phases.append(phase)
+                print(
+                    f"{index + 1:>3} {kind:<13} "
+                    + "  ".join(
+                        f"{t} {phase[t]['requests']:>5} req {phase[t]['errors']} err "
+                        f"p50 {phase[t]['p50_ms']:.1f} p99 {phase[t]['p99_ms']:.1f} ms"
+                        for t in transports
+                    )
+                    + f"  RSS {phase['rss_mb']:.0f} MiB  versions {sorted(phase['grpc']['versions'])}"
+                    + f"  {'; '.join(phase['events'])}",
+                    flush=True,
+                )
+            report["rss_mb_end"] = rss_mb(server.pid)
+            report["server_alive"] = server.poll() is None
+        finally:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        report["phases"] = phases
+        report["versions_left"] = base.versions()
+    report["totals"] = summarise(phases, transports)
+    report["errors"] = sum(total["errors"] for total in report["totals"].values())
+    report["requests"] = sum(total["requests"] for total in report["totals"].values())
+    report["wall_seconds"] = round(time.perf_counter() - started, 1)
+    for transport, total in report["totals"].items():
+        print(
+            f"{transport}: {total['requests']} requests, {total['errors']} errors, median p50 "
+            f"{total['median_p50_ms']:.1f} ms, worst p99 {total['worst_p99_ms']:.1f} ms"
+        )
+    growth = report["rss_mb_end"] - report["rss_mb_start"]
+    print(
+        f"total {report['requests']} requests, {report['errors']} errors; server RSS {report['rss_mb_start']:.0f} → "
+        f"{report['rss_mb_end']:.0f} MiB ({growth:+.0f})"
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "soak.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"→ {args.out / 'soak.json'} ({report['wall_seconds']} s)")
+    return 1 if report["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
