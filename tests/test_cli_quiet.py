@@ -123,3 +123,20 @@ def test_what_goes_where(tmp_path: Path, exit_code: int) -> None:
         text = log.read_text()
         for hidden in ("from C++", "printf from C++", "a Python warning", "an absl record"):
             assert hidden in text
+
+
+KEPT = """
+import os
+from pipeline.cli.quiet import command_output, keep_log
+with command_output("serve"):
+    os.write(2, b"a server's C++ line\\n")
+    print(f"log: {keep_log()}")
+"""
+
+
+def test_a_long_running_command_keeps_the_log_it_names(tmp_path: Path) -> None:
+    result = _run([], tmp_path, code=KEPT)
+
+    (log,) = _logs(tmp_path)
+    assert result.stdout == f"log: {log}\n"
+    assert log.read_text() == "a server's C++ line\n"

@@ -204,3 +204,15 @@ def use_log_file(path: Path) -> Path | None:
     _active.log_path = path
     _active.keep = True
     return path
+
+
+def keep_log() -> Path | None:
+    """Keeps the command's log after it ends, also on success (a long-running command that names it).
+
+    Returns:
+        The log file, or None outside `command_output` or with `tfxp -v`.
+    """
+    if _active is None:
+        return None
+    _active.keep = True
+    return _active.log_path

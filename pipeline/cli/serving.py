@@ -30,6 +30,7 @@ from pipeline.cli.options import (
     output_file,
     path_rule,
 )
+from pipeline.cli.quiet import keep_log
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from serving.k8s_check import KUBERNETES_VERSION, CheckToolError, Finding, check_deploy_assets
@@ -149,9 +150,10 @@ def serve(
             highlight=False,
         )
     rest = server.rest_url if server.rest_port else "off"
+    log = keep_log()
     console.print(
         f"serving gRPC on {server.grpc_target}, REST on {rest} "
-        f"(batching {'on' if options.batching else 'off'}); Ctrl-C stops",
+        f"(batching {'on' if options.batching else 'off'}); Ctrl-C stops" + (f"; log: {log}" if log else ""),
         highlight=False,
         markup=False,
     )
