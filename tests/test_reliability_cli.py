@@ -1,4 +1,5 @@
-"""Every `tfxp` command × bad values: exit 2, one paragraph naming the problem, no traceback, nothing written.
+"""Every `tfxp` command × bad values: exit 2, one paragraph naming the problem, no traceback, nothing written;
+and (e2e) a Trainer killed with SIGKILL, then the same command again.
 
 The table grows with the CLI: `test_the_table_covers_every_command` fails when a command has no bad-value case.
 Each case runs in a fresh directory (also the working directory, where defaults such as ./tfxp_output would
@@ -14,11 +15,18 @@ Placeholders in a case's arguments:
 from __future__ import annotations
 
 import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 import typer
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
 from serving_fixtures import random_png
 from typer.testing import CliRunner
 
@@ -214,3 +222,50 @@ def test_the_table_covers_every_command() -> None:
     commands = _command_paths(typer.main.get_command(app))
 
     assert sorted(commands) == sorted(CASES)
+
+
+RUN_ENTRY = "import sys; sys.argv[0] = 'tfxp'; from pipeline.cli import main; main()"
+
+
+@pytest.mark.e2e
+def test_a_trainer_killed_mid_training_resumes_on_rerun_and_pushes_once(digits_dir: Path, tmp_path: Path) -> None:
+    """kill -9 during the Trainer, then the same command: it resumes from the backup, pushes one model, and
+    leaves no RUNNING execution and no empty output directory of the killed one (issue 15, item 10)."""
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-c", RUN_ENTRY, "run", "--output", str(out), "--set", f"data.path={digits_dir}",
+        "--set", "trainer.train_steps=600", "--set", "edge.enabled=false",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "TMPDIR": str(tmp_path)}
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert first.stdout is not None
+    for line in first.stdout:  # Keras's per-epoch lines reach the terminal
+        if line.startswith("Epoch 2/"):
+            break
+    else:
+        pytest.fail("the first run ended before its Trainer's second epoch")
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=60)
+    root = out / "tfxp-digits" / "root"
+    (killed,) = [path.name for path in (root / "Trainer" / "model").iterdir()]
+
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
+
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert f"Trainer (execution {killed}) left RUNNING by a killed run: marked CANCELED" in second.stdout
+    assert not (root / "Trainer" / "model" / killed).exists()
+    (model,) = [path for path in (root / "Trainer" / "model").iterdir()]
+    assert json.loads((model / "training_metrics.json").read_text())["start_epoch"] >= 1  # resumed
+    assert len([path for path in (out / "serving" / "digits").iterdir() if path.name.isdigit()]) == 1
+    store = metadata_store.MetadataStore(sqlite_connection(out / "tfxp-digits" / "metadata.db"))
+    states = {execution.last_known_state for execution in store.get_executions()}
+    assert metadata_store_pb2.Execution.RUNNING not in states
+    assert metadata_store_pb2.Execution.CANCELED in states
+    assert "Traceback" not in second.stderr and "I0000" not in second.stderr
+
+
+def sqlite_connection(path: Path) -> metadata_store_pb2.ConnectionConfig:
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = str(path)
+    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return config
