@@ -26,8 +26,9 @@ from components.edge_exporter.component import EdgeExporter
 from components.example_gen.component import SpanImportExampleGen
 from components.pusher.executor import AtomicPusher
 from components.trainer.options import RunOptions
+from components.validation.data_checks import statistics_options
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
-from components.validation.strict_example_validator import StrictExampleValidator, statistics_options
+from components.validation.strict_example_validator import StrictExampleValidator
 from pipeline.config import TfxpConfig
 from pipeline.layout import OutputLayout, output_layout, split_patterns
 
@@ -140,7 +141,9 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
     )
     schema_gen = _schema_component(config, statistics_gen.outputs["statistics"])
     example_validator = StrictExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_gen.outputs["schema"],
+        examples=example_gen.outputs["examples"],
     ).with_id("ExampleValidator")
     trainer = tfx.components.Trainer(
         run_fn=TRAINER_RUN_FN,

@@ -81,6 +81,16 @@ CASES: dict[str, list[Case]] = {
     "runs get": [case("runs get r1 --host http://[::1", "is not a URL")],
     "runs terminate": [case("runs terminate r1 --host localhost", NO_SCHEME)],
     "runs retry": [case("runs retry r1 --host localhost", NO_SCHEME)],
+    "run-spec": [
+        case("run-spec {missing}", "{missing} does not exist; compile it with `tfxp compile --out FILE`"),
+        case("run-spec {yaml} --pipeline-root {file}", "{file} is a file"),
+        case("run-spec {yaml} --param novalue", "--param 'novalue' is not NAME=VALUE"),
+    ],
+    "report": [
+        case("report {missing}", "{missing} does not exist; pass the output dir of `tfxp run`"),
+        case("report {dir}", "has no run-summary.json"),
+        case("report {dir} --out {dir}", "{dir} is a directory"),
+    ],
     "run": [
         case("run --output {file}", "{file} is a file"),  # item 12
         case("run --output {file}/out", "{file} is a file, not a directory"),
@@ -133,6 +143,11 @@ CASES: dict[str, list[Case]] = {
         case("edge eval {missing} --examples {dir}", "{missing} does not exist"),
         case("edge eval {binary} --examples {missing}", "{missing} does not exist"),
         case("edge eval {binary} --examples {dir}", "{binary} is not a TFLite model"),
+    ],
+    "edge verify": [
+        case("edge verify {missing} --examples {dir}", "{missing} does not exist"),
+        case("edge verify {binary} --examples {dir} --cpu max", "`max` is no device a model ships to"),
+        case("edge verify {binary} --examples {dir} --arch riscv", "unknown --arch riscv"),
     ],
     "edge bench": [
         case("edge bench {dir}", "{dir} is a directory, not a file"),

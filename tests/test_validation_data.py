@@ -5,6 +5,8 @@ The statistics are computed by TFDV itself with StatisticsGen's options, so the 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +17,13 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.coders import example_coder
 
 from components.data.tfrecords import make_example, write_shards
-from components.validation.strict_example_validator import DataValidationError, data_problems, statistics_options
+from components.validation.data_checks import (
+    RefusedImages,
+    count_refused_images,
+    data_problems,
+    statistics_options,
+)
+from components.validation.strict_example_validator import DataValidationError
 from pipeline.config import load_config
 from pipeline.runners.diagnose import explain_failure, scan_records
 
@@ -62,6 +70,33 @@ def test_values_that_are_mostly_not_images_are_a_problem_though_tfdv_writes_no_h
     )
 
 
+WEBP = b"RIFF\x24\0\0\0WEBPVP8 " + b"\0" * 20  # a still WebP header: TFDV does not know it, the model does
+TIFF = b"II*\x00" + b"\0" * 28
+
+
+def _judged(tmp_path: Path, images: list[bytes]) -> Callable[[], RefusedImages]:
+    _write(tmp_path / "split", images, shards=2)
+    return functools.partial(count_refused_images, str(tmp_path / "split" / "*"))
+
+
+def test_values_tfdv_flags_are_judged_by_the_models_rule(tmp_path: Path) -> None:
+    images = [PNG] * 110 + [WEBP] * 6 + [TIFF] * 2 + [NOT_AN_IMAGE]
+
+    (problem,) = data_problems("train", _statistics(images), _judged(tmp_path, images))
+
+    assert problem.startswith(
+        "split 'train', feature 'image/encoded': 3 of 119 values are not images the model accepts "
+        "(2 TIFF, 1 not an image); image/encoded must hold encoded images the model accepts (JPEG, PNG"
+    )
+
+
+def test_webp_that_tfdv_does_not_know_is_no_problem(tmp_path: Path) -> None:
+    images = [PNG] * 20 + [WEBP] * 100  # mostly WebP: TFDV writes no image histogram at all
+
+    assert data_problems("eval", _statistics(images), None) != []  # TFDV alone would refuse it
+    assert data_problems("eval", _statistics(images), _judged(tmp_path, images)) == []
+
+
 def test_below_tfdvs_threshold_nothing_is_claimed() -> None:
     # TFDV writes image statistics for 100 values or more; the Trainer's decode names a bad format below that.
     assert data_problems("eval", _statistics([NOT_AN_IMAGE] * 10)) == []
@@ -91,8 +126,8 @@ def test_after_a_validation_failure_the_diagnosis_names_the_shard_and_record(tmp
     assert detail is not None
     assert f"input files with 0 records:\n  - {eval_file}" in detail
     assert (
-        f"records whose image/encoded is not an image, by file:\n  - {train[1]}: 1 of 4 records (record 3; the first "
-        "starts b'raw pixe')"
+        f"records whose image/encoded the model does not accept, by file:\n  - {train[1]}: 1 of 4 records "
+        "(1 not an image; record 3)"
     ) in detail
     assert explain_failure("Trainer", config, ValueError("out of memory")) is None  # only for image failures
 

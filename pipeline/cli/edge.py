@@ -161,8 +161,13 @@ def bench_command(
 @edge_app.command("verify")
 @user_errors(EdgeError, LabelMapError)
 def verify_command(
-    model: Annotated[Path, typer.Argument(help="A .tflite image classifier.")],
-    examples: Annotated[Path, typer.Option("--examples", help="Data dir or TFX Examples URI with an eval split.")],
+    model: Annotated[Path, typer.Argument(parser=existing_file, help="A .tflite image classifier.")],
+    examples: Annotated[
+        Path,
+        typer.Option(
+            "--examples", parser=existing_dir, metavar="DIR", help="Data dir or TFX Examples URI with an eval split."
+        ),
+    ],
     arch: Annotated[str, typer.Option("--arch", help="Target architecture (emulated): aarch64.")] = "aarch64",
     cpu: Annotated[
         str, typer.Option("--cpu", help="Emulated core: cortex-a76, cortex-a72, cortex-a53 or neoverse-n1.")

@@ -15,7 +15,16 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.console import console, error_console, fail, user_errors
-from pipeline.cli.options import ConfigOption, SetOption, existing_file, kfp_host, load_cli_config, output_file
+from pipeline.cli.options import (
+    ConfigOption,
+    SetOption,
+    existing_file,
+    kfp_host,
+    load_cli_config,
+    output_dir,
+    output_file,
+    path_rule,
+)
 from pipeline.kubeflow.params import ParamError
 from pipeline.kubeflow.runs import SubmitError
 
@@ -191,10 +200,21 @@ def submit_command(
 
 @user_errors(ParamError)
 def run_spec_command(
-    package: Annotated[Path, typer.Argument(help="Pipeline YAML from `tfxp compile`.")],
+    package: Annotated[
+        Path,
+        typer.Argument(
+            parser=path_rule("existing_file", hint="compile it with `tfxp compile --out FILE`"),
+            help="Pipeline YAML from `tfxp compile`.",
+        ),
+    ],
     pipeline_root: Annotated[
         Path | None,
-        typer.Option("--pipeline-root", help="Local directory for the run's artifacts; default: <spec>-runs/."),
+        typer.Option(
+            "--pipeline-root",
+            parser=output_dir,
+            metavar="DIR",
+            help="Local directory for the run's artifacts; default: <spec>-runs/.",
+        ),
     ] = None,
     params: Annotated[
         list[str] | None, typer.Option("--param", "-p", help="A pipeline parameter, `name=value`; repeatable.")

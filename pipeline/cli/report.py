@@ -8,12 +8,22 @@ from typing import Annotated
 import typer
 
 from pipeline.cli.console import console, error_console, fail
+from pipeline.cli.options import output_file, path_rule
 
 
 def report(
-    out_dir: Annotated[Path, typer.Argument(help="The run's output dir (what `tfxp run --output` got).")],
+    out_dir: Annotated[
+        Path,
+        typer.Argument(
+            parser=path_rule("existing_dir", hint="pass the output dir of `tfxp run` (default ./tfxp_output)"),
+            help="The run's output dir (what `tfxp run --output` got).",
+        ),
+    ],
     out_file: Annotated[
-        Path | None, typer.Option("--out", help="Where to write the report; default OUT/report.html.")
+        Path | None,
+        typer.Option(
+            "--out", parser=output_file, metavar="FILE", help="Where to write the report; default OUT/report.html."
+        ),
     ] = None,
     no_model: Annotated[
         bool, typer.Option("--no-model", help="Skip running the model on the eval split (no misclassified images).")

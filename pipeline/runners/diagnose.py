@@ -9,6 +9,7 @@ file, the empty file, the record that is not an image.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import tensorflow as tf
@@ -57,30 +58,29 @@ class RecordScan:
 
     Attributes:
         counts: File → its number of records (files read to the end only).
-        not_images: File → the indices of its records whose image is in no format TFDV recognises.
-        heads: File → the first bytes of its first such record.
+        not_images: File → the indices of its records whose image the model refuses (`served_format_error`).
+        formats: File → those records' formats (`refused_format`).
         unread: Files left unread when the time budget ran out.
     """
 
     counts: dict[str, int] = field(default_factory=dict)
     not_images: dict[str, list[int]] = field(default_factory=dict)
-    heads: dict[str, bytes] = field(default_factory=dict)
+    formats: dict[str, Counter[str]] = field(default_factory=dict)
     unread: int = 0
 
 
 def scan_records(patterns: list[str], budget_seconds: float = SCAN_SECONDS) -> RecordScan:
-    """Counts each input file's records and finds those whose `image/encoded` is not an image.
+    """Counts each input file's records and finds those whose `image/encoded` the model does not accept.
 
-    Reads the magic bytes only (no decoding), and starts no new file after `budget_seconds`.
+    Judges the magic bytes only (no decoding), and starts no new file after `budget_seconds`.
 
     Args:
         patterns: Globs of TFRecord files (`input_patterns`).
         budget_seconds: Time for the whole scan; files not started by then are counted in `unread`.
     """
     from components.contract import IMAGE_KEY
-    from components.validation.strict_example_validator import IMAGE_SIGNATURES
+    from components.validation.data_checks import refused_format
 
-    signatures = tuple(IMAGE_SIGNATURES.values())
     files = sorted({f for pattern in patterns for f in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(f)})
     deadline = time.monotonic() + budget_seconds
     scan = RecordScan()
@@ -92,9 +92,10 @@ def scan_records(patterns: list[str], budget_seconds: float = SCAN_SECONDS) -> R
         for count, record in enumerate(tf.data.TFRecordDataset(path, compression_type=_compression(path)), 1):
             feature = tf.train.Example.FromString(record.numpy()).features.feature.get(IMAGE_KEY)
             value = feature.bytes_list.value[0] if feature is not None and feature.bytes_list.value else b""
-            if not value.startswith(signatures):
+            refused = refused_format(value)
+            if refused is not None:
                 scan.not_images.setdefault(path, []).append(count - 1)
-                scan.heads.setdefault(path, value[:8])
+                scan.formats.setdefault(path, Counter())[refused] += 1
         scan.counts[path] = count
     return scan
 
@@ -108,11 +109,9 @@ def _describe_scan(scan: RecordScan) -> str | None:
         listed = []
         for path, indices in list(scan.not_images.items())[:MAX_REPORTED]:
             first = ", ".join(map(str, indices[:MAX_REPORTED])) + (", …" if len(indices) > MAX_REPORTED else "")
-            listed.append(
-                f"  - {path}: {len(indices)} of {scan.counts[path]} records (record {first}; the first starts "
-                f"{scan.heads[path]!r})"
-            )
-        lines.append(f"records whose {IMAGE_FEATURE} is not an image, by file:\n" + "\n".join(listed))
+            formats = ", ".join(f"{count} {name}" for name, count in scan.formats[path].most_common())
+            listed.append(f"  - {path}: {len(indices)} of {scan.counts[path]} records ({formats}; record {first})")
+        lines.append(f"records whose {IMAGE_FEATURE} the model does not accept, by file:\n" + "\n".join(listed))
     if lines and scan.unread:
         lines.append(f"({scan.unread} more files not scanned)")
     return "\n".join(lines) or None
