@@ -240,6 +240,7 @@ runner = CliRunner()
 
 
 def test_cli_refuses_max_before_reading_anything(tmp_path: Path) -> None:
+    (tmp_path / "none.tflite").write_bytes(b"")  # exists (the path rule), never read
     result = runner.invoke(app, ["edge", "verify", str(tmp_path / "none.tflite"), "--examples", ".", "--cpu", "max"])
 
     assert result.exit_code == 2
