@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import logging
 import threading
@@ -32,8 +33,10 @@ from serving.servable import Servable
 
 logger = logging.getLogger(__name__)
 
-# TF Serving retries a failing load this many times (--max_num_load_retries) before giving the version up.
+# TF Serving retries a failing load this many times (--max_num_load_retries) before giving the version up,
+# waiting this long between attempts (--load_retry_interval_micros, 60 s by default).
 MAX_LOAD_RETRIES = 5
+LOAD_RETRY_INTERVAL_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -164,11 +167,21 @@ class State(enum.Enum):
 
 @dataclass
 class VersionState:
-    """The state of one version and the error that ended it, if any."""
+    """The state of one version and the error that ended it, if any.
+
+    Attributes:
+        state: Where the version is in its life cycle.
+        error: Why its last load failed ("" when it did not fail).
+        attempts: Loads tried since its files last changed.
+        retry_at: After a failed load, the monotonic time of the next attempt.
+        files: After a failed load, what its directory held then (a changed directory is retried at once).
+    """
 
     state: State
     error: str = ""
     attempts: int = 0
+    retry_at: float = 0.0
+    files: tuple[tuple[str, int, int], ...] = ()
 
 
 class _Loaded:
@@ -222,13 +235,18 @@ class ModelManager:
         self.config = config
 
     def _load(self, version: int) -> None:
+        path = self.config.base_path / str(version)
         state = self._states.get(version)
-        if state is not None and state.state is State.END and state.attempts > MAX_LOAD_RETRIES:
-            return  # given up, like TF Serving after --max_num_load_retries
-        attempts = (state.attempts if state else 0) + 1
+        attempts = state.attempts if state else 0
+        if state is not None and state.error:
+            files = _directory_files(path)
+            if files != state.files:
+                attempts = 0  # its files changed (a push completed): try again now, with a fresh count
+            elif attempts > MAX_LOAD_RETRIES or time.monotonic() < state.retry_at:
+                return  # given up like TF Serving after --max_num_load_retries, or not yet time to retry
+        attempts += 1
         with self._lock:
             self._states[version] = VersionState(State.LOADING, attempts=attempts)
-        path = self.config.base_path / str(version)
         started = time.monotonic()
         try:
             servable = self._loader(self.config.name, version, path)
@@ -236,8 +254,15 @@ class ModelManager:
             logger.error(
                 "model %s version %d failed to load (attempt %d): %s", self.config.name, version, attempts, error
             )
+            failed = VersionState(
+                State.END,
+                error=str(error),
+                attempts=attempts,
+                retry_at=time.monotonic() + LOAD_RETRY_INTERVAL_SECONDS,
+                files=_directory_files(path),
+            )
             with self._lock:
-                self._states[version] = VersionState(State.END, error=str(error), attempts=attempts)
+                self._states[version] = failed
             return
         with self._lock:
             self._serving[version] = _Loaded(servable)
@@ -307,7 +332,7 @@ class ModelManager:
     def states(self) -> dict[int, VersionState]:
         """Every version this server has seen, with its state (END for unloaded or failed ones)."""
         with self._lock:
-            return {version: VersionState(s.state, s.error, s.attempts) for version, s in self._states.items()}
+            return {version: dataclasses.replace(s) for version, s in self._states.items()}
 
 
 class ServerCore:
@@ -433,3 +458,14 @@ class ServerCore:
         """Unloads every version of every model."""
         for manager in self.models():
             manager.unload_all()
+
+
+def _directory_files(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime) of each entry of a version directory, down to its subdirectories; () if unreadable."""
+    try:
+        entries = sorted(path.rglob("*"))
+        return tuple(
+            (str(entry.relative_to(path)), entry.stat().st_size, entry.stat().st_mtime_ns) for entry in entries
+        )
+    except OSError:
+        return ()

@@ -361,3 +361,44 @@ def test_without_uvloop_the_same_code_runs_on_asyncio_default_loop(monkeypatch: 
     monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop → ImportError, as on Windows
     loop_type = event_loop.run(_running_loop_type())
     assert loop_type.__module__.startswith("asyncio")
+
+
+def test_a_failed_version_waits_for_the_retry_interval_unless_its_files_change(tmp_path: Path) -> None:
+    # The soak's half-written push: version 2 appears before its saved_model.pb; it must be served once complete.
+    calls: list[int] = []
+
+    def load(name: str, version: int, path: Path) -> FakeServable:
+        calls.append(version)
+        if not (path / "saved_model.pb").exists():
+            raise ValueError(f"no saved_model.pb in {path}")
+        return FakeServable(name, version)
+
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "saved_model.pb").write_bytes(b"pb")
+    manager = ModelManager(ModelConfig("m", tmp_path), load)
+    manager.poll()
+    (tmp_path / "2").mkdir()
+    manager.poll()
+    manager.poll()
+    manager.poll()
+    assert calls.count(2) == 1  # no retry on every poll: TF Serving waits --load_retry_interval_micros
+    assert manager.available_versions() == [1]
+    (tmp_path / "2" / "saved_model.pb").write_bytes(b"pb")  # the push completes
+    manager.poll()
+    assert calls.count(2) == 2
+    assert manager.available_versions() == [2]
+    assert manager.states()[2].attempts == 1  # a fresh count for the changed files
+
+
+def test_a_failed_version_is_retried_after_the_interval_and_given_up_after_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from serving import manager as manager_module
+
+    monkeypatch.setattr(manager_module, "LOAD_RETRY_INTERVAL_SECONDS", 0.0)
+    (tmp_path / "1").mkdir()
+    manager = ModelManager(ModelConfig("m", tmp_path), fake_loader(failing={1}))
+    for _ in range(manager_module.MAX_LOAD_RETRIES + 5):
+        manager.poll()
+    assert manager.states()[1].attempts == manager_module.MAX_LOAD_RETRIES + 1
+    assert manager.states()[1].state is State.END and "broken" in manager.states()[1].error
