@@ -108,3 +108,11 @@ def test_the_component_carries_the_policy_as_a_parameter() -> None:
     assert component.executor_spec.executor_class is Executor
     with pytest.raises(SpanError, match=r"data\.spans = 'newest'"):
         SpanImportExampleGen(input_base="/data", input_config=input_config, spans="newest")
+
+
+def test_none_is_refused_for_a_pipeline_compiled_for_span_folders(tmp_path: Path) -> None:
+    # `spans` is a Kubeflow run parameter: a run may set it to latest, all or N, but not to none, whose patterns
+    # would differ (the compiled ones go through span-*/).
+    _spans(tmp_path / "data", [1, 2])
+    with pytest.raises(SpanError, match="compiled for data in span folders"):
+        _run(tmp_path / "data", tmp_path / "out", {"train": "span-*/train/*", "eval": "span-*/eval/*"}, "none")

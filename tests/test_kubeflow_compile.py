@@ -430,7 +430,10 @@ def test_compile_detects_a_readable_data_path_and_carries_the_span_policy(tmp_pa
 
     parameters = _example_gen_parameters(result)
     assert parameters["input_config"] == {"train": "span-*/train/*", "eval": "span-*/validation/*"}
-    assert parameters["spans"] == "2"
+    # The span selection is a run parameter, with the config's value as its default.
+    example_gen = _doc(result).pipeline_spec.root.dag.tasks["ImportExampleGen"]
+    assert example_gen.inputs.parameters["spans"].component_input_parameter == "spans"
+    assert result.parameters["spans"] == "2"
     schema = _doc(result).pipeline_spec.root.dag.tasks["SchemaGen"].inputs.parameters
     assert schema["label_offset"].runtime_value.constant.number_value == 1  # labels 1 and 2 for class0, class1
 

@@ -77,6 +77,11 @@ class Executor(import_executor.Executor):
         exec_properties: dict[str, Any],
     ) -> None:
         policy = parse_policy(exec_properties.get(SPANS_KEY) or NO_SPANS)
+        if policy == NO_SPANS and _reads_span_folders(exec_properties):
+            raise SpanError(
+                f"spans = {NO_SPANS}, but this pipeline was compiled for data in span folders ({SPAN_GLOB}/...): "
+                "set the spans parameter to latest, all or a number of newest spans"
+            )
         if policy == NO_SPANS:
             self._span_folders = None
             super().Do(input_dict, output_dict, exec_properties)
@@ -114,3 +119,12 @@ class Executor(import_executor.Executor):
             raise ValueError(f"spans are read as tf.Examples or serialized protos, not payload format {payload}")
 
         return read_selected_spans
+
+
+def _reads_span_folders(exec_properties: dict[str, Any]) -> bool:
+    """Whether the input config's split patterns go through the span folders (`span-*/...`)."""
+    from tfx.utils import proto_utils
+
+    input_config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+    return any(split.pattern.startswith(f"{SPAN_GLOB}/") for split in input_config.splits)

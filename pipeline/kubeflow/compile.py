@@ -82,6 +82,16 @@ RUN_PARAMETERS = (
     RunParameter("data_path", "ImportExampleGen", "input_base", "data.path"),
     RunParameter("train_args", "Trainer", "train_args", "trainer.train_steps"),
 )
+# For data in span folders (`data.spans` other than `none`), which spans a run reads: `latest`, `all` or N.
+SPANS_PARAMETER = RunParameter("spans", "ImportExampleGen", "spans", "data.spans")
+
+
+def run_parameters(config: TfxpConfig) -> tuple[RunParameter, ...]:
+    """`RUN_PARAMETERS`, plus the span selection when the config reads span folders (compiled patterns differ
+    for data without spans, so `none` cannot be switched at run time)."""
+    return RUN_PARAMETERS if config.data.spans == "none" else (*RUN_PARAMETERS, SPANS_PARAMETER)
+
+
 # What KFP fills in for the exit handler (placeholders it resolves in parameter constants).
 RUN_ID_PLACEHOLDER = "{{$.pipeline_job_uuid}}"
 RUN_NAME_PLACEHOLDER = "{{$.pipeline_job_name}}"
@@ -220,8 +230,10 @@ def check_nothing_staged(components: Sequence[Any]) -> None:
                 )
 
 
-def set_run_parameters(components: Sequence[Any]) -> dict[str, Any]:
-    """Replaces the exec properties named in `RUN_PARAMETERS` by TFX `RuntimeParameter`s whose defaults are
+def set_run_parameters(
+    components: Sequence[Any], parameters: Sequence[RunParameter] = RUN_PARAMETERS
+) -> dict[str, Any]:
+    """Replaces the exec properties named in `parameters` by TFX `RuntimeParameter`s whose defaults are
     the values the factory set; the V2 compiler turns them into pipeline parameters.
 
     Returns:
@@ -234,7 +246,7 @@ def set_run_parameters(components: Sequence[Any]) -> dict[str, Any]:
 
     by_id = {component.id: component for component in components}
     defaults = {}
-    for parameter in RUN_PARAMETERS:
+    for parameter in parameters:
         properties = by_id[parameter.component].exec_properties if parameter.component in by_id else {}
         value = properties.get(parameter.exec_property)
         if not isinstance(value, str):
@@ -322,7 +334,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None)
     components = list(pipeline.components)
     check_nothing_staged(components)
-    parameters = set_run_parameters(components)
+    parameters = set_run_parameters(components, run_parameters(config))
     patch = spec_patch(config, _trainer_id(components), parameters)
     # The served model changes outside the pipeline: KFP must never reuse an old baseline, whatever the config.
     baselines = {component.id for component in components if isinstance(component, ServedBaseline)}
