@@ -84,7 +84,7 @@ def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
                 metrics=[
                     tfma.MetricConfig(class_name="ExampleCount"),
                     tfma.MetricConfig(class_name="SparseCategoricalAccuracy", threshold=threshold),
-                    # The run report's confusion matrix (pipeline.report.evaluation).
+                    # The run report's confusion matrix (components.report.evaluation).
                     tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"),
                 ]
             )

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.report.build import build_page
-from pipeline.report.facts import RunFacts
-from pipeline.report.page import SECTION_IDS
-from pipeline.report.render import CONTENT_SECURITY_POLICY, render_page
+from components.report.build import build_page
+from components.report.facts import RunFacts
+from components.report.page import SECTION_IDS
+from components.report.render import CONTENT_SECURITY_POLICY, render_page
 
 CHROMIUM = next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(

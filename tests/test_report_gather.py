@@ -11,10 +11,11 @@ import pytest
 from mlmd_fixtures import PIPELINE, FakeRunStore
 from typer.testing import CliRunner
 
+from components.report import plots, readers
 from pipeline.cli import app
 from pipeline.config import TfxpConfig
 from pipeline.mlmd import open_store
-from pipeline.report import history, plots, readers
+from pipeline.report import history
 from pipeline.report.gather import ReportError, gather_facts, same_run
 
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.report.build import build_page
-from pipeline.report.evaluation import per_class_rates
-from pipeline.report.facts import RunFacts
-from pipeline.report.page import SECTION_IDS, Collapsed, Figure, ImageGrid, Lead, Missing, Page, Section, Table
-from pipeline.report.render import CONTENT_SECURITY_POLICY, render_page
+from components.report.build import build_page
+from components.report.evaluation import per_class_rates
+from components.report.facts import RunFacts
+from components.report.page import SECTION_IDS, Collapsed, Figure, ImageGrid, Lead, Missing, Page, Section, Table
+from components.report.render import CONTENT_SECURITY_POLICY, render_page
 
 DIGITS_FACTS = Path(__file__).parent / "golden" / "report_digits_facts.json"
 """The facts `gather_facts` read from a real digits run (two runs in one output: the second compared with the
@@ -287,6 +287,6 @@ def test_facts_survive_json() -> None:
 
 @pytest.mark.parametrize(("value", "expected"), [(None, "—"), (0.97214, "0.9721"), (1438, "1,438"), (True, "yes")])
 def test_numbers_are_written_plainly(value: Any, expected: str) -> None:
-    from pipeline.report.text import number
+    from components.report.text import number
 
     assert number(value) == expected

@@ -1,9 +1,8 @@
-"""The run report: one self-contained HTML page per run (`OUT/report.html`).
+"""The run report of a local run: `OUT/report.html`, with what ML Metadata knows (timeline, history).
 
-    gather.gather_facts(OUT)      run summary + ML Metadata + artifacts → `facts.RunFacts` (plain JSON data)
-    build.build_page(facts)       → `page.Page`: the sections of `page.SECTION_IDS` (run_sections, model_sections)
-    render.render_page(page)      → HTML: inline CSS, inline SVG plots (`plots`, matplotlib), no script, no request
+    gather.gather_facts(OUT)      run summary + ML Metadata + artifacts → `components.report.facts.RunFacts`
+    build.write_report(OUT)       → `components.report.build.report_html(facts)` → `OUT/report.html`
 
-`build.write_report(OUT)` does all three; `tfxp run` calls it after every run and `tfxp report OUT` for any
-earlier one.
+The page itself (sections, plots, HTML) lives in `components.report`, which the pipeline's RunReport component
+shares; `tfxp run` calls `write_report` after every run and `tfxp report OUT` for any earlier one.
 """

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from components.contract import ACCURACY_METRIC, read_label_map
+from components.report import evaluation, readers
+from components.report.facts import RunFacts
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
-from pipeline.report import evaluation, history, readers
-from pipeline.report.facts import RunFacts
+from pipeline.report import history
 
 SUMMARY_FILE = "run-summary.json"
 

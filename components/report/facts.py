@@ -1,6 +1,7 @@
 """What the report knows about a run: plain JSON data gathered from the summary, ML Metadata and the artifacts.
 
-`gather.gather_facts` fills it from a run's output directory; `sections.build_page` turns it into the page. It is
+`pipeline.report.gather` fills it from a local run's output directory, `inputs.facts_from_inputs` from the pipeline's
+artifacts (the RunReport component); `build.build_page` turns it into the page. It is
 JSON through and through (images are base64 PNG), so a test can build a report from a stored copy of a real
 run's facts without TensorFlow (`RunFacts.from_json`).
 """

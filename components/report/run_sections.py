@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from pipeline.report import plots, text
-from pipeline.report.facts import RunFacts
-from pipeline.report.page import Collapsed, Facts, Figure, Lead, Missing, Paragraph, Section, Table
+from components.report import plots, text
+from components.report.facts import RunFacts
+from components.report.page import Collapsed, Facts, Figure, Lead, Missing, Paragraph, Section, Table
 
 STATE_WORDS = {"complete": "ran", "cached": "cached", "failed": "failed"}
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.report import plots, text
-from pipeline.report.evaluation import per_class_rates
-from pipeline.report.facts import RunFacts
-from pipeline.report.page import Facts, Figure, ImageGrid, Lead, Missing, Paragraph, Section, Table, Thumbnail
+from components.report import plots, text
+from components.report.evaluation import per_class_rates
+from components.report.facts import RunFacts
+from components.report.page import Facts, Figure, ImageGrid, Lead, Missing, Paragraph, Section, Table, Thumbnail
 
 SPLIT_ORDER = {"train": 0, "eval": 1}
 CHOICES = ("strategy", "precision", "xla")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from pipeline.report.page import (
+from components.report.page import (
     Block,
     Collapsed,
     Facts,

@@ -1,0 +1,10 @@
+"""The run report: one self-contained HTML page per run, from a run's facts (plain JSON data).
+
+    facts.RunFacts                what the report knows (filled by `pipeline.report.gather` for a local run's
+                                  output, or by `inputs.facts_from_inputs` from the pipeline's artifacts)
+    build.build_page(facts)       → `page.Page`: the sections of `page.SECTION_IDS` (run_sections, model_sections)
+    render.render_page(page)      → HTML: inline CSS, inline SVG plots (`plots`, matplotlib), no script, no request
+
+`component.RunReport` is the pipeline's last component: it writes the page into its `report` artifact and next
+to the pushed model (`<serving base>/reports/<version>.html`), so a Kubeflow run has its report too.
+"""
