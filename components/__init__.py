@@ -13,6 +13,7 @@ from typing import Any
 _ARTIFACT_TYPES = {
     "EdgeModel": "components.edge_exporter.artifacts",
     "EdgeBlessing": "components.edge_exporter.artifacts",
+    "HtmlReport": "components.report.artifacts",
 }
 
 

@@ -6,6 +6,7 @@ span folders `data.spans` selects (`components.example_gen`).
 
     ImportExampleGen → StatisticsGen → SchemaGen → ExampleValidator (fails on anomalies)
                      → Trainer → Evaluator (TFMA thresholds, against the ServedBaseline) → Pusher
+                     → EdgeExporter (edge.enabled) → RunReport (the run report, next to the pushed model)
 
 ServedBaseline hands the Evaluator what TF Serving serves now (`evaluator.baseline: served`), on every
 orchestrator: no ML Metadata resolver is involved.
@@ -13,6 +14,7 @@ orchestrator: no ML Metadata resolver is involved.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import tensorflow_model_analysis as tfma
@@ -25,6 +27,8 @@ from components.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_
 from components.edge_exporter.component import EdgeExporter
 from components.example_gen.component import SpanImportExampleGen
 from components.pusher.executor import AtomicPusher
+from components.report.component import COMPONENT_ID as RUN_REPORT_ID
+from components.report.component import RunReport
 from components.trainer.options import RunOptions
 from components.validation.data_checks import statistics_options
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
@@ -193,7 +197,41 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
                 label_offset=config.data.first_label,
             ).with_id("EdgeExporter")
         )
+    components.append(_run_report(config, components))
     return components
+
+
+def report_config_json(config: TfxpConfig) -> str:
+    """The config the run report shows, as JSON: `kubeflow.notify_url` (a webhook, often secret) left out."""
+    shown = config.to_dict()
+    if shown.get("kubeflow", {}).get("notify_url"):
+        shown["kubeflow"]["notify_url"] = "(set; not shown)"
+    return json.dumps(shown, sort_keys=True)
+
+
+def _run_report(config: TfxpConfig, components: list[Any]) -> RunReport:
+    """The run report from the outputs of `components` (by id; the optional ones may be absent)."""
+    by_id = {component.id: component for component in components}
+
+    def output(component_id: str, key: str) -> Any:
+        component = by_id.get(component_id)
+        return component.outputs[key] if component is not None else None
+
+    return RunReport(
+        config_json=report_config_json(config),
+        labels_path=config.data.labels_path,
+        out_dir=config.pipeline.output,
+        examples=output("ImportExampleGen", "examples"),
+        statistics=output("StatisticsGen", "statistics"),
+        anomalies=output("ExampleValidator", "anomalies"),
+        model=output("Trainer", "model"),
+        model_run=output("Trainer", "model_run"),
+        evaluation=output("Evaluator", "evaluation"),
+        model_blessing=output("Evaluator", "blessing"),
+        baseline_model=output(SERVED_BASELINE_ID, "baseline_model"),
+        pushed_model=output("Pusher", "pushed_model"),
+        edge_model=output("EdgeExporter", "edge_model"),
+    ).with_id(RUN_REPORT_ID)
 
 
 def create_pipeline(

@@ -25,11 +25,10 @@ from components.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE
 from components.data.spans import SPANS_PROPERTY, parse_spans
 from components.edge_exporter.summary import edge_summary
 from components.publish import list_versions
+from components.report.evaluation import evaluation_metrics, training_metrics, validation_failures
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.mlmd import latest_run, open_store, run_executions
-
-VALIDATIONS_FILE = "validations"  # TFMA's validation result: validations.tfrecord in the evaluation dir
 
 
 @dataclass(frozen=True)
@@ -87,22 +86,6 @@ def spans_seen(examples: metadata_store_pb2.Artifact) -> list[int] | None:
     return parse_spans(text) if text else None
 
 
-def evaluation_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
-    """Overall-slice metrics from a TFMA output dir: {"candidate": {...}, "baseline": {...}, "diff": {...}}."""
-    import tensorflow_model_analysis as tfma
-
-    grouped: dict[str, dict[str, float]] = {}
-    for metrics in tfma.load_metrics(evaluation_uri):
-        if metrics.slice_key.single_slice_keys:
-            continue
-        for item in metrics.metric_keys_and_values:
-            group = "diff" if item.key.is_diff else (item.key.model_name or "candidate")
-            value = item.value
-            if value.HasField("double_value"):
-                grouped.setdefault(group, {})[item.key.name] = value.double_value.value
-    return grouped
-
-
 def served_baseline(evaluator: ComponentRecord, metrics: dict[str, dict[str, float]], config: TfxpConfig) -> dict:
     """What the Evaluator compared with: `mode` (`evaluator.baseline`), the served `version` and `path` ("" when
     nothing was served yet) and TFMA's `accuracy` of that version on this run's eval split."""
@@ -128,41 +111,6 @@ def served_version(config: TfxpConfig) -> str | None:
     """The version TF Serving serves now: the newest complete one under the serving base path."""
     versions = list_versions(output_layout(config).serving_base, required_file="saved_model.pb")
     return versions[0].rsplit("/", 1)[-1] if versions else None
-
-
-def validation_failures(evaluation_uri: str) -> list[str]:
-    """The first line of each TFMA threshold failure; empty when the Evaluator wrote no validation result.
-
-    Raises:
-        Exception: whatever TFMA raises for a validation result it cannot read.
-    """
-    import tensorflow_model_analysis as tfma
-
-    if not any(Path(evaluation_uri).glob(f"{VALIDATIONS_FILE}*")):  # an Evaluator without thresholds
-        return []
-    result = tfma.load_validation_result(evaluation_uri)
-    return [
-        failure.message.strip().splitlines()[0]
-        for per_slice in result.metric_validations_per_slice
-        for failure in per_slice.failures
-        if failure.message
-    ]
-
-
-def training_metrics(model_uri: str) -> dict[str, Any]:
-    """`training_metrics.json` written by the Trainer into the Model artifact; {} when there is none.
-
-    Raises:
-        ValueError: the file is not a JSON object (a `json.JSONDecodeError` when it is not JSON at all).
-        OSError: the file cannot be read.
-    """
-    path = Path(model_uri) / TRAINING_METRICS_FILE
-    if not path.is_file():
-        return {}
-    loaded = json.loads(path.read_text())
-    if not isinstance(loaded, dict):
-        raise ValueError(f"expected a JSON object, got {type(loaded).__name__}")
-    return loaded
 
 
 @contextmanager

@@ -128,3 +128,25 @@ def test_warm_start_tells_the_trainer_where_the_served_model_is(warm_start: str,
     assert (run.trainer.warm_start, run.serving_base) == (warm_start, serving_base)
     # Not a Trainer input: a rerun on the same data stays cached when a new version is served.
     assert "base_model" not in components["Trainer"].inputs
+
+
+@pytest.mark.parametrize(
+    ("overrides", "absent"),
+    [((), set()), (("edge.enabled=false",), {"edge_model"}), (("evaluator.baseline=none",), {"baseline_model"})],
+)
+def test_the_run_report_is_last_and_reads_every_output_there_is(overrides: tuple[str, ...], absent: set[str]) -> None:
+    components = list(
+        create_pipeline(_config(*overrides, "kubeflow.notify_url=https://hooks.example/secret")).components
+    )
+    report = components[-1]
+    assert report.id == "RunReport"
+    wired = {"examples", "statistics", "anomalies", "model", "model_run", "evaluation", "model_blessing"}
+    wired |= {"baseline_model", "pushed_model", "edge_model"} - absent
+    assert set(report.inputs) == wired
+    upstream = {node.id for node in report.upstream_nodes}
+    assert {"Pusher", "Evaluator", "Trainer"} <= upstream
+    assert ("EdgeExporter" in upstream) == ("edge_model" in wired)
+    shown = json.loads(report.exec_properties["config"])
+    assert shown["evaluator"]["min_accuracy"] == 0.9
+    assert shown["kubeflow"]["notify_url"] == "(set; not shown)"  # a webhook is a secret: not on the page
+    assert report.exec_properties["labels_path"] == "/nonexistent/data/labels.txt"

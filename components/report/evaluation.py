@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,18 +24,71 @@ from components.contract import (
     LABEL_KEY,
     OUTPUT_PROBABILITIES,
     SIGNATURE_TF_EXAMPLE,
+    TRAINING_METRICS_FILE,
 )
 
 CONFUSION_PLOT = "multi_class_confusion_matrix_plot"
 """The plot's key in TFMA's output (`MultiClassConfusionMatrixPlot`)."""
 CANDIDATE = "candidate"
 """TFMA's name for the model under evaluation when there is a baseline."""
+VALIDATIONS_FILE = "validations"  # TFMA's validation result: validations.tfrecord in the evaluation dir
 MAX_SCANNED = 2000
 """Eval examples run through the model to find the misclassified ones."""
 KEEP = 16
 """Misclassified images shown."""
 THUMBNAIL_PIXELS = 96
 BATCH = 256
+
+
+def evaluation_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
+    """Overall-slice metrics from a TFMA output dir: {"candidate": {...}, "baseline": {...}, "diff": {...}}."""
+    import tensorflow_model_analysis as tfma
+
+    grouped: dict[str, dict[str, float]] = {}
+    for metrics in tfma.load_metrics(evaluation_uri):
+        if metrics.slice_key.single_slice_keys:
+            continue
+        for item in metrics.metric_keys_and_values:
+            group = "diff" if item.key.is_diff else (item.key.model_name or "candidate")
+            value = item.value
+            if value.HasField("double_value"):
+                grouped.setdefault(group, {})[item.key.name] = value.double_value.value
+    return grouped
+
+
+def validation_failures(evaluation_uri: str) -> list[str]:
+    """The first line of each TFMA threshold failure; empty when the Evaluator wrote no validation result.
+
+    Raises:
+        Exception: whatever TFMA raises for a validation result it cannot read.
+    """
+    import tensorflow_model_analysis as tfma
+
+    if not any(Path(evaluation_uri).glob(f"{VALIDATIONS_FILE}*")):  # an Evaluator without thresholds
+        return []
+    result = tfma.load_validation_result(evaluation_uri)
+    return [
+        failure.message.strip().splitlines()[0]
+        for per_slice in result.metric_validations_per_slice
+        for failure in per_slice.failures
+        if failure.message
+    ]
+
+
+def training_metrics(model_uri: str) -> dict[str, Any]:
+    """`training_metrics.json` written by the Trainer into the Model artifact; {} when there is none.
+
+    Raises:
+        ValueError: the file is not a JSON object (a `json.JSONDecodeError` when it is not JSON at all).
+        OSError: the file cannot be read.
+    """
+    path = Path(model_uri) / TRAINING_METRICS_FILE
+    if not path.is_file():
+        return {}
+    loaded = json.loads(path.read_text())
+    if not isinstance(loaded, dict):
+        raise ValueError(f"expected a JSON object, got {type(loaded).__name__}")
+    return loaded
 
 
 def class_name(labels: Sequence[str], class_id: int) -> str:

@@ -9,6 +9,8 @@ run's facts without TensorFlow (`RunFacts.from_json`).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -35,6 +37,9 @@ class RunFacts:
             "accuracy", "pushed_version"}.
         saved_model_bytes: The size of the Trainer's SavedModel.
         problems: What could not be read: {"component", "path", "error"} (as in the summary's `problems`).
+        not_available: What this report cannot show at all, with why: {"components" | "history" |
+            "misclassified": reason}. The RunReport component has no ML Metadata (no timeline, no history) and does
+            not run the model; the local report knows everything.
     """
 
     out_dir: str
@@ -50,6 +55,7 @@ class RunFacts:
     history: list[dict[str, Any]] = field(default_factory=list)
     saved_model_bytes: int | None = None
     problems: list[dict[str, str]] = field(default_factory=list)
+    not_available: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """The facts as indented JSON (keys in their order: splits train first, classes in label order)."""
@@ -59,3 +65,14 @@ class RunFacts:
     def from_json(cls, text: str) -> RunFacts:
         """Facts written by `to_json`."""
         return cls(**json.loads(text))
+
+
+@contextmanager
+def reported(facts: RunFacts, component: str, path: str, what: str) -> Iterator[None]:
+    """Records an error of the block as a problem of the report instead of raising it."""
+    try:
+        yield
+    except Exception as error:  # shown on the page: one unreadable artifact must not lose the whole report
+        facts.problems.append(
+            {"component": component, "path": path, "error": f"cannot read the {what}: {type(error).__name__}: {error}"}
+        )

@@ -222,6 +222,8 @@ def _baseline_accuracy(summary: dict[str, Any]) -> float | None:
 
 
 def _misclassified(facts: RunFacts) -> Any:
+    if "misclassified" in facts.not_available:
+        return Missing(facts.not_available["misclassified"])
     if not facts.misclassified_scanned:
         problems = [p for p in facts.problems if "predictions" in p.get("error", "")]
         why = problems[0]["error"] if problems else "the Trainer's model or the eval split is not available"

@@ -95,6 +95,8 @@ def decision_section(facts: RunFacts) -> Section:
 def components_section(facts: RunFacts) -> Section:
     """A timeline of each component's start, duration and state (ran, cached, failed)."""
     steps = facts.timeline
+    if "components" in facts.not_available:
+        return Section("components", "Components", [Missing(facts.not_available["components"])])
     if not steps:
         return Section("components", "Components", [Missing("No component ran: the run stopped during setup.")])
     starts = [step["start"] for step in steps if step.get("start") is not None]
@@ -142,6 +144,8 @@ def _outcome(run: dict[str, Any]) -> str:
 def history_section(facts: RunFacts, min_accuracy: float | None) -> Section:
     """Accuracy of each run and of each served version over time, with the decisions marked."""
     runs = facts.history
+    if "history" in facts.not_available:
+        return Section("history", "History", [Missing(facts.not_available["history"])])
     if len(runs) < 2:
         reason = (
             "This is the only run in this output's ML Metadata; the history appears from the second run on."

@@ -13,14 +13,13 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from components.contract import ACCURACY_METRIC, read_label_map
 from components.report import evaluation, readers
-from components.report.facts import RunFacts
+from components.report.evaluation import evaluation_metrics
+from components.report.facts import RunFacts, reported
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.report import history
@@ -30,17 +29,6 @@ SUMMARY_FILE = "run-summary.json"
 
 class ReportError(ValueError):
     """The directory is not the output of `tfxp run` (no readable run summary); the message says how to fix it."""
-
-
-@contextmanager
-def _reported(facts: RunFacts, component: str, path: str, what: str) -> Iterator[None]:
-    """Records an error of the block as a problem of the report instead of raising it."""
-    try:
-        yield
-    except Exception as error:  # shown on the page: one unreadable artifact must not lose the whole report
-        facts.problems.append(
-            {"component": component, "path": path, "error": f"cannot read the {what}: {type(error).__name__}: {error}"}
-        )
 
 
 def read_summary(out_dir: Path) -> dict[str, Any]:
@@ -66,7 +54,7 @@ def read_summary(out_dir: Path) -> dict[str, Any]:
 
 def _config(facts: RunFacts, out_dir: Path) -> TfxpConfig | None:
     """The run's config, with its output directory where the report finds it now."""
-    with _reported(facts, "pipeline", str(out_dir / SUMMARY_FILE), "config in the run summary"):
+    with reported(facts, "pipeline", str(out_dir / SUMMARY_FILE), "config in the run summary"):
         config = TfxpConfig.model_validate(facts.summary.get("config") or {})
         pipeline = config.pipeline.model_copy(update={"output": str(out_dir)})
         return config.model_copy(update={"pipeline": pipeline})
@@ -74,8 +62,6 @@ def _config(facts: RunFacts, out_dir: Path) -> TfxpConfig | None:
 
 
 def _accuracy(evaluation_uri: str) -> float | None:
-    from pipeline.summary import evaluation_metrics
-
     try:
         return evaluation_metrics(evaluation_uri).get("candidate", {}).get(ACCURACY_METRIC)
     except Exception:  # an earlier run's unreadable TFMA output: that run shows no accuracy
@@ -103,7 +89,7 @@ def gather_facts(out_dir: Path, with_model: bool = True) -> RunFacts:
     labels: list[str] = []
     components: dict[str, Any] = {}
     if config is not None:
-        with _reported(facts, "pipeline", config.data.labels_path, "label map"):
+        with reported(facts, "pipeline", config.data.labels_path, "label map"):
             labels = read_label_map(config.data.labels_path)
         components = _read_metadata(facts, config)
     if not facts.timeline:  # no ML Metadata: the summary's components, without start times
@@ -126,7 +112,7 @@ def _read_metadata(facts: RunFacts, config: TfxpConfig) -> dict[str, Any]:
         return {}
     components: dict[str, Any] = {}
     name = config.pipeline.name
-    with _reported(facts, "pipeline", metadata_path, "ML Metadata store"):
+    with reported(facts, "pipeline", metadata_path, "ML Metadata store"):
         store = open_store(metadata_path)
         facts.history = history.run_history(store, name, _accuracy)
         timeline = history.latest_timeline(store, name)
@@ -148,18 +134,18 @@ def same_run(summary_components: dict[str, Any], timeline: list[dict[str, Any]])
 def _data_facts(facts: RunFacts, components: dict[str, Any], config: TfxpConfig | None) -> None:
     statistics = _first_uri(components, "StatisticsGen", "statistics")
     if statistics:
-        with _reported(facts, "StatisticsGen", statistics, "statistics"):
+        with reported(facts, "StatisticsGen", statistics, "statistics"):
             facts.splits = readers.counts_from_statistics(statistics)
             facts.splits_source = "StatisticsGen"
     if not facts.splits and config is not None and config.data.spans == "none":
-        with _reported(facts, "data", config.data.path, "data set manifest"):
+        with reported(facts, "data", config.data.path, "data set manifest"):
             manifest = readers.counts_from_manifest(config.data.path)
             if manifest:
                 facts.splits = manifest
                 facts.splits_source = f"{config.data.path}/{readers.MANIFEST_FILE}"
     anomalies = _first_uri(components, "ExampleValidator", "anomalies")
     if anomalies:
-        with _reported(facts, "ExampleValidator", anomalies, "anomalies"):
+        with reported(facts, "ExampleValidator", anomalies, "anomalies"):
             facts.anomalies = readers.anomaly_lines(anomalies)
 
 
@@ -168,18 +154,18 @@ def _model_facts(
 ) -> None:
     model_run = _first_uri(components, "Trainer", "model_run")
     if model_run:
-        with _reported(facts, "Trainer", model_run, "TensorBoard scalars"):
+        with reported(facts, "Trainer", model_run, "TensorBoard scalars"):
             facts.curves = readers.epoch_curves(model_run)
     model = _first_uri(components, "Trainer", "model")
     if model:
         facts.saved_model_bytes = readers.directory_bytes(evaluation.saved_model_dir(model))
     evaluation_uri = _first_uri(components, "Evaluator", "evaluation")
     if evaluation_uri:
-        with _reported(facts, "Evaluator", evaluation_uri, "TFMA confusion matrix"):
+        with reported(facts, "Evaluator", evaluation_uri, "TFMA confusion matrix"):
             facts.confusion = evaluation.confusion_matrix(evaluation_uri, labels)
     examples = _first_uri(components, "ImportExampleGen", "examples")
     if with_model and model and examples and config is not None:
-        with _reported(facts, "Trainer", model, "SavedModel's predictions on the eval split"):
+        with reported(facts, "Trainer", model, "SavedModel's predictions on the eval split"):
             files = evaluation.eval_files(examples)
             if files:
                 facts.misclassified, facts.misclassified_scanned = evaluation.misclassified(

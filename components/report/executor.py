@@ -1,0 +1,138 @@
+"""The RunReport's executor: the input artifacts → `ReportInputs` → the page, written where a reader finds it.
+
+It never fails the run: an input it cannot read is a line on the page (`inputs`), and an error in building the
+page becomes a short page that says what went wrong. Writing next to the pushed model is best effort too: the
+artifact's `published_path` stays "" and the log says why.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import posixpath
+from typing import Any
+
+import tensorflow as tf
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+
+from components.baseline.spec import SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
+from components.data.spans import SPANS_PROPERTY
+from components.report import spec as keys
+from components.report.build import REPORT_FILE, report_html
+from components.report.inputs import ReportInputs, facts_from_inputs
+from components.report.render import CONTENT_SECURITY_POLICY
+
+logger = logging.getLogger(__name__)
+
+REPORTS_DIR = "reports"
+"""Beside the versions under the serving base path: `<serving base>/reports/<version>.html` (not a version)."""
+
+
+class Executor(base_executor.BaseExecutor):
+    """Writes `report.html` into the `report` artifact and, when a model was pushed, next to it."""
+
+    def Do(  # noqa: N802  (TFX's executor API; TFX calls this)
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        """Writes the report; raises nothing the report itself could cause."""
+        self._log_startup(input_dict, output_dict, exec_properties)
+        report = artifact_utils.get_single_instance(output_dict[keys.REPORT_KEY])
+        inputs: ReportInputs | None = None
+        problems = 0
+        try:
+            inputs = report_inputs(input_dict, exec_properties)
+            facts = facts_from_inputs(inputs)
+            problems = len(facts.problems)
+            document = report_html(facts)
+        except Exception as error:  # the run succeeded; the report says why it is short instead of failing it
+            logger.exception("run report: cannot build the page")
+            problems += 1
+            document = error_page(error)
+        write_text(f"{report.uri}/{REPORT_FILE}", document)
+        published = ""
+        if inputs is not None and inputs.pushed_destination:
+            target = published_report_path(inputs.pushed_destination)
+            try:
+                write_text(target, document)
+                published = target
+            except Exception as error:  # the artifact has the report; a read-only serving base loses only the copy
+                logger.warning("run report: not written next to the pushed model (%s): %s", target, error)
+        report.set_string_custom_property("published_path", published)
+        report.set_int_custom_property("problems", problems)
+        logger.info("run report: %s/%s%s", report.uri, REPORT_FILE, f" and {published}" if published else "")
+
+
+def _single(input_dict: dict[str, list[types.Artifact]], key: str) -> types.Artifact | None:
+    artifacts = input_dict.get(key) or []
+    return artifacts[0] if artifacts else None
+
+
+def _uri(input_dict: dict[str, list[types.Artifact]], key: str) -> str | None:
+    artifact = _single(input_dict, key)
+    return artifact.uri if artifact is not None else None
+
+
+def report_inputs(input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> ReportInputs:
+    """What the input artifacts say: their directories and the custom properties the page shows."""
+    examples = _single(input_dict, keys.EXAMPLES_KEY)
+    blessing = _single(input_dict, keys.BLESSING_KEY)
+    baseline = _single(input_dict, keys.BASELINE_MODEL_KEY)
+    pushed = _single(input_dict, keys.PUSHED_MODEL_KEY)
+    pushed_destination = None
+    if pushed is not None and pushed.get_int_custom_property("pushed"):
+        pushed_destination = pushed.get_string_custom_property("pushed_destination") or None
+    return ReportInputs(
+        config=json.loads(exec_properties[keys.CONFIG_KEY]),
+        labels_path=exec_properties.get(keys.LABELS_PATH_KEY) or "",
+        out_dir=exec_properties.get(keys.OUT_DIR_KEY) or "",
+        spans=examples.get_string_custom_property(SPANS_PROPERTY) if examples is not None else None,
+        statistics_uri=_uri(input_dict, keys.STATISTICS_KEY),
+        anomalies_uri=_uri(input_dict, keys.ANOMALIES_KEY),
+        model_uri=_uri(input_dict, keys.MODEL_KEY),
+        model_run_uri=_uri(input_dict, keys.MODEL_RUN_KEY),
+        evaluation_uri=_uri(input_dict, keys.EVALUATION_KEY),
+        blessed=bool(blessing.get_int_custom_property("blessed")) if blessing is not None else None,
+        baseline=None
+        if baseline is None
+        else {
+            "version": baseline.get_string_custom_property(SERVED_VERSION_PROPERTY),
+            "path": baseline.get_string_custom_property(SERVED_PATH_PROPERTY),
+        },
+        pushed_destination=pushed_destination,
+        edge_model_uri=_uri(input_dict, keys.EDGE_MODEL_KEY),
+    )
+
+
+def published_report_path(pushed_destination: str) -> str:
+    """`<serving base>/reports/<version>.html` for the version directory `<serving base>/<version>`."""
+    base, version = posixpath.split(pushed_destination.rstrip("/"))
+    return f"{base}/{REPORTS_DIR}/{version}.html"
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes `text` to `path` (local or a bucket); a local reader never sees half a file."""
+    tf.io.gfile.makedirs(posixpath.dirname(path))
+    staged = f"{posixpath.dirname(path)}/.{posixpath.basename(path)}.tmp"
+    with tf.io.gfile.GFile(staged, "w") as handle:
+        handle.write(text)
+    tf.io.gfile.rename(staged, path, overwrite=True)
+
+
+def error_page(error: BaseException) -> str:
+    """A short self-contained page saying the report could not be built, and why."""
+    why = html.escape(f"{type(error).__name__}: {error}")
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">
+<title>Run report: could not be built</title></head>
+<body><main><h1>Run report: could not be built</h1>
+<p role="note">The RunReport component could not read the run's outputs into a report: {why}.
+The run itself is not affected; its outputs are in the pipeline root.</p></main></body>
+</html>
+"""
