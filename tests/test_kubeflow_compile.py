@@ -390,6 +390,16 @@ def test_every_artifact_type_the_spec_names_is_importable(default_compiled: Comp
     assert not unimportable, f"artifact types the v2 entrypoint cannot import: {unimportable}"
 
 
+def test_the_run_report_is_the_last_task_and_outputs_an_html_report(a100_compiled: CompileResult) -> None:
+    spec = _doc(a100_compiled).pipeline_spec
+    assert list(a100_compiled.tasks)[-1] == "RunReport"
+    assert {"Pusher", "EdgeExporter", "Evaluator"} <= set(spec.root.dag.tasks["RunReport"].dependent_tasks)
+    component = spec.components[spec.root.dag.tasks["RunReport"].component_ref.name]
+    schema = component.output_definitions.artifacts["report"].artifact_type.instance_schema
+    # Not `system.HTML` (the KFP UI's page type): TFX's v2 entrypoint imports the title as a class path.
+    assert yaml.safe_load(schema)["title"] == "components.HtmlReport"
+
+
 def _example_gen_parameters(result: CompileResult) -> dict[str, Any]:
     import json
 

@@ -672,6 +672,7 @@ def test_run_spec_trains_blesses_pushes_and_notifies(tmp_path: Path, digits_dir:
         "Trainer",
         "Evaluator",
         "Pusher",
+        "RunReport",
         "RunNotice",
     ]
     tasks = {task["name"]: task for task in record["tasks"]}
@@ -682,6 +683,14 @@ def test_run_spec_trains_blesses_pushes_and_notifies(tmp_path: Path, digits_dir:
     version_dir = Path(pushed["pushed_destination"])
     assert version_dir == tmp_path / "out" / "serving" / "digits" / pushed["pushed_version"]
     assert (version_dir / "saved_model.pb").is_file()
+    # The run report: in the RunReport task's artifact, and beside the versions it reports on.
+    report = tasks["RunReport"]["outputs"]["report"]
+    page = (run_dir / "RunReport" / "report" / "report.html").read_text()
+    assert f"Pushed version {pushed['pushed_version']}" in page
+    published = version_dir.parent / "reports" / f"{pushed['pushed_version']}.html"
+    assert report["metadata"]["published_path"] == str(published)
+    assert published.read_text() == page
+    assert report["metadata"]["problems"] == 0, page  # TFMA, statistics, anomalies and scalars were all read
     # The run parameter reached the Trainer: it trained 120 steps, not the config's 300.
     metrics = json.loads((run_dir / "Trainer" / "model" / "training_metrics.json").read_text())
     assert metrics["steps"] == 120
