@@ -30,7 +30,7 @@ def run_cli(data: Path, out: Path, *overrides: str) -> tuple[int, str, dict[str,
 
 def versions(out: Path) -> list[str]:
     base = out / "serving" / "digits"
-    return sorted(p.name for p in base.iterdir()) if base.exists() else []
+    return sorted(p.name for p in base.iterdir() if p.name.isdigit()) if base.exists() else []
 
 
 @pytest.fixture(scope="module")
