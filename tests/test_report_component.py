@@ -189,3 +189,20 @@ def test_a_serving_base_it_cannot_write_to_loses_only_the_copy(tmp_path: Path, t
 def test_the_published_report_sits_beside_the_versions() -> None:
     assert published_report_path("gs://b/serving/digits/17/") == "gs://b/serving/digits/reports/17.html"
     assert published_report_path("/out/serving/digits/17") == "/out/serving/digits/reports/17.html"
+
+
+def test_a_rerun_that_finds_its_model_already_pushed_keeps_the_pushing_runs_report(
+    tmp_path: Path, tfma: dict[str, Any]
+) -> None:
+    inputs = {
+        "model": _model(tmp_path),
+        "model_blessing": _artifact(standard_artifacts.ModelBlessing, tmp_path / "blessing", blessed=1),
+        "evaluation": _artifact(standard_artifacts.ModelEvaluation, tmp_path / "evaluation"),
+        "pushed_model": _pushed(tmp_path, pushed=True),
+    }
+    published = tmp_path / "serving" / "digits" / "reports" / f"{VERSION}.html"
+    _, first = _run(tmp_path, CONFIG, **inputs)
+    published.write_text(first + "<!-- the pushing run's -->")
+    report, _ = _run(tmp_path, CONFIG, **inputs)  # e.g. an identical rerun: the Pusher reuses the version
+    assert published.read_text().endswith("<!-- the pushing run's -->")
+    assert report.get_string_custom_property("published_path") == str(published)

@@ -59,7 +59,10 @@ class Executor(base_executor.BaseExecutor):
         if inputs is not None and inputs.pushed_destination:
             target = published_report_path(inputs.pushed_destination)
             try:
-                write_text(target, document)
+                # The run that pushed a version owns its report: a later run that only found the same model
+                # already pushed (no new data) leaves it as it is.
+                if not tf.io.gfile.exists(target):
+                    write_text(target, document)
                 published = target
             except Exception as error:  # the artifact has the report; a read-only serving base loses only the copy
                 logger.warning("run report: not written next to the pushed model (%s): %s", target, error)
