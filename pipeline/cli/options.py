@@ -177,6 +177,12 @@ existing_dir = path_rule("existing_dir")
 output_file = path_rule("output_file")
 output_dir = path_rule("output_dir")
 
+
+def run_output(text: str) -> str:
+    """`tfxp run --output`: a local directory by the `output_dir` rule, or a bucket URL kept as typed (the local
+    runner then refuses it with its reason: ML Metadata's SQLite store needs a local output)."""
+    return text if "://" in text else str(output_dir(text))
+
 ConfigOption = Annotated[
     Path | None,
     typer.Option(

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from pipeline.cli.console import console, error_console, fail
-from pipeline.cli.options import ConfigOption, SetOption, load_cli_config, output_dir
+from pipeline.cli.options import ConfigOption, SetOption, load_cli_config, run_output
 
 
 def _print_progress(component: str, state: str, seconds: float) -> None:
@@ -27,8 +27,8 @@ def run(
     config_file: ConfigOption = None,
     overrides: SetOption = None,
     output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", parser=output_dir, metavar="DIR", help="Output dir OUT (pipeline.output)."),
+        str | None,
+        typer.Option("--output", "-o", parser=run_output, metavar="DIR", help="Output dir OUT (pipeline.output)."),
     ] = None,
 ) -> None:
     """Run the pipeline locally (LocalDagRunner) and write OUT/run-summary.json.
