@@ -78,15 +78,17 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
         statistics = artifact_utils.get_single_instance(input_dict[standard_component_specs.STATISTICS_KEY])
         examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
         unusable: list[str] = []
+        empty_split = False
         for split in artifact_utils.decode_split_names(statistics.split_names):
             datasets = stats_artifact_utils.load_statistics(statistics, split).proto().datasets
             split_statistics = datasets[0] if datasets else statistics_pb2.DatasetFeatureStatistics()
+            empty_split = empty_split or split_statistics.num_examples == 0
             counter = None
             if examples:
                 pattern = os.path.join(artifact_utils.get_split_uri(examples, split), "*")
                 counter = functools.partial(count_refused_images, pattern)
             unusable.extend(data_problems(split, split_statistics, counter))
-        if unusable:  # first: an empty split also shows as schema anomalies that would mislead
+        if unusable and empty_split:  # an empty split also shows as schema anomalies that would mislead
             raise DataValidationError(
                 "the examples cannot be trained on, so training was not started:\n  - " + "\n  - ".join(unusable)
             )
@@ -98,13 +100,16 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
             anomalies = anomalies_pb2.Anomalies()
             anomalies.ParseFromString(io_utils.read_bytes_file(path))
             problems.extend(describe_anomalies(split, anomalies))
-        if problems:
-            raise DataValidationError(
-                "the examples violate the schema, so training was not started:\n  - "
-                + "\n  - ".join(problems)
-                + "\nFix the data (see `tfxp data inspect DIR`), or if the data is right, curate the schema "
-                "(`data.schema=<path to schema.pbtxt>`)."
+        if unusable or problems:  # both kinds, so one fix of the data settles every problem found
+            message = "the examples cannot be trained on, so training was not started:\n  - " + "\n  - ".join(
+                [*unusable, *problems]
             )
+            if problems:
+                message += (
+                    "\nFix the data (see `tfxp data inspect DIR`), or if the data is right, curate the schema "
+                    "(`data.schema=<path to schema.pbtxt>`)."
+                )
+            raise DataValidationError(message)
         return result
 
 

@@ -183,6 +183,7 @@ def run_output(text: str) -> str:
     runner then refuses it with its reason: ML Metadata's SQLite store needs a local output)."""
     return text if "://" in text else str(output_dir(text))
 
+
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
