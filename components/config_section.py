@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 
 class ConfigSection(BaseModel):
@@ -26,7 +26,18 @@ class ConfigSection(BaseModel):
     `coerce_numbers_to_str`: `--set kubeflow.cpu_request=4` or `data.path=2024` are strings, not numbers.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, coerce_numbers_to_str=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, coerce_numbers_to_str=True, allow_inf_nan=False
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads `true` as 1 for an int field: `trainer.train_steps=true` would train one step.
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and field.annotation in (int, float):
+            raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
+        return value
 
 
 def registered(kind: str, names: Sequence[str]) -> AfterValidator:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, PlainValidator, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PlainValidator, ValidationError, field_validator, model_validator
 
 from components.config_section import ConfigSection, describe_errors, section_keys
 from components.data.spans import POLICY_HELP, SpanError, parse_policy
@@ -145,6 +145,13 @@ class DataSection(ConfigSection):
                     "{SPAN}; spans are chosen with data.spans"
                 )
         return self
+
+    @field_validator("path")
+    @classmethod
+    def _path_given(cls, value: str) -> str:
+        if not value.strip():  # a blank path would read the working directory
+            raise ValueError("is empty; set it to the directory of the TFRecords, e.g. `--set data.path=data/digits`")
+        return value
 
     @property
     def labels_path(self) -> str:
@@ -351,6 +358,8 @@ def load_config(path: Path | None = None, overrides: Sequence[str] = ()) -> Tfxp
             loaded = _load_yaml(path.read_text())
         except OSError as error:
             raise ConfigError(f"cannot read config file {path}: {error.strerror}; pass an existing --config") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not UTF-8 text; --config takes a YAML file") from None
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
         if loaded is None:

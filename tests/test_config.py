@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -195,3 +196,24 @@ def test_data_spans_label_offset_and_patterns() -> None:
             build_config({}, [override])
     with pytest.raises(ConfigError, match=r"data.split is hash \(one set of files split by hash buckets"):
         build_config({}, ["data.split=hash", "data.train_pattern=a/*", "data.eval_pattern=b/*"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.path=  ", "`data.path` = '': is empty"),
+        ("trainer.train_steps=true", "`trainer.train_steps` = True: expected a number, got the boolean true"),
+        ("evaluator.min_accuracy=false", "`evaluator.min_accuracy` = False: expected a number, got the boolean false"),
+        ("trainer.learning_rate=.inf", "`trainer.learning_rate` = inf: Input should be a finite number"),
+    ],
+)
+def test_values_pydantic_would_quietly_accept_are_errors(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, [override])
+
+
+def test_a_config_file_that_is_not_text_names_the_file(tmp_path: Path) -> None:
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00\x01trainer:")
+    with pytest.raises(ConfigError, match=f"config file {re.escape(str(binary))} is not UTF-8 text"):
+        load_config(binary)
