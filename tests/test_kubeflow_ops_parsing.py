@@ -228,3 +228,27 @@ def test_the_spec_digest_follows_content_not_formatting(tmp_path: Path, package:
     restored = doc_from_api(from_api)
     assert restored is not None and spec_digest(restored) == spec_digest(original)
     assert doc_from_api(None) is None and doc_from_api({"nonsense": 1}) is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('train_args={"num_step": 40}', r'expected TFX TrainArgs as JSON, e.g. \{"num_steps": 500\}'),
+        ("train_args=notjson", r"expected TFX TrainArgs as JSON"),
+        ('train_args={"num_steps": -5}', r"num_steps must be at least 1"),
+        ("spans=none", r"compiled for span folders: use latest, all or a number"),
+        ("spans=newest", r"data.spans = 'newest': expected"),
+        ("data_path= ", r"is empty"),
+    ],
+)
+def test_tfxp_run_parameters_are_checked_beyond_their_kfp_type(entry: str, message: str) -> None:
+    # The compiled spec's own run parameters (pipeline.kubeflow.compile.RUN_PARAMETERS): a typo in train_args
+    # would otherwise be ignored by the Trainer and a bad span policy fail hours later in the pod.
+    declared = {name: {"parameterType": "STRING", "defaultValue": ""} for name in ("train_args", "spans", "data_path")}
+    parameters = pipeline_parameters(spec_dict(["Trainer"], declared))
+    with pytest.raises(ParamError, match=message):
+        typed_arguments(parse_param_entries([entry]), parameters, "pipeline p")
+    assert typed_arguments({"train_args": '{"num_steps": 40}', "spans": "3"}, parameters) == {
+        "train_args": '{"num_steps": 40}',
+        "spans": "3",
+    }

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,4 +183,47 @@ def typed_arguments(
             f"{pipeline} needs a value for {', '.join(p.describe() for p in missing)}; "
             f"pass --param {missing[0].name}=VALUE"
         )
-    return {name: parameters[name].convert(text) for name, text in raw.items()}
+    typed = {name: parameters[name].convert(text) for name, text in raw.items()}
+    for name, value in typed.items():
+        check = VALUE_CHECKS.get(name)
+        problem = check(str(value)) if check else None
+        if problem:
+            raise ParamError(f"--param {name}={value}: {problem}")
+    return typed
+
+
+def _train_args_problem(text: str) -> str | None:
+    from google.protobuf import json_format
+    from tfx.proto import trainer_pb2
+
+    try:
+        train_args = json_format.Parse(text, trainer_pb2.TrainArgs())  # unknown fields (`num_step`) are errors
+    except json_format.ParseError as error:
+        return f'expected TFX TrainArgs as JSON, e.g. {{"num_steps": 500}} ({error})'
+    if train_args.num_steps < 1:
+        return "num_steps must be at least 1"
+    return None
+
+
+def _spans_problem(text: str) -> str | None:
+    from components.data.spans import NO_SPANS, SpanError, parse_policy
+
+    try:
+        policy = parse_policy(text)
+    except SpanError as error:
+        return str(error)
+    if policy == NO_SPANS:
+        return "the pipeline was compiled for span folders: use latest, all or a number of newest spans"
+    return None
+
+
+def _data_path_problem(text: str) -> str | None:
+    return "is empty; give the directory of the TFRecords" if not text.strip() else None
+
+
+# What tfxp's own run parameters (`pipeline.kubeflow.compile.RUN_PARAMETERS`) accept, beyond their KFP type.
+VALUE_CHECKS: dict[str, Callable[[str], str | None]] = {
+    "train_args": _train_args_problem,
+    "spans": _spans_problem,
+    "data_path": _data_path_problem,
+}
