@@ -430,3 +430,14 @@ def test_a_pipeline_with_an_exit_handler_is_patched_inside_its_dag(tmp_path: Pat
 def test_defaults_for_undeclared_parameters_are_refused(doc: PipelineDoc) -> None:
     with pytest.raises(SpecPatchError, match=r"defaults given for steps, which the compiled pipeline does not declare"):
         patch_pipeline_doc(doc, _patch(parameter_defaults={"steps": 3}))
+
+
+def test_a_spec_without_tasks_or_text_is_refused_before_it_is_sent_or_run(tmp_path: Path) -> None:
+    partial = tmp_path / "partial.yaml"
+    partial.write_text("pipelineInfo:\n  name: x\nschemaVersion: 2.1.0\nsdkVersion: kfp-2.16.0\n")
+    with pytest.raises(SpecPatchError, match="not a complete KFP pipeline spec .* nothing would run"):
+        load_pipeline_doc(partial)
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(SpecPatchError, match="is not text"):
+        load_pipeline_doc(binary)

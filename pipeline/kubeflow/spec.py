@@ -109,6 +109,8 @@ def load_pipeline_doc(path: Path) -> PipelineDoc:
     """
     try:
         documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    except UnicodeDecodeError:
+        raise SpecPatchError(f"{path} is not text; compile a pipeline with `tfxp compile --out {path}`") from None
     except yaml.YAMLError as error:
         raise SpecPatchError(f"{path} is not YAML ({error}); compile it with `tfxp compile --out {path}`") from None
     if not documents or not isinstance(documents[0], dict):
@@ -122,12 +124,18 @@ def load_pipeline_doc(path: Path) -> PipelineDoc:
     for document in documents[1:]:
         platform.update(document)
     try:
-        return PipelineDoc(
+        doc = PipelineDoc(
             pipeline_spec=json_format.ParseDict(documents[0], pipeline_spec_pb2.PipelineSpec()),
             platform_spec=json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec()),
         )
     except json_format.ParseError as error:
         raise SpecPatchError(f"{path} is not a KFP pipeline spec: {error}") from None
+    if not doc.pipeline_spec.root.dag.tasks or not doc.pipeline_spec.deployment_spec:
+        raise SpecPatchError(
+            f"{path} is not a complete KFP pipeline spec (no root DAG tasks or no deploymentSpec): nothing would "
+            f"run; compile it with `tfxp compile --out {path}`"
+        )
+    return doc
 
 
 def dump_pipeline_doc(doc: PipelineDoc, header: str = "") -> str:
