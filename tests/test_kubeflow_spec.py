@@ -435,7 +435,7 @@ def test_defaults_for_undeclared_parameters_are_refused(doc: PipelineDoc) -> Non
 def test_a_spec_without_tasks_or_text_is_refused_before_it_is_sent_or_run(tmp_path: Path) -> None:
     partial = tmp_path / "partial.yaml"
     partial.write_text("pipelineInfo:\n  name: x\nschemaVersion: 2.1.0\nsdkVersion: kfp-2.16.0\n")
-    with pytest.raises(SpecPatchError, match="not a complete KFP pipeline spec .* nothing would run"):
+    with pytest.raises(SpecPatchError, match=r"not a complete KFP pipeline spec .* nothing would run"):
         load_pipeline_doc(partial)
     binary = tmp_path / "bin.yaml"
     binary.write_bytes(b"\xff\xfe\x00garbage")
