@@ -226,6 +226,9 @@ def test_local_runs_refuse_a_bucket_output_and_missing_data(tmp_path: Path) -> N
         resolve_local_paths(build_config({}, [f"data.path={tmp_path}", "pipeline.output=gs://b/out"]))
     with pytest.raises(FileNotFoundError, match=r"data.path .*missing is not a directory"):
         resolve_local_paths(build_config({}, [f"data.path={tmp_path / 'missing'}", f"pipeline.output={tmp_path}"]))
+    _tfxp_data(tmp_path / "set [v1]")  # readable by `tfxp data inspect`, but a pattern to ImportExampleGen
+    with pytest.raises(FileNotFoundError, match=r"contains a glob character"):
+        resolve_local_paths(build_config({}, [f"data.path={tmp_path / 'set [v1]'}", f"pipeline.output={tmp_path}"]))
 
 
 def test_the_file_probe_lists_and_samples_leniently(tmp_path: Path) -> None:

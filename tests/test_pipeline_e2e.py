@@ -140,6 +140,7 @@ def test_retrained_model_starts_from_and_is_compared_with_the_served_version(
     assert code == 0, output
     assert summary["components"]["Trainer"]["status"] == "complete"
     assert summary["warm_start"]["applied"] is True, summary["warm_start"]
+    assert "warm start from the served model:" in " ".join(output.split())  # said on the terminal too
     assert summary["warm_start"]["version"] == served
     assert summary["baseline"]["version"] == served
     assert summary["baseline"]["path"] == str(out / "serving" / "digits" / served)

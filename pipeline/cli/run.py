@@ -128,4 +128,9 @@ def _print_summary(summary: dict, summary_path: str) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    warm = summary.get("warm_start")
+    requested = summary.get("config", {}).get("trainer", {}).get("warm_start") == "served"
+    if requested and isinstance(warm, dict):  # trainer.warm_start=served: say whether it was used, and why not
+        state = "from the served model" if warm.get("applied") else "not applied"
+        console.print(f"warm start {state}: {warm.get('reason', '')}", highlight=False, markup=False)
     console.print(f"wall time {summary['wall_seconds']:.1f}s; summary: {summary_path}", highlight=False)

@@ -51,6 +51,12 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
             f"data.path {data_path} is not a directory; make the digits data with "
             f"`tfxp data digits --out {config.data.path}` or point `--set data.path=...` at your TFRecords"
         )
+    if any(character in data_path for character in "*?["):
+        # ImportExampleGen globs `<data.path>/<pattern>`: a folder name with glob characters matches nothing.
+        raise FileNotFoundError(
+            f"data.path {data_path} contains a glob character (*, ? or [), which ImportExampleGen would read as a "
+            "pattern and find no files; rename the folder or link it under a plain name"
+        )
     # Every schema mode trains on the label map: check it now, not in the Trainer or the EdgeExporter.
     read_label_map(_absolute(config.data.labels_path))
     schema = config.data.schema_source
