@@ -132,6 +132,15 @@ def test_serve_refuses_a_missing_model_base(tmp_path: Path) -> None:
     assert "does not exist; run `tfxp run` first" in plain(output)
 
 
+def test_serve_points_from_the_serving_dir_to_the_model_below_it(tmp_path: Path) -> None:
+    (tmp_path / "serving" / "digits" / "1796000000").mkdir(parents=True)
+    code, output = run_cli("serve", "--model-base", str(tmp_path / "serving"))
+    assert code == 2
+    assert f"holds no versions, but digits below it does; pass --model-base {tmp_path / 'serving' / 'digits'}" in (
+        plain(output)
+    )
+
+
 def test_serve_help_says_it_stands_in_for_tf_serving() -> None:
     code, output = run_cli("serve", "--help")
     assert code == 0

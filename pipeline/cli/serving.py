@@ -56,6 +56,15 @@ def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str 
             f"model base path {base} does not exist; run `tfxp run` first (it pushes to OUT/serving/<model>/) "
             "or pass --model-base DIR (a directory of numeric version subdirectories)"
         )
+    children = [child for child in base.iterdir() if child.is_dir()]
+    if children and not any(child.name.isdigit() for child in children):
+        # An easy mistake: OUT/serving instead of OUT/serving/<model>; the server would poll it forever.
+        holders = [child.name for child in children if any(g.name.isdigit() for g in child.iterdir() if g.is_dir())]
+        if holders:
+            raise UserError(
+                f"model base path {base} holds no versions, but {', '.join(sorted(holders))} below it does; "
+                f"pass --model-base {base / sorted(holders)[0]} (a model's base path holds numeric versions)"
+            )
     versions = serving.versions or tuple(sorted(set(serving.labels.values())))
     try:
         policy = VersionPolicy(serving.version_policy, serving.num_versions, versions)
