@@ -276,6 +276,10 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
     }
 
 
+def _storage_uri(options: ServingOptions) -> str:
+    return options.base_path if options.remote_base else f"pvc://{options.pvc}/{options.model_name}"
+
+
 def kserve_inference_service(options: ServingOptions) -> str:
     """A KServe v1beta1 InferenceService with the `tensorflow` model format (KServe runs TF Serving).
 
@@ -288,7 +292,7 @@ def kserve_inference_service(options: ServingOptions) -> str:
     model: Manifest = {
         "modelFormat": {"name": "tensorflow"},
         **({"image": image} if is_digest(image) else {"runtimeVersion": image.rsplit(":", 1)[-1]}),
-        "storageUri": options.storage_uri or f"pvc://{options.pvc}/{options.model_name}",
+        "storageUri": options.storage_uri or _storage_uri(options),
         "resources": _resources(options),
         "env": [_HOME],
         "securityContext": container_security_context(options),

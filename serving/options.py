@@ -10,15 +10,33 @@ Example:
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from components.config_section import ConfigSection
 from serving.k8s_names import check_claim_name, check_label, check_namespace, kubernetes_name
 
 Namespace = Annotated[str, AfterValidator(check_namespace)]
 Label = Annotated[str, AfterValidator(check_label)]
+# Kubernetes resource.Quantity as these fields use it: a decimal number and an optional SI or binary suffix.
+CPU_QUANTITY = r"^[0-9]+(\.[0-9]+)?m?$"
+MEMORY_QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
+
+
+def check_memory(value: str) -> str:
+    """Returns `value` when it is a Kubernetes memory quantity (`MEMORY_QUANTITY`), e.g. `8Gi`.
+
+    Raises:
+        ValueError: what a quantity looks like.
+    """
+    if not re.fullmatch(MEMORY_QUANTITY, value):
+        raise ValueError(
+            "expected a Kubernetes memory quantity: a number and an optional suffix (k, M, G, T, P, E or Ki, Mi, "
+            "Gi, Ti, Pi, Ei), e.g. 8Gi or 512Mi"
+        )
+    return value
 
 
 class ServingOptions(ConfigSection):
@@ -26,7 +44,8 @@ class ServingOptions(ConfigSection):
 
     Attributes:
         model_name: TF Serving model name; pushes go to `OUT/serving/<model_name>/<version>/`.
-        base_path: Model base path as TF Serving sees it (deploy assets); empty = the local push dir.
+        base_path: Model base path as TF Serving sees it (deploy assets); empty = where pushes go: a bucket
+            path as it is, a local push dir mounted (the `model_pvc` volume, the docker scripts' MODEL_DIR).
         grpc_port: gRPC port (TF Serving's default 8500).
         rest_port: REST port (TF Serving's default 8501).
         max_batch_size: Server-side batching: largest batch.
@@ -57,7 +76,7 @@ class ServingOptions(ConfigSection):
         max_replicas: Serving pods the autoscaler may add up to.
         target_cpu_percent: Autoscaler CPU utilisation target.
         model_pvc: PersistentVolumeClaim with the models (empty = `<model_name>-models`, made a valid name).
-        storage_uri: KServe storageUri (empty = `pvc://<model_pvc>/<model_name>`).
+        storage_uri: KServe storageUri (empty = a bucket `base_path`, else `pvc://<model_pvc>/<model_name>`).
         namespace: Kubernetes namespace of every object; `kubernetes/00-namespace.yaml` creates it with the
             "restricted" Pod Security Standard enforced.
         allowed_namespaces: Namespaces whose pods may reach the gRPC and REST ports (the NetworkPolicy);
@@ -93,8 +112,8 @@ class ServingOptions(ConfigSection):
     gpu_batch_timeout_micros: int = Field(5000, ge=0)
     cpu_image: str = "tensorflow/serving:2.19.1"
     gpu_image: str = "tensorflow/serving:2.19.1-gpu"
-    cpu: str = Field("4", pattern=r"^[0-9]+(\.[0-9]+)?m?$")
-    memory: str = "8Gi"
+    cpu: str = Field("4", pattern=CPU_QUANTITY)
+    memory: Annotated[str, AfterValidator(check_memory)] = "8Gi"
     gpus: int = Field(0, ge=0)
     min_replicas: int = Field(2, ge=1)
     max_replicas: int = Field(10, ge=1)
@@ -105,6 +124,20 @@ class ServingOptions(ConfigSection):
     allowed_namespaces: tuple[Namespace, ...] = ()
     allowed_pod_labels: tuple[Label, ...] = ()
     run_as_user: int = Field(10001, ge=1)
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> ServingOptions:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"serving.min_replicas is {self.min_replicas} but serving.max_replicas is {self.max_replicas}; the "
+                "autoscaler needs min_replicas <= max_replicas"
+            )
+        if self.grpc_port == self.rest_port:
+            raise ValueError(
+                f"serving.grpc_port and serving.rest_port are both {self.grpc_port}; TF Serving listens on each, so "
+                "give them different ports (its defaults are 8500 and 8501)"
+            )
+        return self
 
     @property
     def labels(self) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -12,9 +13,9 @@ from typer.testing import CliRunner
 
 from components.contract import LABEL_KEY, TEXT_KEY, read_label_map
 from components.data.dataset import MANIFEST_FILE, corrupt_labels
-from components.data.digits import write_digit_spans
+from components.data.digits import SOURCE, write_digit_spans
 from components.data.errors import DataError
-from components.data.span_writer import cut_into_spans, existing_spans, prepare_span
+from components.data.span_writer import check_span_cut, cut_into_spans, existing_spans, prepare_span
 from components.data.tfrecords import iter_examples, split_files
 from pipeline.cli import app
 
@@ -108,6 +109,31 @@ def test_spans_refuse_a_different_label_map_an_existing_span_and_an_unspanned_ro
         write_digit_spans(tmp_path / "flat", spans=2, only=1)
     with pytest.raises(DataError, match=r"--span 4 is not one of the 3 spans \(1..3\)"):
         write_digit_spans(tmp_path / "new", spans=3, only=4)
+
+
+def test_a_span_cut_otherwise_than_the_digits_spans_beside_it_is_refused(three_spans: Path, tmp_path: Path) -> None:
+    root = tmp_path / "stream"
+    root.mkdir()
+    for span in (1, 2, 3):  # copies of the fixture's spans, cut as 3 parts
+        shutil.copytree(three_spans / f"span-{span}", root / f"span-{span}")
+    shutil.copy(three_spans / "labels.txt", root / "labels.txt")
+    runner = CliRunner()
+    for arguments in (["--span", "0"], ["--spans", "1", "--span", "1", "--overwrite"], ["--spans", "2", "--overwrite"]):
+        result = runner.invoke(app, ["data", "digits", "--out", str(root), "--shards", "1", *arguments])
+        assert result.exit_code == 2, result.output
+        message = " ".join(result.output.split())
+        assert re.search(
+            r"holds span-\d cut as 3 parts \(seed 0, eval fraction 0\.2\); (span-\d, )*span-\d would", message
+        )
+        assert "--spans 3 --eval-fraction 0.2" in message
+    assert sorted(path.name for path in root.iterdir()) == ["labels.txt", "span-1", "span-2", "span-3"]
+    with pytest.raises(DataError, match=r"span-4 would be cut as 3 parts \(seed 1, eval fraction 0.2\)"):
+        check_span_cut(root, [4], SOURCE, {"spans": 3, "seed": 1, "eval_fraction": 0.2})
+    with pytest.raises(DataError, match=r"eval fraction 0.3"):
+        check_span_cut(root, [4], SOURCE, {"spans": 3, "seed": 0, "eval_fraction": 0.3})
+    check_span_cut(root, [4], SOURCE, {"spans": 3, "seed": 0, "eval_fraction": 0.2})  # the same cut: more spans
+    check_span_cut(root, [1, 2, 3], SOURCE, {"spans": 1, "seed": 0, "eval_fraction": 0.2})  # replaces every span
+    check_span_cut(root, [4], "/data/photos", {"spans": 1, "seed": 0, "eval_fraction": 0.2})  # another source
 
 
 def test_cut_into_spans_is_seeded_disjoint_and_balanced() -> None:

@@ -13,8 +13,8 @@ from tensorflow_serving.config import model_server_config_pb2
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.cli.serving import local_model_dir
-from pipeline.config import load_config
+from pipeline.cli.serving import deployed_serving, local_model_dir
+from pipeline.config import ConfigError, load_config
 from serving.deploy import render_deploy_assets
 from serving.manager import read_model_config_file
 from serving.options import ServingOptions
@@ -181,6 +181,61 @@ def test_remote_base_path_needs_no_model_volume() -> None:
     assert "MODEL_DIR" not in assets["run_tf_serving_cpu.sh"].split("exec docker run", 1)[1]
     assert "latest {\n        num_versions: 1" in assets["models.config"]
     assert "--allow_version_labels_for_unavailable_models" not in assets["run_tf_serving_cpu.sh"]
+
+
+def test_a_bucket_output_serves_from_the_bucket_the_pipeline_pushes_to(tmp_path: Path) -> None:
+    config = load_config(None, ["pipeline.output=gs://bucket/tfxp", "serving.model_name=flowers"])
+    assert deployed_serving(config).base_path == "gs://bucket/tfxp/serving/flowers"
+    assert local_model_dir(config) == ""
+    assets = render_deploy_assets(deployed_serving(config))
+    assert 'base_path: "gs://bucket/tfxp/serving/flowers"' in assets["models.config"]
+    deployment = yaml.safe_load(assets["kubernetes/deployment.yaml"])
+    assert [volume["name"] for volume in deployment["spec"]["template"]["spec"]["volumes"]] == ["config", "tmp"]
+    predictor = yaml.safe_load(assets["kserve/inferenceservice.yaml"])["spec"]["predictor"]
+    assert predictor["model"]["storageUri"] == "gs://bucket/tfxp/serving/flowers"
+    result = CliRunner().invoke(
+        app, ["deploy-assets", "--out", str(tmp_path), "--set", "pipeline.output=gs://bucket/tfxp"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "models served from gs://bucket/tfxp/serving/digits, where pushes go" in result.output
+    assert "/models/digits" not in (tmp_path / "models.config").read_text()
+    local = load_config(None, ["serving.model_name=flowers"])
+    assert deployed_serving(local) == local.serving  # a local push dir is mounted, as before
+    chosen = load_config(None, ["pipeline.output=gs://bucket/tfxp", "serving.base_path=gs://other/flowers"])
+    assert deployed_serving(chosen).base_path == "gs://other/flowers"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["serving.min_replicas=5", "serving.max_replicas=2"],
+            "serving.min_replicas is 5 but serving.max_replicas is 2",
+        ),
+        (["serving.grpc_port=8501"], "serving.grpc_port and serving.rest_port are both 8501"),
+        (["serving.memory=lots"], r"`serving.memory` = 'lots': expected a Kubernetes memory quantity"),
+        (["serving.memory=8 Gi"], "expected a Kubernetes memory quantity"),
+        (["serving.cpu=four"], "serving.cpu"),
+    ],
+)
+def test_serving_values_that_cannot_deploy_are_config_errors(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+
+
+def test_kubernetes_quantities_and_equal_replicas_are_accepted() -> None:
+    for memory in ("8Gi", "512Mi", "1.5G", "1000000", "64k"):
+        assert ServingOptions(memory=memory).memory == memory
+    assert ServingOptions(min_replicas=3, max_replicas=3).max_replicas == 3
+
+
+def test_cli_check_refuses_manifests_that_cannot_work(tmp_path: Path) -> None:
+    settings = ["serving.min_replicas=5", "serving.max_replicas=2", "serving.grpc_port=8501", "serving.memory=lots"]
+    arguments = [argument for setting in settings for argument in ("--set", setting)]
+    result = CliRunner().invoke(app, ["deploy-assets", *arguments, "--out", str(tmp_path), "--check"])
+    assert result.exit_code == 2, result.output
+    assert "serving.memory" in result.output and "check passed" not in result.output
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import numpy as np
 
 from components.data.dataset import DatasetSummary, Record, check_corrupt_fraction, check_eval_fraction, write_dataset
 from components.data.errors import DataError
-from components.data.span_writer import cut_into_spans, prepare_span
+from components.data.span_writer import check_span_cut, cut_into_spans, prepare_span
 
 DIGIT_NAMES = tuple(str(digit) for digit in range(10))
 DIGITS_MAX_VALUE = 16  # load_digits() pixels are counts of set pixels in 4x4 blocks: 0..16
@@ -111,7 +111,8 @@ def write_digit_spans(
 
     Raises:
         DataError: `only` outside 1..spans, too many spans, a root holding data without spans, an existing span
-            (without `overwrite`), a label map beside the spans with other classes, or a bad fraction.
+            (without `overwrite`), a label map beside the spans with other classes, digits spans beside them cut
+            otherwise (spans, seed or eval fraction: the parts would overlap), or a bad fraction.
 
     Example:
         write_digit_spans(Path("data/stream"), spans=4, only=1)  # data/stream/span-1, about 450 digits
@@ -123,6 +124,7 @@ def write_digit_spans(
     records = digits_records()
     parts = cut_into_spans([record.label for record in records], spans, seed)
     wanted = [only] if only is not None else list(range(1, spans + 1))
+    check_span_cut(out, wanted, SOURCE, {"spans": spans, "seed": seed, "eval_fraction": eval_fraction})
     targets = {span: prepare_span(out, span, DIGIT_NAMES, overwrite) for span in wanted}
     return [
         write_dataset(

@@ -10,9 +10,11 @@ place when complete), so a run never reads half a span.
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from components.contract import LABELS_FILE, read_label_map, write_label_map
 from components.data.dataset import MANIFEST_FILE, check_output
@@ -74,6 +76,48 @@ def prepare_span(root: Path, span: int, names: Sequence[str], overwrite: bool) -
         root.mkdir(parents=True, exist_ok=True)
         write_label_map(root / LABELS_FILE, names)
     return target
+
+
+CUT_KEYS = ("spans", "seed", "eval_fraction")  # manifest keys that decide which examples a span and its eval hold
+
+
+def _describe_cut(cut: Mapping[str, Any]) -> str:
+    parts = cut.get("spans")
+    return f"{parts} part{'' if parts == 1 else 's'} (seed {cut.get('seed')}, eval fraction {cut.get('eval_fraction')})"
+
+
+def check_span_cut(root: Path, writing: Collection[int], source: str, cut: Mapping[str, Any]) -> None:
+    """Refuses to write spans `writing` cut from `source` as `cut` (`CUT_KEYS`) beside spans of the same source
+    whose manifests record another cut: the parts would overlap, so one span's eval images would be another's
+    train images. Spans of other sources (another image folder) share no images and are not compared; the spans
+    being written (replaced with `--overwrite`) are not compared either.
+
+    Raises:
+        DataError: names the existing spans, their cut, the cut asked for, and how to match it.
+
+    Example:
+        check_span_cut(Path("data/stream"), [1], SOURCE, {"spans": 3, "seed": 0, "eval_fraction": 0.2})
+    """
+    wanted = {key: cut[key] for key in CUT_KEYS}
+    for span in existing_spans(root):
+        manifest_path = root / span_dir_name(span) / MANIFEST_FILE
+        if span in writing or not manifest_path.is_file():
+            continue
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (OSError, ValueError):
+            continue  # not a manifest `tfxp data` wrote; check_output refuses such a folder when it is written
+        if not isinstance(manifest, dict) or manifest.get("source") != source:
+            continue
+        existing = {key: manifest.get(key) for key in CUT_KEYS}
+        if existing != wanted:
+            written = ", ".join(span_dir_name(number) for number in sorted(writing))
+            raise DataError(
+                f"{root} holds {span_dir_name(span)} cut as {_describe_cut(existing)}; {written} would be cut as "
+                f"{_describe_cut(wanted)}, so train splits would hold other spans' eval images: pass "
+                f"--spans {existing['spans']} --eval-fraction {existing['eval_fraction']} (the same cut) or write "
+                "into another directory"
+            )
 
 
 def existing_spans(root: Path) -> list[int]:

@@ -32,12 +32,13 @@ from pipeline.cli.options import (
 )
 from pipeline.cli.quiet import keep_log
 from pipeline.config import TfxpConfig
-from pipeline.layout import output_layout
+from pipeline.layout import is_remote, output_layout
 from serving.k8s_check import KUBERNETES_VERSION, CheckToolError, Finding, check_deploy_assets
 
 if TYPE_CHECKING:
     from serving.client import ServingClient
     from serving.manager import ModelConfig
+    from serving.options import ServingOptions
 
 ModelNameOption = Annotated[str | None, typer.Option("--model-name", help="Model name (default serving.model_name).")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds each request may take.")]
@@ -358,10 +359,20 @@ def loadtest(
         raise fail(f"every request failed ({result.error_kinds}); is the server up at {grpc or rest}?", code=1)
 
 
+def deployed_serving(config: TfxpConfig) -> ServingOptions:
+    """The `serving` section the deploy assets render: as configured, but an empty `serving.base_path` becomes
+    the push destination when that is a bucket (`pipeline.output` is one); TF Serving reads it directly, and a
+    volume mounted instead would hold no pushed model."""
+    pushes = output_layout(config).serving_base
+    if config.serving.base_path or not is_remote(pushes):
+        return config.serving
+    return config.serving.model_copy(update={"base_path": pushes})
+
+
 def local_model_dir(config: TfxpConfig) -> str:
-    """The host directory the deploy assets' docker scripts mount: the local push directory, or "" when
-    `serving.base_path` is a bucket path (TF Serving reads it directly)."""
-    return "" if config.serving.remote_base else str(Path(output_layout(config).serving_base).resolve())
+    """The host directory the deploy assets' docker scripts mount: the local push directory, or "" when the
+    models are in a bucket (TF Serving reads it directly)."""
+    return "" if deployed_serving(config).remote_base else str(Path(output_layout(config).serving_base).resolve())
 
 
 def _print_findings(findings: list[Finding]) -> None:
@@ -392,9 +403,16 @@ def deploy_assets(
     config = load_cli_config(config_file, overrides)
     from serving.deploy import WARNINGS_FILE, deploy_warnings, write_deploy_assets
 
-    for path in write_deploy_assets(config.serving, out, local_model_dir(config)):
+    serving = deployed_serving(config)
+    for path in write_deploy_assets(serving, out, local_model_dir(config)):
         console.print(f"wrote {path}", highlight=False)
-    warnings = deploy_warnings(config.serving)
+    if serving.base_path != config.serving.base_path:
+        console.print(
+            f"models served from {serving.base_path}, where pushes go (set serving.base_path to change)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    warnings = deploy_warnings(serving)
     for warning in warnings:
         error_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     if warnings:
