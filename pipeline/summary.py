@@ -113,6 +113,28 @@ def served_version(config: TfxpConfig) -> str | None:
     return versions[0].rsplit("/", 1)[-1] if versions else None
 
 
+def _existing_push(destination: str | None, problems: list[dict[str, str]]) -> str | None:
+    """`destination` when it is still a complete version; otherwise None, and a problem saying it is gone.
+
+    The Pusher's record outlives the version: an operator may have removed it since (a rollback). The summary
+    then does not name it as pushed or served.
+    """
+    if not destination:
+        return None
+    base = destination.rstrip("/").rsplit("/", 1)[0]
+    if destination.rstrip("/") in list_versions(base, required_file="saved_model.pb"):
+        return destination
+    problems.append(
+        {
+            "component": "Pusher",
+            "path": destination,
+            "error": "the Pusher recorded this version as pushed, but it no longer exists (removed since?); "
+            "it is not served",
+        }
+    )
+    return None
+
+
 @contextmanager
 def _reported(problems: list[dict[str, str]], component: str, path: str, what: str) -> Iterator[None]:
     """Records an error of the block in `problems` instead of raising it.
@@ -197,7 +219,7 @@ def build_summary(
     if pusher is not None and pusher.outputs.get("pushed_model"):
         pushed = pusher.outputs["pushed_model"][0]
         if _int_property(pushed, "pushed"):
-            summary["pushed_model_dir"] = _string_property(pushed, "pushed_destination")
+            summary["pushed_model_dir"] = _existing_push(_string_property(pushed, "pushed_destination"), problems)
     if evaluator is not None:
         _add_decision(summary, config, components, store, failures)
     if failure is None:

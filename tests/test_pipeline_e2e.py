@@ -105,6 +105,29 @@ def test_identical_rerun_is_served_from_cache(first_run: tuple[Path, dict[str, A
     assert again["decision"] == "no new data" and versions(out) == [served]
 
 
+def test_a_rolled_back_push_is_pushed_again(digits_dir: Path, tmp_path: Path) -> None:
+    """Push A, push B, remove B's version: the same run as B reruns the Pusher (the baseline is A again, as when B
+    ran, so everything before the Pusher is cached) and publishes B's model as a new version."""
+    out = tmp_path / "out"
+    quick = ("trainer.train_steps=1", "evaluator.min_accuracy=0", "evaluator.max_accuracy_drop=1")
+    code, output, first = run_cli(digits_dir, out, *quick)
+    assert code == 0 and first["decision"] == "pushed", output
+    code, output, second = run_cli(digits_dir, out, *quick, "trainer.seed=7")
+    assert code == 0 and second["decision"] == "pushed", output
+    shutil.rmtree(second["pushed_model_dir"])
+
+    code, output, again = run_cli(digits_dir, out, *quick, "trainer.seed=7")
+    assert code == 0, output
+    statuses = {name: record["status"] for name, record in again["components"].items()}
+    assert statuses["ServedBaseline"] == statuses["Evaluator"] == statuses["Trainer"] == "cached", statuses
+    assert statuses["Pusher"] == "complete", statuses
+    pushed = Path(again["pushed_model_dir"])
+    assert pushed.is_dir() and pushed != Path(second["pushed_model_dir"])
+    assert again["decision"] == "pushed" and again["served_version"] == pushed.name
+    assert again["blessing_reason"].startswith("pushed: ") and again["problems"] == []
+    assert versions(out) == sorted([Path(first["pushed_model_dir"]).name, pushed.name])
+
+
 def test_model_below_threshold_is_not_pushed(first_run: tuple[Path, dict[str, Any]], digits_dir: Path) -> None:
     out, first = first_run
     before = versions(out)

@@ -11,7 +11,7 @@ from mlmd_fixtures import PIPELINE, FakeRunStore
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.config import TfxpConfig
+from pipeline.config import TfxpConfig, build_config
 from pipeline.layout import output_layout
 from pipeline.summary import build_summary
 
@@ -125,3 +125,28 @@ def test_tfxp_run_prints_the_summary_problems_on_stderr(tmp_path: Path, monkeypa
     written = json.loads((out / "run-summary.json").read_text())
     assert [problem["component"] for problem in written["problems"]] == ["Trainer"]
     assert written["config"]["pipeline"]["name"] == PIPELINE
+
+
+@pytest.mark.parametrize("removed", [False, True])
+def test_a_pushed_version_removed_since_is_a_problem_not_the_pushed_model_dir(tmp_path: Path, removed: bool) -> None:
+    config = build_config({}, [f"pipeline.output={tmp_path / 'out'}"])
+    version = Path(output_layout(config).serving_base) / "1796094230"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"model")
+    store = FakeRunStore(tmp_path / "metadata.db")
+    run = store.start_run()
+    pushed = str(tmp_path / "pushed")
+    properties = {pushed: {"pushed": 1, "pushed_destination": str(version)}}
+    store.add_execution(run, "Pusher", "cached", {"pushed_model": [pushed]}, properties)
+    if removed:
+        (version / "saved_model.pb").unlink()
+        version.rmdir()
+    summary = build_summary(config, str(tmp_path / "metadata.db"), wall_seconds=1.0)
+    if not removed:
+        assert summary["pushed_model_dir"] == str(version) and summary["problems"] == []
+        assert summary["served_version"] == "1796094230"
+        return
+    assert summary["pushed_model_dir"] is None and summary["served_version"] is None
+    (problem,) = summary["problems"]
+    assert problem["component"] == "Pusher" and problem["path"] == str(version)
+    assert "no longer exists" in problem["error"]

@@ -14,6 +14,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
 from components.publish import publish_version
+from components.pusher.driver import PushedVersionsDriver
 
 
 class AtomicPusherExecutor(pusher_executor.Executor):
@@ -47,6 +48,9 @@ class AtomicPusherExecutor(pusher_executor.Executor):
 
 
 class AtomicPusher(Pusher):
-    """TFX's Pusher with AtomicPusherExecutor: versions appear in TF Serving's base path in one rename."""
+    """TFX's Pusher with AtomicPusherExecutor (versions appear in TF Serving's base path in one rename) and a
+    driver that makes the local runner rerun it when the versions under its destination changed or one it
+    pushed is gone (`components.pusher.driver`)."""
 
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)
+    DRIVER_CLASS = PushedVersionsDriver

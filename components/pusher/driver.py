@@ -1,0 +1,101 @@
+"""The Pusher's driver: its cache key follows the versions under its push destination.
+
+A cached Pusher execution says "pushed to `<base>/<version>`"; that is only true while the version exists. An
+operator who rolls a push back (`rm -rf <base>/<version>`) restores the serving base path to what it was before
+that push, so the same run again would find every component, the Pusher included, in the cache, and report a
+version that no longer exists. The fingerprint therefore names the complete versions present now and, from ML
+Metadata, the versions earlier Pusher executions pushed this same model to that are gone: the removal changes
+the cache key, the Pusher reruns and publishes the model again (as a new version, since its old one is gone).
+Nothing changed on disk, nothing removed: the fingerprint is stable and the Pusher stays cached.
+
+Example fingerprints: `none` (nothing pushed yet), `1796094230,1796094188`, `1796094188;gone:1796094230`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+from tfx.proto import pusher_pb2
+from tfx.types import standard_component_specs
+from tfx.utils import proto_utils
+
+from components.baseline.served import SAVED_MODEL_FILE
+from components.fingerprint_driver import FingerprintDriver
+from components.publish import list_versions
+
+# The execution property the driver sets (TFX's PusherSpec does not declare it; the launcher passes it on).
+PUSHED_FINGERPRINT_KEY = "pushed_fingerprint"
+# What TFX's Pusher records on its PushedModel artifact.
+PUSHED_PROPERTY = "pushed"
+PUSHED_DESTINATION_PROPERTY = "pushed_destination"
+
+
+def pushed_fingerprint(base: str, earlier_pushes: Iterable[str] = ()) -> str:
+    """The complete versions under `base`, newest first, and those of `earlier_pushes` that are gone.
+
+    Args:
+        base: The push destination's base directory (`<serving base>/<model>`).
+        earlier_pushes: `<base>/<version>` directories that earlier executions pushed this model to; those
+            under another base path are ignored.
+
+    Returns:
+        `none` or the comma-separated versions, followed by `;gone:<versions>` when an earlier push is gone.
+    """
+    root = base.rstrip("/")
+    present = [path.rsplit("/", 1)[-1] for path in list_versions(root, required_file=SAVED_MODEL_FILE)]
+    pushed = {tuple(path.rstrip("/").rsplit("/", 1)) for path in earlier_pushes if "/" in path.rstrip("/")}
+    gone = sorted({version for parent, version in pushed if parent == root and version not in present})
+    text = ",".join(present) or "none"
+    return f"{text};gone:{','.join(gone)}" if gone else text
+
+
+def earlier_pushes(store: metadata_store.MetadataStore, model_ids: Sequence[int]) -> list[str]:
+    """The destinations of every push recorded for the given Model artifacts: the `pushed_destination` of the
+    PushedModel outputs of executions (cached ones included) that read one of them."""
+    if not model_ids:
+        return []
+    reads = store.get_events_by_artifact_ids(list(model_ids))
+    executions = sorted({event.execution_id for event in reads if event.type == metadata_store_pb2.Event.INPUT})
+    if not executions:
+        return []
+    outputs = [
+        event.artifact_id
+        for event in store.get_events_by_execution_ids(executions)
+        if event.type == metadata_store_pb2.Event.OUTPUT
+        and event.path.steps
+        and event.path.steps[0].key == standard_component_specs.PUSHED_MODEL_KEY
+    ]
+    destinations = set()
+    for artifact in store.get_artifacts_by_id(outputs) if outputs else []:
+        properties = artifact.custom_properties
+        if PUSHED_PROPERTY in properties and properties[PUSHED_PROPERTY].int_value:
+            destinations.add(properties[PUSHED_DESTINATION_PROPERTY].string_value)
+    return sorted(destination for destination in destinations if destination)
+
+
+def push_base(push_destination: Any) -> str:
+    """The file-system base directory of the `push_destination` execution property (JSON or the proto)."""
+    destination = push_destination
+    if isinstance(push_destination, str):
+        destination = proto_utils.json_to_proto(push_destination, pusher_pb2.PushDestination())
+    return str(destination.filesystem.base_directory)
+
+
+class PushedVersionsDriver(FingerprintDriver):
+    """Sets `pushed_fingerprint` from the push destination and this model's earlier pushes in ML Metadata."""
+
+    FINGERPRINT_KEY = PUSHED_FINGERPRINT_KEY
+
+    def fingerprint(self, execution_info: Any) -> str:
+        """`pushed_fingerprint` of the push destination, with this model's earlier pushes from ML Metadata."""
+        base = push_base(execution_info.exec_properties[standard_component_specs.PUSH_DESTINATION_KEY])
+        models = execution_info.input_dict.get(standard_component_specs.MODEL_KEY) or []
+        model_ids = [model.id for model in models if model.id]
+        pushes: list[str] = []
+        if model_ids and self._metadata_handle is not None:
+            with self._metadata_handle as handle:
+                pushes = earlier_pushes(handle.store, model_ids)
+        return pushed_fingerprint(base, pushes)
