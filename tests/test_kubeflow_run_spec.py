@@ -702,6 +702,17 @@ def test_run_spec_trains_blesses_pushes_and_notifies(tmp_path: Path, digits_dir:
     assert post["json"]["run_id"] == run_dir.name
     print(f"run-spec of the digits pipeline: {seconds:.0f} s")
 
+    # The same config on LocalDagRunner trains a model of the same accuracy (same code, data and seed).
+    local = CliRunner().invoke(
+        app,
+        ["run", "--set", f"data.path={digits_dir}", "--set", "edge.enabled=false", "--set", "trainer.train_steps=120",
+         "--output", str(tmp_path / "local")],
+    )  # fmt: skip
+    assert local.exit_code == 0, local.output
+    [local_metrics] = (tmp_path / "local").glob("tfxp-digits/root/Trainer/model/*/training_metrics.json")
+    local_accuracy = json.loads(local_metrics.read_text())["final_accuracy"]
+    assert abs(local_accuracy - metrics["final_accuracy"]) <= 0.02, (local_accuracy, metrics["final_accuracy"])
+
 
 @pytest.mark.e2e
 def test_a_failed_run_spec_still_runs_the_exit_handler(tmp_path: Path, digits_dir: Path, receiver: Receiver) -> None:
