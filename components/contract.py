@@ -29,6 +29,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # Signature keys of the exported SavedModel.
+
+
+def is_remote(path: str) -> bool:
+    """Whether `path` is a bucket URL (`gs://`, `s3://`, ...) read through `tf.io.gfile`, not a local path.
+
+    Example:
+        is_remote("gs://bucket/data")  # True
+        is_remote("data/digits")  # False
+    """
+    return "://" in path
+
+
 SIGNATURE_DEFAULT = "serving_default"
 SIGNATURE_TF_EXAMPLE = "serving_tf_example"
 SIGNATURE_PREPROCESSED = "serving_preprocessed"
@@ -194,7 +206,7 @@ def write_label_map(path: str | Path, labels: Sequence[str]) -> None:
                 f"class name {name!r} cannot go into {target}: it would read back as the synset {read!r} (a line "
                 "that starts with a WordNet id and whitespace names that synset)"
             )
-    if "://" in target:
+    if is_remote(target):
         import tensorflow as tf  # only bucket paths need it
 
         with tf.io.gfile.GFile(target, "w") as handle:
@@ -205,7 +217,7 @@ def write_label_map(path: str | Path, labels: Sequence[str]) -> None:
 
 
 def _read_bytes(path: str) -> bytes:
-    if "://" in path:
+    if is_remote(path):
         import tensorflow as tf  # only bucket paths need it
 
         if not tf.io.gfile.exists(path):

@@ -32,6 +32,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from components.contract import is_remote
+
 STAGING_PREFIX = ".staging-"
 # Written into each version dir (model servers ignore files they do not know) to recognise a re-push.
 PUSH_RECORD = "tfxp_push.json"
@@ -128,7 +130,7 @@ def publish_version(
     if _exists(target):
         raise FileExistsError(f"push target {target} exists already; versions are never overwritten")
     record = json.dumps({"identity": identity, "version": version}) + "\n"
-    if _is_remote(root):
+    if is_remote(root):
         # No rename on buckets: the record goes before `last_file`, so a version with `last_file` has its record.
         for name in files:
             if name != last_file:
@@ -141,7 +143,7 @@ def publish_version(
     # A dot-name: model servers and `list_versions` ignore it until the rename.
     staging = f"{root}/{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
     try:
-        if _is_remote(source):
+        if is_remote(source):
             for name in files:
                 _copy(f"{source}/{name}", f"{staging}/{name}")
         else:
@@ -157,10 +159,6 @@ def publish_version(
 # Local paths use the standard library; bucket paths `tf.io.gfile`, imported only then.
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def _gfile() -> Any:
     import tensorflow as tf
 
@@ -168,28 +166,28 @@ def _gfile() -> Any:
 
 
 def _isdir(path: str) -> bool:
-    return bool(_gfile().isdir(path)) if _is_remote(path) else os.path.isdir(path)
+    return bool(_gfile().isdir(path)) if is_remote(path) else os.path.isdir(path)
 
 
 def _exists(path: str) -> bool:
-    return bool(_gfile().exists(path)) if _is_remote(path) else os.path.exists(path)
+    return bool(_gfile().exists(path)) if is_remote(path) else os.path.exists(path)
 
 
 def _names(directory: str) -> list[str]:
-    if _is_remote(directory):
+    if is_remote(directory):
         return [name.rstrip("/") for name in _gfile().listdir(directory)]
     return os.listdir(directory)
 
 
 def _files(directory: str) -> list[str]:
     """Every file under `directory`, as sorted paths relative to it."""
-    walk = _gfile().walk(directory) if _is_remote(directory) else os.walk(directory)
+    walk = _gfile().walk(directory) if is_remote(directory) else os.walk(directory)
     prefix = len(directory.rstrip("/")) + 1
     return sorted(f"{parent.rstrip('/')}/{name}"[prefix:] for parent, _, names in walk for name in names)
 
 
 def _copy(source: str, target: str) -> None:
-    if _is_remote(source) or _is_remote(target):
+    if is_remote(source) or is_remote(target):
         _gfile().makedirs(target.rsplit("/", 1)[0])
         _gfile().copy(source, target)
     else:
@@ -198,7 +196,7 @@ def _copy(source: str, target: str) -> None:
 
 
 def _write_text(path: str, text: str) -> None:
-    if _is_remote(path):
+    if is_remote(path):
         with _gfile().GFile(path, "w") as handle:
             handle.write(text)
     else:
@@ -210,7 +208,7 @@ def _read_record(path: str) -> dict[str, Any] | None:
     if not _exists(path):
         return None
     try:
-        if _is_remote(path):
+        if is_remote(path):
             with _gfile().GFile(path) as handle:
                 record = json.loads(handle.read())
         else:

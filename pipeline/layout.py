@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from components.contract import is_remote
 from components.data.errors import DataError
 from components.data.probe import LabelEvidence, Listing
 from components.data.spans import NO_SPANS, SPAN_GLOB, find_spans, select_spans, span_dir_name
@@ -75,16 +76,6 @@ def output_layout(config: TfxpConfig) -> OutputLayout:
         config_path=f"{pipeline_dir}/params.yaml",
         log_dir=f"{pipeline_dir}/logs",
     )
-
-
-def is_remote(path: str) -> bool:
-    """Whether `path` is a URI (`gs://bucket/...`, `s3://...`) rather than a local path.
-
-    Example:
-        is_remote("gs://bucket/data")  # True
-        is_remote("data/digits")  # False
-    """
-    return "://" in path
 
 
 class DataProbe(Protocol):

@@ -13,6 +13,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
+from components.contract import is_remote
 from components.publish import publish_version
 from components.pusher.driver import PushedVersionsDriver
 
@@ -28,7 +29,7 @@ class AtomicPusherExecutor(pusher_executor.Executor):
     ) -> None:
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
-        if "://" in destination.filesystem.base_directory:
+        if is_remote(destination.filesystem.base_directory):
             # Buckets have no atomic rename; TFX's Pusher writes saved_model.pb last, which TF Serving waits for.
             super().Do(input_dict, output_dict, exec_properties)
             return

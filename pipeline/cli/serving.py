@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from components.contract import is_remote
 from pipeline.cli.console import UserError, console, error_console, fail, user_errors
 from pipeline.cli.options import (
     ConfigOption,
@@ -32,7 +33,7 @@ from pipeline.cli.options import (
 )
 from pipeline.cli.quiet import keep_log
 from pipeline.config import TfxpConfig
-from pipeline.layout import is_remote, output_layout
+from pipeline.layout import output_layout
 from serving.k8s_check import KUBERNETES_VERSION, CheckToolError, Finding, check_deploy_assets
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.contract import LabelMapError
+from components.contract import LabelMapError, is_remote
 from components.data.errors import DataError
 from components.data.probe import FileProbe
 from pipeline.config import TfxpConfig
@@ -41,7 +41,7 @@ from pipeline.kubeflow.spec import (
     pipeline_tasks,
     write_pipeline_doc,
 )
-from pipeline.layout import is_remote, output_layout, resolve_data
+from pipeline.layout import output_layout, resolve_data
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
 COMPILED_FILENAME = "pipeline.yaml"

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.contract import read_label_map
+from components.contract import is_remote, read_label_map
 from components.data.probe import FileProbe
 from pipeline.config import TfxpConfig, write_config
-from pipeline.layout import OutputLayout, is_remote, output_layout, resolve_data
+from pipeline.layout import OutputLayout, output_layout, resolve_data
 from pipeline.runners.progress import ProgressCallback, failed_component, watch_run
 from pipeline.runners.recovery import cancel_stale_executions, run_lock
 
