@@ -125,6 +125,9 @@ CASES: dict[str, list[Case]] = {
     "data digits": [
         case("data digits --out {file}", "{file} is a file"),
         case("data digits --out {tmp}/d --shards 0", "--shards"),
+        case(
+            "data digits --out gs://bucket/digits", "gs://bucket/digits is a bucket URL; this option takes a local path"
+        ),
     ],
     "data from-folder": [
         case("data from-folder {missing} --out {tmp}/d", "{missing} does not exist"),

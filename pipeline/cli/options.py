@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from components.contract import is_remote
 from pipeline.cli.console import UserError, fail
 from serving.address import check_port, parse_grpc_target, parse_rest_url
 
@@ -161,6 +162,8 @@ def path_rule(kind: PathKind, hint: str = "") -> Callable[[str], Path]:
     """
 
     def parse(text: str) -> Path:
+        if is_remote(text):  # Path() would turn gs://b/x into the local folder gs:/b/x
+            raise typer.BadParameter(f"{text} is a bucket URL; this option takes a local path")
         path = Path(text)
         problem = path_problem(path, kind, hint)
         if problem is not None:
