@@ -361,7 +361,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
             runner.set_exit_handler(notice)
         runner.run(pipeline)
         doc = load_pipeline_doc(Path(tmp) / COMPILED_FILENAME)
-    patch_pipeline_doc(doc, patch)
+    warnings.extend(patch_pipeline_doc(doc, patch))
     apply_pod_settings(doc, settings)
     check_platform_doc(doc)  # KFP ignores a platform document it cannot parse: refuse to write one
     header = (

@@ -203,7 +203,7 @@ class _Runner:
         if kind != "container":
             raise RunSpecError(
                 f"task {name} runs a {kind or 'missing'} executor ({component.executor_label}); run-spec runs "
-                "container executors only (the tfxp pipeline has no resolver or importer nodes)"
+                "container executors only (tfxp compile drops resolver tasks)"
             )
         context = TaskContext(
             name=name, run_id=self.run.run_id, pipeline_root=self.root, task_dir=f"{self.run.run_dir}/{name}"
