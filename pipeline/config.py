@@ -204,9 +204,10 @@ class KubeflowSection(ConfigSection):
     retry_backoff_seconds: First retry backoff; doubles each retry.
     retry_backoff_max_seconds: Longest backoff between two retries.
     display_name: Pipeline name shown in the KFP UI; empty = `pipeline.name`.
-    uncached_components: Components KFP never serves from its cache. ImportExampleGen by default: KFP's cache key
-      sees `data.path`, not the files under it, so a cached run would miss new data. ServedBaseline is never
-      cached, whatever this says: the served model changes outside the pipeline.
+    uncached_components: Components KFP never serves from its cache; none by default. KFP's cache key sees
+      `data.path`, not the files under it, and nothing of the served model: the compiled spec keys ImportExampleGen
+      and ServedBaseline by the `InputFingerprint` task (the selected spans' files, the served version), so they
+      rerun exactly when those change (`pipeline.kubeflow.cache_keys`).
     trainer_node_selector: Node labels the Trainer pod requires, `key=value`, e.g.
       `cloud.google.com/gke-accelerator=nvidia-tesla-a100`.
     trainer_tolerations: Taints the Trainer pod tolerates, `key=value:Effect` or `key:Effect`,
@@ -231,7 +232,7 @@ class KubeflowSection(ConfigSection):
     retry_backoff_seconds: int = Field(60, ge=0)
     retry_backoff_max_seconds: int = Field(3600, ge=0)
     display_name: str = ""
-    uncached_components: tuple[str, ...] = ("ImportExampleGen",)
+    uncached_components: tuple[str, ...] = ()
     trainer_node_selector: tuple[str, ...] = ()
     trainer_tolerations: tuple[str, ...] = ()
     image_pull_secrets: tuple[str, ...] = ()

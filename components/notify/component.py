@@ -26,6 +26,7 @@ from components.notify.notice import (
     pushed_version_of,
     run_outcome,
 )
+from components.notify.run_record import RUN_RECORDS_DIR, read_run_record
 from components.publish import PUSH_RECORD, list_versions
 
 logger = logging.getLogger(__name__)
@@ -51,8 +52,18 @@ def run_outputs_dir(pipeline_root: str, pipeline_name: str, run_id: str) -> str:
 def _blessed(pipeline_root: str, pipeline_name: str, run_id: str) -> bool | None:
     if not (pipeline_root and run_id):
         return None
-    pattern = posixpath.join(run_outputs_dir(pipeline_root, pipeline_name, run_id), EVALUATOR_TASK, BLESSING_KEY, "*")
-    return blessing_verdict([str(path) for path in fileio.glob(pattern)])
+    # KFP: <run dir>/<task>/<uuid>/<output> (backend/src/v2/driver/driver.go:767-778); run-spec --backend vertex
+    # and older layouts without the uuid level.
+    run_dir = run_outputs_dir(pipeline_root, pipeline_name, run_id)
+    markers = [
+        str(path)
+        for pattern in (
+            f"{run_dir}/{EVALUATOR_TASK}/*/{BLESSING_KEY}/*",
+            f"{run_dir}/{EVALUATOR_TASK}/{BLESSING_KEY}/*",
+        )
+        for path in fileio.glob(pattern)
+    ]
+    return blessing_verdict(markers)
 
 
 def _push_records(serving_base: str) -> dict[str, dict[str, Any]]:
@@ -96,21 +107,37 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
     except FinalStatusError as error:
         logger.warning("run notice: %s", error)
         status = FinalStatus(state="UNKNOWN", error_message=str(error))
+    record = None
     blessed = None
     pushed = None
     try:
-        blessed = _blessed(pipeline_root, pipeline_name, run_id)
-        pushed = pushed_version_of(_push_records(serving_base), run_id)
+        record = (
+            read_run_record(posixpath.join(serving_base, RUN_RECORDS_DIR), run_id) if serving_base and run_id else None
+        )
+        if record is None:  # the run failed before its last task: look for what it left
+            blessed = _blessed(pipeline_root, pipeline_name, run_id)
+            pushed = pushed_version_of(_push_records(serving_base), run_id)
     except Exception as error:
         logger.warning("run notice: could not read the run's outputs: %s", error)
-    outcome = run_outcome(
-        status,
-        run_id=run_id,
-        run_name=run_name,
-        blessed=True if pushed else blessed,
-        pushed_version=pushed[0] if pushed else None,
-        pushed_path=pushed[1] if pushed else None,
-    )
+    if record is not None:
+        outcome = run_outcome(
+            status,
+            run_id=run_id,
+            run_name=run_name,
+            blessed=record.blessed,
+            pushed_version=record.pushed_version,
+            pushed_path=record.pushed_path,
+            decision=record.decision,
+        )
+    else:
+        outcome = run_outcome(
+            status,
+            run_id=run_id,
+            run_name=run_name,
+            blessed=True if pushed else blessed,
+            pushed_version=pushed[0] if pushed else None,
+            pushed_path=pushed[1] if pushed else None,
+        )
     payload = notice_payload(pipeline_name, outcome)
     result = post_notice(notify_url, payload, timeout=timeout_seconds)
     if result.delivered:

@@ -25,7 +25,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 # KFP task states (open-source KFP's task status names; Vertex AI's `PipelineState` short forms).
+# Open-source KFP passes the DAG execution's MLMD state (`GetLastKnownState().String()`: NEW, RUNNING, COMPLETE,
+# FAILED, CACHED, CANCELED; kubeflow/pipelines backend/src/v2/driver/resolve.go:471-477, at commit 7b70c7b);
+# Vertex AI passes PipelineState names (SUCCEEDED, FAILED, CANCELLED, with or without `PIPELINE_STATE_`).
 _STATUS_BY_STATE = {
+    "COMPLETE": "succeeded",
+    "CACHED": "succeeded",
     "SUCCEEDED": "succeeded",
     "SUCCESS": "succeeded",
     "FAILED": "failed",
@@ -77,6 +82,8 @@ class RunOutcome:
         blessed: The Evaluator's verdict, None when the run left no blessing.
         pushed_version: The serving version this run published, None when it pushed none (or it is unknown).
         pushed_path: That version's directory.
+        decision: What the run decided, in words (`no new data`, `pushed version N`, ...), from its run record
+            (`components.notify.run_record`); None when the run left none.
     """
 
     status: str
@@ -88,6 +95,7 @@ class RunOutcome:
     blessed: bool | None = None
     pushed_version: str | None = None
     pushed_path: str | None = None
+    decision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,7 @@ def run_outcome(
     blessed: bool | None = None,
     pushed_version: str | None = None,
     pushed_path: str | None = None,
+    decision: str | None = None,
 ) -> RunOutcome:
     """Combines the final status with what the run's outputs say.
 
@@ -153,6 +162,7 @@ def run_outcome(
         blessed: From `blessing_verdict`.
         pushed_version: From `pushed_version_of`.
         pushed_path: The pushed version's directory.
+        decision: The run record's decision.
     """
     state = status.state.upper()
     outcome = _STATUS_BY_STATE.get(state.removeprefix("PIPELINE_STATE_"), "unknown")
@@ -166,6 +176,7 @@ def run_outcome(
         blessed=blessed,
         pushed_version=pushed_version,
         pushed_path=pushed_path,
+        decision=decision,
     )
 
 
@@ -208,11 +219,13 @@ def notice_text(pipeline: str, outcome: RunOutcome) -> str:
     if outcome.failed_task:
         line += f" at {outcome.failed_task}"
     details = []
+    if outcome.decision and not outcome.pushed_version:
+        details.append(outcome.decision)
     if outcome.blessed is not None:
         details.append("model blessed" if outcome.blessed else "model not blessed")
     if outcome.pushed_version:
         details.append(f"pushed version {outcome.pushed_version}")
-    elif outcome.status == "succeeded" and outcome.blessed:
+    elif outcome.status == "succeeded" and outcome.blessed and not outcome.decision:
         details.append("no pushed version found")
     if outcome.error and not outcome.failed_task:
         details.append(outcome.error[:300])

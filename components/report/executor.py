@@ -20,6 +20,7 @@ from tfx.types import artifact_utils
 
 from components.baseline.spec import SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
 from components.data.spans import SPANS_PROPERTY
+from components.notify.run_record import RunRecord, write_run_record
 from components.report import spec as keys
 from components.report.build import REPORT_FILE, report_html
 from components.report.inputs import ReportInputs, facts_from_inputs
@@ -66,9 +67,33 @@ class Executor(base_executor.BaseExecutor):
                 published = target
             except Exception as error:  # the artifact has the report; a read-only serving base loses only the copy
                 logger.warning("run report: not written next to the pushed model (%s): %s", target, error)
+        _write_run_record(input_dict, exec_properties)
         report.set_string_custom_property("published_path", published)
         report.set_int_custom_property("problems", problems)
         logger.info("run report: %s/%s%s", report.uri, REPORT_FILE, f" and {published}" if published else "")
+
+
+def _write_run_record(input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> None:
+    """On Kubeflow, the run record the exit handler reads (`components.notify.run_record`); best effort."""
+    run_id, record_dir = exec_properties.get(keys.RUN_ID_KEY), exec_properties.get(keys.RUN_RECORD_DIR_KEY)
+    if not (run_id and record_dir):
+        return
+    blessing = _single(input_dict, keys.BLESSING_KEY)
+    pushed = _single(input_dict, keys.PUSHED_MODEL_KEY)
+    was_pushed = pushed is not None and bool(pushed.get_int_custom_property("pushed"))
+    record = RunRecord.of(
+        run_id=run_id,
+        examples_uri=_uri(input_dict, keys.EXAMPLES_KEY),
+        model_uri=_uri(input_dict, keys.MODEL_KEY),
+        blessed=bool(blessing.get_int_custom_property("blessed")) if blessing is not None else None,
+        pushed_uri=pushed.uri if pushed is not None else None,
+        pushed_version=pushed.get_string_custom_property("pushed_version") if pushed and was_pushed else None,
+        pushed_path=pushed.get_string_custom_property("pushed_destination") if pushed and was_pushed else None,
+    )
+    try:
+        logger.info("run record: %s (%s)", write_run_record(record_dir, record), record.decision)
+    except Exception as error:  # the exit handler then says the outcome is unknown; the run itself succeeded
+        logger.warning("run record: not written under %s: %s", record_dir, error)
 
 
 def _single(input_dict: dict[str, list[types.Artifact]], key: str) -> types.Artifact | None:

@@ -13,6 +13,8 @@ from components.report.artifacts import HtmlReport
 CONFIG_KEY = "config"
 LABELS_PATH_KEY = "labels_path"
 OUT_DIR_KEY = "out_dir"
+RUN_ID_KEY = "run_id"
+RUN_RECORD_DIR_KEY = "run_record_dir"
 EXAMPLES_KEY = "examples"
 STATISTICS_KEY = "statistics"
 ANOMALIES_KEY = "anomalies"
@@ -35,12 +37,16 @@ class RunReportSpec(ComponentSpec):
     Model and ModelRun, the Evaluator's evaluation and blessing, the ServedBaseline's Model, the Pusher's
     PushedModel and the EdgeExporter's EdgeModel; each optional, so a pipeline without one still has a report.
     Parameters: `config`, the config that ran as JSON; `labels_path` (`data.labels_path`); `out_dir`, shown as
-    the run's output. Output: `report`, an HtmlReport."""
+    the run's output; on Kubeflow `run_id` and `run_record_dir`, where the run record goes. Output: `report`,
+    an HtmlReport."""
 
     PARAMETERS: ClassVar[dict[str, ExecutionParameter]] = {
         CONFIG_KEY: ExecutionParameter(type=str),
         LABELS_PATH_KEY: ExecutionParameter(type=str, optional=True),
         OUT_DIR_KEY: ExecutionParameter(type=str, optional=True),
+        # On Kubeflow: the run's id and where its run record goes (components.notify.run_record); unset locally.
+        RUN_ID_KEY: ExecutionParameter(type=str, optional=True),
+        RUN_RECORD_DIR_KEY: ExecutionParameter(type=str, optional=True),
     }
     INPUTS: ClassVar[dict[str, ChannelParameter]] = {
         EXAMPLES_KEY: _optional(standard_artifacts.Examples),

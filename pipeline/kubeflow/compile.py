@@ -31,8 +31,11 @@ from typing import Any
 from components.contract import LabelMapError, is_remote
 from components.data.errors import DataError
 from components.data.probe import FileProbe
+from components.kfp import fingerprint_task
+from components.notify.run_record import RUN_RECORDS_DIR
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow import pod
+from pipeline.kubeflow.cache_keys import check_input_fingerprint, wire_input_fingerprint
 from pipeline.kubeflow.spec import (
     RetryPolicy,
     SpecPatch,
@@ -92,6 +95,8 @@ def run_parameters(config: TfxpConfig) -> tuple[RunParameter, ...]:
     return RUN_PARAMETERS if config.data.spans == "none" else (*RUN_PARAMETERS, SPANS_PARAMETER)
 
 
+# The RunReport component's id (components.report.component.COMPONENT_ID; not imported here: it loads TFX).
+REPORT_ID = "RunReport"
 # What KFP fills in for the exit handler (placeholders it resolves in parameter constants).
 RUN_ID_PLACEHOLDER = "{{$.pipeline_job_uuid}}"
 RUN_NAME_PLACEHOLDER = "{{$.pipeline_job_name}}"
@@ -261,6 +266,17 @@ def set_run_parameters(
     return defaults
 
 
+def set_run_record(components: Sequence[Any], serving_base: str) -> None:
+    """Gives the RunReport the run's id (KFP fills in `{{$.pipeline_job_uuid}}`) and where the run record goes
+    (`<serving base>/runs`), which the exit handler reads (`components.notify.run_record`)."""
+    from components.report import spec as report_keys
+
+    for component in components:
+        if component.id == REPORT_ID:
+            component.exec_properties[report_keys.RUN_ID_KEY] = RUN_ID_PLACEHOLDER
+            component.exec_properties[report_keys.RUN_RECORD_DIR_KEY] = f"{serving_base.rstrip('/')}/{RUN_RECORDS_DIR}"
+
+
 def run_notice(config: TfxpConfig) -> Any | None:
     """The exit handler that posts each run's outcome to `kubeflow.notify_url`; None when it is empty."""
     if not config.kubeflow.notify_url:
@@ -324,7 +340,6 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
         raise KubeflowCompileError(f"--out {out}: kfp.Client accepts .yaml/.yml pipeline files; use e.g. pipeline.yaml")
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
 
-    from components.baseline.component import ServedBaseline
     from pipeline.kubeflow.platform import apply_pod_settings, check_platform_doc, pod_settings
     from pipeline.pipeline import create_pipeline
 
@@ -335,10 +350,15 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     components = list(pipeline.components)
     check_nothing_staged(components)
     parameters = set_run_parameters(components, run_parameters(config))
+    set_run_record(components, output_layout(config).serving_base)
     patch = spec_patch(config, _trainer_id(components), parameters)
-    # The served model changes outside the pipeline: KFP must never reuse an old baseline, whatever the config.
-    baselines = {component.id for component in components if isinstance(component, ServedBaseline)}
-    patch = dataclasses.replace(patch, uncached_tasks=patch.uncached_tasks | baselines)
+    # The fingerprint task keys the cache and so must always run; the RunReport writes this run's record.
+    patch = dataclasses.replace(patch, uncached_tasks=patch.uncached_tasks | {fingerprint_task.TASK, REPORT_ID})
+    if not config.pipeline.enable_cache:
+        warnings.append(
+            "pipeline.enable_cache=false: KFP reruns every task on every run, so a nightly schedule retrains on "
+            "unchanged data; with the cache on, a night without new data trains nothing"
+        )
     notice = run_notice(config)
     if notice is not None:
         warnings.append(
@@ -361,7 +381,9 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
             runner.set_exit_handler(notice)
         runner.run(pipeline)
         doc = load_pipeline_doc(Path(tmp) / COMPILED_FILENAME)
+    wire_input_fingerprint(doc, patch.image)
     warnings.extend(patch_pipeline_doc(doc, patch))
+    check_input_fingerprint(doc)
     apply_pod_settings(doc, settings)
     check_platform_doc(doc)  # KFP ignores a platform document it cannot parse: refuse to write one
     header = (

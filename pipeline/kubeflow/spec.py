@@ -24,6 +24,7 @@ import yaml
 from google.protobuf import duration_pb2, json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.kfp.entrypoint import ENTRYPOINT, TFX_ENTRYPOINT
 from pipeline.kubeflow.pod import Resources, Toleration, cpu_cores, image_warnings, memory_gigabytes
 
 ContainerSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
@@ -363,6 +364,9 @@ def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
             continue
         container = executor.container
         container.image = patch.image
+        if list(container.command) == ["python", "-m", TFX_ENTRYPOINT]:
+            # TFX's runner cannot read the executor input open-source KFP builds (components.kfp.entrypoint).
+            container.command[:] = ["python", "-m", ENTRYPOINT]
         try:
             container.resources.CopyFrom(_resource_spec(patch.task_resources.get(task, patch.resources)))
         except ValueError as error:

@@ -1,0 +1,63 @@
+"""Where KFP's launcher puts an artifact's files inside the pod, and which URIs an executor opens itself.
+
+Before a task, open-source KFP's launcher downloads every input artifact from the object store to a local
+path derived from its URI, and after it uploads every output artifact from that path
+(kubeflow/pipelines `backend/src/v2/component/launcher_v2.go`: `downloadArtifacts` :927-1004,
+`uploadOutputArtifacts` :778-857, `LocalPathForURI` :1239-1253, at commit 7b70c7b):
+
+    gs://bucket/key     → /gcs/bucket/key
+    minio://bucket/key  → /minio/bucket/key
+    s3://bucket/key     → /s3/bucket/key
+
+TensorFlow and Beam in the tfxp image open `gs://` themselves (and local paths); `minio://` and `s3://` need
+filesystem plugins the image does not have, so an executor must use the launcher's local copy for those.
+`TFXP_LAUNCHER_ROOT` stands for `/` (default `/`): `tfxp run-spec` sets it so its emulated pods never write
+under the machine's root.
+
+Example:
+    local_path_for_uri("minio://mlpipeline/v2/artifacts/p/r/Trainer/0d1c/model")
+    # '/minio/mlpipeline/v2/artifacts/p/r/Trainer/0d1c/model'
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from components.contract import is_remote
+
+LAUNCHER_ROOT_ENV = "TFXP_LAUNCHER_ROOT"
+"""Environment variable: the directory standing for `/` in the launcher's local paths (tests and run-spec)."""
+# URI prefix → the launcher's local mount folder (launcher_v2.go:1239-1253).
+LAUNCHER_MOUNTS = {"gs://": "gcs", "minio://": "minio", "s3://": "s3"}
+# What TensorFlow's and Beam's filesystems open in the tfxp image without plugins (tensorflow-io is not in it).
+DIRECT_SCHEMES = ("gs://",)
+
+
+class LauncherPathError(ValueError):
+    """A URI the launcher has no local path for."""
+
+
+def launcher_root() -> str:
+    """The directory that stands for `/` in the launcher's local paths: `$TFXP_LAUNCHER_ROOT`, else `/`."""
+    return os.environ.get(LAUNCHER_ROOT_ENV) or "/"
+
+
+def local_path_for_uri(uri: str, root: str | None = None) -> str:
+    """The launcher's local path for `uri` (`LocalPathForURI`), under `root` (default `launcher_root()`).
+
+    Raises:
+        LauncherPathError: `uri` has no scheme the launcher knows (the launcher skips such artifacts).
+    """
+    for prefix, mount in LAUNCHER_MOUNTS.items():
+        if uri.startswith(prefix):
+            return posixpath.join(root or launcher_root(), mount, uri[len(prefix) :])
+    raise LauncherPathError(
+        f"{uri}: KFP's launcher keeps local copies only of {', '.join(LAUNCHER_MOUNTS)} URIs (LocalPathForURI)"
+    )
+
+
+def opens_directly(uri: str) -> bool:
+    """Whether an executor reads and writes `uri` itself: a local path, or a scheme TensorFlow's and Beam's
+    filesystems handle in the tfxp image."""
+    return not is_remote(uri) or uri.startswith(DIRECT_SCHEMES)

@@ -1,0 +1,133 @@
+"""The run record: what one Kubeflow run decided, written by its last task and read by its exit handler.
+
+KFP's exit handler takes no artifacts and no DAG outputs, and a task served from KFP's cache keeps an earlier
+run's artifact URIs (kubeflow/pipelines `backend/src/v2/driver/container.go`, cache hit → the cached
+execution's outputs), so the handler cannot find this run's blessing or push by looking under this run's
+folder. The RunReport runs on every run (it takes the run id, which changes KFP's cache key), sees every
+artifact the run used, cached or not, and writes `<record dir>/<run id>.json`; the handler reads it.
+
+"Produced by this run" is read from the artifact URI: KFP puts outputs at
+`<pipeline root>/<pipeline>/<run id>/<task>/<uuid>/<output>` (`driver/driver.go:767-778`,
+`metadata/client.go:420` `GenerateOutputURI(root, [pipeline, run id])`), and the entrypoint's local copies keep
+that path (`/minio/<bucket>/...`).
+
+Example:
+    record = RunRecord.of(run_id="7d0c…", examples_uri=..., blessed=True, pushed_uri=..., pushed_version="1796…")
+    write_run_record("gs://bucket/serving/digits/runs", record)
+    read_run_record("gs://bucket/serving/digits/runs", "7d0c…").decision  # 'pushed version 1796…'
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import asdict, dataclass
+from typing import Any
+
+RUN_RECORDS_DIR = "runs"
+"""Beside the versions under the serving base path: `<serving base>/runs/<run id>.json` (not a version)."""
+NO_NEW_DATA = "no new data"
+
+
+def produced_by_run(uri: str | None, run_id: str) -> bool:
+    """Whether the artifact at `uri` was written by run `run_id` (a path segment of KFP's output layout)."""
+    return bool(uri and run_id) and run_id in str(uri).split("/")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Attributes:
+    run_id: The run.
+    new_data: The Examples were made by this run (False: KFP served ImportExampleGen from its cache).
+    trained: The model was trained by this run.
+    blessed: The Evaluator's verdict on the model this run evaluated; None without an Evaluator.
+    pushed_version: The version this run pushed; None when it pushed none.
+    pushed_path: That version's directory.
+    decision: The run's outcome in words: `no new data`, `pushed version N`, `not blessed`, ...
+    """
+
+    run_id: str
+    new_data: bool
+    trained: bool
+    blessed: bool | None
+    pushed_version: str | None
+    pushed_path: str | None
+    decision: str
+
+    @classmethod
+    def of(
+        cls,
+        run_id: str,
+        examples_uri: str | None,
+        model_uri: str | None,
+        blessed: bool | None,
+        pushed_uri: str | None,
+        pushed_version: str | None,
+        pushed_path: str | None,
+    ) -> RunRecord:
+        """The record of run `run_id` from the URIs of the artifacts it used and what they say."""
+        new_data = produced_by_run(examples_uri, run_id)
+        trained = produced_by_run(model_uri, run_id)
+        pushed_now = produced_by_run(pushed_uri, run_id) and bool(pushed_version)
+        if not new_data and not trained:
+            decision = f"{NO_NEW_DATA}: nothing trained (the data is unchanged; KFP served the tasks from its cache)"
+        elif pushed_now:
+            decision = f"pushed version {pushed_version}"
+        elif blessed is False:
+            decision = "not blessed: the served model stays"
+        elif blessed:
+            decision = "blessed; not pushed (this model is already served)"
+        else:
+            decision = "not pushed"
+        return cls(
+            run_id=run_id,
+            new_data=new_data,
+            trained=trained,
+            blessed=blessed,
+            pushed_version=pushed_version if pushed_now else None,
+            pushed_path=pushed_path if pushed_now else None,
+            decision=decision,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        """The record from its JSON form."""
+        return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+def _gfile():  # type: ignore[no-untyped-def]
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def record_path(record_dir: str, run_id: str) -> str:
+    """`<record dir>/<run id>.json`."""
+    return posixpath.join(record_dir.rstrip("/"), f"{run_id}.json")
+
+
+def write_run_record(record_dir: str, record: RunRecord) -> str:
+    """Writes `record` (local or bucket); returns its path."""
+    gfile = _gfile()
+    gfile.makedirs(record_dir)
+    path = record_path(record_dir, record.run_id)
+    with gfile.GFile(path, "w") as handle:
+        handle.write(json.dumps(asdict(record), indent=2) + "\n")
+    return path
+
+
+def read_run_record(record_dir: str, run_id: str) -> RunRecord | None:
+    """The record of run `run_id`; None when the run wrote none (it failed before its last task).
+
+    Raises:
+        ValueError: the record is not a run record's JSON.
+    """
+    gfile = _gfile()
+    path = record_path(record_dir, run_id)
+    if not gfile.exists(path):
+        return None
+    with gfile.GFile(path) as handle:
+        data = json.loads(handle.read())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a run record")
+    return RunRecord.from_dict(data)
