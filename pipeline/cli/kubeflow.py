@@ -207,24 +207,47 @@ def run_spec_command(
             help="Pipeline YAML from `tfxp compile`.",
         ),
     ],
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="kfp: open-source KFP's driver, launcher and cache; vertex: Vertex AI's executor input (no cache).",
+        ),
+    ] = "kfp",
     pipeline_root: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--pipeline-root",
-            parser=output_dir,
-            metavar="DIR",
-            help="Local directory for the run's artifacts; default: <spec>-runs/.",
+            metavar="URI",
+            help="The run's pipeline root: kfp minio://bucket/path or s3://… (default minio://mlpipeline/v2/artifacts, "
+            "kept under --state); vertex a local folder standing for gs:// (default <state>/vertex-root).",
         ),
     ] = None,
+    state: Annotated[
+        Path | None,
+        typer.Option(
+            "--state",
+            parser=output_dir,
+            metavar="DIR",
+            help="The emulated backend: object store, pods, MLMD and cache, logs, run records; default <spec>-runs/. "
+            "A later run with the same --state sees this one's cache.",
+        ),
+    ] = None,
+    publish_logs: Annotated[
+        bool, typer.Option("--publish-logs/--no-publish-logs", help="KFP's executor-logs output (default on).")
+    ] = True,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every task (as `tfxp submit --no-cache`).")] = False,
     params: Annotated[
         list[str] | None, typer.Option("--param", "-p", help="A pipeline parameter, `name=value`; repeatable.")
     ] = None,
 ) -> None:
-    """Run a compiled pipeline spec on this machine, task by task, as Kubeflow would run it in pods.
+    """Run a compiled pipeline spec on this machine, task by task, as a KFP backend runs it.
 
-    Each task's container command runs exactly as compiled (TFX's v2 entrypoint, KFP's placeholders resolved)
-    with this environment's Python; artifacts pass by URI under --pipeline-root; the exit handler runs last,
-    also after a failure. Not emulated: pods, images, resources, retries, parallelism, KFP's cache and MLMD.
+    Each task's container command runs exactly as compiled, with this environment's Python, around what the
+    backend does (derived from its source): the executor input the driver builds, the launcher's download and
+    upload through an emulated object store, a fresh pod folder per task, KFP's cache (a second run shows which
+    tasks KFP would serve from it) and the exit handler's final status. Not emulated: images, resources,
+    retries, parallelism, the KFP API and UI.
 
     Exit codes: 0 the run succeeded, 1 a task failed, 2 bad input.
     """
@@ -237,17 +260,34 @@ def run_spec_command(
     raw = parse_param_entries(params or [])
 
     def report(task: TaskRun) -> None:
-        mark = {"SUCCEEDED": "[green]✓[/]", "FAILED": "[red]✗[/]"}.get(task.state, "[yellow]-[/]")
-        cache = " (cache requested; run anyway)" if task.cache_requested else ""
-        detail = f" {task.error}" if task.state != "SUCCEEDED" else cache
+        mark = {"SUCCEEDED": "[green]✓[/]", "CACHED": "[cyan]≡[/]", "FAILED": "[red]✗[/]"}.get(
+            task.state, "[yellow]-[/]"
+        )
+        if task.state == "CACHED":
+            detail = f" (KFP's cache: the execution of run {task.cached_from})"
+        else:
+            detail = f" {task.error}" if task.state != "SUCCEEDED" else ""
         console.print(f"{mark} {task.name} {task.state.lower()} {task.seconds:.1f}s{detail}", highlight=False)
 
     try:
-        run = run_spec(package, pipeline_root, raw, on_task=report)
+        run = run_spec(
+            package,
+            raw,
+            on_task=report,
+            backend=backend,
+            pipeline_root=pipeline_root,
+            state_dir=state,
+            publish_logs=publish_logs,
+            cache=not no_cache,
+        )
     except (RunSpecError, SpecPatchError) as error:
         raise fail(str(error)) from None
-    console.print(f"run {run.run_id}: {run.state.lower()}; outputs and logs: {run.run_dir}", highlight=False)
-    pushed = [task.outputs[key]["metadata"] for task in run.tasks for key in task.outputs]
+    console.print(
+        f"run {run.run_id} ({run.backend}): {run.state.lower()}; artifacts: {run.run_dir}; "
+        f"object store, logs and cache: {run.state_dir}",
+        highlight=False,
+    )
+    pushed = [task.outputs[key]["metadata"] for task in run.tasks if task.state == "SUCCEEDED" for key in task.outputs]
     for metadata in pushed:
         if metadata.get("pushed_version"):
             console.print(f"pushed version {metadata['pushed_version']}: {metadata.get('pushed_destination', '')}")

@@ -17,10 +17,10 @@ Example:
 
 from __future__ import annotations
 
-import posixpath
+import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,6 @@ from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 ContainerSpec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
-# What the TFX entrypoint writes (and KFP reads back): the executor's outputs and their metadata.
-EXECUTOR_OUTPUT_FILE = "executor_output.json"
 # The command names KFP images run Python with; run-spec runs them with this environment's interpreter.
 PYTHON_COMMANDS = ("python", "python3")
 
@@ -45,16 +43,28 @@ class TaskContext:
 
     Attributes:
         name: The task's name in the spec.
-        run_id: The run's id and name (`{{$.pipeline_job_uuid}}`, `{{$.pipeline_job_name}}`).
+        run_id: The run's id (`{{$.pipeline_job_uuid}}`).
         pipeline_root: The run's pipeline root (`{{$.pipeline_root}}`).
-        task_dir: `<root>/<pipeline>/<run id>/<task>`: output artifacts go to `<task_dir>/<output key>`, as KFP's
-            driver puts them.
+        task_dir: The task's folder under the run's root: `<root>/<pipeline>/<run id>/<task>/<uuid>` on KFP.
+        run_name: The run's resource name (`{{$.pipeline_job_resource_name}}`, the final status' resource name).
+        display_name: The run's display name (`{{$.pipeline_job_name}}`).
     """
 
     name: str
     run_id: str
     pipeline_root: str
     task_dir: str
+    run_name: str = ""
+    display_name: str = ""
+
+    def placeholders(self) -> dict[str, str]:
+        """The whole-value constants KFP's driver replaces in input parameters (driver/resolve.go:436-450)."""
+        return {
+            "{{$.pipeline_job_name}}": self.display_name or self.run_name or self.run_id,
+            "{{$.pipeline_job_resource_name}}": self.run_name or self.run_id,
+            "{{$.pipeline_job_uuid}}": self.run_id,
+            "{{$.pipeline_task_name}}": self.name,
+        }
 
 
 @dataclass(frozen=True)
@@ -62,16 +72,21 @@ class UpstreamState:
     """What one task left for the tasks after it.
 
     Attributes:
-        state: `SUCCEEDED`, `FAILED` or `SKIPPED`.
+        state: `SUCCEEDED`, `CACHED`, `FAILED` or `SKIPPED`.
         error: Why it failed; empty otherwise.
-        artifacts: Output key → the artifact as the executor described it.
+        artifacts: Output key → the artifact's id in the emulated MLMD (`pipeline.kubeflow.backend`).
         parameters: Output key → value.
     """
 
     state: str
     error: str = ""
-    artifacts: Mapping[str, pipeline_spec_pb2.RuntimeArtifact] | None = None
+    artifacts: Mapping[str, int] | None = None
     parameters: Mapping[str, struct_pb2.Value] | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        """It ran, or KFP served it from its cache."""
+        return self.state in ("SUCCEEDED", "CACHED")
 
 
 def python_value(value: Any) -> struct_pb2.Value:
@@ -79,22 +94,11 @@ def python_value(value: Any) -> struct_pb2.Value:
     return json_format.ParseDict(value, struct_pb2.Value())
 
 
-def final_status(producer: str, upstream: UpstreamState, run_id: str) -> struct_pb2.Value:
-    """The `PipelineTaskFinalStatus` an exit handler gets, as open-source KFP's driver passes it (a struct),
-    plus the error message KFP leaves empty."""
-    status: dict[str, Any] = {
-        "state": upstream.state,
-        "pipelineTaskName": producer,
-        "pipelineJobResourceName": run_id,
-        "error": {"message": upstream.error} if upstream.error else {},
-    }
-    return python_value(status)
-
-
-def _constant(value: pipeline_spec_pb2.ValueOrRuntimeParameter) -> struct_pb2.Value:
+def _constant(value: pipeline_spec_pb2.ValueOrRuntimeParameter, placeholders: Mapping[str, str]) -> struct_pb2.Value:
     kind = value.WhichOneof("value")
     if kind == "constant":
-        return value.constant
+        text = value.constant.string_value if value.constant.WhichOneof("kind") == "string_value" else ""
+        return python_value(placeholders[text]) if text in placeholders else value.constant
     if kind == "constant_value":  # schema 2.0's typed value
         field = value.constant_value.WhichOneof("value")
         return python_value(getattr(value.constant_value, field) if field else None)
@@ -106,23 +110,26 @@ def input_parameter(
     spec: pipeline_spec_pb2.TaskInputsSpec.InputParameterSpec,
     scope: Mapping[str, struct_pb2.Value],
     upstream: Mapping[str, UpstreamState],
-    run_id: str,
+    placeholders: Mapping[str, str],
+    final_status: Callable[[str, UpstreamState], struct_pb2.Value],
 ) -> struct_pb2.Value | None:
-    """The value of one input parameter; None when it comes from an optional parameter nobody set.
+    """The value of one input parameter, as KFP's driver resolves it (driver/resolve.go:375-497); None when it
+    comes from an optional parameter nobody set.
 
     Args:
         key: The input's name, for messages.
         spec: How the task gets it.
         scope: The enclosing DAG's input parameters (the pipeline parameters for the root DAG).
         upstream: Task name → what it left, for this DAG's tasks.
-        run_id: The run's id, for a final status.
+        placeholders: Whole-value constants the driver replaces (`TaskContext.placeholders`).
+        final_status: The final status an exit handler gets of a producer (see `pipeline.kubeflow.backend`).
 
     Raises:
         TaskInputError: an upstream task or output that is not there, or an input kind run-spec does not know.
     """
     kind = spec.WhichOneof("kind")
     if kind == "runtime_value":
-        return _constant(spec.runtime_value)
+        return _constant(spec.runtime_value, placeholders)
     if kind == "component_input_parameter":
         return scope.get(spec.component_input_parameter)
     if kind == "task_output_parameter":
@@ -135,25 +142,27 @@ def input_parameter(
         producer = spec.task_final_status.producer_task
         if producer not in upstream:
             raise TaskInputError(f"input {key}: the final status of {producer}, which has not run")
-        return final_status(producer, upstream[producer], run_id)
+        return final_status(producer, upstream[producer])
     raise TaskInputError(f"input {key} is a {kind} input, which run-spec does not resolve")
 
 
-def build_executor_input(
+def build_inputs(
     task: pipeline_spec_pb2.PipelineTaskSpec,
-    component: pipeline_spec_pb2.ComponentSpec,
     context: TaskContext,
     scope: Mapping[str, struct_pb2.Value],
     upstream: Mapping[str, UpstreamState],
-) -> pipeline_spec_pb2.ExecutorInput:
-    """The `ExecutorInput` KFP's driver would give this task.
+    artifact_of: Callable[[int], pipeline_spec_pb2.RuntimeArtifact],
+    final_status: Callable[[str, UpstreamState], struct_pb2.Value],
+) -> pipeline_spec_pb2.ExecutorInput.Inputs:
+    """The inputs KFP's driver gives this task: parameters resolved, upstream artifacts rebuilt from MLMD by
+    `artifact_of` (the backend's rule for name, type and metadata).
 
     Raises:
         TaskInputError: an input that cannot be resolved.
     """
     inputs = pipeline_spec_pb2.ExecutorInput.Inputs()
     for key, spec in task.inputs.parameters.items():
-        value = input_parameter(key, spec, scope, upstream, context.run_id)
+        value = input_parameter(key, spec, scope, upstream, context.placeholders(), final_status)
         if value is not None:
             inputs.parameter_values[key].CopyFrom(value)
     for key, spec in task.inputs.artifacts.items():
@@ -164,19 +173,21 @@ def build_executor_input(
         artifacts = upstream[producer].artifacts if producer in upstream else None
         if not artifacts or output not in artifacts:
             raise TaskInputError(f"input artifact {key}: task {producer} left no output artifact {output}")
-        inputs.artifacts[key].artifacts.add().CopyFrom(artifacts[output])
-    outputs = pipeline_spec_pb2.ExecutorInput.Outputs(
-        output_file=posixpath.join(context.task_dir, EXECUTOR_OUTPUT_FILE)
-    )
-    for key, definition in component.output_definitions.artifacts.items():
-        outputs.artifacts[key].artifacts.add(
-            name=f"{context.run_id}/{context.name}/{key}",
-            type=definition.artifact_type,
-            uri=posixpath.join(context.task_dir, key),
-        )
-    for key in component.output_definitions.parameters:
-        outputs.parameters[key].output_file = posixpath.join(context.task_dir, "parameters", key)
-    return pipeline_spec_pb2.ExecutorInput(inputs=inputs, outputs=outputs)
+        inputs.artifacts[key].artifacts.add().CopyFrom(artifact_of(artifacts[output]))
+    return inputs
+
+
+def add_default_parameters(
+    executor_input: pipeline_spec_pb2.ExecutorInput, component: pipeline_spec_pb2.ComponentSpec
+) -> pipeline_spec_pb2.ExecutorInput:
+    """A copy with the component's parameter defaults where no value was given (the launcher's
+    `addDefaultParams`, component/launcher_v2.go:1310; after the cache key, which does not see them)."""
+    with_defaults = pipeline_spec_pb2.ExecutorInput()
+    with_defaults.CopyFrom(executor_input)
+    for name, definition in component.input_definitions.parameters.items():
+        if name not in with_defaults.inputs.parameter_values and definition.HasField("default_value"):
+            with_defaults.inputs.parameter_values[name].CopyFrom(definition.default_value)
+    return with_defaults
 
 
 def resolve_command(
@@ -207,43 +218,11 @@ def resolve_command(
     return resolved
 
 
-def run_command(command: Sequence[str], log_path: Path) -> int:
-    """Runs `command` with this process's environment, stdout and stderr into `log_path`; its exit code."""
+def run_command(command: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> int:
+    """Runs `command` with this process's environment plus `env`, stdout and stderr into `log_path`; its exit code."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    environment = {**os.environ, **(env or {})}
     with log_path.open("w") as log:
-        return subprocess.run(list(command), stdout=log, stderr=subprocess.STDOUT, check=False).returncode
-
-
-def read_outputs(
-    executor_input: pipeline_spec_pb2.ExecutorInput,
-) -> tuple[dict[str, pipeline_spec_pb2.RuntimeArtifact], dict[str, struct_pb2.Value]]:
-    """The task's output artifacts and parameters after it ran, as KFP's launcher records them: the declared
-    artifacts (type, URI) with what the executor wrote into its `ExecutorOutput` (metadata such as `split_names`
-    or `pushed_version`), and output parameters from the `ExecutorOutput` or their files.
-
-    Raises:
-        TaskInputError: the executor output file is not an `ExecutorOutput`.
-    """
-    written = pipeline_spec_pb2.ExecutorOutput()
-    output_file = Path(executor_input.outputs.output_file)
-    if output_file.is_file():
-        try:
-            json_format.Parse(output_file.read_text(), written, ignore_unknown_fields=True)
-        except json_format.ParseError as error:
-            raise TaskInputError(f"{output_file} is not a KFP ExecutorOutput: {error}") from None
-    artifacts = {}
-    for key, declared in executor_input.outputs.artifacts.items():
-        artifact = pipeline_spec_pb2.RuntimeArtifact()
-        artifact.CopyFrom(declared.artifacts[0])
-        if key in written.artifacts and written.artifacts[key].artifacts:
-            produced = written.artifacts[key].artifacts[0]
-            artifact.metadata.CopyFrom(produced.metadata)
-            artifact.uri = produced.uri or artifact.uri
-        artifacts[key] = artifact
-    parameters = {}
-    for key, declared_parameter in executor_input.outputs.parameters.items():
-        if key in written.parameter_values:
-            parameters[key] = written.parameter_values[key]
-        elif Path(declared_parameter.output_file).is_file():
-            parameters[key] = python_value(Path(declared_parameter.output_file).read_text())
-    return artifacts, parameters
+        return subprocess.run(
+            list(command), stdout=log, stderr=subprocess.STDOUT, check=False, env=environment
+        ).returncode
