@@ -1,9 +1,10 @@
 """A local fake of the KFP v2beta1 REST API, for the tests of `tfxp submit`, `pipeline`, `schedule` and `runs`.
 
-It implements what kfp 2.16's `Client` calls for those commands — healthz; experiments (find by name, create);
+It implements what kfp 2.16's `Client` calls for those commands — healthz (with the server's `tag_name`, as KFP's API
+server answers it); experiments (find by name, create);
 runs (create, get, list, terminate, retry); pipelines (find by name, create, list), pipeline versions (upload,
 list, get); recurring runs (create, list, enable, disable, delete) — over an in-memory state, and records every
-request so tests assert what the real client sent.
+request (and the `runtime_config` of every run and recurring run created) so tests assert what the real client sent.
 
 Use it from a test module:
     @pytest.fixture
@@ -38,9 +39,18 @@ RUN_ID = "3f1e9a2c-run"
 API = "/apis/v2beta1"
 
 
-def spec_dict(tasks: list[str], parameters: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def spec_dict(
+    tasks: list[str],
+    parameters: dict[str, dict[str, Any]] | None = None,
+    *,
+    pipeline_root: str = "",
+    exit_handler: str = "",
+) -> dict[str, Any]:
     """A small valid KFP IR: one container executor per task, chained; `parameters` as the root's declared
-    run parameters (`{"train_steps": {"parameterType": "NUMBER_INTEGER", "defaultValue": 300}}`)."""
+    run parameters (`{"train_steps": {"parameterType": "NUMBER_INTEGER", "defaultValue": 300}}`);
+    `pipeline_root` as its `defaultPipelineRoot`; `exit_handler` names one more task that takes the final status
+    of the last one (`taskFinalStatus`, as TFX's `set_exit_handler` compiles it)."""
+    tasks = [*tasks, *([exit_handler] if exit_handler else [])]
     components = {name: {"executorLabel": f"{name}_executor"} for name in tasks}
     executors = {
         f"{name}_executor": {"container": {"image": "registry.example.com/tfxp:0.1.0", "command": ["python"]}}
@@ -55,10 +65,18 @@ def spec_dict(tasks: list[str], parameters: dict[str, dict[str, Any]] | None = N
         }
         for index, name in enumerate(tasks)
     }
+    if exit_handler:
+        final_status = {"final_status": {"taskFinalStatus": {"producerTask": tasks[-2]}}}
+        dag[exit_handler].update(
+            inputs={"parameters": final_status}, triggerPolicy={"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
+        )
+        components[exit_handler]["inputDefinitions"] = {
+            "parameters": {"final_status": {"parameterType": "TASK_FINAL_STATUS"}}
+        }
     root: dict[str, Any] = {"dag": {"tasks": dag}}
     if parameters:
         root["inputDefinitions"] = {"parameters": parameters}
-    return {
+    spec = {
         "pipelineInfo": {"name": "tfxp-test"},
         "schemaVersion": "2.1.0",
         "sdkVersion": "tfx-1.21.0",
@@ -66,6 +84,9 @@ def spec_dict(tasks: list[str], parameters: dict[str, dict[str, Any]] | None = N
         "deploymentSpec": {"executors": executors},
         "root": root,
     }
+    if pipeline_root:
+        spec["defaultPipelineRoot"] = pipeline_root
+    return spec
 
 
 @dataclass
@@ -114,7 +135,8 @@ def _page(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict
 
 @dataclass
 class FakeKfp:
-    """Scripted KFP API state: `states` are returned by successive GET runs/{RUN_ID} (the last one repeats)."""
+    """Scripted KFP API state: `states` are returned by successive GET runs/{RUN_ID} (the last one repeats);
+    `tag_name` is the server's release on healthz (None: the answer has no `tag_name`)."""
 
     states: list[str] = field(default_factory=lambda: ["SUCCEEDED"])
     tasks: dict[str, str] = field(default_factory=dict)
@@ -130,6 +152,8 @@ class FakeKfp:
     recurring_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     polls: int = 0
+    tag_name: str | None = "2.16.0"
+    runtime_configs: list[dict[str, Any]] = field(default_factory=list)
 
     def calls(self, method: str, path: str) -> list[Recorded]:
         return [request for request in self.requests if request.method == method and request.path == path]
@@ -181,7 +205,11 @@ class FakeKfp:
         method, path = request.method, request.path.removeprefix(API)
         parts = path.strip("/").split("/")
         if (method, path) == ("GET", "/healthz"):
-            return 200, {"multi_user": False}
+            # What backend/src/apiserver/main.go's healthz handler writes (tag_name: the image's TAG_NAME).
+            healthz: dict[str, Any] = {"commit_sha": "7b70c7b", "multi_user": False}
+            if self.tag_name is not None:
+                healthz["tag_name"] = self.tag_name
+            return 200, healthz
         if parts[0] == "experiments":
             return self._experiments(request)
         if parts[0] == "runs":
@@ -206,6 +234,7 @@ class FakeKfp:
         if request.method == "POST" and len(parts) == 1:
             if self.create_run_error:
                 return 400, {"error": self.create_run_error, "code": 3}
+            self.runtime_configs.append(request.body.get("runtime_config") or {})
             return 200, {**request.body, "run_id": RUN_ID, "state": "PENDING"}
         if request.method == "GET" and len(parts) == 1:
             runs = [
@@ -264,6 +293,7 @@ class FakeKfp:
 
     def _recurring_runs(self, request: Recorded, parts: list[str]) -> tuple[int, Any]:
         if len(parts) == 1 and request.method == "POST":
+            self.runtime_configs.append(request.body.get("runtime_config") or {})
             recurring_id = f"rr-{len(self.recurring_runs) + 1}"
             status = "ENABLED" if request.body.get("mode") == "ENABLE" else "DISABLED"
             created = {**request.body, "recurring_run_id": recurring_id, "status": status, "created_at": _stamp(0)}

@@ -30,7 +30,13 @@ from pipeline.kubeflow.compile import (
     check_nothing_staged,
     compile_pipeline,
 )
-from pipeline.kubeflow.spec import PipelineDoc, container_tasks, load_pipeline_doc, pipeline_tasks
+from pipeline.kubeflow.spec import (
+    PipelineDoc,
+    container_tasks,
+    exit_handler_tasks,
+    load_pipeline_doc,
+    pipeline_tasks,
+)
 from pipeline.layout import output_layout, resolve_data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -336,6 +342,9 @@ def test_notify_url_adds_an_exit_handler_that_sees_the_whole_run(
     assert notify_compiled.tasks == (*default_compiled.tasks, "RunNotice")
     assert sorted(root) == ["RunNotice", "tfx-dag"]
     assert sorted(pipeline_tasks(spec)) == sorted(notify_compiled.tasks)
+    # What `tfxp submit` checks the server's version for; a spec without notify_url has none.
+    assert exit_handler_tasks(spec) == ["RunNotice"]
+    assert exit_handler_tasks(_doc(default_compiled).pipeline_spec) == []
     notice = root["RunNotice"]
     assert list(notice.dependent_tasks) == ["tfx-dag"]
     assert notice.trigger_policy.strategy == notice.trigger_policy.ALL_UPSTREAM_TASKS_COMPLETED

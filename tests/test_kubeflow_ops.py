@@ -248,6 +248,96 @@ def test_bad_schedules_fail_before_any_request(
     assert fake.requests == []
 
 
+def test_schedule_from_a_file_sends_its_pipeline_root(fake: FakeKfp, host: str, tmp_path: Path) -> None:
+    package = tmp_path / "rooted.yaml"
+    package.write_text(yaml.safe_dump(spec_dict(["Trainer"], pipeline_root="gs://bucket/tfxp/root")))
+
+    spec_root = _invoke("schedule", "create", str(package), "--host", host, "--every", "1d")
+    override = _invoke(
+        "schedule", "create", str(package), "--host", host, "--every", "1d", "--pipeline-root", "gs://other/root"
+    )
+
+    assert spec_root.exit_code == 0, spec_root.output
+    assert override.exit_code == 0, override.output
+    bodies = [request.body for request in fake.calls("POST", f"{API}/recurringruns")]
+    assert [body["runtime_config"]["pipeline_root"] for body in bodies] == ["gs://bucket/tfxp/root", "gs://other/root"]
+    assert [config["pipeline_root"] for config in fake.runtime_configs] == ["gs://bucket/tfxp/root", "gs://other/root"]
+    assert "pipeline root: gs://bucket/tfxp/root" in spec_root.output
+    assert "warning" not in spec_root.output
+
+
+def test_schedule_of_an_uploaded_pipeline_sends_the_versions_root(fake: FakeKfp, host: str) -> None:
+    fake.add_pipeline(
+        "tfxp-digits",
+        {
+            "v1": spec_dict(["Trainer"], pipeline_root="gs://bucket/old"),
+            "v2": spec_dict(["Trainer"], pipeline_root="gs://bucket/new"),
+        },
+    )
+
+    newest = _invoke("schedule", "create", "--pipeline", "tfxp-digits", "--host", host, "--every", "1d")
+    chosen = _invoke(
+        "schedule", "create", "--pipeline", "tfxp-digits", "--version", "v1", "--host", host, "--every", "1d"
+    )
+
+    assert newest.exit_code == 0, newest.output
+    assert chosen.exit_code == 0, chosen.output
+    assert [config["pipeline_root"] for config in fake.runtime_configs] == ["gs://bucket/new", "gs://bucket/old"]
+    assert all("pipeline_spec" not in r.body for r in fake.calls("POST", f"{API}/recurringruns"))
+
+
+def test_schedule_of_a_version_without_a_spec_warns_that_no_root_is_sent(fake: FakeKfp, host: str) -> None:
+    fake.add_pipeline("tfxp-digits", {"v1": None})
+
+    result = _invoke("schedule", "create", "--pipeline", "tfxp-digits", "--host", host, "--every", "1d")
+
+    assert result.exit_code == 0, result.output
+    assert "pipeline_root" not in fake.runtime_configs[0]
+    assert (
+        "warning: the spec of pipeline tfxp-digits, version v1 is not known and no --pipeline-root was given, so the "
+        "run names no pipeline root: KFP then uses the defaultPipelineRoot of the kfp-launcher ConfigMap"
+    ) in result.output
+
+
+def test_schedule_with_a_local_pipeline_root_is_refused(fake: FakeKfp, host: str, package: Path) -> None:
+    fake.add_pipeline("tfxp-digits", {"v1": spec_dict(["Trainer"], pipeline_root="/mnt/tfxp/root")})
+
+    from_file = _invoke("schedule", "create", str(package), "--host", host, "--every", "1d", "--pipeline-root", "root")
+    requests_before_version = list(fake.requests)
+    from_version = _invoke("schedule", "create", "--pipeline", "tfxp-digits", "--host", host, "--every", "1d")
+
+    assert from_file.exit_code == 2
+    assert "the pipeline root (--pipeline-root root) is a local path, which the run's pods on Kubeflow cannot" in (
+        from_file.output
+    )
+    assert requests_before_version == []  # a file's root is checked before any request
+    assert from_version.exit_code == 2
+    assert (
+        "the pipeline root (defaultPipelineRoot /mnt/tfxp/root of pipeline tfxp-digits, version v1) is a local path"
+    ) in from_version.output
+    assert not fake.calls("POST", f"{API}/recurringruns")
+
+
+@pytest.mark.parametrize("uploaded", [False, True])
+def test_schedule_with_an_exit_handler_needs_kfp_2_14(fake: FakeKfp, host: str, tmp_path: Path, uploaded: bool) -> None:
+    spec = spec_dict(["Trainer"], pipeline_root="gs://bucket/root", exit_handler="RunNotice")
+    package = tmp_path / "notify.yaml"
+    package.write_text(yaml.safe_dump(spec))
+    fake.add_pipeline("tfxp-notify", {"v1": spec})
+    source = ["--pipeline", "tfxp-notify"] if uploaded else [str(package)]
+    fake.tag_name = "2.5.0"
+
+    old = _invoke("schedule", "create", *source, "--host", host, "--every", "1d")
+    fake.tag_name = "2.14.0"
+    new = _invoke("schedule", "create", *source, "--host", host, "--every", "1d")
+
+    assert old.exit_code == 2
+    assert "is version 2.5.0 (healthz tag_name), which cannot run the pipeline's exit handler (RunNotice" in old.output
+    assert "upgrade KFP, or recompile without kubeflow.notify_url" in old.output
+    assert new.exit_code == 0, new.output
+    assert len(fake.calls("POST", f"{API}/recurringruns")) == 1
+
+
 def test_schedule_list_pause_resume_delete(fake: FakeKfp, host: str, package: Path) -> None:
     assert _invoke("schedule", "create", str(package), "--host", host, "--every", "1d").exit_code == 0
 

@@ -1,5 +1,6 @@
 """The pure checks behind `tfxp schedule`, `tfxp submit --param` and `tfxp pipeline upload`: KFP's cron form,
-intervals, time windows, run parameters read from a compiled spec, and the spec's content digest."""
+intervals, time windows, run parameters read from a compiled spec, the spec's content digest, the server's version
+and the spec's exit handler."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from kfp_fake import spec_dict
 from pipeline.kubeflow.cron import ScheduleInputError, Trigger, format_seconds, parse_cron, parse_duration
 from pipeline.kubeflow.params import ParamError, parse_param_entries, pipeline_parameters, typed_arguments
 from pipeline.kubeflow.pipelines import default_version_name, doc_from_api, spec_digest
-from pipeline.kubeflow.spec import load_pipeline_doc
+from pipeline.kubeflow.preflight import ServerInfo, parse_version
+from pipeline.kubeflow.spec import exit_handler_tasks, load_pipeline_doc
 
 PARAMETERS = {
     "train_steps": {"parameterType": "NUMBER_INTEGER", "defaultValue": 300},
@@ -252,3 +254,44 @@ def test_tfxp_run_parameters_are_checked_beyond_their_kfp_type(entry: str, messa
         "train_args": '{"num_steps": 40}',
         "spans": "3",
     }
+
+
+# --- the server's version, the spec's exit handler ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [
+        ("2.5.0", (2, 5, 0)),
+        ("2.14", (2, 14, 0)),
+        ("v2.16.1", (2, 16, 1)),
+        ("2.15.0-rc.1", (2, 15, 0)),
+        (" 2.17.0\n", (2, 17, 0)),
+        ("unknown", None),
+        ("", None),
+        ("master-55ec846", None),
+        ("2", None),
+    ],
+)
+def test_parse_version(tag: str, expected: tuple[int, int, int] | None) -> None:
+    assert parse_version(tag) == expected
+
+
+def test_server_info_reads_what_healthz_answers() -> None:
+    # backend/src/apiserver/main.go's healthzResponse: commit_sha, tag_name, multi_user, pipeline_store.
+    info = ServerInfo.from_healthz({"commit_sha": "abc", "tag_name": "2.5.0", "multi_user": True, "pipeline_store": ""})
+    assert info == ServerInfo(tag_name="2.5.0", commit_sha="abc", multi_user=True)
+    assert info.version == (2, 5, 0)
+    # The proto-only answer (multi_user alone) and odd types are an unknown version, not an error.
+    assert ServerInfo.from_healthz({"multi_user": False}).version is None
+    assert ServerInfo.from_healthz({"tag_name": 2.5, "multi_user": "yes"}) == ServerInfo()
+
+
+def test_exit_handler_tasks_are_the_tasks_with_a_final_status_input(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump(spec_dict(["Trainer", "Pusher"])))
+    notify = tmp_path / "notify.yaml"
+    notify.write_text(yaml.safe_dump(spec_dict(["Trainer", "Pusher"], exit_handler="RunNotice")))
+
+    assert exit_handler_tasks(load_pipeline_doc(plain).pipeline_spec) == []
+    assert exit_handler_tasks(load_pipeline_doc(notify).pipeline_spec) == ["RunNotice"]

@@ -345,3 +345,127 @@ def test_cli_submit_to_a_silent_host_gives_up_after_the_request_timeout(package:
     assert result.exit_code == 2
     assert "did not answer within 1 s" in result.output
     assert time.monotonic() - started < 4
+
+
+# --- the run's pipeline root and the server's version (pipeline.kubeflow.preflight) -------------------------
+
+
+def _package(tmp_path: Path, name: str = "pipeline.yaml", **spec: Any) -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(spec_dict(["ImportExampleGen", "Trainer"], **spec)))
+    return path
+
+
+def test_submit_sends_the_specs_root_as_the_runs_pipeline_root(fake: FakeKfp, host: str, tmp_path: Path) -> None:
+    # KFP's driver reads the run's runtime config, never the spec's defaultPipelineRoot (root_dag.go:97).
+    package = _package(tmp_path, pipeline_root="gs://bucket/tfxp/root/")
+
+    run = KfpRunClient(host).submit(package)
+
+    body = fake.calls("POST", f"{API}/runs")[0].body
+    assert body["runtime_config"]["pipeline_root"] == "gs://bucket/tfxp/root"
+    assert [config["pipeline_root"] for config in fake.runtime_configs] == ["gs://bucket/tfxp/root"]
+    assert run.pipeline_root == "gs://bucket/tfxp/root"
+    assert run.warnings == ()
+
+
+def test_cli_pipeline_root_overrides_the_spec(fake: FakeKfp, host: str, tmp_path: Path) -> None:
+    package = _package(tmp_path, pipeline_root="gs://bucket/compiled")
+
+    result = _invoke("submit", str(package), "--host", host, "--pipeline-root", "s3://other/root")
+
+    assert result.exit_code == 0, result.output
+    assert fake.runtime_configs[0]["pipeline_root"] == "s3://other/root"
+    assert "pipeline root: s3://other/root" in result.output
+
+
+def test_no_pipeline_root_is_sent_as_none_with_a_warning(fake: FakeKfp, host: str, package: Path) -> None:
+    run = KfpRunClient(host).submit(package)
+
+    assert "pipeline_root" not in fake.runtime_configs[0]
+    assert run.pipeline_root == ""
+    (warning,) = run.warnings
+    assert warning.startswith(f"{package} has no defaultPipelineRoot and no --pipeline-root was given")
+    assert "kfp-launcher ConfigMap in the run's namespace, else minio://mlpipeline/v2/artifacts" in warning
+    assert "TFX executors cannot open" in warning and "pass --pipeline-root gs://bucket/root" in warning
+    result = _invoke("submit", str(package), "--host", host)
+    assert result.exit_code == 0, result.output
+    assert "warning: " in result.output and "no defaultPipelineRoot" in result.output
+    assert "pipeline root: (none sent: the KFP server default)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("spec_root", "override", "message"),
+    [
+        ("/data/tfxp/root", None, r"\(defaultPipelineRoot /data/tfxp/root of .*pipeline.yaml\) is a local path"),
+        ("gs://bucket/root", "out/root", r"\(--pipeline-root out/root\) is a local path"),
+    ],
+)
+def test_a_local_pipeline_root_is_refused_before_any_request(
+    fake: FakeKfp, host: str, tmp_path: Path, spec_root: str, override: str | None, message: str
+) -> None:
+    package = _package(tmp_path, pipeline_root=spec_root)
+
+    with pytest.raises(
+        SubmitError,
+        match=message + r", which the run's pods on Kubeflow cannot reach; pass --pipeline-root with a "
+        r"bucket URL .* recompile with kubeflow.pipeline_root set to one \(it becomes the spec's defaultPipelineRoot\)",
+    ):
+        KfpRunClient(host).submit(package, pipeline_root=override)
+    assert fake.requests == []
+
+
+def test_an_exit_handler_is_refused_on_a_server_older_than_2_14(fake: FakeKfp, host: str, tmp_path: Path) -> None:
+    fake.tag_name = "2.5.0"
+    package = _package(tmp_path, pipeline_root="gs://bucket/root", exit_handler="RunNotice")
+
+    with pytest.raises(
+        SubmitError,
+        match=r"Kubeflow Pipelines at http://127.0.0.1:\d+ is version 2\.5\.0 \(healthz tag_name\), which cannot run "
+        r"the pipeline's exit handler \(RunNotice, compiled from kubeflow.notify_url\): KFP 2\.5 and older refuse its "
+        r"final-status input \(\"task final status not supported yet\"\) and tfxp needs KFP 2\.14 or newer for exit "
+        r"handlers; upgrade KFP, or recompile without kubeflow.notify_url",
+    ):
+        KfpRunClient(host).submit(package)
+    assert fake.api_calls() == []  # only the health check was asked
+    result = _invoke("submit", str(package), "--host", host)
+    assert result.exit_code == 2
+    assert "recompile without kubeflow.notify_url" in result.output
+
+
+@pytest.mark.parametrize("tag", ["2.14.0", "2.16.1", "v2.15.0-rc.1"])
+def test_an_exit_handler_runs_on_a_server_from_2_14(fake: FakeKfp, host: str, tmp_path: Path, tag: str) -> None:
+    fake.tag_name = tag
+    package = _package(tmp_path, pipeline_root="gs://bucket/root", exit_handler="RunNotice")
+
+    run = KfpRunClient(host).submit(package)
+
+    assert run.warnings == ()
+    assert "RunNotice" in run.tasks
+    assert len(fake.calls("POST", f"{API}/runs")) == 1
+
+
+@pytest.mark.parametrize(("tag", "reported"), [(None, "none"), ("", "none"), ("unknown", "'unknown'")])
+def test_an_unknown_server_version_warns_and_goes_on(
+    fake: FakeKfp, host: str, tmp_path: Path, tag: str | None, reported: str
+) -> None:
+    fake.tag_name = tag
+    package = _package(tmp_path, pipeline_root="gs://bucket/root", exit_handler="RunNotice")
+
+    run = KfpRunClient(host).submit(package)
+
+    assert len(fake.calls("POST", f"{API}/runs")) == 1
+    (warning,) = run.warnings
+    assert warning.startswith(f"Kubeflow Pipelines at {host} did not say its version (healthz tag_name: {reported})")
+    assert "exit handler (RunNotice, from kubeflow.notify_url); it needs KFP 2.14 or newer" in warning
+    assert warning.endswith("going on")
+
+
+def test_without_an_exit_handler_an_old_server_is_fine(fake: FakeKfp, host: str, tmp_path: Path) -> None:
+    fake.tag_name = "2.5.0"
+
+    run = KfpRunClient(host).submit(_package(tmp_path, pipeline_root="gs://bucket/root"))
+
+    assert run.warnings == ()
+    assert fake.runtime_configs[0]["pipeline_root"] == "gs://bucket/root"
+    assert fake.requests[0].path == f"{API}/healthz"  # tfxp's check, before kfp.Client's own

@@ -117,6 +117,15 @@ NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Namesp
 RequestTimeoutOption = Annotated[
     float, typer.Option("--request-timeout", min=0.1, help="Seconds each API call may take.")
 ]
+PipelineRootOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pipeline-root",
+        metavar="URI",
+        help="Bucket URL for the run's artifacts (sent as its runtime_config.pipeline_root); "
+        "default the spec's defaultPipelineRoot.",
+    ),
+]
 ParamOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -157,6 +166,7 @@ def submit_command(
     * 3600,
     request_timeout: RequestTimeoutOption = 60.0,
     poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between polls (--wait).")] = 15.0,
+    pipeline_root: PipelineRootOption = None,
 ) -> None:
     """Submit a compiled pipeline to Kubeflow Pipelines; print the run id and URL.
 
@@ -165,6 +175,9 @@ def submit_command(
     Exit codes: 0 ok (with --wait: succeeded), 1 the run failed, 2 bad input or API error, 3 --wait timed out.
 
     Each API call gives up after --request-timeout seconds; --timeout bounds the whole wait.
+
+    The run's pipeline root is --pipeline-root, else the spec's defaultPipelineRoot (KFP reads only the run's);
+    a local path is refused, since pods cannot reach it.
     """
     from pipeline.kubeflow.params import parse_param_entries
     from pipeline.kubeflow.runs import RunFailedError, RunTimeoutError, progress_line
@@ -172,11 +185,19 @@ def submit_command(
     raw = parse_param_entries(params or [])
     client = connect(host, namespace, request_timeout)
     run = client.submit(
-        package, experiment=experiment, run_name=run_name, params=raw, enable_caching=False if no_cache else None
+        package,
+        experiment=experiment,
+        run_name=run_name,
+        params=raw,
+        enable_caching=False if no_cache else None,
+        pipeline_root=pipeline_root,
     )
+    for warning in run.warnings:
+        warn(warning)
     console.print(f"run id: {run.run_id}", highlight=False)
     console.print(f"run:    {run.url}", highlight=False)
     console.print(f"experiment: {run.experiment}", highlight=False)
+    console.print(f"pipeline root: {run.pipeline_root or '(none sent: the KFP server default)'}", highlight=False)
     if not wait:
         return
 

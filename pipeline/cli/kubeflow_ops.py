@@ -21,6 +21,7 @@ from pipeline.cli.kubeflow import (
     NamespaceOption,
     PackageArgument,
     ParamOption,
+    PipelineRootOption,
     RequestTimeoutOption,
     connect,
     warn,
@@ -159,10 +160,12 @@ def schedule_create(
     name: Annotated[str | None, typer.Option("--name", help="Name; default '<pipeline> (<trigger>)'.")] = None,
     namespace: NamespaceOption = None,
     request_timeout: RequestTimeoutOption = 60.0,
+    pipeline_root: PipelineRootOption = None,
 ) -> None:
     """Create a recurring run of a compiled pipeline file or of an uploaded pipeline version.
 
-    The cron expression, interval, window, concurrency and parameters are checked before any request.
+    The cron expression, interval, window, concurrency and parameters are checked before any request. Its runs'
+    pipeline root is --pipeline-root, else the defaultPipelineRoot of the spec (the file's, or the version's).
     """
     from pipeline.kubeflow.cron import Trigger
     from pipeline.kubeflow.params import parse_param_entries
@@ -191,6 +194,7 @@ def schedule_create(
         experiment=experiment,
         max_concurrency=max_concurrency,
         catchup=not no_catchup,
+        pipeline_root=pipeline_root,
     )
     for warning in created.warnings:
         warn(warning)
@@ -199,6 +203,7 @@ def schedule_create(
     _say(f"runs:    {created.source}")
     _say(f"name:    {schedule.name}")
     _say(f"trigger: {trigger.describe()}")
+    _say(f"pipeline root: {created.pipeline_root or '(none sent: the KFP server default)'}")
     _say(
         f"max concurrency {max_concurrency}, catch-up {'off' if no_catchup else 'on'}, "
         f"{'enabled' if schedule.enabled else 'paused'}"

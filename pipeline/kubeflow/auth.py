@@ -179,7 +179,7 @@ def api_error(host: str, auth: KfpAuth, status: int, doing: str, detail: str = "
     return SubmitError(f"Kubeflow Pipelines at {host} answered HTTP {status} while {doing}: {detail}")
 
 
-def check_api(host: str, auth: KfpAuth, timeout: float) -> None:
+def check_api(host: str, auth: KfpAuth, timeout: float) -> dict[str, Any]:
     """Asks the API's health endpoint, with the credentials, before kfp.Client does.
 
     kfp.Client retries a failing health check for 25 s and then reports a bare timeout; this names
@@ -190,6 +190,10 @@ def check_api(host: str, auth: KfpAuth, timeout: float) -> None:
         host: The API address from `check_host`.
         auth: The credentials to send.
         timeout: Seconds to wait for the answer.
+
+    Returns:
+        The health endpoint's JSON object (`commit_sha`, `tag_name`, `multi_user`, ...; see
+        `pipeline.kubeflow.server.ServerInfo`), or `{}` when it answers JSON that is not an object.
 
     Raises:
         SubmitError: the cause and the fix (`NoAnswerError` when the host is silent).
@@ -212,9 +216,10 @@ def check_api(host: str, auth: KfpAuth, timeout: float) -> None:
             raise no_answer_error(host, timeout) from None
         raise unreachable_error(host, reason) from None
     try:
-        json.loads(body)
+        answer = json.loads(body)
     except ValueError:
         raise SubmitError(
             f"{url} did not answer with JSON, so {host} is not the KFP API (an auth proxy's login page?); "
             f"tfxp {auth.describe()}; {AUTH_HINT}, or {HOST_HINT}"
         ) from None
+    return answer if isinstance(answer, dict) else {}

@@ -58,12 +58,16 @@ class SubmittedRun:
     url: The run's page in the KFP UI.
     experiment: The experiment's name.
     tasks: The pipeline's task names, sorted.
+    pipeline_root: The pipeline root the run was sent with; "" = none (KFP's fallback).
+    warnings: What the user should know (no pipeline root, an unknown server version).
     """
 
     run_id: str
     url: str
     experiment: str
     tasks: tuple[str, ...] = ()
+    pipeline_root: str = ""
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

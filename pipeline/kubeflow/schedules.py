@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline.kubeflow.cron import ScheduleInputError, Trigger, format_seconds
 from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
-from pipeline.kubeflow.pipelines import get_version
+from pipeline.kubeflow.pipelines import doc_from_api, get_version
 from pipeline.kubeflow.runs import api_time
 from pipeline.kubeflow.submit import KfpRunClient, read_package
 
@@ -86,12 +86,14 @@ class CreatedSchedule:
     """Attributes:
     schedule: The new recurring run.
     source: What it runs: the file, or `pipeline P, version V`.
-    warnings: What the user should know (e.g. parameters that could not be checked).
+    warnings: What the user should know (e.g. parameters that could not be checked, no pipeline root).
+    pipeline_root: The pipeline root its runs are sent with; "" = none (KFP's fallback).
     """
 
     schedule: Schedule
     source: str
     warnings: tuple[str, ...] = ()
+    pipeline_root: str = ""
 
 
 def check_max_concurrency(value: int) -> int:
@@ -127,6 +129,7 @@ def create_schedule(
     experiment: str | None = None,
     max_concurrency: int = 1,
     catchup: bool = True,
+    pipeline_root: str | None = None,
 ) -> CreatedSchedule:
     """Creates an enabled recurring run of a compiled file (its spec travels with the recurring run) or of an
     uploaded pipeline version.
@@ -142,14 +145,18 @@ def create_schedule(
         experiment: Its experiment; default the pipeline's name (created when missing).
         max_concurrency: Runs it may have going at once, 1-10.
         catchup: Start the runs missed while paused or behind (KFP's default); False = only the latest.
+        pipeline_root: Its runs' pipeline root (a bucket URL); None = the `defaultPipelineRoot` of the file's spec,
+            or of the version's spec as the API returns it. KFP's driver reads only the run's root, not the
+            spec's (see `pipeline.kubeflow.preflight`).
 
     Returns:
-        The recurring run, what it runs, and warnings.
+        The recurring run, what it runs, its pipeline root, and warnings.
 
     Raises:
         ScheduleInputError: a concurrency KFP refuses.
         ParamError: an undeclared parameter or a value of the wrong type.
-        SubmitError: a bad file, an unknown pipeline or version, or as `KfpRunClient.call`.
+        SubmitError: a bad file, an unknown pipeline or version, a local pipeline root, a server too old for
+            the spec's exit handler, or as `KfpRunClient.call`.
     """
     if (package is None) == (pipeline is None):
         raise ScheduleInputError("give either a compiled pipeline file or --pipeline NAME, not both or neither")
@@ -163,6 +170,7 @@ def create_schedule(
         arguments = typed_arguments(raw, pipeline_parameters(doc.to_dicts()[0]), f"pipeline {pipeline_name}")
         source = {"pipeline_package_path": str(package)}
         described = str(package)
+        root, notes = client.preflight(doc.pipeline_spec, described, pipeline_root)
     else:
         pipeline_name = str(pipeline)
         chosen = get_version(client, pipeline_name, version)
@@ -176,6 +184,9 @@ def create_schedule(
                 )
         source = {"pipeline_id": chosen.pipeline_id, "version_id": chosen.version_id}
         described = f"pipeline {pipeline_name}, version {chosen.name}"
+        stored = doc_from_api(chosen.spec)
+        root, notes = client.preflight(stored.pipeline_spec if stored else None, described, pipeline_root)
+    warnings.extend(notes)
     experiment_id = client.experiment_id(experiment or pipeline_name, create=True)
     api = client.api()
     created = client.call(
@@ -191,10 +202,11 @@ def create_schedule(
             no_catchup=not catchup,
             params=arguments,
             enabled=True,
+            pipeline_root=root,
             **source,
         ),
     )
-    return CreatedSchedule(_schedule(created), described, tuple(warnings))
+    return CreatedSchedule(_schedule(created), described, tuple(warnings), root or "")
 
 
 def list_schedules(client: KfpRunClient, *, experiment: str | None = None, limit: int = 20) -> list[Schedule]:

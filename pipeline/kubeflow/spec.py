@@ -298,6 +298,11 @@ def _is_exit_handler(task: pipeline_spec_pb2.PipelineTaskSpec) -> bool:
     return any(spec.WhichOneof("kind") == "task_final_status" for spec in task.inputs.parameters.values())
 
 
+def exit_handler_tasks(spec: pipeline_spec_pb2.PipelineSpec) -> list[str]:
+    """The tasks, in any DAG, that take a task's final status as an input (an exit handler), sorted."""
+    return sorted(name for name, task in pipeline_tasks(spec).items() if _is_exit_handler(task))
+
+
 def wire_exit_handler(spec: pipeline_spec_pb2.PipelineSpec) -> None:
     """Completes what TFX's compiler leaves out when a pipeline has both an exit handler and run parameters.
 

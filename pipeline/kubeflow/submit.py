@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kfp.pipeline_spec import pipeline_spec_pb2
+
 from pipeline.kubeflow.auth import (
     KfpAuth,
     api_error,
@@ -33,6 +35,7 @@ from pipeline.kubeflow.auth import (
     unreachable_error,
 )
 from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
+from pipeline.kubeflow.preflight import ServerInfo, check_exit_handler_support, run_pipeline_root
 from pipeline.kubeflow.runs import (
     FINAL_STATES,
     RETRYABLE_STATES,
@@ -125,6 +128,7 @@ class KfpRunClient:
         self.auth = auth or KfpAuth()
         self.request_timeout = request_timeout
         self._client: Any = None
+        self._server: ServerInfo | None = None
 
     def _explain(self, error: BaseException, doing: str) -> SubmitError:
         status = http_status(error)
@@ -166,20 +170,54 @@ class KfpRunClient:
                 raise SubmitError(missing) from error
             raise self._explain(error, doing) from error
 
-    def check_api(self) -> None:
+    def check_api(self) -> ServerInfo:
         """Asks the API's health endpoint, with the credentials, before kfp.Client does (`auth.check_api`).
+
+        Returns:
+            What it says about the server (kept for `server`).
 
         Raises:
             SubmitError: the cause and the fix.
         """
-        check_api(self.host, self.auth, self.request_timeout)
+        self._server = ServerInfo.from_healthz(check_api(self.host, self.auth, self.request_timeout))
+        return self._server
+
+    def server(self) -> ServerInfo:
+        """What the server's health endpoint said (its version); asks it when it has not been asked yet.
+
+        Raises:
+            SubmitError: as `check_api`.
+        """
+        return self._server if self._server is not None else self.check_api()
+
+    def preflight(
+        self, spec: pipeline_spec_pb2.PipelineSpec | None, source: str, pipeline_root: str | None
+    ) -> tuple[str | None, list[str]]:
+        """The run's pipeline root (`preflight.run_pipeline_root`) and whether the server can run the spec's exit
+        handler (`preflight.check_exit_handler_support`); the root is checked before any request.
+
+        Args:
+            spec: The run's `PipelineSpec`; None when the API returned none (nothing to check against).
+            source: Where the spec comes from, for messages.
+            pipeline_root: `--pipeline-root`; None = the spec's `defaultPipelineRoot`.
+
+        Returns:
+            The root to send (None: none) and warnings.
+
+        Raises:
+            SubmitError: a local root, a server too old for the exit handler, or as `check_api`.
+        """
+        root, notes = run_pipeline_root(spec, pipeline_root, source)
+        if spec is not None:
+            notes += check_exit_handler_support(spec, self.server(), self.host)
+        return root, notes
 
     def api(self) -> Any:
         """The connected `kfp.Client` (the health check runs first, once)."""
         if self._client is None:
             import kfp
 
-            self.check_api()
+            self.server()  # the health check, once
             kwargs = self.auth.client_kwargs()
             if self.namespace:
                 kwargs["namespace"] = self.namespace
@@ -223,6 +261,7 @@ class KfpRunClient:
         run_name: str | None = None,
         params: Mapping[str, str] | None = None,
         enable_caching: bool | None = None,
+        pipeline_root: str | None = None,
     ) -> SubmittedRun:
         """Creates a run from a compiled pipeline file (`create_run_from_pipeline_package`).
 
@@ -234,13 +273,16 @@ class KfpRunClient:
                 typed before anything is sent.
             enable_caching: False runs every task afresh (tasks of nested DAGs too); None keeps the compiled
                 caching options.
+            pipeline_root: The run's pipeline root (a bucket URL); None = the spec's `defaultPipelineRoot`. KFP's
+                driver reads only the run's root, not the spec's (see `pipeline.kubeflow.preflight`).
 
         Returns:
-            The run's id, UI URL and experiment.
+            The run's id, UI URL, experiment, pipeline root and warnings.
 
         Raises:
-            SubmitError: the file is not a compiled pipeline, the host is unreachable or silent, the
-                credentials are refused, or the API answers with an error.
+            SubmitError: the file is not a compiled pipeline, its root is a local path, the host is unreachable
+                or silent, the credentials are refused, the server is too old for the spec's exit handler, or the
+                API answers with an error.
             ParamError: a parameter the pipeline does not declare, or a value of the wrong type.
         """
         doc = read_package(package)
@@ -249,6 +291,7 @@ class KfpRunClient:
         experiment = experiment or name
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
         run_name = run_name or f"{name}-{stamp}"
+        root, notes = self.preflight(doc.pipeline_spec, str(package), pipeline_root)
         client = self.api()
 
         def create(path: Path) -> Any:
@@ -260,6 +303,7 @@ class KfpRunClient:
                     run_name=run_name,
                     experiment_name=experiment,
                     namespace=self.namespace,
+                    pipeline_root=root,
                     enable_caching=enable_caching,
                 ),
             )
@@ -278,6 +322,8 @@ class KfpRunClient:
             url=run_url(self.host, result.run_id),
             experiment=experiment,
             tasks=tuple(sorted(pipeline_tasks(doc.pipeline_spec))),
+            pipeline_root=root or "",
+            warnings=tuple(notes),
         )
 
     def _missing_run(self, run_id: str) -> str:
