@@ -114,8 +114,16 @@ def _page(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict
 
 @dataclass
 class FakeKfp:
-    """Scripted KFP API state: `states` are returned by successive GET runs/{RUN_ID} (the last one repeats)."""
+    """Scripted KFP API state: `states` are returned by successive GET runs/{RUN_ID} (the last one repeats).
 
+    `multi_user` is the API server's mode. In multi-user mode a pipeline belongs to the namespace it was created
+    in ("" = shared), ListPipelines lists exactly the namespace asked for (shared pipelines only when none is
+    given) and names are unique per namespace; in single-user mode the namespace is ignored (KFP's
+    `ReplaceNamespace`, backend/src/apiserver/resource/resource_manager.go:2723; the filter in
+    backend/src/apiserver/storage/pipeline_store.go:231; the unique index `namespace_name` in
+    backend/src/apiserver/model/pipeline.go:44,54)."""
+
+    multi_user: bool = False
     states: list[str] = field(default_factory=lambda: ["SUCCEEDED"])
     tasks: dict[str, str] = field(default_factory=dict)
     run_error: str = ""
@@ -149,12 +157,15 @@ class FakeKfp:
             **extra,
         }
 
-    def add_pipeline(self, name: str, versions: dict[str, dict[str, Any] | None] | None = None) -> str:
+    def add_pipeline(
+        self, name: str, versions: dict[str, dict[str, Any] | None] | None = None, namespace: str = ""
+    ) -> str:
         pipeline_id = f"pl-{len(self.pipelines) + 1}"
         self.pipelines[pipeline_id] = {
             "pipeline_id": pipeline_id,
             "display_name": name,
             "created_at": _stamp(len(self.pipelines)),
+            **({"namespace": namespace} if namespace else {}),
         }
         self.versions[pipeline_id] = []
         for version, spec in (versions or {}).items():
@@ -181,7 +192,7 @@ class FakeKfp:
         method, path = request.method, request.path.removeprefix(API)
         parts = path.strip("/").split("/")
         if (method, path) == ("GET", "/healthz"):
-            return 200, {"multi_user": False}
+            return 200, {"multi_user": self.multi_user}
         if parts[0] == "experiments":
             return self._experiments(request)
         if parts[0] == "runs":
@@ -235,13 +246,18 @@ class FakeKfp:
 
     def _pipelines(self, request: Recorded, parts: list[str]) -> tuple[int, Any]:
         if parts == ["pipelines"] and request.method == "GET":
-            name = _name_filter(request.query)
-            pipelines = [p for p in self.pipelines.values() if name is None or p["display_name"] == name]
+            name, namespace = _name_filter(request.query), self._namespace(request.query.get("namespace", [""])[0])
+            pipelines = [
+                p
+                for p in self.pipelines.values()
+                if (name is None or p["display_name"] == name) and p.get("namespace", "") == namespace
+            ]
             return 200, {"pipelines": _page(pipelines, request.query)} if pipelines else {}
         if parts == ["pipelines"] and request.method == "POST":
-            if any(p["display_name"] == request.body["display_name"] for p in self.pipelines.values()):
+            name, namespace = request.body["display_name"], self._namespace(request.body.get("namespace", ""))
+            if any(p["display_name"] == name and p.get("namespace", "") == namespace for p in self.pipelines.values()):
                 return 409, {"error": "Failed to create a pipeline. The pipeline already exists", "code": 6}
-            return 200, self.pipelines[self.add_pipeline(request.body["display_name"])]
+            return 200, self.pipelines[self.add_pipeline(name, namespace=namespace)]
         if parts == ["pipelines", "upload_version"]:
             pipeline_id = request.query["pipelineid"][0]
             name = request.query["name"][0]
@@ -261,6 +277,10 @@ class FakeKfp:
             return 200, {"pipeline_versions": _page(listed, request.query)} if listed else {}
         matching = [v for v in versions if v["pipeline_version_id"] == parts[3]]
         return (200, matching[0]) if matching else (404, {"error": "version not found", "code": 5})
+
+    def _namespace(self, namespace: str) -> str:
+        # Single-user KFP stores and lists every pipeline without a namespace.
+        return namespace if self.multi_user else ""
 
     def _recurring_runs(self, request: Recorded, parts: list[str]) -> tuple[int, Any]:
         if len(parts) == 1 and request.method == "POST":
