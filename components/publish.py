@@ -3,10 +3,19 @@
 A model base path holds one directory per version, named by a Unix timestamp (as TFX's Pusher names them):
 `<base>/1700000000/`. Model servers (TF Serving, `tfxp serve`) and `list_versions` only look at numeric names.
 
-- Local paths: the files are copied into a hidden staging directory beside the versions
-  (`<base>/.staging-<version>-<random>`), which is renamed into place: on one file system the rename is atomic.
-- Bucket paths (`gs://`, `s3://`) have no directory rename: the files are copied straight into the version
-  directory with `last_file` last, so a reader that waits for that file sees a complete version.
+Both kinds of path first copy the files into a hidden staging directory beside the versions
+(`<base>/.staging-<version>-<random>`, a name model servers and `list_versions` ignore), so a push that fails
+while copying (the long part) never leaves a numbered directory behind. Then the staged files go into place:
+
+- Local paths: the staging directory is renamed to `<base>/<version>`; on one file system that is atomic.
+- Bucket paths (`gs://`, `s3://`) have no atomic rename: renaming a directory there is a copy and a delete per
+  object (TensorFlow's GCS file system, `tsl/platform/cloud/gcs_file_system.cc`: `GcsFileSystem::RenameFile`
+  renames "all individual objects in the directory one by one", `RenameObject` copies, then deletes). So each
+  staged file is renamed into the version directory on its own, the push record next to last and `last_file`
+  last. `last_file` marks a complete version, as `saved_model.pb` does for TF Serving and TFX's own Pusher
+  (`tfx/components/pusher/executor.py:198`, tfx 1.21): readers that decide what is servable pass it as
+  `list_versions(..., required_file=...)`, and `find_published` only reuses a version that has it, so a push
+  interrupted while moving files leaves a numbered directory without it, which nothing serves or reuses.
 
 Each version directory records what it holds in `tfxp_push.json` (`{"identity": ..., "version": ...}`), and
 publishing an identity that is already there returns its version instead of a duplicate. Callers choose the
@@ -78,9 +87,16 @@ def list_versions(base: str | Path, required_file: str | None = None) -> list[st
     return [path for path in paths if required_file is None or _exists(f"{path}/{required_file}")]
 
 
-def find_published(base: str | Path, identity: str) -> str | None:
-    """The version directory whose push record holds `identity`, if any (the newest when several do)."""
-    for version_dir in list_versions(base):
+def find_published(base: str | Path, identity: str, required_file: str | None = None) -> str | None:
+    """The version directory whose push record holds `identity`, if any (the newest when several do).
+
+    Args:
+        base: The model base path (local or bucket).
+        identity: What the version holds (see the module docstring).
+        required_file: Only versions holding this file count (as in `list_versions`): a bucket version whose
+            copy stopped before its completing file is not a published one, and a re-push makes a new version.
+    """
+    for version_dir in list_versions(base, required_file=required_file):
         record = _read_record(f"{version_dir}/{PUSH_RECORD}")
         # `source`: the Pusher's records before the record named it `identity`.
         if record is not None and record.get("identity", record.get("source")) == identity:
@@ -95,16 +111,19 @@ def publish_version(
     last_file: str | None = None,
     version: int | None = None,
 ) -> str:
-    """Copies `source_dir` to `<base>/<version>/` atomically, with a push record, and returns that directory.
+    """Copies `source_dir` to `<base>/<version>/` with a push record, and returns that directory.
 
-    An identity already published is not published again: its existing version directory is returned.
+    Locally the version appears complete in one rename; on a bucket its files are renamed into it one by one,
+    `last_file` last (see the module docstring). An identity already published (with `last_file`, when given)
+    is not published again: its existing version directory is returned.
 
     Args:
         source_dir: The complete model directory (any tree of files; local or bucket).
         base: The model base path; created if missing.
         identity: What the version holds (see the module docstring); recorded in `tfxp_push.json`.
-        last_file: File (relative to `source_dir`) copied last to a bucket, where its presence marks a
-            complete version. Ignored locally, where the rename does that.
+        last_file: File (relative to `source_dir`) that marks a complete version: moved into a bucket version
+            last, and required of a version `find_published` reuses. Defaults to None: every version counts, and
+            on a bucket the push record is the last file moved.
         version: The version to create; default `next_version` over the existing names. Callers that write
             the version's path into the files first (the EdgeExporter's metadata) choose it beforehand.
 
@@ -121,7 +140,7 @@ def publish_version(
     files = _files(source)
     if last_file is not None and last_file not in files:
         raise FileNotFoundError(f"cannot push {source}: {last_file} is missing")
-    existing = find_published(root, identity)
+    existing = find_published(root, identity, required_file=last_file)
     if existing is not None:
         return existing
     if version is None:
@@ -130,30 +149,31 @@ def publish_version(
     if _exists(target):
         raise FileExistsError(f"push target {target} exists already; versions are never overwritten")
     record = json.dumps({"identity": identity, "version": version}) + "\n"
-    if is_remote(root):
-        # No rename on buckets: the record goes before `last_file`, so a version with `last_file` has its record.
-        for name in files:
-            if name != last_file:
-                _copy(f"{source}/{name}", f"{target}/{name}")
-        _write_text(f"{target}/{PUSH_RECORD}", record)
-        if last_file is not None:
-            _copy(f"{source}/{last_file}", f"{target}/{last_file}")
-        return target
-    os.makedirs(root, exist_ok=True)
-    # A dot-name: model servers and `list_versions` ignore it until the rename.
+    # A dot-name: model servers and `list_versions` ignore it, so a copy that fails leaves no version behind.
     staging = f"{root}/{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
     try:
-        if is_remote(source):
-            for name in files:
-                _copy(f"{source}/{name}", f"{staging}/{name}")
-        else:
-            shutil.copytree(source, staging)
+        _stage(source, files, staging)
         _write_text(f"{staging}/{PUSH_RECORD}", record)
-        os.rename(staging, target)  # atomic within one file system
+        if is_remote(root):
+            # No atomic rename on buckets: each file on its own, the record then `last_file` last, so a version
+            # with `last_file` has every file and its record.
+            order = [name for name in files if name != last_file] + [PUSH_RECORD]
+            for name in order + ([last_file] if last_file is not None else []):
+                _rename(f"{staging}/{name}", f"{target}/{name}")
+        else:
+            os.rename(staging, target)  # atomic within one file system
     finally:
-        if os.path.exists(staging):
-            shutil.rmtree(staging, ignore_errors=True)
+        _remove_tree(staging)
     return target
+
+
+def _stage(source: str, files: list[str], staging: str) -> None:
+    if is_remote(source) or is_remote(staging):
+        for name in files:
+            _copy(f"{source}/{name}", f"{staging}/{name}")
+    else:
+        os.makedirs(os.path.dirname(staging), exist_ok=True)
+        shutil.copytree(source, staging)
 
 
 # Local paths use the standard library; bucket paths `tf.io.gfile`, imported only then.
@@ -193,6 +213,25 @@ def _copy(source: str, target: str) -> None:
     else:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(source, target)
+
+
+def _rename(source: str, target: str) -> None:
+    # On a bucket the target's directory is made first: object stores have none, but TensorFlow's in-memory file
+    # system (the tests' stand-in) lists only directories that were made.
+    _gfile().makedirs(target.rsplit("/", 1)[0])
+    _gfile().rename(source, target)
+
+
+def _remove_tree(path: str) -> None:
+    """Removes a staging directory if it is there; best effort (what is left is a hidden name, ignored)."""
+    try:
+        if is_remote(path):
+            if _gfile().exists(path):
+                _gfile().rmtree(path)
+        elif os.path.exists(path):
+            shutil.rmtree(path, ignore_errors=True)
+    except Exception:  # a leftover staging dir is harmless (a hidden name); the push's own outcome stands
+        pass
 
 
 def _write_text(path: str, text: str) -> None:

@@ -267,7 +267,7 @@ def push_edge_model(export: EdgeExport, out_dir: str | Path, model_base: str | P
     """Writes the EdgeModel into `out_dir` and publishes it as `<model_base>/<version>/` (`components.publish`).
 
     The identity of a device model is the SHA-256 of `model.tflite`: a model whose bytes were published before
-    is not published again, and its version is the pushed path. On buckets `model.tflite` is copied last, so a
+    is not published again, and its version is the pushed path. On buckets `model.tflite` is moved in last, so a
     reader that waits for it sees complete labels and metadata.
 
     Args:
@@ -280,7 +280,7 @@ def push_edge_model(export: EdgeExport, out_dir: str | Path, model_base: str | P
     """
     base = str(model_base).rstrip("/")
     sha256 = export.metadata["sha256"]
-    existing = find_published(base, sha256)
+    existing = find_published(base, sha256, required_file=EDGE_MODEL_FILE)  # a half-copied version is not one
     if existing is not None:
         write_edge_model(export, out_dir, existing)
         return existing

@@ -135,9 +135,21 @@ def _page(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict
 
 @dataclass
 class FakeKfp:
+<<<<<<< HEAD
     """Scripted KFP API state: `states` are returned by successive GET runs/{RUN_ID} (the last one repeats);
     `tag_name` is the server's release on healthz (None: the answer has no `tag_name`)."""
+=======
+    """Scripted KFP API state: `states` are returned by successive GET runs/{RUN_ID} (the last one repeats).
+>>>>>>> kfprest
 
+    `multi_user` is the API server's mode. In multi-user mode a pipeline belongs to the namespace it was created
+    in ("" = shared), ListPipelines lists exactly the namespace asked for (shared pipelines only when none is
+    given) and names are unique per namespace; in single-user mode the namespace is ignored (KFP's
+    `ReplaceNamespace`, backend/src/apiserver/resource/resource_manager.go:2723; the filter in
+    backend/src/apiserver/storage/pipeline_store.go:231; the unique index `namespace_name` in
+    backend/src/apiserver/model/pipeline.go:44,54)."""
+
+    multi_user: bool = False
     states: list[str] = field(default_factory=lambda: ["SUCCEEDED"])
     tasks: dict[str, str] = field(default_factory=dict)
     run_error: str = ""
@@ -173,12 +185,15 @@ class FakeKfp:
             **extra,
         }
 
-    def add_pipeline(self, name: str, versions: dict[str, dict[str, Any] | None] | None = None) -> str:
+    def add_pipeline(
+        self, name: str, versions: dict[str, dict[str, Any] | None] | None = None, namespace: str = ""
+    ) -> str:
         pipeline_id = f"pl-{len(self.pipelines) + 1}"
         self.pipelines[pipeline_id] = {
             "pipeline_id": pipeline_id,
             "display_name": name,
             "created_at": _stamp(len(self.pipelines)),
+            **({"namespace": namespace} if namespace else {}),
         }
         self.versions[pipeline_id] = []
         for version, spec in (versions or {}).items():
@@ -206,7 +221,7 @@ class FakeKfp:
         parts = path.strip("/").split("/")
         if (method, path) == ("GET", "/healthz"):
             # What backend/src/apiserver/main.go's healthz handler writes (tag_name: the image's TAG_NAME).
-            healthz: dict[str, Any] = {"commit_sha": "7b70c7b", "multi_user": False}
+            healthz: dict[str, Any] = {"commit_sha": "7b70c7b", "multi_user": self.multi_user}
             if self.tag_name is not None:
                 healthz["tag_name"] = self.tag_name
             return 200, healthz
@@ -264,13 +279,18 @@ class FakeKfp:
 
     def _pipelines(self, request: Recorded, parts: list[str]) -> tuple[int, Any]:
         if parts == ["pipelines"] and request.method == "GET":
-            name = _name_filter(request.query)
-            pipelines = [p for p in self.pipelines.values() if name is None or p["display_name"] == name]
+            name, namespace = _name_filter(request.query), self._namespace(request.query.get("namespace", [""])[0])
+            pipelines = [
+                p
+                for p in self.pipelines.values()
+                if (name is None or p["display_name"] == name) and p.get("namespace", "") == namespace
+            ]
             return 200, {"pipelines": _page(pipelines, request.query)} if pipelines else {}
         if parts == ["pipelines"] and request.method == "POST":
-            if any(p["display_name"] == request.body["display_name"] for p in self.pipelines.values()):
+            name, namespace = request.body["display_name"], self._namespace(request.body.get("namespace", ""))
+            if any(p["display_name"] == name and p.get("namespace", "") == namespace for p in self.pipelines.values()):
                 return 409, {"error": "Failed to create a pipeline. The pipeline already exists", "code": 6}
-            return 200, self.pipelines[self.add_pipeline(request.body["display_name"])]
+            return 200, self.pipelines[self.add_pipeline(name, namespace=namespace)]
         if parts == ["pipelines", "upload_version"]:
             pipeline_id = request.query["pipelineid"][0]
             name = request.query["name"][0]
@@ -290,6 +310,10 @@ class FakeKfp:
             return 200, {"pipeline_versions": _page(listed, request.query)} if listed else {}
         matching = [v for v in versions if v["pipeline_version_id"] == parts[3]]
         return (200, matching[0]) if matching else (404, {"error": "version not found", "code": 5})
+
+    def _namespace(self, namespace: str) -> str:
+        # Single-user KFP stores and lists every pipeline without a namespace.
+        return namespace if self.multi_user else ""
 
     def _recurring_runs(self, request: Recorded, parts: list[str]) -> tuple[int, Any]:
         if len(parts) == 1 and request.method == "POST":

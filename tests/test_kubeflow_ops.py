@@ -150,6 +150,58 @@ def test_pipeline_list_and_versions(fake: FakeKfp, host: str) -> None:
     assert "no pipeline named 'tfxp-mnist'" in unknown.output and "tfxp pipeline upload" in unknown.output
 
 
+def test_multi_user_lookups_find_the_namespaces_pipelines(fake: FakeKfp, host: str, package: Path) -> None:
+    fake.multi_user = True
+    team_a = fake.add_pipeline("tfxp-test", {"sha-aaa": None}, namespace="team-a")
+    fake.add_pipeline("tfxp-shared", {"sha-sss": None})  # shared: no namespace
+
+    versions = _invoke("pipeline", "versions", "tfxp-test", "--host", host, "--namespace", "team-a")
+    listed = _invoke("pipeline", "list", "--host", host, "--namespace", "team-a")
+    upload = _invoke("pipeline", "upload", str(package), "--host", host, "--namespace", "team-a")
+    elsewhere = _invoke("pipeline", "upload", str(package), "--host", host, "--namespace", "team-b")
+    missing = _invoke("pipeline", "versions", "tfxp-shared", "--host", host, "--namespace", "team-b")
+
+    assert versions.exit_code == 0, versions.output
+    assert "sha-aaa" in versions.output
+    lookup = fake.calls("GET", f"{API}/pipelines")[0]
+    assert lookup.query["namespace"] == ["team-a"] and "tfxp-test" in lookup.query["filter"][0]
+    assert listed.exit_code == 0, listed.output
+    assert "tfxp-test" in listed.output and "tfxp-shared" not in listed.output
+    # An upload in team-a adds a version to team-a's pipeline; in team-b, where it does not exist, it makes one.
+    assert upload.exit_code == 0, upload.output
+    assert "(new pipeline)" not in upload.output
+    assert [v["display_name"] for v in fake.versions[team_a]] == [
+        "sha-aaa",
+        default_version_name(load_pipeline_doc(package)),
+    ]
+    assert elsewhere.exit_code == 0, elsewhere.output
+    assert "(new pipeline)" in elsewhere.output
+    assert [p.body for p in fake.calls("POST", f"{API}/pipelines")] == [
+        {"display_name": "tfxp-test", "namespace": "team-b"}
+    ]
+    # A shared pipeline is not one of team-b's: the message names the namespace and the options to use.
+    assert missing.exit_code == 2
+    assert (
+        f"no pipeline named 'tfxp-shared' in namespace 'team-b' at {host}; upload it with `tfxp pipeline upload "
+        f"pipeline.yaml --host {host} --namespace team-b --name tfxp-shared` or list them with `tfxp pipeline list "
+        f"--host {host} --namespace team-b`"
+    ) in missing.output
+
+
+def test_two_pipelines_of_one_name_are_named_in_the_error(fake: FakeKfp, host: str) -> None:
+    fake.add_pipeline("tfxp-test")
+    # Display names need not be unique; only `name` is, per namespace (backend/src/apiserver/model/pipeline.go:44-45).
+    fake.add_pipeline("tfxp-test")
+
+    result = _invoke("pipeline", "versions", "tfxp-test", "--host", host)
+
+    assert result.exit_code == 2
+    assert (
+        f"several pipelines are named 'tfxp-test' at {host}, and tfxp finds a pipeline by its name: rename or "
+        "delete all but one in the KFP UI"
+    ) in result.output
+
+
 # --- tfxp schedule ------------------------------------------------------------------------------------------
 
 

@@ -110,7 +110,7 @@ def test_missing_model_dir_or_last_file_is_explained(tmp_path: Path) -> None:
     assert not (tmp_path / "serving").exists()
 
 
-def test_a_bucket_gets_its_files_copied_with_the_completing_file_last(
+def test_a_bucket_gets_its_files_moved_in_with_the_completing_file_last(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # TensorFlow's in-memory file system stands in for gs:// (no directory rename there either).
@@ -118,15 +118,71 @@ def test_a_bucket_gets_its_files_copied_with_the_completing_file_last(
     source.mkdir()
     for name in ("labels.txt", "model.tflite", "edge_metadata.json"):
         (source / name).write_text(name)
-    copied: list[str] = []
-    real_copy = publish._copy
-    monkeypatch.setattr(publish, "_copy", lambda src, dst: (copied.append(Path(dst).name), real_copy(src, dst)))
+    moved: list[str] = []
+    real_rename = publish._rename
+    monkeypatch.setattr(publish, "_rename", lambda src, dst: (moved.append(Path(dst).name), real_rename(src, dst)))
     base = f"ram://{tmp_path.name}/edge/digits"
 
     version = publish_version(source, base, identity="sha", last_file="model.tflite", version=5)
     again = publish_version(source, base, identity="sha", last_file="model.tflite")
 
     assert version == again == f"{base}/5"
-    assert copied == ["edge_metadata.json", "labels.txt", "model.tflite"]
+    assert moved == ["edge_metadata.json", "labels.txt", PUSH_RECORD, "model.tflite"]
     assert list_versions(base, required_file="model.tflite") == [version]
     assert find_published(base, "sha") == version
+
+
+def _ram_files(root: str) -> list[str]:
+    import tensorflow as tf
+
+    return sorted(f"{parent}/{name}"[len(root) + 1 :] for parent, _, names in tf.io.gfile.walk(root) for name in names)
+
+
+def test_a_bucket_version_is_staged_under_a_hidden_name_then_moved_in_with_the_completing_file_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moved: list[str] = []
+    real_rename = publish._rename
+    monkeypatch.setattr(publish, "_rename", lambda src, dst: (moved.append(dst), real_rename(src, dst)))
+    base = f"ram://{tmp_path.name}-staged/serving/digits"
+
+    version = publish_version(_model(tmp_path), base, identity="model-1", last_file="saved_model.pb", version=7)
+
+    assert [path.removeprefix(f"{base}/") for path in moved] == [
+        "7/variables/variables.index",
+        f"7/{PUSH_RECORD}",
+        "7/saved_model.pb",
+    ]
+    assert _ram_files(base) == ["7/saved_model.pb", f"7/{PUSH_RECORD}", "7/variables/variables.index"]  # no staging
+    assert list_versions(base, required_file="saved_model.pb") == [version]
+
+
+def test_a_bucket_copy_that_fails_leaves_no_version_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = f"ram://{tmp_path.name}-failed/serving/digits"
+    real_copy = publish._copy
+
+    def broken_copy(source: str, target: str) -> None:
+        if target.endswith("saved_model.pb"):
+            raise OSError("bucket quota exceeded")
+        real_copy(source, target)
+
+    monkeypatch.setattr(publish, "_copy", broken_copy)
+    with pytest.raises(OSError, match="bucket quota exceeded"):
+        publish_version(_model(tmp_path), base, identity="model-1", last_file="saved_model.pb")
+    assert list_versions(base) == []  # what was copied sat under the hidden staging name, now removed
+
+
+def test_a_bucket_version_whose_move_stopped_before_the_completing_file_is_not_reused(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    base = f"ram://{tmp_path.name}-half/serving/digits"
+    half = f"{base}/1000"  # moved: the variables and the record; not yet saved_model.pb
+    tf.io.gfile.makedirs(f"{half}/variables")
+    with tf.io.gfile.GFile(f"{half}/{PUSH_RECORD}", "w") as handle:
+        handle.write(json.dumps({"identity": "model-1", "version": 1000}))
+
+    version = publish_version(_model(tmp_path), base, identity="model-1", last_file="saved_model.pb")
+
+    assert version != half and int(version.rsplit("/", 1)[1]) > 1000
+    assert list_versions(base, required_file="saved_model.pb") == [version]
+    assert find_published(base, "model-1", required_file="saved_model.pb") == version

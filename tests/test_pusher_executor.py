@@ -23,7 +23,7 @@ def _model(tmp_path: Path, run: str) -> standard_artifacts.Model:
 
 
 def _push(
-    tmp_path: Path, model: standard_artifacts.Model, run: str, blessed: bool = True
+    tmp_path: Path, model: standard_artifacts.Model, run: str, blessed: bool = True, base: str | None = None
 ) -> standard_artifacts.PushedModel:
     blessing = standard_artifacts.ModelBlessing()
     blessing.uri = str(tmp_path / "Evaluator" / "blessing" / run)
@@ -31,7 +31,7 @@ def _push(
     pushed = standard_artifacts.PushedModel()
     pushed.uri = str(tmp_path / "Pusher" / "pushed_model" / run)
     destination = pusher_pb2.PushDestination(
-        filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(tmp_path / "serving" / "digits"))
+        filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base or str(tmp_path / "serving" / "digits"))
     )
     AtomicPusherExecutor().Do(
         {"model": [model], "model_blessing": [blessing]},
@@ -62,3 +62,24 @@ def test_a_model_not_blessed_is_not_pushed(tmp_path: Path) -> None:
     pushed = _push(tmp_path, _model(tmp_path, "5"), "7", blessed=False)
     assert pushed.get_int_custom_property("pushed") == 0
     assert not (tmp_path / "serving").exists()
+
+
+def test_a_bucket_serving_base_gets_a_numbered_version_with_a_push_record_once(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    # TensorFlow's in-memory file system stands in for gs://: a remote URI, read and written through tf.io.gfile.
+    base = f"ram://{tmp_path.name}/serving/digits"
+    model = _model(tmp_path, "5")
+
+    first = _push(tmp_path, model, "7", base=base)
+    again = _push(tmp_path, model, "8", base=base)
+
+    destination = first.get_string_custom_property("pushed_destination")
+    assert destination.startswith(f"{base}/") and destination.rsplit("/", 1)[1].isdigit()
+    assert again.get_string_custom_property("pushed_destination") == destination
+    assert list_versions(base) == [destination]  # pushed once
+    assert list_versions(base, required_file="saved_model.pb") == [destination]
+    with tf.io.gfile.GFile(f"{destination}/{PUSH_RECORD}") as handle:
+        assert json.loads(handle.read())["identity"] == f"{model.uri}/Format-Serving"
+    with tf.io.gfile.GFile(f"{destination}/saved_model.pb", "rb") as handle:
+        assert handle.read() == b"model 5"

@@ -206,3 +206,128 @@ def test_a_rerun_that_finds_its_model_already_pushed_keeps_the_pushing_runs_repo
     report, _ = _run(tmp_path, CONFIG, **inputs)  # e.g. an identical rerun: the Pusher reuses the version
     assert published.read_text().endswith("<!-- the pushing run's -->")
     assert report.get_string_custom_property("published_path") == str(published)
+
+
+def _write_run_artifacts(root: Path) -> None:
+    """Every file the RunReport reads, as a real run writes them (TFMA's output aside: the `tfma` fixture)."""
+    import tensorflow as tf
+    from tensorflow_metadata.proto.v0 import anomalies_pb2, statistics_pb2
+
+    for split, counts in (("train", {"0": 30, "1": 34}), ("eval", {"0": 8, "1": 9})):
+        statistics = statistics_pb2.DatasetFeatureStatisticsList()
+        dataset = statistics.datasets.add(num_examples=sum(counts.values()))
+        feature = dataset.features.add()
+        feature.path.step.extend(["image", "class", "text"])
+        for label, count in counts.items():
+            feature.string_stats.rank_histogram.buckets.add(label=label, sample_count=count)
+        (root / "statistics" / f"Split-{split}").mkdir(parents=True)
+        (root / "statistics" / f"Split-{split}" / "FeatureStats.pb").write_bytes(statistics.SerializeToString())
+        anomalies = anomalies_pb2.Anomalies()
+        if split == "eval":
+            anomalies.anomaly_info["image/class/label"].short_description = "Out-of-range values"
+        (root / "anomalies" / f"Split-{split}").mkdir(parents=True)
+        (root / "anomalies" / f"Split-{split}" / "SchemaDiff.pb").write_bytes(anomalies.SerializeToString())
+    for run in ("train", "validation"):
+        with tf.summary.create_file_writer(str(root / "model_run" / run)).as_default() as writer:
+            for epoch, loss in enumerate((1.9, 0.7, 0.3)):
+                tf.summary.scalar("epoch_loss", loss, step=epoch)
+                tf.summary.scalar("epoch_sparse_categorical_accuracy", 1 - loss / 2, step=epoch)
+            writer.flush()
+    (root / "Trainer" / "model" / "Format-Serving").mkdir(parents=True)
+    (root / "Trainer" / "model" / "Format-Serving" / "saved_model.pb").write_bytes(b"\0" * 1234)
+    (root / "Trainer" / "model" / "training_metrics.json").write_text(json.dumps(TRAINING))
+    (root / "EdgeExporter" / "edge_model").mkdir(parents=True)
+    (root / "EdgeExporter" / "edge_model" / "edge_metadata.json").write_text(
+        json.dumps({"skipped": False, "blessed": True, "pushed_path": "/out/edge/digits/7", "mode": "int8",
+                    "accuracy": {"tflite": 0.97, "saved_model": 0.975, "drop": 0.005}, "size_bytes": 90_000,
+                    "latency": {"p50_ms": 0.2, "p99_ms": 0.4}, "reason": "within edge.max_accuracy_drop"})
+    )  # fmt: skip
+    (root / "labels.txt").write_text("0\n1\n")
+    for name in ("evaluation", "blessing", "baseline", "examples", "Pusher/pushed_model", "RunReport/report"):
+        (root / name).mkdir(parents=True)
+    (root / "serving" / "digits" / VERSION).mkdir(parents=True)
+    (root / "serving" / "digits" / VERSION / "saved_model.pb").write_bytes(b"")
+
+
+def _copy_tree(local: Path, uri: str) -> None:
+    import tensorflow as tf
+
+    for path in sorted(local.rglob("*")):
+        target = f"{uri}/{path.relative_to(local).as_posix()}"
+        if path.is_dir():
+            tf.io.gfile.makedirs(target)
+        else:
+            tf.io.gfile.copy(str(path), target)
+
+
+def _report_over(root: str) -> tuple[Any, str]:
+    """Runs the RunReport over the artifacts under `root` (a local path or a URI) and reads back its page."""
+    import tensorflow as tf
+
+    def artifact(kind: Any, name: str, **properties: Any) -> Any:
+        made = kind()
+        made.uri = f"{root}/{name}"
+        for key, value in properties.items():
+            setter = made.set_int_custom_property if isinstance(value, int) else made.set_string_custom_property
+            setter(key, value)
+        return made
+
+    report = artifact(HtmlReport, "RunReport/report")
+    inputs = {
+        "statistics": artifact(standard_artifacts.ExampleStatistics, "statistics"),
+        "anomalies": artifact(standard_artifacts.ExampleAnomalies, "anomalies"),
+        "model": artifact(standard_artifacts.Model, "Trainer/model"),
+        "model_run": artifact(standard_artifacts.ModelRun, "model_run"),
+        "model_blessing": artifact(standard_artifacts.ModelBlessing, "blessing", blessed=1),
+        "evaluation": artifact(standard_artifacts.ModelEvaluation, "evaluation"),
+        "baseline_model": artifact(standard_artifacts.Model, "baseline", served_version="", served_path=""),
+        "pushed_model": artifact(
+            standard_artifacts.PushedModel,
+            "Pusher/pushed_model",
+            pushed=1,
+            pushed_destination=f"{root}/serving/digits/{VERSION}",
+            pushed_version=VERSION,
+        ),
+        "edge_model": artifact(EdgeModel, "EdgeExporter/edge_model"),
+        "examples": artifact(standard_artifacts.Examples, "examples", spans="3,4"),
+    }
+    Executor().Do(
+        {key: [value] for key, value in inputs.items()},
+        {"report": [report]},
+        {"config": json.dumps(CONFIG), "labels_path": f"{root}/labels.txt", "out_dir": "/out"},
+    )
+    with tf.io.gfile.GFile(f"{root}/RunReport/report/report.html") as handle:
+        return report, handle.read()
+
+
+def test_a_bucket_pipeline_root_gives_the_same_report_as_a_local_one(tmp_path: Path, tfma: dict[str, Any]) -> None:
+    # TensorFlow's in-memory file system stands in for Kubeflow's gs:// pipeline root: a URI that only
+    # tf.io.gfile can read (pathlib takes `ram://...` for a local folder and finds it empty).
+    local = tmp_path / "root"
+    _write_run_artifacts(local)
+    bucket = f"ram://{tmp_path.name}/root"
+    _copy_tree(local, bucket)
+
+    local_report, local_page = _report_over(str(local))
+    bucket_report, bucket_page = _report_over(bucket)
+
+    # The local page has every section's evidence, so a bucket page equal to it has too.
+    for shown in (
+        "81 examples: 64 train, 17 eval",
+        "Examples per class and split (from StatisticsGen)",
+        "eval: image/class/label: Out-of-range values",
+        "Train curves per epoch",
+        "small_resnet: 80 steps at 2770 images/s",
+        "Eval accuracy 0.9750 on 359 examples",
+        "Confusion matrix",
+        "TFLite (int8)",
+        'SavedModel (served)</td><td class="num">1.2 KiB',
+        f"Pushed version {VERSION}",
+    ):
+        assert shown in local_page
+    assert local_report.get_int_custom_property("problems") == 0
+    assert bucket_report.get_int_custom_property("problems") == 0
+    assert bucket_page == local_page.replace(str(local), bucket)
+    assert (
+        bucket_report.get_string_custom_property("published_path") == f"{bucket}/serving/digits/reports/{VERSION}.html"
+    )

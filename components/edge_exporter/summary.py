@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from components import artifact_files
 from components.contract import EDGE_METADATA_FILE, EDGE_MODEL_FILE
 from edge.errors import EdgeError
 
@@ -21,7 +22,7 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
     """Summary fields of one EdgeExporter run.
 
     Args:
-        edge_model_uri: The EdgeModel artifact's directory.
+        edge_model_uri: The EdgeModel artifact's directory (local or a bucket URI).
 
     Returns:
         `edge_model_path`: the pushed `model.tflite` (None when not pushed);
@@ -33,10 +34,10 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
     Raises:
         EdgeError: the directory has no readable `edge_metadata.json`.
     """
-    path = Path(edge_model_uri) / EDGE_METADATA_FILE
+    path = f"{str(edge_model_uri).rstrip('/')}/{EDGE_METADATA_FILE}"
     try:
-        metadata = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
+        metadata = json.loads(artifact_files.read_text(path))  # through tf.io.gfile: a gs:// pipeline root too
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8
         raise EdgeError(f"cannot read the EdgeExporter's {path}: {error}; was the EdgeExporter run?") from None
     pushed = metadata.get("pushed_path")
     status = "skipped" if metadata.get("skipped") else "pushed" if pushed else "not_blessed"

@@ -1,4 +1,10 @@
-"""Pusher executor that publishes versions atomically (`components.publish`)."""
+"""Pusher executor that publishes every version through `components.publish`, on local paths and buckets alike.
+
+TFX's Pusher names a version by the clock and copies into it (`saved_model.pb` last); ours publishes through
+`publish_version`: a hidden staging name first, then one rename locally or a file-by-file move on a bucket with
+`saved_model.pb` last, and a push record that makes a re-run over the same model artifact find its version
+instead of pushing it twice. The Kubeflow path (a `gs://` serving base) and `tfxp run` follow that one rule.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +19,14 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components.contract import is_remote
+from components.baseline.served import SAVED_MODEL_FILE
 from components.publish import publish_version
 from components.pusher.driver import PushedVersionsDriver
 
 
 class AtomicPusherExecutor(pusher_executor.Executor):
-    """Like TFX's Pusher for file-system destinations, but the version dir appears in one rename."""
+    """Like TFX's Pusher for file-system destinations, but a version is never seen half-written and a model
+    artifact is pushed once (`components.publish`)."""
 
     def Do(  # noqa: N802  (TFX's executor API)
         self,
@@ -27,13 +34,9 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> None:
+        self._log_startup(input_dict, output_dict, exec_properties)
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
-        if is_remote(destination.filesystem.base_directory):
-            # Buckets have no atomic rename; TFX's Pusher writes saved_model.pb last, which TF Serving waits for.
-            super().Do(input_dict, output_dict, exec_properties)
-            return
-        self._log_startup(input_dict, output_dict, exec_properties)
         model_push = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
         if not self.CheckBlessing(input_dict):
             self._MarkNotPushed(model_push)
@@ -42,15 +45,18 @@ class AtomicPusherExecutor(pusher_executor.Executor):
             raise ValueError("tfxp's Pusher supports file-system destinations only (push_destination.filesystem)")
         model_path = self.GetModelPath(input_dict)
         # The identity is the SavedModel's path in the model artifact: a new Trainer run is a new artifact (a new
-        # version); this Pusher re-run over the same artifact finds the version it pushed.
-        version_dir = publish_version(model_path, destination.filesystem.base_directory, identity=model_path)
+        # version); this Pusher re-run over the same artifact finds the version it pushed. `saved_model.pb` marks
+        # a complete version, as TF Serving and TFX's Pusher expect (tfx/components/pusher/executor.py:198).
+        version_dir = publish_version(
+            model_path, destination.filesystem.base_directory, identity=model_path, last_file=SAVED_MODEL_FILE
+        )
         io_utils.copy_dir(model_path, model_push.uri)  # the artifact's own archive copy, as TFX does
         self._MarkPushed(model_push, pushed_destination=version_dir, pushed_version=os.path.basename(version_dir))
 
 
 class AtomicPusher(Pusher):
-    """TFX's Pusher with AtomicPusherExecutor (versions appear in TF Serving's base path in one rename) and a
-    driver that makes the local runner rerun it when the versions under its destination changed or one it
+    """TFX's Pusher with AtomicPusherExecutor (versions appear complete in TF Serving's base path, local or bucket)
+    and a driver that makes the local runner rerun it when the versions under its destination changed or one it
     pushed is gone (`components.pusher.driver`)."""
 
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)

@@ -15,9 +15,9 @@ import base64
 import io
 import json
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
+from components import artifact_files
 from components.contract import (
     IMAGE_KEY,
     INPUT_EXAMPLES,
@@ -64,7 +64,7 @@ def validation_failures(evaluation_uri: str) -> list[str]:
     """
     import tensorflow_model_analysis as tfma
 
-    if not any(Path(evaluation_uri).glob(f"{VALIDATIONS_FILE}*")):  # an Evaluator without thresholds
+    if not artifact_files.children(evaluation_uri, f"{VALIDATIONS_FILE}*"):  # Evaluator without thresholds
         return []
     result = tfma.load_validation_result(evaluation_uri)
     return [
@@ -82,10 +82,10 @@ def training_metrics(model_uri: str) -> dict[str, Any]:
         ValueError: the file is not a JSON object (a `json.JSONDecodeError` when it is not JSON at all).
         OSError: the file cannot be read.
     """
-    path = Path(model_uri) / TRAINING_METRICS_FILE
-    if not path.is_file():
+    path = f"{model_uri.rstrip('/')}/{TRAINING_METRICS_FILE}"
+    if not artifact_files.is_file(path):
         return {}
-    loaded = json.loads(path.read_text())
+    loaded = json.loads(artifact_files.read_text(path))
     if not isinstance(loaded, dict):
         raise ValueError(f"expected a JSON object, got {type(loaded).__name__}")
     return loaded
@@ -218,10 +218,14 @@ def misclassified(
 
 def eval_files(examples_uri: str) -> list[str]:
     """The eval split's files of an Examples artifact (`Split-eval/*`)."""
-    return sorted(str(path) for path in (Path(examples_uri) / "Split-eval").glob("*") if path.is_file())
+    return [
+        path
+        for path in artifact_files.children(f"{examples_uri.rstrip('/')}/Split-eval")
+        if artifact_files.is_file(path)
+    ]
 
 
 def saved_model_dir(model_uri: str) -> str:
     """The SavedModel inside a Trainer `model` artifact (TFX's `Format-Serving`), or the artifact itself."""
-    serving = Path(model_uri) / "Format-Serving"
-    return str(serving if serving.is_dir() else Path(model_uri))
+    serving = f"{model_uri.rstrip('/')}/Format-Serving"
+    return serving if artifact_files.is_dir(serving) else model_uri

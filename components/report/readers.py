@@ -1,8 +1,9 @@
-"""Readers of the artifacts the report shows, each from one artifact directory of a local run.
+"""Readers of the artifacts the report shows, each from one artifact directory: local, or a bucket on Kubeflow.
 
 StatisticsGen's statistics (examples per split and class), ExampleValidator's anomalies, the Trainer's TensorBoard
-scalars and the SavedModel's size. TensorFlow's protos and TensorBoard load inside the functions that need them.
-Each raises what its library raises for an unreadable file; `gather` records that as a problem.
+scalars and the SavedModel's size. Files are read through `tf.io.gfile` (`components.artifact_files`), so a
+`gs://` pipeline root reads like a local one; TensorFlow, its protos and TensorBoard load inside the functions
+that need them. Each raises what its library raises for an unreadable file; the caller records that as a problem.
 
 Example:
     counts_from_statistics("OUT/tfxp-digits/root/StatisticsGen/statistics/3")
@@ -12,9 +13,10 @@ Example:
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import posixpath
 from typing import Any
 
+from components import artifact_files
 from components.contract import TEXT_KEY
 
 SPLIT_PREFIX = "Split-"
@@ -27,9 +29,10 @@ CURVE_RUNS = ("train", "validation")
 EPOCH_PREFIX = "epoch_"
 
 
-def split_dirs(uri: str) -> dict[str, Path]:
-    """Split name → `Split-<name>/` directory of a TFX artifact, train and eval first."""
-    found = {path.name[len(SPLIT_PREFIX) :]: path for path in Path(uri).glob(f"{SPLIT_PREFIX}*") if path.is_dir()}
+def split_dirs(uri: str) -> dict[str, str]:
+    """Split name → `Split-<name>` directory of a TFX artifact, train and eval first."""
+    paths = artifact_files.children(uri, f"{SPLIT_PREFIX}*")
+    found = {posixpath.basename(path)[len(SPLIT_PREFIX) :]: path for path in paths if artifact_files.is_dir(path)}
     order = {"train": 0, "eval": 1}
     return dict(sorted(found.items(), key=lambda item: (order.get(item[0], 2), item[0])))
 
@@ -48,7 +51,7 @@ def counts_from_statistics(statistics_uri: str) -> dict[str, dict[str, Any]]:
     counts: dict[str, dict[str, Any]] = {}
     for split, directory in split_dirs(statistics_uri).items():
         statistics = statistics_pb2.DatasetFeatureStatisticsList()
-        statistics.ParseFromString((directory / STATISTICS_FILE).read_bytes())
+        statistics.ParseFromString(artifact_files.read_bytes(f"{directory}/{STATISTICS_FILE}"))
         dataset = statistics.datasets[0]
         classes: dict[str, int] = {}
         for feature in dataset.features:
@@ -61,10 +64,10 @@ def counts_from_statistics(statistics_uri: str) -> dict[str, dict[str, Any]]:
 
 def counts_from_manifest(data_path: str) -> dict[str, dict[str, Any]] | None:
     """Examples per split and class from the manifest `tfxp data` writes; None when `data_path` has none."""
-    path = Path(data_path) / MANIFEST_FILE
-    if not path.is_file():
+    path = f"{data_path.rstrip('/')}/{MANIFEST_FILE}"
+    if not artifact_files.is_file(path):
         return None
-    manifest = json.loads(path.read_text())
+    manifest = json.loads(artifact_files.read_text(path))
     return {
         split: {"examples": sum(per_class.values()), "classes": dict(per_class)}
         for split, per_class in manifest.get("counts", {}).items()
@@ -78,7 +81,7 @@ def anomaly_lines(anomalies_uri: str) -> list[str]:
     lines = []
     for split, directory in split_dirs(anomalies_uri).items():
         anomalies = anomalies_pb2.Anomalies()
-        anomalies.ParseFromString((directory / ANOMALIES_FILE).read_bytes())
+        anomalies.ParseFromString(artifact_files.read_bytes(f"{directory}/{ANOMALIES_FILE}"))
         for feature, info in sorted(anomalies.anomaly_info.items()):
             lines.append(f"{split}: {feature}: {info.short_description or info.description}")
         if anomalies.HasField("dataset_anomaly_info"):
@@ -98,11 +101,11 @@ def epoch_curves(model_run_uri: str) -> dict[str, dict[str, list[list[float]]]]:
 
     curves: dict[str, dict[str, list[list[float]]]] = {}
     for run in CURVE_RUNS:
-        directory = Path(model_run_uri) / run
-        if not directory.is_dir():
+        directory = f"{model_run_uri.rstrip('/')}/{run}"
+        if not artifact_files.is_dir(directory):
             continue
-        accumulator = event_accumulator.EventAccumulator(
-            str(directory), size_guidance={event_accumulator.TENSORS: 0, event_accumulator.SCALARS: 0}
+        accumulator = event_accumulator.EventAccumulator(  # reads through tf.io.gfile when TensorFlow is installed
+            directory, size_guidance={event_accumulator.TENSORS: 0, event_accumulator.SCALARS: 0}
         )
         accumulator.Reload()
         tags = accumulator.Tags()
@@ -122,8 +125,5 @@ def epoch_curves(model_run_uri: str) -> dict[str, dict[str, list[list[float]]]]:
 
 
 def directory_bytes(path: str) -> int | None:
-    """The size of the files under `path`; None when it is not a local directory."""
-    root = Path(path)
-    if not root.is_dir():
-        return None
-    return sum(item.stat().st_size for item in root.rglob("*") if item.is_file())
+    """The size of the files under `path`; None when it is not a directory."""
+    return artifact_files.tree_bytes(path)

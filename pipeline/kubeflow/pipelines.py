@@ -140,27 +140,54 @@ def version_url(client: KfpRunClient, version: PipelineVersion) -> str:
     return ui_url(client.host, f"pipelines/details/{version.pipeline_id}/version/{version.version_id}")
 
 
+def _in_namespace(client: KfpRunClient) -> str:
+    return f" in namespace {client.namespace!r}" if client.namespace else ""
+
+
+def _namespace_option(client: KfpRunClient) -> str:
+    return f" --namespace {client.namespace}" if client.namespace else ""
+
+
 def pipeline_id(client: KfpRunClient, name: str) -> str | None:
-    """The id of the pipeline called `name`, or None.
+    """The id of the pipeline called `name` in the client's namespace (multi-user KFP), or None.
+
+    kfp's `Client.get_pipeline_id(name)` lists pipelines without a namespace (kfp 2.16,
+    `kfp/client/client.py:506`), which multi-user KFP answers with the shared pipelines only; so the lookup is
+    ListPipelines with the namespace and a name filter (`backend/api/v2beta1/pipeline.proto:262`). The API lists
+    exactly the pipelines of the namespace asked for, shared ones (no namespace) only when none is given, and
+    ignores the namespace in single-user mode (`backend/src/apiserver/server/pipeline_server.go:432`,
+    `ReplaceNamespace`; `backend/src/apiserver/storage/pipeline_store.go:231`).
 
     Raises:
         SubmitError: several pipelines have that name, or as `KfpRunClient.call`.
     """
     api = client.api()
-    return client.call(f"looking up pipeline {name}", lambda: api.get_pipeline_id(name))
+    response = client.call(
+        f"looking up pipeline {name}",
+        lambda: api.list_pipelines(filter=_name_filter(name), namespace=client.namespace, page_size=2),
+    )
+    found = response.pipelines or []
+    if len(found) > 1:
+        raise SubmitError(
+            f"several pipelines are named {name!r}{_in_namespace(client)} at {client.host}, and tfxp finds a "
+            "pipeline by its name: rename or delete all but one in the KFP UI, or use another --name (see `tfxp "
+            f"pipeline list --host {client.host}{_namespace_option(client)}`)"
+        )
+    return str(found[0].pipeline_id) if found else None
 
 
 def require_pipeline(client: KfpRunClient, name: str) -> str:
-    """The id of the pipeline called `name`.
+    """The id of the pipeline called `name` in the client's namespace.
 
     Raises:
         SubmitError: no such pipeline (naming the way to upload one), or as `pipeline_id`.
     """
     found = pipeline_id(client, name)
     if found is None:
+        options = f"--host {client.host}{_namespace_option(client)}"
         raise SubmitError(
-            f"no pipeline named {name!r} at {client.host}; upload it with `tfxp pipeline upload pipeline.yaml "
-            f"--host {client.host} --name {name}` or list them with `tfxp pipeline list`"
+            f"no pipeline named {name!r}{_in_namespace(client)} at {client.host}; upload it with `tfxp pipeline "
+            f"upload pipeline.yaml {options} --name {name}` or list them with `tfxp pipeline list {options}`"
         )
     return found
 
