@@ -135,12 +135,8 @@ def _page(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict
 
 @dataclass
 class FakeKfp:
-<<<<<<< HEAD
     """Scripted KFP API state: `states` are returned by successive GET runs/{RUN_ID} (the last one repeats);
-    `tag_name` is the server's release on healthz (None: the answer has no `tag_name`)."""
-=======
-    """Scripted KFP API state: `states` are returned by successive GET runs/{RUN_ID} (the last one repeats).
->>>>>>> kfprest
+    `tag_name` is the server's release on healthz (None: the answer has no `tag_name`).
 
     `multi_user` is the API server's mode. In multi-user mode a pipeline belongs to the namespace it was created
     in ("" = shared), ListPipelines lists exactly the namespace asked for (shared pipelines only when none is
