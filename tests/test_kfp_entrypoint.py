@@ -10,6 +10,7 @@ inputs rebuilt from MLMD (`metadata/client.go:1144`, `converter.go:181-221`: nam
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from google.protobuf import json_format
@@ -86,11 +87,11 @@ def test_tfx_alone_cannot_read_the_open_source_executor_input() -> None:
     executor_input = _kfp_executor_input()
     with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'get'"):
         tfx_entrypoint.parse_raw_artifact_dict(executor_input.inputs.artifacts)
-    with pytest.raises(ImportError, match="system.Artifact"):
+    with pytest.raises(ImportError, match=r"system\.Artifact"):
         tfx_entrypoint.parse_raw_artifact_dict(executor_input.outputs.artifacts)
 
 
-def test_the_adapted_input_is_what_tfx_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_adapted_input_is_what_tfx_reads(tmp_path: Path) -> None:
     executor_input = _kfp_executor_input()
 
     adapted = adapt_executor_input(executor_input, _inputs_spec(), launcher_root=str(tmp_path))
@@ -111,7 +112,7 @@ def test_the_adapted_input_is_what_tfx_reads(tmp_path) -> None:  # type: ignore[
     assert executor_input.inputs.parameter_values["exclude_splits"].string_value == "[]"
 
 
-def test_output_uris_are_restored_for_the_launchers_upload(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_output_uris_are_restored_for_the_launchers_upload(tmp_path: Path) -> None:
     executor_input = _kfp_executor_input()
     adapted = adapt_executor_input(executor_input, _inputs_spec(), launcher_root=str(tmp_path))
     local = executor_input.outputs.artifacts["statistics"].artifacts[0].uri
@@ -167,12 +168,11 @@ def test_unknown_schemes_have_no_local_path() -> None:
 
 
 def test_the_compiled_spec_runs_every_tfx_task_through_the_entrypoint() -> None:
-    from pathlib import Path
-
     import yaml
 
     golden = Path(__file__).parent / "golden" / "kubeflow_imagenet_a100.yaml"
     spec = next(yaml.safe_load_all(golden.read_text()))
-    commands = {name: executor["container"]["command"] for name, executor in spec["deploymentSpec"]["executors"].items()}
+    executors = spec["deploymentSpec"]["executors"]
+    commands = {name: executor["container"]["command"] for name, executor in executors.items()}
     assert commands.pop("InputFingerprint_executor") == ["python", "-m", "components.kfp.fingerprint_task"]
     assert set(map(json.dumps, commands.values())) == {json.dumps(["python", "-m", "components.kfp.entrypoint"])}

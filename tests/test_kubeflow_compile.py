@@ -22,8 +22,11 @@ from google.protobuf import json_format
 from kfp.pipeline_spec.pipeline_spec_pb2 import ParameterType
 from typer.testing import CliRunner
 
+from components.kfp import fingerprint_task
+from components.kfp.entrypoint import ENTRYPOINT, TFX_ENTRYPOINT
 from pipeline.cli import app
 from pipeline.config import TfxpConfig, load_config
+from pipeline.kubeflow.cache_keys import check_input_fingerprint
 from pipeline.kubeflow.compile import (
     CompileResult,
     KubeflowCompileError,
@@ -32,6 +35,7 @@ from pipeline.kubeflow.compile import (
 )
 from pipeline.kubeflow.spec import (
     PipelineDoc,
+    SpecPatchError,
     container_tasks,
     exit_handler_tasks,
     load_pipeline_doc,
@@ -86,16 +90,22 @@ def test_tasks_are_the_pipeline_components_in_order(which: str, request: pytest.
     spec = _doc(result).pipeline_spec
     components = _components(config)
 
-    assert list(result.tasks) == [component.id for component in components]
+    assert list(result.tasks) == [fingerprint_task.TASK, *(component.id for component in components)]
     assert sorted(spec.root.dag.tasks) == sorted(result.tasks)
+    keyed = {"ImportExampleGen", "ServedBaseline"}  # pipeline.kubeflow.cache_keys
     for component in components:
         upstream = {node.id for node in component.upstream_nodes}
+        if component.id in keyed:
+            upstream.add(fingerprint_task.TASK)
         assert set(spec.root.dag.tasks[component.id].dependent_tasks) == upstream, component.id
-    # Every task runs the configured image with TFX's V2 entrypoint.
+    # Every TFX task runs the configured image with tfxp's entrypoint, which wraps TFX's V2 entrypoint.
     containers = dict(container_tasks(spec))
     assert sorted(containers) == sorted(result.tasks)
     assert {container.image for container in containers.values()} == {config.kubeflow.image}
-    assert {tuple(container.command) for container in containers.values()} == {KUBEFLOW_TFX_CMD}
+    fingerprint = containers.pop(fingerprint_task.TASK)
+    assert list(fingerprint.command) == ["python", "-m", "components.kfp.fingerprint_task"]
+    assert {tuple(container.command) for container in containers.values()} == {("python", "-m", ENTRYPOINT)}
+    assert KUBEFLOW_TFX_CMD[-1] == TFX_ENTRYPOINT  # what the entrypoint calls is what TFX's compiler would run
     # Schema 2.1: open-source KFP reads `runtimeValue.constant`, not the deprecated `constantValue`.
     assert spec.schema_version == "2.1.0"
 
@@ -145,9 +155,9 @@ def test_a100_retries_caching_root_and_name(a100_config: TfxpConfig, a100_compil
         assert task.retry_policy.max_retry_count == a100_config.kubeflow.retries, name
         assert task.retry_policy.backoff_duration.seconds == a100_config.kubeflow.retry_backoff_seconds
         assert task.retry_policy.backoff_max_duration.seconds == a100_config.kubeflow.retry_backoff_max_seconds
-        # The A100 config caches everything but the served baseline: ImageNet under a fixed path does not change,
-        # the served model does.
-        assert task.caching_options.enable_cache == (name != "ServedBaseline"), name
+        # KFP caches everything but the fingerprint task, which keys the cache, and the run report, which takes
+        # the run id and writes the run record (pipeline.kubeflow.cache_keys).
+        assert task.caching_options.enable_cache == (name not in ("InputFingerprint", "RunReport")), name
     assert spec.default_pipeline_root == "gs://my-bucket/tfxp/pipeline-root"
     assert spec.pipeline_info.display_name == "tfxp ResNet-50 ImageNet (8xA100)"
     assert spec.pipeline_info.name == a100_config.pipeline.name
@@ -158,10 +168,26 @@ def test_a100_beam_components_run_on_dataflow(a100_compiled: CompileResult) -> N
     assert "--runner=DataflowRunner" in containers["StatisticsGen"].args
 
 
-def test_default_config_leaves_example_gen_and_the_baseline_uncached(default_compiled: CompileResult) -> None:
-    tasks = _doc(default_compiled).pipeline_spec.root.dag.tasks
+def test_example_gen_and_baseline_are_cached_keyed_by_the_fingerprint(
+    default_compiled: CompileResult,
+) -> None:
+    doc = _doc(default_compiled)
+    tasks = doc.pipeline_spec.root.dag.tasks
     uncached = {name for name, task in tasks.items() if not task.caching_options.enable_cache}
-    assert uncached == {"ImportExampleGen", "ServedBaseline"}
+    assert uncached == {"InputFingerprint", "RunReport"}
+    data = tasks["ImportExampleGen"].inputs.parameters["tfxp_cache_data"].task_output_parameter
+    served = tasks["ServedBaseline"].inputs.parameters["served_fingerprint"].task_output_parameter
+    assert (data.producer_task, data.output_parameter_key) == ("InputFingerprint", "tfxp_cache_data")
+    assert (served.producer_task, served.output_parameter_key) == ("InputFingerprint", "tfxp_cache_served")
+    # The fingerprint reads what ImportExampleGen reads: the same data_path parameter and split patterns.
+    fingerprint = tasks["InputFingerprint"].inputs.parameters
+    assert fingerprint["input_base"].component_input_parameter == "data_path"
+    assert fingerprint["input_config"] == tasks["ImportExampleGen"].inputs.parameters["input_config"]
+    assert fingerprint["serving_base"] == tasks["ServedBaseline"].inputs.parameters["base_path"]
+    # A cached ImportExampleGen that nothing keys would never read a new span: refused.
+    del tasks["ImportExampleGen"].inputs.parameters["tfxp_cache_data"]
+    with pytest.raises(SpecPatchError, match="ImportExampleGen is cached by KFP but not keyed by the InputFingerprint"):
+        check_input_fingerprint(doc)
 
 
 @pytest.mark.parametrize("which", ["default", "a100"])
@@ -287,6 +313,8 @@ def test_every_executor_class_the_spec_names_is_importable(a100_compiled: Compil
     import importlib
 
     for task, container in container_tasks(_doc(a100_compiled).pipeline_spec):
+        if task == "InputFingerprint":
+            continue  # not a TFX executor: components.kfp.fingerprint_task
         args = list(container.args)
         path = args[args.index("--executor_class_path") + 1]
         module, _, name = path.rpartition(".")
@@ -368,9 +396,9 @@ def test_notify_url_adds_an_exit_handler_that_sees_the_whole_run(
     args = list(containers["RunNotice"].args)
     assert args[args.index("--executor_class_path") + 1] == "components.notify.component.RunNotice_Executor"
     assert {name for name, task in pipeline_tasks(spec).items() if not task.caching_options.enable_cache} == {
-        "ImportExampleGen",
+        "InputFingerprint",
         "RunNotice",
-        "ServedBaseline",
+        "RunReport",
     }
     assert any(
         "kubeflow.notify_url is written into the compiled spec" in warning for warning in notify_compiled.warnings

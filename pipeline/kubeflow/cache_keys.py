@@ -25,7 +25,7 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.kfp import fingerprint_task
-from pipeline.kubeflow.spec import PipelineDoc, SpecPatchError, dags
+from pipeline.kubeflow.spec import PipelineDoc, SpecPatchError, dags, pipeline_tasks
 
 EXAMPLE_GEN_TASK = "ImportExampleGen"
 BASELINE_TASK = "ServedBaseline"
@@ -68,13 +68,11 @@ def wire_input_fingerprint(doc: PipelineDoc, image: str) -> None:
     ServedBaseline (see the module docstring). Caching flags, resources and retries are `patch_pipeline_doc`'s.
 
     Raises:
-        SpecPatchError: the spec lacks ImportExampleGen or ServedBaseline, or they are in different DAGs.
+        SpecPatchError: the spec has no ImportExampleGen.
     """
     spec = doc.pipeline_spec
     dag = _dag_of(spec, EXAMPLE_GEN_TASK)
-    if BASELINE_TASK not in dag.tasks:
-        _dag_of(spec, BASELINE_TASK)  # names the task when it is missing altogether
-        raise SpecPatchError(f"{EXAMPLE_GEN_TASK} and {BASELINE_TASK} are in different DAGs of the compiled spec")
+    with_baseline = BASELINE_TASK in dag.tasks  # none with `evaluator.baseline: none`
     name = fingerprint_task.TASK
     label = f"{name}_executor"
     component = spec.components[name]
@@ -84,11 +82,15 @@ def wire_input_fingerprint(doc: PipelineDoc, image: str) -> None:
     task.component_ref.name = name
     for key, (source_task, source_input) in _SOURCES.items():
         component.input_definitions.parameters[key].parameter_type = _STRING
-        task.inputs.parameters[key].CopyFrom(dag.tasks[source_task].inputs.parameters[source_input])
+        if source_task in dag.tasks:
+            task.inputs.parameters[key].CopyFrom(dag.tasks[source_task].inputs.parameters[source_input])
+        else:
+            task.inputs.parameters[key].runtime_value.constant.string_value = ""
     for output in (fingerprint_task.DATA_OUTPUT, fingerprint_task.SERVED_OUTPUT):
         component.output_definitions.parameters[output].parameter_type = _STRING
     _feed(spec, dag.tasks[EXAMPLE_GEN_TASK], fingerprint_task.DATA_OUTPUT, fingerprint_task.DATA_OUTPUT)
-    _feed(spec, dag.tasks[BASELINE_TASK], SERVED_FINGERPRINT_PROPERTY, fingerprint_task.SERVED_OUTPUT)
+    if with_baseline:
+        _feed(spec, dag.tasks[BASELINE_TASK], SERVED_FINGERPRINT_PROPERTY, fingerprint_task.SERVED_OUTPUT)
     deployment = json_format.ParseDict(
         json_format.MessageToDict(spec.deployment_spec), pipeline_spec_pb2.PipelineDeploymentConfig()
     )
@@ -110,6 +112,8 @@ def check_input_fingerprint(doc: PipelineDoc) -> None:
     spec = doc.pipeline_spec
     for name, parameter in ((EXAMPLE_GEN_TASK, fingerprint_task.DATA_OUTPUT),
                             (BASELINE_TASK, SERVED_FINGERPRINT_PROPERTY)):  # fmt: skip
+        if name not in pipeline_tasks(spec):
+            continue  # no ServedBaseline with `evaluator.baseline: none`
         task = _dag_of(spec, name).tasks[name]
         source = (
             task.inputs.parameters[parameter].task_output_parameter if parameter in task.inputs.parameters else None

@@ -106,7 +106,8 @@ RUN_NAME_PLACEHOLDER = "{{$.pipeline_job_name}}"
 class CompileResult:
     """Attributes:
     path: The compiled, patched pipeline YAML.
-    tasks: The pipeline's tasks (TFX component ids), in the pipeline's order; the exit handler last.
+    tasks: The pipeline's tasks: `InputFingerprint`, then the TFX component ids in the pipeline's order; the exit
+        handler last.
     warnings: Problems a run on Kubeflow would hit (local paths, a `latest` image).
     parameters: The pipeline parameters and their compiled defaults.
     """
@@ -392,5 +393,5 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     )
     write_pipeline_doc(doc, out, header)
     compiled = pipeline_tasks(doc.pipeline_spec)
-    tasks = tuple(component.id for component in components if component.id in compiled)
+    tasks = (fingerprint_task.TASK, *(component.id for component in components if component.id in compiled))
     return CompileResult(path=out, tasks=tasks, warnings=tuple(warnings), parameters=parameters)
