@@ -78,8 +78,15 @@ def selected_patterns(
 
 
 def data_files(input_base: str, split_patterns: Sequence[str], spans_policy: str | int) -> DataFiles:
-    """The files the run reads (see `selected_patterns`), with their sizes and modification times."""
+    """The files the run reads (see `selected_patterns`), with their sizes and modification times.
+
+    Raises:
+        FileNotFoundError: `input_base` is not a folder.
+        components.data.spans.SpanError: see `selected_patterns`.
+    """
     gfile = _gfile()
+    if not gfile.isdir(input_base):
+        raise FileNotFoundError(f"{input_base} is not a folder (data.path)")
     spans, patterns = selected_patterns(input_base, split_patterns, spans_policy)
     found = {}
     for pattern in patterns:

@@ -445,7 +445,10 @@ def run_spec(
     )
     store = MetadataStore(state / "mlmd.json")
     runner = _Runner(spec, run, emulated, store, on_task or (lambda task: None))
-    runner.run_dag(spec.root.dag, values)
+    try:
+        runner.run_dag(spec.root.dag, values)
+    finally:
+        shutil.rmtree(state / "pods" / run_id, ignore_errors=True)
     # As on KFP, the exit handler's own failure does not fail the run.
     handlers = {name for name, task in spec.root.dag.tasks.items() if task.trigger_policy.strategy == _COMPLETED}
     failed = [task for task in run.tasks if task.state == FAILED and task.name not in handlers]
