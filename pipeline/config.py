@@ -219,6 +219,12 @@ class KubeflowSection(ConfigSection):
     notify_url: Where an exit handler posts each run's outcome as JSON (with a Slack-compatible `text`), e.g.
       a Slack incoming webhook; empty = no exit handler. It is compiled into the spec, readable by anyone who
       can read the pipeline.
+    volumes: PersistentVolumeClaims mounted into every pod, `pvc-name:/mount/path`; local paths under a mount
+      (`data.path`, the serving base, ...) are what the pods see there (`pipeline.kubeflow.storage`).
+    artifact_volume_size: The per-pod volume where KFP's launcher keeps its copies of the input and output
+      artifacts (`/gcs`, `/minio` or `/s3`): `auto` (1.25 × the size of `data.path` + 10Gi, measured at compile
+      time), a Kubernetes quantity such as `200Gi`, or `none` (the node's ephemeral storage holds them).
+    artifact_volume_storage_class: Storage class of that volume; empty = the cluster's default.
     """
 
     image: str = "tfxp:0.1.0"
@@ -239,6 +245,9 @@ class KubeflowSection(ConfigSection):
     pod_labels: tuple[str, ...] = ()
     pod_annotations: tuple[str, ...] = ()
     notify_url: str = Field("", pattern=r"^(https?://\S+)?$")
+    volumes: tuple[str, ...] = ()
+    artifact_volume_size: str = "auto"
+    artifact_volume_storage_class: str = ""
 
 
 class BeamSection(ConfigSection):

@@ -34,7 +34,7 @@ from components.data.probe import FileProbe
 from components.kfp import fingerprint_task
 from components.notify.run_record import RUN_RECORDS_DIR
 from pipeline.config import TfxpConfig
-from pipeline.kubeflow import pod
+from pipeline.kubeflow import pod, storage
 from pipeline.kubeflow.cache_keys import check_input_fingerprint, wire_input_fingerprint
 from pipeline.kubeflow.spec import (
     RetryPolicy,
@@ -48,9 +48,6 @@ from pipeline.layout import output_layout, resolve_data
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
 COMPILED_FILENAME = "pipeline.yaml"
-# Schemes tf.io.gfile reads in the tfxp image without extra filesystem plugins (TFX executors write
-# artifacts straight to their URIs).
-READABLE_SCHEMES = ("gs://",)
 # Exec properties that make the V2 compiler build and stage a user-module wheel.
 _STAGING_PROPERTIES = ("module_file", "module_path")
 
@@ -126,39 +123,12 @@ def pipeline_root(config: TfxpConfig) -> str:
     return root if is_remote(root) else ""
 
 
-def _storage_warning(key: str, path: str) -> str | None:
-    if not path:
-        return (
-            f"{key} is empty: KFP's default root (minio://…) is not readable by TFX executors; "
-            "set it to a bucket, e.g. gs://bucket/tfxp"
-        )
-    if not is_remote(path):
-        return f"{key}={path} is a local path: pods on Kubeflow do not see it; use a bucket path, e.g. gs://bucket/…"
-    if not path.startswith(READABLE_SCHEMES):
-        scheme = path.split("://", 1)[0]
-        return (
-            f"{key}={path}: TFX executors read and write it with tf.io.gfile, which handles "
-            f"{', '.join(READABLE_SCHEMES)} in the tfxp image but needs a filesystem plugin for {scheme}://"
-        )
-    return None
-
-
 def config_warnings(config: TfxpConfig) -> list[str]:
-    """What would break or surprise on Kubeflow but still compiles: paths pods cannot read, a `latest`
-    image, a Vertex-style accelerator name."""
+    """What would break or surprise on Kubeflow but still compiles: local paths no PVC holds, a `latest`
+    image, a Vertex-style accelerator name (`pipeline.kubeflow.storage` refuses what cannot work)."""
     layout = output_layout(config)
     warnings = list(pod.image_warnings(config.kubeflow.image))
-    paths = [
-        ("kubeflow.pipeline_root", pipeline_root(config)),
-        ("data.path", config.data.path),
-        ("data.labels", config.data.labels_path),
-        ("the serving base (serving.base_path or pipeline.output)", layout.serving_base),
-    ]
-    if config.edge.enabled:
-        paths.append(("the edge base (pipeline.output)", layout.edge_base))
-    if config.data.schema_source not in ("label_map", "infer"):
-        paths.append(("data.schema", config.data.schema_source))
-    warnings.extend(warning for key, path in paths if (warning := _storage_warning(key, path)))
+    warnings.extend(storage.storage_problems(config, pipeline_root(config), layout.serving_base, layout.edge_base)[1])
     accelerator = config.kubeflow.trainer_accelerator
     if accelerator.count > 0 and "/" not in accelerator.type:
         warnings.append(
@@ -346,6 +316,17 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
 
     settings = pod_settings(config.kubeflow)  # before the slow compile: a typo fails at once
     config = resolve_data_for_kubeflow(config)
+    layout = output_layout(config)
+    errors, _ = storage.storage_problems(config, pipeline_root(config), layout.serving_base, layout.edge_base)
+    if errors:
+        raise KubeflowCompileError("storage pods cannot use:\n- " + "\n- ".join(errors))
+    mounts = storage.volumes(config)
+    storage.check_mounts(mounts)
+    try:
+        size = storage.data_size(config.data.path) if config.kubeflow.artifact_volume_size == storage.AUTO else None
+        volume = storage.artifact_volume(config, pipeline_root(config), size)
+    except storage.StorageError as error:
+        raise KubeflowCompileError(str(error)) from None
     warnings = config_warnings(config)
     pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None)
     components = list(pipeline.components)
@@ -386,6 +367,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     warnings.extend(patch_pipeline_doc(doc, patch))
     check_input_fingerprint(doc)
     apply_pod_settings(doc, settings)
+    storage.apply_storage(doc, mounts, volume)
     check_platform_doc(doc)  # KFP ignores a platform document it cannot parse: refuse to write one
     header = (
         f"tfxp pipeline {config.pipeline.name} for Kubeflow Pipelines (KFP v2 IR, patched by pipeline.kubeflow.spec).\n"

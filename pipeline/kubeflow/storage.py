@@ -1,0 +1,272 @@
+"""Storage on the cluster, stated and checked: what goes through KFP's launcher, what TensorFlow and Beam open
+themselves, and the disk the launcher's copies need.
+
+On open-source KFP (kubeflow/pipelines `backend/src/v2`, commit 7b70c7b):
+
+- **Artifacts** live under the pipeline root and go through the launcher, any scheme it knows (`gs://`,
+  `minio://`, `s3://`): it copies every input artifact into the pod before the task, `gs://` included, and
+  uploads every output after it (`component/launcher_v2.go:927-1004`, :778-857); tfxp's entrypoint hands the
+  executor those copies where TensorFlow cannot open the URI (`components.kfp.entrypoint`).
+- **Everything else** the executors open themselves through TensorFlow's or Beam's filesystems: `data.path`, the
+  label map, a schema file, the serving and edge bases. In the tfxp image that is `gs://`, or a local path on a
+  PersistentVolumeClaim mounted into every pod (`kubeflow.volumes`, kfp-kubernetes' `pvcMount`, applied by the
+  driver: `driver/k8s.go:158`, `makeVolumeMountPatch` :1236). `minio://`/`s3://` there have no filesystem.
+- **Beam on Dataflow or Flink** runs on workers outside the pods: they see neither the launcher's copies nor the
+  PVCs, so the pipeline root and every path above must be `gs://`.
+- **Disk for the copies.** The launcher writes them under `/gcs`, `/minio` or `/s3` in the container's filesystem
+  (`LocalPathForURI`, :1239), and KFP's IR has no ephemeral-storage request. With ImageNet the Examples are
+  about 150 GB, copied into every pod that takes them (Trainer, Evaluator, RunReport, ...). tfxp mounts a generic
+  ephemeral volume there (`kubeflow.artifact_volume_size`, kfp-kubernetes' `genericEphemeralVolume`, created per
+  pod by the driver: `driver/k8s.go:548-593`), sized from the data by default.
+
+Example:
+    problems = storage_problems(config, root="minio://mlpipeline/v2/artifacts")
+    volume = artifact_volume(config, root, data_bytes=147 * 2**30)   # 194Gi at /minio
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.contract import is_remote
+from components.kfp.launcher_paths import DIRECT_SCHEMES, LAUNCHER_MOUNTS
+from pipeline.config import TfxpConfig
+from pipeline.kubeflow.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError, container_tasks, executor_label
+
+DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
+"""KFP's root when neither the run nor the kfp-launcher ConfigMap names one (config/env.go:38)."""
+AUTO = "auto"
+NONE = "none"
+# Copies of the inputs plus an output of about their size (ImportExampleGen), and room for models and logs.
+SIZE_FACTOR = 1.25
+SIZE_HEADROOM_GIB = 10
+_DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_OUTSIDE_RUNNERS = ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner")
+VOLUME_NAME = "tfxp-artifact-copies"
+
+
+class StorageError(ValueError):
+    """A storage combination pods or workers cannot use (the message names the keys)."""
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A PersistentVolumeClaim mounted into every pod (`kubeflow.volumes`: `pvc-name:/mount/path`)."""
+
+    pvc: str
+    path: str
+
+
+@dataclass(frozen=True)
+class ArtifactVolume:
+    """The generic ephemeral volume where the launcher keeps its copies of the artifacts."""
+
+    mount_path: str
+    size: str
+    storage_class: str = ""
+
+
+def parse_volume(entry: str) -> VolumeMount:
+    """`pvc-name:/mount/path` → VolumeMount.
+
+    Raises:
+        ValueError: no colon, a PVC name that is not a Kubernetes name, or a mount path that is not absolute.
+    """
+    pvc, colon, path = entry.partition(":")
+    if not colon or not _DNS_1123.match(pvc) or len(pvc) > 253:
+        raise ValueError(
+            f"{entry!r}: expected `pvc-name:/mount/path` with a lowercase Kubernetes name, e.g. data:/data"
+        )
+    if not path.startswith("/") or path.rstrip("/") in ("", *(f"/{mount}" for mount in LAUNCHER_MOUNTS.values())):
+        raise ValueError(
+            f"{entry!r}: the mount path must be absolute and not / or a launcher folder (/gcs, /minio, /s3)"
+        )
+    return VolumeMount(pvc=pvc, path=path.rstrip("/"))
+
+
+def volumes(config: TfxpConfig) -> tuple[VolumeMount, ...]:
+    """`kubeflow.volumes`, parsed.
+
+    Raises:
+        StorageError: a malformed entry (names the key).
+    """
+    try:
+        return tuple(parse_volume(entry) for entry in config.kubeflow.volumes)
+    except ValueError as error:
+        raise StorageError(f"kubeflow.volumes: {error}") from None
+
+
+def _on_volume(path: str, mounts: Sequence[VolumeMount]) -> bool:
+    return any(path == mount.path or path.startswith(f"{mount.path}/") for mount in mounts)
+
+
+def _outside_runner(config: TfxpConfig) -> str:
+    for arg in config.beam.extra_args:
+        if arg.startswith("--runner="):
+            runner = arg.split("=", 1)[1]
+            if runner in _OUTSIDE_RUNNERS:
+                return runner
+    return ""
+
+
+def direct_paths(config: TfxpConfig, serving_base: str, edge_base: str) -> list[tuple[str, str]]:
+    """(key, path) of everything the executors open themselves."""
+    paths = [("data.path", config.data.path), ("data.labels", config.data.labels_path),
+             ("the serving base (serving.base_path or pipeline.output)", serving_base)]  # fmt: skip
+    if config.edge.enabled:
+        paths.append(("the edge base (pipeline.output)", edge_base))
+    if config.data.schema_source not in ("label_map", "infer"):
+        paths.append(("data.schema", config.data.schema_source))
+    return [(key, path) for key, path in paths if path]
+
+
+def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base: str) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of the storage the config asks for on Kubeflow; see the module docstring.
+
+    Args:
+        config: The config.
+        root: The compiled pipeline root; "" when the run (or the kfp-launcher ConfigMap) will set it.
+        serving_base: The serving base path.
+        edge_base: The edge base path.
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
+    try:
+        mounts = volumes(config)
+    except StorageError as error:
+        return [str(error)], []
+    runner = _outside_runner(config)
+    for key, path in direct_paths(config, serving_base, edge_base):
+        if is_remote(path) and not path.startswith(DIRECT_SCHEMES):
+            errors.append(
+                f"{key}={path}: the executors open it themselves with TensorFlow, which has no "
+                f"{path.split('://', 1)[0]}:// filesystem in the tfxp image (only artifacts under the pipeline root "
+                f"go through KFP's launcher); use {', '.join(DIRECT_SCHEMES)} or a PVC (kubeflow.volumes)"
+            )
+        elif not is_remote(path) and runner:
+            errors.append(
+                f"{key}={path} is a local path, but beam.extra_args runs Beam on --runner={runner}, whose workers "
+                "see no pod's volumes; use a gs:// path"
+            )
+        elif not is_remote(path) and not _on_volume(path, mounts):
+            warnings.append(
+                f"{key}={path} is a local path: pods on Kubeflow do not see it; use a bucket path, e.g. gs://bucket/…, "
+                "or mount a PVC that holds it (kubeflow.volumes: pvc-name:/mount/path)"
+            )
+    if not root:
+        warnings.append(
+            "kubeflow.pipeline_root is empty: runs use the root `tfxp submit --pipeline-root` sends, else the "
+            f"kfp-launcher ConfigMap's defaultPipelineRoot, else {DEFAULT_ROOT}"
+        )
+    elif not is_remote(root):
+        warnings.append(
+            f"kubeflow.pipeline_root={root} is a local path: KFP's launcher keeps artifacts only under gs://, "
+            "minio:// or s3:// roots; use a bucket path, e.g. gs://bucket/tfxp"
+        )
+    if runner and not (root or "").startswith(DIRECT_SCHEMES):
+        errors.append(
+            f"beam.extra_args runs Beam on --runner={runner}, whose workers read and write the artifacts "
+            f"themselves, so kubeflow.pipeline_root must be a gs:// bucket (it is {root or 'unset: ' + DEFAULT_ROOT})"
+        )
+    return errors, warnings
+
+
+def _quantity_bytes(size: str) -> float:
+    from kubernetes.utils import parse_quantity
+
+    return float(parse_quantity(size))
+
+
+def artifact_volume(config: TfxpConfig, root: str, data_bytes: int | None) -> ArtifactVolume | None:
+    """The volume for the launcher's copies: mounted at the root scheme's launcher folder, `kubeflow.
+    artifact_volume_size` (`auto`: `SIZE_FACTOR` × the data plus `SIZE_HEADROOM_GIB`, in Gi), or None for `none`.
+
+    Raises:
+        StorageError: a size that is not a Kubernetes quantity, or `auto` when the data size is unknown.
+    """
+    wanted = config.kubeflow.artifact_volume_size
+    if wanted == NONE:
+        return None
+    scheme = (root or DEFAULT_ROOT).split("://", 1)[0] + "://"
+    mount = LAUNCHER_MOUNTS.get(scheme, "minio")
+    if wanted == AUTO:
+        if data_bytes is None:
+            raise StorageError(
+                "kubeflow.artifact_volume_size=auto needs the size of data.path, which could not be read at compile "
+                "time; set a size (e.g. 200Gi) or `none`"
+            )
+        gib = math.ceil(data_bytes * SIZE_FACTOR / 2**30) + SIZE_HEADROOM_GIB
+        size = f"{gib}Gi"
+    else:
+        try:
+            _quantity_bytes(wanted)
+        except ValueError:
+            raise StorageError(
+                f"kubeflow.artifact_volume_size={wanted!r} is not a Kubernetes quantity (e.g. 200Gi), auto or none"
+            ) from None
+        size = wanted
+    return ArtifactVolume(
+        mount_path=f"/{mount}", size=size, storage_class=config.kubeflow.artifact_volume_storage_class
+    )
+
+
+def data_size(path: str) -> int | None:
+    """Total bytes of the files under `path` (local or bucket); None when it cannot be read."""
+    import tensorflow as tf
+
+    try:
+        return sum(
+            tf.io.gfile.stat(f"{folder.rstrip('/')}/{name}").length
+            for folder, _, files in tf.io.gfile.walk(path)
+            for name in files
+        )
+    except (OSError, tf.errors.OpError):
+        return None
+
+
+def apply_storage(doc: PipelineDoc, mounts: Sequence[VolumeMount], volume: ArtifactVolume | None) -> None:
+    """Adds the PVC mounts and the artifact volume to every container executor's Kubernetes config."""
+    from google.protobuf import json_format
+    from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s
+
+    if not mounts and volume is None:
+        return
+    platform = doc.platform_spec.platforms[KUBERNETES_PLATFORM]
+    for task, _ in container_tasks(doc.pipeline_spec):
+        label = executor_label(doc.pipeline_spec, task)
+        current = platform.deployment_spec.executors.get(label)
+        config = k8s.KubernetesExecutorConfig()
+        if current is not None:
+            json_format.ParseDict(json_format.MessageToDict(current), config)
+        for mount in mounts:
+            pvc = config.pvc_mount.add(mount_path=mount.path)
+            pvc.pvc_name_parameter.runtime_value.constant.string_value = mount.pvc
+        if volume is not None:
+            config.generic_ephemeral_volume.add(
+                volume_name=VOLUME_NAME,
+                mount_path=volume.mount_path,
+                access_modes=["ReadWriteOnce"],
+                size=volume.size,
+                default_storage_class=not volume.storage_class,
+                storage_class_name=volume.storage_class,
+            )
+        value: Any = json_format.MessageToDict(config)
+        platform.deployment_spec.executors[label].Clear()
+        platform.deployment_spec.executors[label].update(value)
+
+
+def check_mounts(mounts: Sequence[VolumeMount]) -> None:
+    """Refuses two mounts at one path.
+
+    Raises:
+        SpecPatchError: names the path.
+    """
+    seen: dict[str, str] = {}
+    for mount in mounts:
+        if mount.path in seen:
+            raise SpecPatchError(f"kubeflow.volumes mounts {seen[mount.path]} and {mount.pvc} both at {mount.path}")
+        seen[mount.path] = mount.pvc

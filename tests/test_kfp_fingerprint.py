@@ -1,0 +1,138 @@
+"""The input fingerprint that keys KFP's cache, the task that computes it, and the run record the exit handler reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from components.data.fingerprint import data_files, data_fingerprint, selected_patterns
+from components.data.spans import SpanError
+from components.kfp import fingerprint_task
+from components.notify.notice import notice_text, parse_final_status, run_outcome
+from components.notify.run_record import RunRecord, produced_by_run, read_run_record, write_run_record
+
+SPLITS = ["span-*/train/*", "span-*/eval/*"]
+
+
+def _span(root: Path, span: int, files: int = 2) -> None:
+    for split in ("train", "eval"):
+        folder = root / f"span-{span}" / split
+        folder.mkdir(parents=True, exist_ok=True)
+        for index in range(files):
+            (folder / f"part-{index:05d}.tfrecord.gz").write_bytes(b"x" * (10 + span + index))
+
+
+def test_the_fingerprint_follows_the_selected_spans_files(tmp_path: Path) -> None:
+    _span(tmp_path, 1)
+    first = data_fingerprint(str(tmp_path), SPLITS, "all")
+    assert first.startswith("spans 1: 4 files, ")
+    assert data_fingerprint(str(tmp_path), SPLITS, "all") == first  # nothing changed: the same key
+
+    _span(tmp_path, 2)
+    assert data_fingerprint(str(tmp_path), SPLITS, "all").startswith("spans 1,2: 8 files")
+    assert data_fingerprint(str(tmp_path), SPLITS, "latest").startswith("spans 2: 4 files")
+    # A file rewritten in place (same name) changes it: its size or modification time.
+    latest = data_fingerprint(str(tmp_path), SPLITS, "latest")
+    target = tmp_path / "span-2" / "train" / "part-00000.tfrecord.gz"
+    target.write_bytes(b"y" * 99)
+    assert data_fingerprint(str(tmp_path), SPLITS, "latest") != latest
+    # Folders that are not spans, and files outside the patterns, do not count.
+    (tmp_path / "span-next").mkdir()
+    (tmp_path / "span-2" / "README").write_text("x")
+    assert data_files(str(tmp_path), SPLITS, "latest").spans == (2,)
+
+
+def test_data_without_spans(tmp_path: Path) -> None:
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "a.gz").write_bytes(b"1234")
+    assert selected_patterns(str(tmp_path), ["train/*"], "none") == ([], [f"{tmp_path}/train/*"])
+    assert data_fingerprint(str(tmp_path), ["train/*"], "none").startswith("1 files, 4 bytes, sha256 ")
+
+
+def test_a_missing_folder_or_no_spans_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"is not a folder \(data\.path\)"):
+        data_fingerprint(str(tmp_path / "missing"), SPLITS, "all")
+    with pytest.raises(SpanError, match="there are no span folders"):
+        data_fingerprint(str(tmp_path), SPLITS, "all")
+
+
+def _executor_input(tmp_path: Path, **parameters: str) -> str:
+    executor_input = pipeline_spec_pb2.ExecutorInput()
+    for name, value in parameters.items():
+        executor_input.inputs.parameter_values[name].string_value = value
+    for name in (fingerprint_task.DATA_OUTPUT, fingerprint_task.SERVED_OUTPUT):
+        executor_input.outputs.parameters[name].output_file = str(tmp_path / "outputs" / name)
+    return json_format.MessageToJson(executor_input)
+
+
+def test_the_task_writes_its_outputs_where_the_driver_said(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _span(data, 1)
+    serving = tmp_path / "serving"
+    (serving / "1700000000").mkdir(parents=True)
+    (serving / "1700000000" / "saved_model.pb").write_bytes(b"pb")
+    config = json.dumps({"splits": [{"name": "train", "pattern": SPLITS[0]}, {"name": "eval", "pattern": SPLITS[1]}]})
+
+    fingerprint_task.main(["--executor_input", _executor_input(tmp_path, input_base=str(data), input_config=config,
+                                                                 spans="all", serving_base=str(serving))])  # fmt: skip
+
+    outputs = tmp_path / "outputs"
+    assert (outputs / "tfxp_cache_data").read_text() == data_fingerprint(str(data), SPLITS, "all")
+    assert (outputs / "tfxp_cache_served").read_text().startswith("1700000000:")
+
+
+def test_the_task_fails_naming_data_path(tmp_path: Path) -> None:
+    args = _executor_input(tmp_path, input_base=str(tmp_path / "none"), input_config='{"splits": []}', spans="none")
+    with pytest.raises(fingerprint_task.FingerprintTaskError, match=r"cannot fingerprint the data under data\.path="):
+        fingerprint_task.main(["--executor_input", args])
+
+
+# --- the run record and the notice ---
+
+RUN = "7d0c1e2f-0000-4000-8000-000000000000"
+OLD = "11111111-0000-4000-8000-000000000000"
+
+
+def _uri(run: str, task: str, key: str) -> str:
+    return f"minio://mlpipeline/v2/artifacts/tfxp-digits/{run}/{task}/ab12/{key}"
+
+
+def test_the_record_tells_a_cached_night_from_a_trained_one(tmp_path: Path) -> None:
+    trained = RunRecord.of(RUN, _uri(RUN, "ImportExampleGen", "examples"), _uri(RUN, "Trainer", "model"), True,
+                           _uri(RUN, "Pusher", "pushed_model"), "1796", "/serving/1796")  # fmt: skip
+    assert (trained.new_data, trained.trained, trained.decision) == (True, True, "pushed version 1796")
+    cached = RunRecord.of(RUN, _uri(OLD, "ImportExampleGen", "examples"), _uri(OLD, "Trainer", "model"), True,
+                          _uri(OLD, "Pusher", "pushed_model"), "1796", "/serving/1796")  # fmt: skip
+    assert cached.decision.startswith("no new data") and cached.pushed_version is None
+    rejected = RunRecord.of(RUN, _uri(RUN, "ImportExampleGen", "examples"), _uri(RUN, "Trainer", "model"), False,
+                            _uri(RUN, "Pusher", "pushed_model"), None, None)  # fmt: skip
+    assert rejected.decision == "not blessed: the served model stays"
+    assert not produced_by_run(f"/x/{RUN}x/y", RUN) and produced_by_run(f"/minio/a/{RUN}/T/u/k", RUN)
+
+    path = write_run_record(str(tmp_path / "runs"), cached)
+    assert Path(path).name == f"{RUN}.json"
+    assert read_run_record(str(tmp_path / "runs"), RUN) == cached
+    assert read_run_record(str(tmp_path / "runs"), OLD) is None
+
+
+@pytest.mark.parametrize(
+    ("state", "status"),
+    [("COMPLETE", "succeeded"), ("CACHED", "succeeded"), ("FAILED", "failed"), ("CANCELED", "cancelled"),
+     ("SUCCEEDED", "succeeded"), ("PIPELINE_STATE_SUCCEEDED", "succeeded"), ("RUNNING", "unknown")],
+)  # fmt: skip
+def test_final_states_as_kfp_and_vertex_send_them(state: str, status: str) -> None:
+    # Open-source KFP: MLMD's execution states (driver/resolve.go:472); Vertex AI: PipelineState names.
+    assert run_outcome(parse_final_status({"state": state, "error": {}})).status == status
+
+
+def test_a_no_new_data_notice() -> None:
+    outcome = run_outcome(parse_final_status({"state": "COMPLETE"}), run_id=RUN, blessed=True,
+                          decision="no new data: nothing trained")  # fmt: skip
+    assert notice_text("tfxp-digits", outcome) == (
+        f":white_check_mark: tfxp-digits run {RUN} succeeded: no new data: nothing trained; model blessed"
+    )
+    assert "unknown" not in notice_text("tfxp-digits", outcome)
