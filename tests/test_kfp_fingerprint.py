@@ -101,17 +101,28 @@ def _uri(run: str, task: str, key: str) -> str:
     return f"minio://mlpipeline/v2/artifacts/tfxp-digits/{run}/{task}/ab12/{key}"
 
 
+def _record(run: str, blessed: bool, version: str | None) -> RunRecord:
+    return RunRecord.of(
+        "tfxp-digits",
+        RUN,
+        examples_uri=_uri(run, "ImportExampleGen", "examples"),
+        model_uri=_uri(run, "Trainer", "model"),
+        blessed=blessed,
+        pushed_uri=_uri(run, "Pusher", "pushed_model"),
+        pushed_version=version,
+        pushed_path=f"/serving/{version}" if version else None,
+    )
+
+
 def test_the_record_tells_a_cached_night_from_a_trained_one(tmp_path: Path) -> None:
-    trained = RunRecord.of(RUN, _uri(RUN, "ImportExampleGen", "examples"), _uri(RUN, "Trainer", "model"), True,
-                           _uri(RUN, "Pusher", "pushed_model"), "1796", "/serving/1796")  # fmt: skip
+    trained = _record(RUN, True, "1796")
     assert (trained.new_data, trained.trained, trained.decision) == (True, True, "pushed version 1796")
-    cached = RunRecord.of(RUN, _uri(OLD, "ImportExampleGen", "examples"), _uri(OLD, "Trainer", "model"), True,
-                          _uri(OLD, "Pusher", "pushed_model"), "1796", "/serving/1796")  # fmt: skip
+    cached = _record(OLD, True, "1796")  # every artifact from an earlier run: KFP's cache
     assert cached.decision.startswith("no new data") and cached.pushed_version is None
-    rejected = RunRecord.of(RUN, _uri(RUN, "ImportExampleGen", "examples"), _uri(RUN, "Trainer", "model"), False,
-                            _uri(RUN, "Pusher", "pushed_model"), None, None)  # fmt: skip
-    assert rejected.decision == "not blessed: the served model stays"
-    assert not produced_by_run(f"/x/{RUN}x/y", RUN) and produced_by_run(f"/minio/a/{RUN}/T/u/k", RUN)
+    assert _record(RUN, False, None).decision == "not blessed: the served model stays"
+    assert not produced_by_run(f"/x/tfxp-digits/{RUN}x/y", "tfxp-digits", RUN)
+    assert produced_by_run(f"/minio/a/tfxp-digits/{RUN}/T/u/k", "tfxp-digits", RUN)
+    assert not produced_by_run(f"/pod/{RUN}/minio/a/tfxp-digits/{OLD}/T/u/k", "tfxp-digits", RUN)
 
     path = write_run_record(str(tmp_path / "runs"), cached)
     assert Path(path).name == f"{RUN}.json"

@@ -227,7 +227,7 @@ def test_tasks_run_as_the_open_source_backend_runs_them(tmp_path: Path, toy_seen
     store = tmp_path / "state" / "object-store" / "minio" / data_uri.removeprefix("minio://")
     assert (store / "data.txt").read_text() == "ababab"
     assert (store.parent / "executor-logs").is_file()  # the launcher uploads the task's log
-    assert not (tmp_path / "state" / "pods" / "r1").exists()  # pods are gone after their task
+    assert not (tmp_path / "state" / "pod").exists()  # a pod is gone after its task
     assert run.task("produce").outputs["data"]["uri"] == data_uri
     assert run.task("produce").cache_requested and not run.task("consume").cache_requested
     # The exit handler's final status: MLMD's state of the DAG and an empty error (driver/resolve.go:471-477).

@@ -12,7 +12,8 @@ artifact the run used, cached or not, and writes `<record dir>/<run id>.json`; t
 that path (`/minio/<bucket>/...`).
 
 Example:
-    record = RunRecord.of(run_id="7d0c…", examples_uri=..., blessed=True, pushed_uri=..., pushed_version="1796…")
+    record = RunRecord.of(pipeline="tfxp-digits", run_id="7d0c…", examples_uri=..., model_uri=..., blessed=True,
+                          pushed_uri=..., pushed_version="1796…", pushed_path=...)
     write_run_record("gs://bucket/serving/digits/runs", record)
     read_run_record("gs://bucket/serving/digits/runs", "7d0c…").decision  # 'pushed version 1796…'
 """
@@ -29,9 +30,10 @@ RUN_RECORDS_DIR = "runs"
 NO_NEW_DATA = "no new data"
 
 
-def produced_by_run(uri: str | None, run_id: str) -> bool:
-    """Whether the artifact at `uri` was written by run `run_id` (a path segment of KFP's output layout)."""
-    return bool(uri and run_id) and run_id in str(uri).split("/")
+def produced_by_run(uri: str | None, pipeline: str, run_id: str) -> bool:
+    """Whether the artifact at `uri` was written by run `run_id` of `pipeline` (`.../<pipeline>/<run id>/...`, KFP's
+    output layout, also in the launcher's local copies)."""
+    return bool(uri and run_id) and f"/{pipeline}/{run_id}/" in str(uri)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class RunRecord:
     @classmethod
     def of(
         cls,
+        pipeline: str,
         run_id: str,
         examples_uri: str | None,
         model_uri: str | None,
@@ -66,9 +69,9 @@ class RunRecord:
         pushed_path: str | None,
     ) -> RunRecord:
         """The record of run `run_id` from the URIs of the artifacts it used and what they say."""
-        new_data = produced_by_run(examples_uri, run_id)
-        trained = produced_by_run(model_uri, run_id)
-        pushed_now = produced_by_run(pushed_uri, run_id) and bool(pushed_version)
+        new_data = produced_by_run(examples_uri, pipeline, run_id)
+        trained = produced_by_run(model_uri, pipeline, run_id)
+        pushed_now = produced_by_run(pushed_uri, pipeline, run_id) and bool(pushed_version)
         if not new_data and not trained:
             decision = f"{NO_NEW_DATA}: nothing trained (the data is unchanged; KFP served the tasks from its cache)"
         elif pushed_now:

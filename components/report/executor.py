@@ -81,7 +81,9 @@ def _write_run_record(input_dict: dict[str, list[types.Artifact]], exec_properti
     blessing = _single(input_dict, keys.BLESSING_KEY)
     pushed = _single(input_dict, keys.PUSHED_MODEL_KEY)
     was_pushed = pushed is not None and bool(pushed.get_int_custom_property("pushed"))
+    config = json.loads(exec_properties[keys.CONFIG_KEY])
     record = RunRecord.of(
+        pipeline=config["pipeline"]["name"],
         run_id=run_id,
         examples_uri=_uri(input_dict, keys.EXAMPLES_KEY),
         model_uri=_uri(input_dict, keys.MODEL_KEY),

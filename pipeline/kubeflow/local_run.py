@@ -57,6 +57,8 @@ from pipeline.kubeflow.spec import load_pipeline_doc
 SUCCEEDED, CACHED, FAILED, SKIPPED = "SUCCEEDED", "CACHED", "FAILED", "SKIPPED"
 # The run's record, under the state folder: runs/<run id>.json.
 RUNS_DIR = "runs"
+# The folder standing for a pod's `/` (TFXP_LAUNCHER_ROOT), emptied after every task.
+POD_DIR = "pod"
 _COMPLETED = pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.ALL_UPSTREAM_TASKS_COMPLETED
 
 
@@ -262,7 +264,9 @@ class _Runner:
             )
         container = executor.container
         context = self._context(name, self._task_dir(name, uuid.uuid4().hex[:12]))
-        pod_root = self.backend.state_dir / "pods" / self.run.run_id / name
+        # Every pod's `/` is the same path, as on KFP (tasks run one after the other): what a task writes into a
+        # path (the Pusher's identity of a model is its local path) is the same as in a real pod.
+        pod_root = self.backend.state_dir / POD_DIR
         log = self.backend.state_dir / "logs" / self.run.run_id / f"{name}.log"
         started = time.monotonic()
         artifact_ids: dict[str, int] = {}
@@ -448,7 +452,7 @@ def run_spec(
     try:
         runner.run_dag(spec.root.dag, values)
     finally:
-        shutil.rmtree(state / "pods" / run_id, ignore_errors=True)
+        shutil.rmtree(state / POD_DIR, ignore_errors=True)
     # As on KFP, the exit handler's own failure does not fail the run.
     handlers = {name for name, task in spec.root.dag.tasks.items() if task.trigger_policy.strategy == _COMPLETED}
     failed = [task for task in run.tasks if task.state == FAILED and task.name not in handlers]
