@@ -41,6 +41,9 @@ def is_remote(path: str) -> bool:
     return "://" in path
 
 
+SAVED_MODEL_FILE = "saved_model.pb"
+"""The file that makes a version directory a complete, servable SavedModel (published last on a bucket)."""
+
 SIGNATURE_DEFAULT = "serving_default"
 SIGNATURE_TF_EXAMPLE = "serving_tf_example"
 SIGNATURE_PREPROCESSED = "serving_preprocessed"

@@ -17,7 +17,7 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_component_specs
 from tfx.utils import path_utils
 
-from components.baseline.served import SAVED_MODEL_FILE
+from components.contract import SAVED_MODEL_FILE
 
 
 def holds_model(artifact: types.Artifact) -> bool:

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from components.contract import SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
+from components.contract import SAVED_MODEL_FILE, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 from components.publish import PUSH_RECORD, list_versions
 
-SAVED_MODEL_FILE = "saved_model.pb"
 # What the Evaluator runs on a baseline (pipeline.pipeline.eval_config): predictions, then TFMA's labels.
 EVAL_SIGNATURES = (SIGNATURE_TF_EXAMPLE, SIGNATURE_EVAL_LABELS)
 BASELINE_NONE_HINT = "set evaluator.baseline: none to evaluate without comparing with the served model"

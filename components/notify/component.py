@@ -16,6 +16,7 @@ from tfx.dsl.component.experimental.annotations import Parameter
 from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 
+from components.contract import SAVED_MODEL_FILE
 from components.notify.notice import (
     FinalStatus,
     FinalStatusError,
@@ -68,7 +69,8 @@ def _blessed(pipeline_root: str, pipeline_name: str, run_id: str) -> bool | None
 
 def _push_records(serving_base: str) -> dict[str, dict[str, Any]]:
     records: dict[str, dict[str, Any]] = {}
-    for version_dir in list_versions(serving_base) if serving_base else []:
+    # A version counts once its saved_model.pb is in place (publish.py moves it in last on a bucket).
+    for version_dir in list_versions(serving_base, required_file=SAVED_MODEL_FILE) if serving_base else []:
         path = posixpath.join(version_dir, PUSH_RECORD)
         try:
             with fileio.open(path) as handle:

@@ -22,7 +22,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
-from components.baseline.served import SAVED_MODEL_FILE
+from components.contract import SAVED_MODEL_FILE
 from components.fingerprint_driver import FingerprintDriver
 from components.publish import list_versions
 

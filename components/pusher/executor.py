@@ -19,7 +19,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components.baseline.served import SAVED_MODEL_FILE
+from components.contract import SAVED_MODEL_FILE
 from components.publish import publish_version
 from components.pusher.driver import PushedVersionsDriver
 
