@@ -47,6 +47,7 @@ SIZE_HEADROOM_GIB = 10
 _DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _OUTSIDE_RUNNERS = ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner")
 VOLUME_NAME = "tfxp-artifact-copies"
+EXAMPLES_SCHEMA = "title: tfx.Examples\n"
 
 
 class StorageError(ValueError):
@@ -228,8 +229,19 @@ def data_size(path: str) -> int | None:
         return None
 
 
+def handles_examples(doc: PipelineDoc, task: str) -> bool:
+    """Whether the task takes or makes an Examples artifact, the one whose copy needs a volume (the others, statistics,
+    schemas, models and reports, fit the node's disk)."""
+    from pipeline.kubeflow.spec import pipeline_tasks
+
+    component = doc.pipeline_spec.components[pipeline_tasks(doc.pipeline_spec)[task].component_ref.name]
+    definitions = [*component.input_definitions.artifacts.values(), *component.output_definitions.artifacts.values()]
+    return any(definition.artifact_type.instance_schema.startswith(EXAMPLES_SCHEMA) for definition in definitions)
+
+
 def apply_storage(doc: PipelineDoc, mounts: Sequence[VolumeMount], volume: ArtifactVolume | None) -> None:
-    """Adds the PVC mounts and the artifact volume to every container executor's Kubernetes config."""
+    """Adds the PVC mounts to every container executor's Kubernetes config, and the artifact volume to those of the
+    tasks that take or make Examples (`handles_examples`)."""
     from google.protobuf import json_format
     from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s
 
@@ -238,6 +250,9 @@ def apply_storage(doc: PipelineDoc, mounts: Sequence[VolumeMount], volume: Artif
     platform = doc.platform_spec.platforms[KUBERNETES_PLATFORM]
     for task, _ in container_tasks(doc.pipeline_spec):
         label = executor_label(doc.pipeline_spec, task)
+        task_volume = volume if volume is not None and handles_examples(doc, task) else None
+        if not mounts and task_volume is None:
+            continue
         current = platform.deployment_spec.executors.get(label)
         config = k8s.KubernetesExecutorConfig()
         if current is not None:
@@ -245,14 +260,14 @@ def apply_storage(doc: PipelineDoc, mounts: Sequence[VolumeMount], volume: Artif
         for mount in mounts:
             pvc = config.pvc_mount.add(mount_path=mount.path)
             pvc.pvc_name_parameter.runtime_value.constant.string_value = mount.pvc
-        if volume is not None:
+        if task_volume is not None:
             config.generic_ephemeral_volume.add(
                 volume_name=VOLUME_NAME,
-                mount_path=volume.mount_path,
+                mount_path=task_volume.mount_path,
                 access_modes=["ReadWriteOnce"],
-                size=volume.size,
-                default_storage_class=not volume.storage_class,
-                storage_class_name=volume.storage_class,
+                size=task_volume.size,
+                default_storage_class=not task_volume.storage_class,
+                storage_class_name=task_volume.storage_class,
             )
         value: Any = json_format.MessageToDict(config)
         platform.deployment_spec.executors[label].Clear()
