@@ -120,6 +120,10 @@ def test_the_record_tells_a_cached_night_from_a_trained_one(tmp_path: Path) -> N
     cached = _record(OLD, True, "1796")  # every artifact from an earlier run: KFP's cache
     assert cached.decision.startswith("no new data") and cached.pushed_version is None
     assert _record(RUN, False, None).decision == "not blessed: the served model stays"
+    # This run's Pusher found the version published (the Trainer was served from the cache): nothing pushed now.
+    rerun = RunRecord.of("tfxp-digits", RUN, _uri(RUN, "ImportExampleGen", "examples"), _uri(RUN, "Trainer", "model"),
+                         True, _uri(RUN, "Pusher", "pushed_model"), "1796", "/p/1796", published_now=False)  # fmt: skip
+    assert rerun.pushed_version is None and rerun.decision == "blessed; not pushed (this model is already served)"
     assert not produced_by_run(f"/x/tfxp-digits/{RUN}x/y", "tfxp-digits", RUN)
     assert produced_by_run(f"/minio/a/tfxp-digits/{RUN}/T/u/k", "tfxp-digits", RUN)
     assert not produced_by_run(f"/pod/{RUN}/minio/a/tfxp-digits/{OLD}/T/u/k", "tfxp-digits", RUN)

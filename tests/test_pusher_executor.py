@@ -52,6 +52,9 @@ def test_a_rerun_over_the_same_model_artifact_reuses_its_version(tmp_path: Path)
     assert pushed_to[0] == pushed_to[1] != pushed_to[2]
     assert list_versions(base) == [pushed_to[2], pushed_to[0]]
     assert first.get_int_custom_property("pushed") == again.get_int_custom_property("pushed") == 1
+    # Whether this execution created the version (the run record's "pushed version N" vs "no new data").
+    published_now = [artifact.get_int_custom_property("published_now") for artifact in (first, again, retrained)]
+    assert published_now == [1, 0, 1]
     assert first.get_string_custom_property("pushed_version") == Path(pushed_to[0]).name
     record = json.loads((Path(pushed_to[0]) / PUSH_RECORD).read_text())
     assert record["identity"] == f"{model.uri}/Format-Serving"

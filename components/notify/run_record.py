@@ -67,11 +67,13 @@ class RunRecord:
         pushed_uri: str | None,
         pushed_version: str | None,
         pushed_path: str | None,
+        published_now: bool = True,
     ) -> RunRecord:
-        """The record of run `run_id` from the URIs of the artifacts it used and what they say."""
+        """The record of run `run_id` from the URIs of the artifacts it used and what they say; `published_now`
+        is False when the Pusher found the version already published (a rerun over the same model)."""
         new_data = produced_by_run(examples_uri, pipeline, run_id)
         trained = produced_by_run(model_uri, pipeline, run_id)
-        pushed_now = produced_by_run(pushed_uri, pipeline, run_id) and bool(pushed_version)
+        pushed_now = produced_by_run(pushed_uri, pipeline, run_id) and bool(pushed_version) and published_now
         if not new_data and not trained:
             decision = f"{NO_NEW_DATA}: nothing trained (the data is unchanged; KFP served the tasks from its cache)"
         elif pushed_now:

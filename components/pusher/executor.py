@@ -20,8 +20,11 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
 from components.contract import SAVED_MODEL_FILE
-from components.publish import publish_version
+from components.publish import find_published, publish_version
 from components.pusher.driver import PushedVersionsDriver
+
+PUBLISHED_NOW_PROPERTY = "published_now"
+"""PushedModel custom property: 1 when this execution created the version, 0 when it found it published."""
 
 
 class AtomicPusherExecutor(pusher_executor.Executor):
@@ -47,11 +50,14 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         # The identity is the SavedModel's path in the model artifact: a new Trainer run is a new artifact (a new
         # version); this Pusher re-run over the same artifact finds the version it pushed. `saved_model.pb` marks
         # a complete version, as TF Serving and TFX's Pusher expect (tfx/components/pusher/executor.py:198).
-        version_dir = publish_version(
-            model_path, destination.filesystem.base_directory, identity=model_path, last_file=SAVED_MODEL_FILE
-        )
+        base = destination.filesystem.base_directory
+        already = find_published(base, model_path, required_file=SAVED_MODEL_FILE)
+        version_dir = publish_version(model_path, base, identity=model_path, last_file=SAVED_MODEL_FILE)
         io_utils.copy_dir(model_path, model_push.uri)  # the artifact's own archive copy, as TFX does
         self._MarkPushed(model_push, pushed_destination=version_dir, pushed_version=os.path.basename(version_dir))
+        # 0: the version was there already (a rerun over the same model, e.g. after KFP served the Trainer from
+        # its cache); the run record tells "pushed version N" from "no new data" by it.
+        model_push.set_int_custom_property(PUBLISHED_NOW_PROPERTY, int(already is None))
 
 
 class AtomicPusher(Pusher):

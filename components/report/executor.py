@@ -91,6 +91,8 @@ def _write_run_record(input_dict: dict[str, list[types.Artifact]], exec_properti
         pushed_uri=pushed.uri if pushed is not None else None,
         pushed_version=pushed.get_string_custom_property("pushed_version") if pushed and was_pushed else None,
         pushed_path=pushed.get_string_custom_property("pushed_destination") if pushed and was_pushed else None,
+        published_now=not (pushed and pushed.has_custom_property("published_now"))
+        or bool(pushed.get_int_custom_property("published_now")),
     )
     try:
         logger.info("run record: %s (%s)", write_run_record(record_dir, record), record.decision)
