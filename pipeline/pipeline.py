@@ -27,8 +27,8 @@ from components.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_
 from components.edge_exporter.component import EdgeExporter
 from components.example_gen.component import SpanImportExampleGen
 from components.pusher.executor import AtomicPusher
-from components.report.component import COMPONENT_ID as RUN_REPORT_ID
 from components.report.component import RunReport
+from components.report.spec import COMPONENT_ID as RUN_REPORT_ID
 from components.trainer.options import RunOptions
 from components.validation.data_checks import statistics_options
 from components.validation.label_map_schema_gen import LabelMapSchemaGen

@@ -13,7 +13,7 @@ from components.data.fingerprint import data_files, data_fingerprint, selected_p
 from components.data.spans import SpanError
 from components.kfp import fingerprint_task
 from components.notify.notice import notice_text, parse_final_status, run_outcome
-from components.notify.run_record import RunRecord, produced_by_run, read_run_record, write_run_record
+from components.notify.run_record import RunRecord, produced_by_run, read_run_record, run_dir_of, write_run_record
 
 SPLITS = ["span-*/train/*", "span-*/eval/*"]
 
@@ -101,9 +101,12 @@ def _uri(run: str, task: str, key: str) -> str:
     return f"minio://mlpipeline/v2/artifacts/tfxp-digits/{run}/{task}/ab12/{key}"
 
 
+RUN_DIR = f"minio://mlpipeline/v2/artifacts/tfxp-digits/{RUN}"
+
+
 def _record(run: str, blessed: bool, version: str | None) -> RunRecord:
     return RunRecord.of(
-        "tfxp-digits",
+        RUN_DIR,
         RUN,
         examples_uri=_uri(run, "ImportExampleGen", "examples"),
         model_uri=_uri(run, "Trainer", "model"),
@@ -119,14 +122,21 @@ def test_the_record_tells_a_cached_night_from_a_trained_one(tmp_path: Path) -> N
     assert (trained.new_data, trained.trained, trained.decision) == (True, True, "pushed version 1796")
     cached = _record(OLD, True, "1796")  # every artifact from an earlier run: KFP's cache
     assert cached.decision.startswith("no new data") and cached.pushed_version is None
-    assert _record(RUN, False, None).decision == "not blessed: the served model stays"
+    assert _record(RUN, False, None).decision == "not blessed: nothing pushed"
     # This run's Pusher found the version published (the Trainer was served from the cache): nothing pushed now.
-    rerun = RunRecord.of("tfxp-digits", RUN, _uri(RUN, "ImportExampleGen", "examples"), _uri(RUN, "Trainer", "model"),
+    rerun = RunRecord.of(RUN_DIR, RUN, _uri(RUN, "ImportExampleGen", "examples"), _uri(RUN, "Trainer", "model"),
                          True, _uri(RUN, "Pusher", "pushed_model"), "1796", "/p/1796", published_now=False)  # fmt: skip
     assert rerun.pushed_version is None and rerun.decision == "blessed; not pushed (this model is already served)"
-    assert not produced_by_run(f"/x/tfxp-digits/{RUN}x/y", "tfxp-digits", RUN)
-    assert produced_by_run(f"/minio/a/tfxp-digits/{RUN}/T/u/k", "tfxp-digits", RUN)
-    assert not produced_by_run(f"/pod/{RUN}/minio/a/tfxp-digits/{OLD}/T/u/k", "tfxp-digits", RUN)
+    # The run's folder, from the RunReport's own output: KFP <root>/<pipeline>/<run>/RunReport/<uuid>/report, also as
+    # the launcher's local copy; Vertex AI <root>/<project>/<job>/RunReport_<id>/report.
+    assert run_dir_of(_uri(RUN, "RunReport", "report"), "RunReport") == RUN_DIR
+    assert run_dir_of(f"/minio/mlpipeline/v2/artifacts/tfxp-digits/{RUN}/RunReport/ab/report", "RunReport") == (
+        f"/minio/mlpipeline/v2/artifacts/tfxp-digits/{RUN}"
+    )
+    assert (
+        run_dir_of("gs://b/r/123/tfxp-digits-2026/RunReport_42/report", "RunReport") == "gs://b/r/123/tfxp-digits-2026"
+    )
+    assert not produced_by_run(f"{RUN_DIR}x/T/u/k", RUN_DIR) and produced_by_run(f"{RUN_DIR}/T/u/k", RUN_DIR)
 
     path = write_run_record(str(tmp_path / "runs"), cached)
     assert Path(path).name == f"{RUN}.json"

@@ -6,14 +6,15 @@ execution's outputs), so the handler cannot find this run's blessing or push by 
 folder. The RunReport runs on every run (it takes the run id, which changes KFP's cache key), sees every
 artifact the run used, cached or not, and writes `<record dir>/<run id>.json`; the handler reads it.
 
-"Produced by this run" is read from the artifact URI: KFP puts outputs at
-`<pipeline root>/<pipeline>/<run id>/<task>/<uuid>/<output>` (`driver/driver.go:767-778`,
-`metadata/client.go:420` `GenerateOutputURI(root, [pipeline, run id])`), and the entrypoint's local copies keep
-that path (`/minio/<bucket>/...`).
+"Produced by this run" is read from the artifact URIs: every output of a run lies under the run's folder, which is
+the parent of each task's folder — open-source KFP `<pipeline root>/<pipeline>/<run id>/<task>/<uuid>/<output>`
+(`driver/driver.go:767-778`, `metadata/client.go:420`), Vertex AI `<root>/<project number>/<job>/<task>_<id>/
+<output>` — and the entrypoint's local copies keep that path (`/minio/<bucket>/...`). The RunReport, which KFP
+never serves from its cache, finds the run's folder from its own output (`run_dir_of`).
 
 Example:
-    record = RunRecord.of(pipeline="tfxp-digits", run_id="7d0c…", examples_uri=..., model_uri=..., blessed=True,
-                          pushed_uri=..., pushed_version="1796…", pushed_path=...)
+    record = RunRecord.of(run_dir="minio://…/tfxp-digits/7d0c…", run_id="7d0c…", examples_uri=..., model_uri=...,
+                          blessed=True, pushed_uri=..., pushed_version="1796…", pushed_path=...)
     write_run_record("gs://bucket/serving/digits/runs", record)
     read_run_record("gs://bucket/serving/digits/runs", "7d0c…").decision  # 'pushed version 1796…'
 """
@@ -30,10 +31,19 @@ RUN_RECORDS_DIR = "runs"
 NO_NEW_DATA = "no new data"
 
 
-def produced_by_run(uri: str | None, pipeline: str, run_id: str) -> bool:
-    """Whether the artifact at `uri` was written by run `run_id` of `pipeline` (`.../<pipeline>/<run id>/...`, KFP's
-    output layout, also in the launcher's local copies)."""
-    return bool(uri and run_id) and f"/{pipeline}/{run_id}/" in str(uri)
+def run_dir_of(own_uri: str, task: str) -> str:
+    """The run's folder from an output URI of task `task` in that run: the part before the task's folder
+    (`<task>` on KFP, `<task>_<id>` on Vertex AI); "" when `task` is not a folder of `own_uri`."""
+    parts = own_uri.rstrip("/").split("/")
+    for index in range(len(parts) - 1, 0, -1):
+        if parts[index] == task or parts[index].startswith(f"{task}_"):
+            return "/".join(parts[:index])
+    return ""
+
+
+def produced_by_run(uri: str | None, run_dir: str) -> bool:
+    """Whether the artifact at `uri` lies in the run folder `run_dir` (see the module docstring)."""
+    return bool(uri and run_dir) and str(uri).startswith(f"{run_dir.rstrip('/')}/")
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,7 @@ class RunRecord:
     @classmethod
     def of(
         cls,
-        pipeline: str,
+        run_dir: str,
         run_id: str,
         examples_uri: str | None,
         model_uri: str | None,
@@ -69,17 +79,18 @@ class RunRecord:
         pushed_path: str | None,
         published_now: bool = True,
     ) -> RunRecord:
-        """The record of run `run_id` from the URIs of the artifacts it used and what they say; `published_now`
-        is False when the Pusher found the version already published (a rerun over the same model)."""
-        new_data = produced_by_run(examples_uri, pipeline, run_id)
-        trained = produced_by_run(model_uri, pipeline, run_id)
-        pushed_now = produced_by_run(pushed_uri, pipeline, run_id) and bool(pushed_version) and published_now
+        """The record of run `run_id`, whose outputs lie in `run_dir` (`run_dir_of`), from the URIs of the artifacts
+        it used and what they say; `published_now` is False when the Pusher found the version already published (a
+        rerun over the same model)."""
+        new_data = produced_by_run(examples_uri, run_dir)
+        trained = produced_by_run(model_uri, run_dir)
+        pushed_now = produced_by_run(pushed_uri, run_dir) and bool(pushed_version) and published_now
         if not new_data and not trained:
             decision = f"{NO_NEW_DATA}: nothing trained (the data is unchanged; KFP served the tasks from its cache)"
         elif pushed_now:
             decision = f"pushed version {pushed_version}"
         elif blessed is False:
-            decision = "not blessed: the served model stays"
+            decision = "not blessed: nothing pushed"
         elif blessed:
             decision = "blessed; not pushed (this model is already served)"
         else:

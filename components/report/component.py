@@ -23,8 +23,6 @@ from components.report.artifacts import HtmlReport
 from components.report.executor import Executor
 from components.report.spec import RunReportSpec
 
-COMPONENT_ID = "RunReport"
-
 
 class RunReport(base_component.BaseComponent):
     """Writes the run report from the outputs of the components before it; never fails the run.

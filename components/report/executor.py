@@ -20,7 +20,7 @@ from tfx.types import artifact_utils
 
 from components.baseline.spec import SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
 from components.data.spans import SPANS_PROPERTY
-from components.notify.run_record import RunRecord, write_run_record
+from components.notify.run_record import RunRecord, run_dir_of, write_run_record
 from components.report import spec as keys
 from components.report.build import REPORT_FILE, report_html
 from components.report.inputs import ReportInputs, facts_from_inputs
@@ -67,13 +67,15 @@ class Executor(base_executor.BaseExecutor):
                 published = target
             except Exception as error:  # the artifact has the report; a read-only serving base loses only the copy
                 logger.warning("run report: not written next to the pushed model (%s): %s", target, error)
-        _write_run_record(input_dict, exec_properties)
+        _write_run_record(input_dict, exec_properties, report.uri)
         report.set_string_custom_property("published_path", published)
         report.set_int_custom_property("problems", problems)
         logger.info("run report: %s/%s%s", report.uri, REPORT_FILE, f" and {published}" if published else "")
 
 
-def _write_run_record(input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> None:
+def _write_run_record(
+    input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any], report_uri: str
+) -> None:
     """On Kubeflow, the run record the exit handler reads (`components.notify.run_record`); best effort."""
     run_id, record_dir = exec_properties.get(keys.RUN_ID_KEY), exec_properties.get(keys.RUN_RECORD_DIR_KEY)
     if not (run_id and record_dir):
@@ -81,9 +83,8 @@ def _write_run_record(input_dict: dict[str, list[types.Artifact]], exec_properti
     blessing = _single(input_dict, keys.BLESSING_KEY)
     pushed = _single(input_dict, keys.PUSHED_MODEL_KEY)
     was_pushed = pushed is not None and bool(pushed.get_int_custom_property("pushed"))
-    config = json.loads(exec_properties[keys.CONFIG_KEY])
     record = RunRecord.of(
-        pipeline=config["pipeline"]["name"],
+        run_dir=run_dir_of(report_uri, keys.COMPONENT_ID),
         run_id=run_id,
         examples_uri=_uri(input_dict, keys.EXAMPLES_KEY),
         model_uri=_uri(input_dict, keys.MODEL_KEY),

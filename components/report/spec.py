@@ -10,6 +10,8 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from components.edge_exporter.artifacts import EdgeModel
 from components.report.artifacts import HtmlReport
 
+COMPONENT_ID = "RunReport"
+"""The component's id, and its task's name on Kubeflow."""
 CONFIG_KEY = "config"
 LABELS_PATH_KEY = "labels_path"
 OUT_DIR_KEY = "out_dir"
