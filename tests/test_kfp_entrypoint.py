@@ -153,6 +153,7 @@ def test_an_untyped_input_the_spec_does_not_declare_is_refused() -> None:
         ("gs://b/k/x", "/gcs/b/k/x"),
         ("minio://mlpipeline/v2/a", "/minio/mlpipeline/v2/a"),
         ("s3://b/k", "/s3/b/k"),
+        ("oci://registry.io/models/m:1", "/oci/registry.io_models_m:1/models"),  # a modelcar's folder
     ],
 )
 def test_local_path_for_uri_is_the_launchers(uri: str, local: str) -> None:

@@ -53,6 +53,14 @@ def test_data_without_spans(tmp_path: Path) -> None:
     assert data_fingerprint(str(tmp_path), ["train/*"], "none").startswith("1 files, 4 bytes, sha256 ")
 
 
+def test_an_incomplete_span_is_refused_before_any_pod_starts(tmp_path: Path) -> None:
+    _span(tmp_path, 1)
+    (tmp_path / "span-2" / "train").mkdir(parents=True)  # a span still being copied: no eval files yet
+    (tmp_path / "span-2" / "train" / "part-00000.tfrecord.gz").write_bytes(b"x")
+    with pytest.raises(SpanError, match=r"span folder .*span-2/eval has no files matching \*; every span"):
+        data_fingerprint(str(tmp_path), SPLITS, "all")
+
+
 def test_a_missing_folder_or_no_spans_are_errors(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"is not a folder \(data\.path\)"):
         data_fingerprint(str(tmp_path / "missing"), SPLITS, "all")
@@ -158,6 +166,6 @@ def test_a_no_new_data_notice() -> None:
     outcome = run_outcome(parse_final_status({"state": "COMPLETE"}), run_id=RUN, blessed=True,
                           decision="no new data: nothing trained")  # fmt: skip
     assert notice_text("tfxp-digits", outcome) == (
-        f":white_check_mark: tfxp-digits run {RUN} succeeded: no new data: nothing trained; model blessed"
+        f":white_check_mark: tfxp-digits run {RUN} succeeded: no new data: nothing trained"
     )
     assert "unknown" not in notice_text("tfxp-digits", outcome)

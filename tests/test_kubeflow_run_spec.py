@@ -314,6 +314,42 @@ def test_roots_the_backend_cannot_hold_are_refused(tmp_path: Path, backend: str,
         _run(tmp_path, _spec(), backend=backend, pipeline_root=root)
 
 
+@pytest.mark.parametrize(
+    "root",
+    ["minio:///tmp/escape", "minio://my bucket/x", "minio://mlpipeline/../../etc", "s3://b/./x/y", "minio://ab/x"],
+)
+def test_roots_kfp_would_not_accept_never_write_outside_the_state(tmp_path: Path, root: str) -> None:
+    with pytest.raises(RunSpecError, match="not an object-store URI KFP accepts"):
+        _run(tmp_path, _spec(), pipeline_root=root)
+    assert not (tmp_path / "state" / "object-store").exists()
+
+
+def test_a_query_string_stays_on_the_runs_root(tmp_path: Path, toy_seen: Path) -> None:
+    # metadata/client.go:420 keeps it on the run's root; driver.go:767 drops it for the tasks' folders.
+    run = _run(tmp_path, _spec(with_exit_handler=False), pipeline_root="s3://bucket/x?region=us-east-1", run_id="q1")
+    assert run.state == "SUCCEEDED" and run.pipeline_root == "s3://bucket/x?region=us-east-1"
+    uri = run.task("produce").outputs["data"]["uri"]
+    assert re.fullmatch(r"s3://bucket/x/toy/q1/produce/[0-9a-f]{12}/data", uri)
+
+
+def test_a_corrupt_store_is_one_message_and_saves_are_atomic(tmp_path: Path, toy_seen: Path) -> None:
+    _run(tmp_path, _spec(with_exit_handler=False), run_id="c1")
+    store = tmp_path / "state" / "mlmd.json"
+    assert json.loads(store.read_text())["cache"] and not list(store.parent.glob(".mlmd.json*"))
+    store.write_text(store.read_text()[:200])  # what a crash mid-write would have left without the rename
+    with pytest.raises(RunSpecError, match=r"mlmd\.json is not run-spec's MLMD and cache store: it is not JSON"):
+        _run(tmp_path, _spec(with_exit_handler=False))
+    store.write_text('{"artifacts": {}}')
+    with pytest.raises(RunSpecError, match="it lacks cache, executions, next_id; move it away"):
+        _run(tmp_path, _spec(with_exit_handler=False))
+
+
+def test_an_unwritable_state_is_one_message(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RunSpecError, match=r"--state .*file/state: cannot write there"):
+        run_spec(_write(tmp_path, _spec()), {}, state_dir=tmp_path / "file" / "state")
+
+
 def test_without_an_exit_handler_later_tasks_are_skipped(tmp_path: Path, toy_seen: Path) -> None:
     spec = _spec(with_exit_handler=False)
     spec["components"]["produce"]["executorLabel"] = "exec-consume"  # produce now fails: it has no input artifact
@@ -614,7 +650,11 @@ def test_payload_of_a_pushed_run_is_slack_compatible() -> None:
             {"state": "FAILED", "error": {"message": "task Trainer failed: exit code 1"}},
             ":x: tfxp-digits failed at Trainer",
         ),
-        ({"state": "FAILED", "error": {}}, ":x: tfxp-digits failed"),
+        (
+            {"state": "FAILED", "error": {}},
+            ":x: tfxp-digits failed: the orchestrator does not say which task failed: "
+            "see the run's graph and task logs",
+        ),
         ({"state": "FAILED", "error": {"message": "pod OOMKilled"}}, ":x: tfxp-digits failed: pod OOMKilled"),
         ({"state": "CANCELED"}, ":no_entry_sign: tfxp-digits cancelled"),
         ({"state": "PIPELINE_STATE_SUCCEEDED"}, ":white_check_mark: tfxp-digits succeeded"),
@@ -721,6 +761,7 @@ def test_run_notice_reports_blessing_and_this_runs_pushed_version(tmp_path: Path
     (blessing / "BLESSED").touch()
     for version, run in (("100", "run-4"), ("200", "run-5")):
         (tmp_path / "serving" / version).mkdir(parents=True)
+        (tmp_path / "serving" / version / "saved_model.pb").write_bytes(b"pb")  # a complete version
         identity = f"{tmp_path}/root/tfxp-digits/{run}/Trainer/model/Format-Serving"
         (tmp_path / "serving" / version / "tfxp_push.json").write_text(
             json.dumps({"identity": identity, "version": int(version)})
@@ -747,6 +788,27 @@ def test_run_notice_reports_blessing_and_this_runs_pushed_version(tmp_path: Path
         == ":white_check_mark: tfxp-digits run nightly-5 succeeded: model blessed; pushed version 200"
     )
     assert (post["json"]["blessed"], post["json"]["pushed_path"]) == (True, f"{tmp_path}/serving/200")
+
+
+def test_a_corrupt_run_record_is_said_in_the_notice(tmp_path: Path, receiver: Receiver) -> None:
+    from components.notify.component import RunNotice
+
+    (tmp_path / "serving" / "runs").mkdir(parents=True)
+    (tmp_path / "serving" / "runs" / "r1.json").write_text('{"run_id": "r1", "deci')
+    RunNotice.test_call(
+        final_status='{"state": "COMPLETE"}',
+        notify_url=receiver.url,
+        pipeline_name="tfxp-digits",
+        pipeline_root="minio://mlpipeline/v2/artifacts",  # the launcher's: never opened by the notice
+        serving_base=str(tmp_path / "serving"),
+        run_id="r1",
+        run_name="",
+        timeout_seconds=5.0,
+    )
+    [post] = receiver.posts
+    assert post["json"]["status"] == "succeeded"
+    assert post["json"]["decision"].startswith(f"run record {tmp_path}/serving/runs/r1.json unreadable (")
+    assert "unreadable" in post["json"]["text"]
 
 
 def test_run_notice_never_fails_the_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -38,6 +38,11 @@ def test_local_paths_with_dataflow_are_refused_and_the_root_must_be_gs() -> None
     )
     assert any("kubeflow.pipeline_root must be a gs:// bucket (it is minio://" in error for error in errors)
     assert not _problems(_config("data.path=gs://b/d", "beam.extra_args=[--runner=DataflowRunner]"), "gs://b/r")[0]
+    # Every spelling Beam accepts (create_runner: case-insensitive, `Runner` optional, a class path, two args).
+    class_path = "apache_beam.runners.dataflow.dataflow_runner.DataflowRunner"
+    for runner in ("[--runner,DataflowRunner]", "[--runner=dataflow]", f"[--runner={class_path}]", "[--runner=flink]"):
+        assert _problems(_config("data.path=/data/d", f"beam.extra_args={runner}"), "gs://b/r")[0], runner
+    assert not _problems(_config("data.path=gs://b/d", "beam.extra_args=[--runner=DirectRunner]"), "minio://b/r")[0]
 
 
 def test_local_paths_on_a_pvc_are_what_pods_see() -> None:
@@ -80,8 +85,11 @@ def test_the_artifact_volume_is_sized_from_the_data_at_the_roots_launcher_folder
     assert sized == ArtifactVolume(mount_path="/s3", size="500Gi")
     with pytest.raises(StorageError, match=r"kubeflow\.artifact_volume_size='lots' is not a Kubernetes quantity"):
         storage.artifact_volume(_config("kubeflow.artifact_volume_size=lots"), "", None)
-    with pytest.raises(StorageError, match=r"needs the size of data\.path"):
-        storage.artifact_volume(config, "", None)
+    assert storage.artifact_volume(config, "", None) is None  # auto, unmeasured: tfxp compile warns
+    assert "could not be listed here, so no volume is mounted" in storage.unmeasured_warning("gs://b/d")
+    for size in ("0", "-5Gi", "99999999999Ei"):
+        with pytest.raises(StorageError, match="must ask for more than 0 and at most 64Ti"):
+            storage.artifact_volume(_config(f"kubeflow.artifact_volume_size={size}"), "", None)
 
 
 def test_data_size_counts_every_file(tmp_path: Path) -> None:
@@ -89,7 +97,7 @@ def test_data_size_counts_every_file(tmp_path: Path) -> None:
     (tmp_path / "a" / "x").write_bytes(b"12345")
     (tmp_path / "a" / "b" / "y").write_bytes(b"123")
     assert storage.data_size(str(tmp_path)) == 8
-    assert storage.data_size(str(tmp_path / "missing")) in (None, 0)
+    assert storage.data_size(str(tmp_path / "missing")) is None
 
 
 def test_mounts_and_the_volume_reach_every_container_executor(tmp_path: Path) -> None:

@@ -377,6 +377,10 @@ def test_cli_pipeline_root_overrides_the_spec(fake: FakeKfp, host: str, tmp_path
     assert result.exit_code == 0, result.output
     assert fake.runtime_configs[0]["pipeline_root"] == "s3://other/root"
     assert "pipeline root: s3://other/root" in result.output
+    # Compiled for gs://: the launcher's artifact volume is at /gcs, so the s3 copies would miss it.
+    output = " ".join(result.output.split())
+    assert "--pipeline-root s3://other/root is a s3:// root, but" in output
+    assert "recompile with kubeflow.pipeline_root=s3://other/root" in output
 
 
 def test_no_pipeline_root_is_sent_as_none_with_a_warning(fake: FakeKfp, host: str, package: Path) -> None:
@@ -387,7 +391,7 @@ def test_no_pipeline_root_is_sent_as_none_with_a_warning(fake: FakeKfp, host: st
     (warning,) = run.warnings
     assert warning.startswith(f"{package} has no defaultPipelineRoot and no --pipeline-root was given")
     assert "kfp-launcher ConfigMap in the run's namespace, else minio://mlpipeline/v2/artifacts" in warning
-    assert "TFX executors cannot open" in warning and "pass --pipeline-root gs://bucket/root" in warning
+    assert "Beam on Dataflow cannot" in warning and "pass --pipeline-root gs://bucket/root" in warning
     result = _invoke("submit", str(package), "--host", host)
     assert result.exit_code == 0, result.output
     assert "warning: " in result.output and "no defaultPipelineRoot" in result.output

@@ -18,7 +18,15 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from components.data.spans import NO_SPANS, SPAN_GLOB, find_spans, format_spans, parse_policy, select_spans
+from components.data.spans import (
+    NO_SPANS,
+    SPAN_GLOB,
+    SpanError,
+    find_spans,
+    format_spans,
+    parse_policy,
+    select_spans,
+)
 
 
 @dataclass(frozen=True)
@@ -90,7 +98,14 @@ def data_files(input_base: str, split_patterns: Sequence[str], spans_policy: str
     spans, patterns = selected_patterns(input_base, split_patterns, spans_policy)
     found = {}
     for pattern in patterns:
-        for path in gfile.glob(pattern):
+        matched = gfile.glob(pattern)
+        if spans and not matched:
+            # What ImportExampleGen would find only after the cluster started its pods (components.example_gen).
+            raise SpanError(
+                f"span folder {posixpath.dirname(pattern)} has no files matching {posixpath.basename(pattern)}; every "
+                "span the run reads must hold the same layout (or remove the incomplete span folder)"
+            )
+        for path in matched:
             if not gfile.isdir(path):
                 stat = gfile.stat(path)
                 found[path] = (path, int(stat.length), int(stat.mtime_nsec))

@@ -30,6 +30,7 @@ LAUNCHER_ROOT_ENV = "TFXP_LAUNCHER_ROOT"
 """Environment variable: the directory standing for `/` in the launcher's local paths (tests and run-spec)."""
 # URI prefix → the launcher's local mount folder (launcher_v2.go:1239-1253).
 LAUNCHER_MOUNTS = {"gs://": "gcs", "minio://": "minio", "s3://": "s3"}
+OCI_PREFIX = "oci://"
 # What TensorFlow's and Beam's filesystems open in the tfxp image without plugins (tensorflow-io is not in it).
 DIRECT_SCHEMES = ("gs://",)
 
@@ -52,8 +53,12 @@ def local_path_for_uri(uri: str, root: str | None = None) -> str:
     for prefix, mount in LAUNCHER_MOUNTS.items():
         if uri.startswith(prefix):
             return posixpath.join(root or launcher_root(), mount, uri[len(prefix) :])
+    if uri.startswith(OCI_PREFIX):  # a modelcar's shared folder (launcher_v2.go:1249-1251)
+        return posixpath.join(root or launcher_root(), "oci", uri[len(OCI_PREFIX) :].replace("/", "_"), "models")
     raise LauncherPathError(
-        f"{uri}: KFP's launcher keeps local copies only of {', '.join(LAUNCHER_MOUNTS)} URIs (LocalPathForURI)"
+        f"{uri}: KFP's launcher keeps local copies only of {', '.join(LAUNCHER_MOUNTS)} and oci:// URIs "
+        "(LocalPathForURI), and TensorFlow in the tfxp image opens none of this scheme; write the artifact under "
+        "a gs://, minio:// or s3:// pipeline root"
     )
 
 

@@ -17,6 +17,7 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 
 from components.contract import SAVED_MODEL_FILE
+from components.kfp.launcher_paths import opens_directly
 from components.notify.notice import (
     FinalStatus,
     FinalStatusError,
@@ -51,8 +52,8 @@ def run_outputs_dir(pipeline_root: str, pipeline_name: str, run_id: str) -> str:
 
 
 def _blessed(pipeline_root: str, pipeline_name: str, run_id: str) -> bool | None:
-    if not (pipeline_root and run_id):
-        return None
+    if not (pipeline_root and run_id) or not opens_directly(pipeline_root):
+        return None  # minio:// and s3:// roots are the launcher's; this task has no copies of them
     # KFP: <run dir>/<task>/<uuid>/<output> (backend/src/v2/driver/driver.go:767-778); run-spec --backend vertex
     # and older layouts without the uuid level.
     run_dir = run_outputs_dir(pipeline_root, pipeline_name, run_id)
@@ -112,15 +113,19 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
     record = None
     blessed = None
     pushed = None
+    unreadable = ""
+    records = posixpath.join(serving_base, RUN_RECORDS_DIR) if serving_base else ""
     try:
-        record = (
-            read_run_record(posixpath.join(serving_base, RUN_RECORDS_DIR), run_id) if serving_base and run_id else None
-        )
-        if record is None:  # the run failed before its last task: look for what it left
+        record = read_run_record(records, run_id) if records and run_id else None
+    except Exception as error:  # a truncated or foreign file: say so in the notice, not only in this log
+        unreadable = f"run record {records}/{run_id}.json unreadable ({error})"
+        logger.warning("run notice: %s", unreadable)
+    if record is None:  # the run failed before its last task: look for what it left
+        try:
             blessed = _blessed(pipeline_root, pipeline_name, run_id)
             pushed = pushed_version_of(_push_records(serving_base), run_id)
-    except Exception as error:
-        logger.warning("run notice: could not read the run's outputs: %s", error)
+        except Exception as error:
+            logger.warning("run notice: could not read the run's outputs: %s", error)
     if record is not None:
         outcome = run_outcome(
             status,
@@ -139,6 +144,7 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
             blessed=True if pushed else blessed,
             pushed_version=pushed[0] if pushed else None,
             pushed_path=pushed[1] if pushed else None,
+            decision=unreadable or None,
         )
     payload = notice_payload(pipeline_name, outcome)
     result = post_notice(notify_url, payload, timeout=timeout_seconds)

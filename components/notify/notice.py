@@ -221,7 +221,7 @@ def notice_text(pipeline: str, outcome: RunOutcome) -> str:
     details = []
     if outcome.decision and not outcome.pushed_version:
         details.append(outcome.decision)
-    if outcome.blessed is not None:
+    if outcome.blessed is not None and not outcome.decision:
         details.append("model blessed" if outcome.blessed else "model not blessed")
     if outcome.pushed_version:
         details.append(f"pushed version {outcome.pushed_version}")
@@ -229,6 +229,9 @@ def notice_text(pipeline: str, outcome: RunOutcome) -> str:
         details.append("no pushed version found")
     if outcome.error and not outcome.failed_task:
         details.append(outcome.error[:300])
+    if outcome.status == "failed" and not outcome.failed_task and not outcome.error:
+        # Open-source KFP's final status names neither (driver/resolve.go:475).
+        details.append("the orchestrator does not say which task failed: see the run's graph and task logs")
     return f"{line}: {'; '.join(details)}" if details else line
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.kfp.launcher_paths import LAUNCHER_MOUNTS, LauncherPathError, local_path_for_uri
+from components.kfp.launcher_paths import LAUNCHER_MOUNTS, OCI_PREFIX, LauncherPathError, local_path_for_uri
 
 KFP, VERTEX = "kfp", "vertex"
 BACKENDS = (KFP, VERTEX)
@@ -73,6 +74,8 @@ _MINIO_SESSION = {
 }
 VERTEX_PROJECT = "projects/123456789/locations/us-central1"
 CACHED, COMPLETE, FAILED = "CACHED", "COMPLETE", "FAILED"
+# S3's (and MinIO's) bucket names.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 class BackendError(ValueError):
@@ -106,6 +109,14 @@ class Backend:
                 the launcher has no local path for it, `launcher_v2.go:1280-1300`; `gs://` needs a bucket);
                 vertex: a root that is not a local folder standing for `gs://`.
         """
+        if self.kind == KFP and root.startswith(("minio://", "s3://")):
+            bucket, _, key = root.split("://", 1)[1].partition("/")
+            if not _BUCKET.match(bucket) or any(part in ("", ".", "..") for part in key.split("?")[0].split("/")[:-1]):
+                raise BackendError(
+                    f"--pipeline-root {root}: not an object-store URI KFP accepts: the bucket must be 3-63 lowercase "
+                    "letters, digits, dots or hyphens, and the path must have no empty, . or .. parts, e.g. "
+                    "minio://mlpipeline/v2/artifacts"
+                )
         if self.kind == KFP and not root.startswith(("minio://", "s3://")):
             raise BackendError(
                 f"--pipeline-root {root}: with --backend kfp the root is an object-store URI (minio://bucket/path or "
@@ -138,12 +149,26 @@ class MetadataStore:
         self.path = path
         self.data: dict[str, Any] = {"artifacts": {}, "executions": {}, "cache": {}, "next_id": 1}
         if path.is_file():
-            self.data = json.loads(path.read_text())
+            try:
+                data = json.loads(path.read_text())
+            except (ValueError, UnicodeDecodeError) as error:
+                raise BackendError(self._unreadable(f"it is not JSON ({error})")) from None
+            if not isinstance(data, dict) or set(self.data) - set(data):
+                raise BackendError(self._unreadable(f"it lacks {', '.join(sorted(set(self.data) - set(data)))}"))
+            self.data = data
+
+    def _unreadable(self, why: str) -> str:
+        return (
+            f"{self.path} is not run-spec's MLMD and cache store: {why}; move it away (the next run starts with an "
+            "empty cache and runs every task) or pass another --state"
+        )
 
     def save(self) -> None:
-        """Writes the store."""
+        """Writes the store atomically (a new file renamed over the old one: an interrupted run leaves either)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
+        staging = self.path.with_name(f".{self.path.name}.tmp")
+        staging.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
+        staging.replace(self.path)
 
     def _next_id(self) -> int:
         value = int(self.data["next_id"])
@@ -215,10 +240,12 @@ def cache_fingerprint(
     executor_input: pipeline_spec_pb2.ExecutorInput,
     component: pipeline_spec_pb2.ComponentSpec,
     container: pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec,
+    pvc_names: tuple[str, ...] = (),
 ) -> str:
     """KFP's cache key of a task and its sha256 (`GenerateCacheKey` + `GenerateFingerPrint`, cache.go:151-229):
     input artifact names (MLMD ids), input parameter values, the outputs without their URIs, the output
-    parameters' types, the image and the command with its arguments as compiled."""
+    parameters' types, the image, the command with its arguments as compiled, and the sorted names of the PVCs
+    the task mounts (driver/cache.go:104-123)."""
     inputs = executor_input.inputs
     key = {
         "inputArtifactNames": {
@@ -242,7 +269,11 @@ def cache_fingerprint(
             for name, spec in component.output_definitions.parameters.items()
             if name in executor_input.outputs.parameters
         },
-        "containerSpec": {"image": container.image, "cmdArgs": [*container.command, *container.args], "pvcNames": []},
+        "containerSpec": {
+            "image": container.image,
+            "cmdArgs": [*container.command, *container.args],
+            "pvcNames": sorted(set(pvc_names)),
+        },
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -286,6 +317,8 @@ def download_inputs(backend: Backend, executor_input: pipeline_spec_pb2.Executor
     launcher_v2.go:927-1004: every input, whether the command reads it or not)."""
     for artifacts in executor_input.inputs.artifacts.values():
         for artifact in artifacts.artifacts:
+            if artifact.uri.startswith(OCI_PREFIX):
+                continue  # a modelcar's files come from its sidecar, not the object store (:964)
             try:
                 local = Path(local_path_for_uri(artifact.uri, pod_root))
             except LauncherPathError:
@@ -321,7 +354,8 @@ def read_executor_output(path: str) -> pipeline_spec_pb2.ExecutorOutput:
     written = pipeline_spec_pb2.ExecutorOutput()
     if Path(path).is_file():
         try:
-            json_format.Parse(Path(path).read_text(), written, ignore_unknown_fields=True)
+            # protojson.Unmarshal, strict: an unknown field fails the task on KFP too (launcher_v2.go:1232).
+            json_format.Parse(Path(path).read_text(), written)
         except json_format.ParseError as error:
             raise BackendError(f"failed to unmarshal ExecutorOutput in file {path}: {error}") from None
     return written

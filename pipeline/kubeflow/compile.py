@@ -315,11 +315,12 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     from pipeline.pipeline import create_pipeline
 
     settings = pod_settings(config.kubeflow)  # before the slow compile: a typo fails at once
-    config = resolve_data_for_kubeflow(config)
     layout = output_layout(config)
+    # Before the data is read: a path no pod can open is the first thing to fix.
     errors, _ = storage.storage_problems(config, pipeline_root(config), layout.serving_base, layout.edge_base)
     if errors:
         raise KubeflowCompileError("storage pods cannot use:\n- " + "\n- ".join(errors))
+    config = resolve_data_for_kubeflow(config)
     mounts = storage.volumes(config)
     storage.check_mounts(mounts)
     try:
@@ -328,6 +329,8 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     except storage.StorageError as error:
         raise KubeflowCompileError(str(error)) from None
     warnings = config_warnings(config)
+    if config.kubeflow.artifact_volume_size == storage.AUTO and size is None:
+        warnings.append(storage.unmeasured_warning(config.data.path))
     pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None)
     components = list(pipeline.components)
     check_nothing_staged(components)

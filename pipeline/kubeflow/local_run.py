@@ -166,6 +166,7 @@ class _Runner:
         backend: Backend,
         store: MetadataStore,
         on_task: Callable[[TaskRun], None],
+        pvc_names: Mapping[str, tuple[str, ...]],
     ) -> None:
         self.spec = spec
         self.run = run
@@ -176,6 +177,7 @@ class _Runner:
             json_format.MessageToDict(spec.deployment_spec), pipeline_spec_pb2.PipelineDeploymentConfig()
         )
         self.executors = config.executors
+        self.pvc_names = pvc_names
 
     def run_dag(self, dag: pipeline_spec_pb2.DagSpec, scope: Mapping[str, struct_pb2.Value]) -> UpstreamState:
         """Runs a DAG's tasks in waves: every task whose upstream tasks are done, one after the other in name
@@ -284,7 +286,8 @@ class _Runner:
             executor_input = pipeline_spec_pb2.ExecutorInput(inputs=inputs, outputs=outputs)
             fingerprint = ""
             if self.backend.kind == KFP and self.backend.cache and cache_requested:
-                fingerprint = backend_rules.cache_fingerprint(executor_input, component, container)
+                pvcs = self.pvc_names.get(component.executor_label, ())
+                fingerprint = backend_rules.cache_fingerprint(executor_input, component, container, pvcs)
                 cached = self.store.cached_execution(fingerprint, self.run.pipeline)
                 if cached is not None:
                     return self._reuse(record, cached, started)
@@ -379,6 +382,19 @@ class _TaskFailedError(Exception):
     """The task's command exited non-zero (the message says so and names the log)."""
 
 
+def _pvc_names(doc: Any) -> dict[str, tuple[str, ...]]:
+    """Executor label → the PVCs its pods mount (the platform document's `pvcMount`), which KFP's cache key holds."""
+    executors = json_format.MessageToDict(doc.platform_spec).get("platforms", {}).get("kubernetes", {})
+    names: dict[str, tuple[str, ...]] = {}
+    for label, config in executors.get("deploymentSpec", {}).get("executors", {}).items():
+        mounts = config.get("pvcMount", [])
+        found = [
+            m.get("pvcNameParameter", {}).get("runtimeValue", {}).get("constant") or m.get("constant") for m in mounts
+        ]
+        names[label] = tuple(str(name) for name in found if name)
+    return names
+
+
 def default_state_dir(spec_path: Path) -> Path:
     """`--state`'s default: a directory beside the spec, `<spec stem>-runs/`."""
     return spec_path.with_name(f"{spec_path.stem}-runs")
@@ -423,20 +439,27 @@ def run_spec(
     """
     if backend not in BACKENDS:
         raise RunSpecError(f"--backend {backend}: expected one of {', '.join(BACKENDS)}")
-    spec = load_pipeline_doc(spec_path).pipeline_spec
+    doc = load_pipeline_doc(spec_path)
+    spec = doc.pipeline_spec
     values = pipeline_arguments(spec, params or {})
     state = (state_dir or default_state_dir(spec_path)).resolve()
     emulated = Backend(kind=backend, state_dir=state, publish_logs=publish_logs, cache=cache)
     root = (pipeline_root or (DEFAULT_ROOT if backend == KFP else str(state / "vertex-root"))).rstrip("/")
     try:
         emulated.check_root(root)
+        state.mkdir(parents=True, exist_ok=True)
+        store = MetadataStore(state / "mlmd.json")
     except BackendError as error:
         raise RunSpecError(str(error)) from None
+    except OSError as error:
+        raise RunSpecError(f"--state {state}: cannot write there ({error.strerror}); pass a writable folder") from None
     pipeline = spec.pipeline_info.name
     run_id = run_id or str(uuid.uuid4())
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
-    # metadata/client.go:420: a run's root is <root>/<pipeline>/<run id>; Vertex: <root>/<project number>/<job>.
-    run_dir = f"{root}/{pipeline}/{run_id}" if backend == KFP else f"{root}/123456789/{pipeline}-{stamp}"
+    # metadata/client.go:420: a run's root is <root>/<pipeline>/<run id> (a query string, e.g. ?region=, stays on the
+    # run's root only; driver.go:767 drops it for the tasks' folders); Vertex: <root>/<project number>/<job>.
+    base = root.split("?", 1)[0].rstrip("/")
+    run_dir = f"{base}/{pipeline}/{run_id}" if backend == KFP else f"{root}/123456789/{pipeline}-{stamp}"
     run = SpecRun(
         pipeline=pipeline,
         run_id=run_id,
@@ -447,8 +470,7 @@ def run_spec(
         state_dir=str(state),
         parameters={name: json_format.MessageToDict(value) for name, value in values.items()},
     )
-    store = MetadataStore(state / "mlmd.json")
-    runner = _Runner(spec, run, emulated, store, on_task or (lambda task: None))
+    runner = _Runner(spec, run, emulated, store, on_task or (lambda task: None), _pvc_names(doc))
     try:
         runner.run_dag(spec.root.dag, values)
     finally:

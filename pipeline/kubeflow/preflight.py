@@ -115,10 +115,10 @@ def run_pipeline_root(
         known = f"{source} has no {ROOT_SPEC_KEY}" if spec is not None else f"the spec of {source} is not known"
         return None, [
             f"{known} and no {ROOT_OPTION} was given, so the run names no pipeline root: KFP then uses the "
-            f"{ROOT_SPEC_KEY} of the kfp-launcher ConfigMap in the run's namespace, else {KFP_FALLBACK_ROOT}, "
-            f"which TFX executors cannot open (they read artifact URIs with tf.io.gfile, and neither TFX's v2 "
-            f"entrypoint nor the tfxp image maps minio:// to a path); pass {ROOT_OPTION} gs://bucket/root, "
-            f"recompile with kubeflow.pipeline_root set, or set the ConfigMap's {ROOT_SPEC_KEY} to a bucket"
+            f"{ROOT_SPEC_KEY} of the kfp-launcher ConfigMap in the run's namespace, else {KFP_FALLBACK_ROOT} "
+            f"(the cluster's MinIO, which tfxp's entrypoint reads through the launcher's local copies but Beam on "
+            f"Dataflow cannot); pass {ROOT_OPTION} gs://bucket/root, recompile with kubeflow.pipeline_root set, "
+            f"or set the ConfigMap's {ROOT_SPEC_KEY} to a bucket"
         ]
     if not is_remote(root):
         given = f"{ROOT_OPTION} {root}" if override else f"{ROOT_SPEC_KEY} {root} of {source}"
@@ -127,7 +127,16 @@ def run_pipeline_root(
             f"pass {ROOT_OPTION} with a bucket URL (e.g. gs://bucket/tfxp/root), or recompile with "
             f"kubeflow.pipeline_root set to one (it becomes the spec's {ROOT_SPEC_KEY})"
         )
-    return root.rstrip("/"), []
+    notes = []
+    compiled_scheme = (compiled or KFP_FALLBACK_ROOT).split("://", 1)[0]
+    if override and is_remote(override) and override.split("://", 1)[0] != compiled_scheme:
+        notes.append(
+            f"{ROOT_OPTION} {override} is a {override.split('://', 1)[0]}:// root, but {source} was compiled for "
+            f"{compiled_scheme}:// (its volume for the launcher's artifact copies, kubeflow.artifact_volume_size, is "
+            f"mounted at /{compiled_scheme if compiled_scheme != 'gs' else 'gcs'}): the copies would land on the "
+            f"node's disk; recompile with kubeflow.pipeline_root={override}"
+        )
+    return root.rstrip("/"), notes
 
 
 def check_exit_handler_support(spec: pipeline_spec_pb2.PipelineSpec, server: ServerInfo, host: str) -> list[str]:

@@ -44,6 +44,7 @@ NONE = "none"
 # Copies of the inputs plus an output of about their size (ImportExampleGen), and room for models and logs.
 SIZE_FACTOR = 1.25
 SIZE_HEADROOM_GIB = 10
+MAX_VOLUME_BYTES = 64 * 2**40
 _DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _OUTSIDE_RUNNERS = ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner")
 VOLUME_NAME = "tfxp-artifact-copies"
@@ -106,10 +107,20 @@ def _on_volume(path: str, mounts: Sequence[VolumeMount]) -> bool:
 
 
 def _outside_runner(config: TfxpConfig) -> str:
-    for arg in config.beam.extra_args:
+    """The Beam runner `beam.extra_args` names when its workers run outside the pods, else "". Read as Beam reads
+    it (`--runner X` or `--runner=X`; `apache_beam.runners.runner.create_runner`: case-insensitive, `Runner`
+    optional, a dotted class path allowed)."""
+    args = list(config.beam.extra_args)
+    names = []
+    for index, arg in enumerate(args):
         if arg.startswith("--runner="):
-            runner = arg.split("=", 1)[1]
-            if runner in _OUTSIDE_RUNNERS:
+            names.append(arg.split("=", 1)[1])
+        elif arg == "--runner" and index + 1 < len(args):
+            names.append(args[index + 1])
+    for name in names:
+        short = name.rsplit(".", 1)[-1].lower().removesuffix("runner")
+        for runner in _OUTSIDE_RUNNERS:
+            if short == runner.lower().removesuffix("runner"):
                 return runner
     return ""
 
@@ -184,10 +195,11 @@ def _quantity_bytes(size: str) -> float:
 
 def artifact_volume(config: TfxpConfig, root: str, data_bytes: int | None) -> ArtifactVolume | None:
     """The volume for the launcher's copies: mounted at the root scheme's launcher folder, `kubeflow.
-    artifact_volume_size` (`auto`: `SIZE_FACTOR` × the data plus `SIZE_HEADROOM_GIB`, in Gi), or None for `none`.
+    artifact_volume_size` (`auto`: `SIZE_FACTOR` × the data plus `SIZE_HEADROOM_GIB`, in Gi), or None for `none`
+    and for `auto` when the data could not be measured (`unmeasured_warning` says so).
 
     Raises:
-        StorageError: a size that is not a Kubernetes quantity, or `auto` when the data size is unknown.
+        StorageError: a size that is not a Kubernetes quantity, or not in (0, 64Ti].
     """
     wanted = config.kubeflow.artifact_volume_size
     if wanted == NONE:
@@ -196,30 +208,44 @@ def artifact_volume(config: TfxpConfig, root: str, data_bytes: int | None) -> Ar
     mount = LAUNCHER_MOUNTS.get(scheme, "minio")
     if wanted == AUTO:
         if data_bytes is None:
-            raise StorageError(
-                "kubeflow.artifact_volume_size=auto needs the size of data.path, which could not be read at compile "
-                "time; set a size (e.g. 200Gi) or `none`"
-            )
+            return None
         gib = math.ceil(data_bytes * SIZE_FACTOR / 2**30) + SIZE_HEADROOM_GIB
         size = f"{gib}Gi"
     else:
         try:
-            _quantity_bytes(wanted)
+            requested = _quantity_bytes(wanted)
         except ValueError:
             raise StorageError(
                 f"kubeflow.artifact_volume_size={wanted!r} is not a Kubernetes quantity (e.g. 200Gi), auto or none"
             ) from None
+        if not 0 < requested <= MAX_VOLUME_BYTES:
+            raise StorageError(
+                f"kubeflow.artifact_volume_size={wanted}: a volume claim must ask for more than 0 and at most 64Ti "
+                "(Kubernetes refuses 0 and negative sizes when it creates the claim, at run time); e.g. 200Gi"
+            )
         size = wanted
     return ArtifactVolume(
         mount_path=f"/{mount}", size=size, storage_class=config.kubeflow.artifact_volume_storage_class
     )
 
 
+def unmeasured_warning(path: str) -> str:
+    """The warning for `auto` when `data.path` could not be measured where `tfxp compile` runs."""
+    return (
+        f"kubeflow.artifact_volume_size=auto: data.path={path} could not be listed here, so no volume is mounted for "
+        "the launcher's artifact copies (they go to the node's disk); set a size, e.g. "
+        "kubeflow.artifact_volume_size=200Gi, or `none` to silence this"
+    )
+
+
 def data_size(path: str) -> int | None:
-    """Total bytes of the files under `path` (local or bucket); None when it cannot be read."""
+    """Total bytes of the files under `path` (local or bucket); None when it is not a folder that can be listed
+    (`tf.io.gfile.walk` itself yields nothing for those)."""
     import tensorflow as tf
 
     try:
+        if not tf.io.gfile.isdir(path):
+            return None
         return sum(
             tf.io.gfile.stat(f"{folder.rstrip('/')}/{name}").length
             for folder, _, files in tf.io.gfile.walk(path)
