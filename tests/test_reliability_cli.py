@@ -83,7 +83,9 @@ CASES: dict[str, list[Case]] = {
     "runs retry": [case("runs retry r1 --host localhost", NO_SCHEME)],
     "run-spec": [
         case("run-spec {missing}", "{missing} does not exist; compile it with `tfxp compile --out FILE`"),
-        case("run-spec {yaml} --pipeline-root {file}", "{file} is a file"),
+        case("run-spec {yaml} --state {file}", "{file} is a file"),
+        case("run-spec {yaml} --pipeline-root {tmp}/root", "with --backend kfp the root is an object-store URI"),
+        case("run-spec {yaml} --backend argo", "--backend argo: expected one of kfp, vertex"),
         case("run-spec {yaml} --param novalue", "--param 'novalue' is not NAME=VALUE"),
     ],
     "report": [

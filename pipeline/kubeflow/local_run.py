@@ -439,14 +439,17 @@ def run_spec(
     """
     if backend not in BACKENDS:
         raise RunSpecError(f"--backend {backend}: expected one of {', '.join(BACKENDS)}")
-    doc = load_pipeline_doc(spec_path)
-    spec = doc.pipeline_spec
-    values = pipeline_arguments(spec, params or {})
     state = (state_dir or default_state_dir(spec_path)).resolve()
     emulated = Backend(kind=backend, state_dir=state, publish_logs=publish_logs, cache=cache)
     root = (pipeline_root or (DEFAULT_ROOT if backend == KFP else str(state / "vertex-root"))).rstrip("/")
     try:
         emulated.check_root(root)
+    except BackendError as error:
+        raise RunSpecError(str(error)) from None
+    doc = load_pipeline_doc(spec_path)
+    spec = doc.pipeline_spec
+    values = pipeline_arguments(spec, params or {})
+    try:
         state.mkdir(parents=True, exist_ok=True)
         store = MetadataStore(state / "mlmd.json")
     except BackendError as error:
