@@ -13,8 +13,12 @@ Modules:
     params: Run parameters declared in a spec, and `--param k=v` checked and typed against them.
     auth: Credentials from the environment, the host, and the errors that name them.
     runs: A run's status and summary, the errors of submitting and watching it, and the wait loop.
-    local_run: `tfxp run-spec`: a compiled spec's DAG walked and run here, task by task.
-    local_task: One container task of a compiled spec as a local subprocess (ExecutorInput, placeholders, outputs).
+    cache_keys: The `InputFingerprint` task wired in, so that KFP's cache sees new data and the served model.
+    storage: What pods and Beam workers can open, PVC mounts, the volume for the launcher's artifact copies.
+    preflight: What `submit` and `schedule create` check first: the run's pipeline root, the server's version.
+    backend: What a KFP backend (open source, Vertex AI) does around a task, emulated from its source.
+    local_run: `tfxp run-spec`: a compiled spec's DAG walked and run here, task by task, on an emulated backend.
+    local_task: One container task's inputs as the driver resolves them, placeholders, the command as a subprocess.
 
 Nothing is imported here, so `import pipeline.kubeflow.<module>` pulls in only what that module needs.
 """
