@@ -69,7 +69,8 @@ def _print_compiled(result: CompileResult) -> None:
             "on" if body.caching_options.enable_cache else "off",
         )
     console.print(table)
-    console.print(f"pipeline root: {spec.default_pipeline_root or '(the KFP server default)'}", highlight=False)
+    unset = "none compiled (a run takes --pipeline-root, else the kfp-launcher ConfigMap's, else KFP's MinIO)"
+    console.print(f"pipeline root: {spec.default_pipeline_root or unset}", highlight=False)
     for name, default in result.parameters.items():
         console.print(f"run parameter {name} (default {' '.join(default.split())})", highlight=False)
 
