@@ -1,18 +1,18 @@
-"""One container task of a compiled KFP spec, run as a local subprocess the way KFP's launcher runs it in a pod.
+"""One container task of a compiled KFP spec: its inputs as KFP's driver resolves them, its command with the
+placeholders filled in, run as a local subprocess (what the backend does around it is `pipeline.kubeflow.backend`).
 
-KFP's driver resolves a task's inputs (constants, pipeline parameters, upstream outputs, the final status
-of the DAG an exit handler watches) into an `ExecutorInput`, gives every output artifact a URI under the
-pipeline root, and its launcher runs the container's command with the `{{$...}}` placeholders filled in.
-This module does the same for one task: it builds the `ExecutorInput` here (kfp.local's only takes
-Lightweight Python components' inputs), then lets kfp's own local-execution code
-(`kfp.local.executor_input_utils`, `kfp.local.placeholder_utils`) resolve the placeholders, runs the
-command with this environment's Python, and reads the `ExecutorOutput` the executor wrote.
+The driver resolves a task's input parameters (constants, with the run placeholders it replaces, pipeline
+parameters, upstream outputs, the final status of the DAG an exit handler watches; `driver/resolve.go:375-497`)
+and rebuilds its input artifacts from MLMD; the launcher fills in the component's parameter defaults and the
+`{{$...}}` placeholders. This module builds the inputs here (kfp.local's only takes Lightweight Python
+components' inputs), lets kfp's own local-execution code (`kfp.local.executor_input_utils`,
+`kfp.local.placeholder_utils`) resolve the placeholders, and runs the command with this environment's Python.
 
 Example:
-    task = TaskContext(name="Trainer", run_id="tfxp-digits-20250101-000000", pipeline_root="/tmp/root",
-                       task_dir="/tmp/root/tfxp-digits/tfxp-digits-20250101-000000/Trainer")
-    executor_input = build_executor_input(task_spec, component_spec, task, parameters, artifacts)
-    command = resolve_command(container, component_spec, executor_input, task)
+    context = TaskContext(name="Trainer", run_id="7d0c…", pipeline_root="minio://mlpipeline/v2/artifacts",
+                          task_dir="minio://mlpipeline/v2/artifacts/tfxp-digits/7d0c…/Trainer/1a2b")
+    inputs = build_inputs(task_spec, context, parameters, upstream, artifact_of, final_status)
+    command = resolve_command([*container.command, *container.args], component_spec, executor_input, context)
 """
 
 from __future__ import annotations
