@@ -196,6 +196,7 @@ class _Runner:
                 done[name] = self._run_task(name, pending.pop(name), scope, done, failure_before_wave)
                 if done[name].state == FAILED and not first_failure:
                     first_failure, failed_task = done[name].error, name
+        # A DAG's error is the task that failed first: Vertex AI's final status names it, open-source KFP's does not.
         return UpstreamState(state=FAILED if first_failure else SUCCEEDED, error=failed_task)
 
     def _context(self, name: str, task_dir: str) -> local_task.TaskContext:
