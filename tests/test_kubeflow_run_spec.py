@@ -49,7 +49,10 @@ import json, os, sys
 mode, name, executor_input = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 root = os.environ.get("TFXP_LAUNCHER_ROOT", "/")
 def local(uri):
-    return os.path.join(root, "minio", uri[len("minio://"):]) if uri.startswith("minio://") else uri
+    for scheme in ("minio", "s3"):
+        if uri.startswith(scheme + "://"):
+            return os.path.join(root, scheme, uri[len(scheme) + 3:])
+    return uri
 params = executor_input["inputs"].get("parameterValues", {})
 seen = {"params": params, "outputs": executor_input["outputs"]}
 result = {"artifacts": {}}
