@@ -26,6 +26,9 @@ import posixpath
 
 from components.contract import is_remote
 
+KFP_DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
+"""Open-source KFP's pipeline root when neither the run nor the kfp-launcher ConfigMap names one
+(`backend/src/v2/config/env.go:38`)."""
 LAUNCHER_ROOT_ENV = "TFXP_LAUNCHER_ROOT"
 """Environment variable: the directory standing for `/` in the launcher's local paths (tests and run-spec)."""
 # URI prefix → the launcher's local mount folder (launcher_v2.go:1239-1253).

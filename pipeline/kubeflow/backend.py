@@ -51,12 +51,17 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.kfp.launcher_paths import LAUNCHER_MOUNTS, OCI_PREFIX, LauncherPathError, local_path_for_uri
+from components.kfp.launcher_paths import (
+    KFP_DEFAULT_ROOT,
+    LAUNCHER_MOUNTS,
+    OCI_PREFIX,
+    LauncherPathError,
+    local_path_for_uri,
+)
 
 KFP, VERTEX = "kfp", "vertex"
 BACKENDS = (KFP, VERTEX)
-DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
-"""Open-source KFP's pipeline root when neither the run nor the kfp-launcher ConfigMap sets one (env.go:38)."""
+DEFAULT_ROOT = KFP_DEFAULT_ROOT
 EXECUTOR_LOGS = "executor-logs"
 _LOGS_TYPE = pipeline_spec_pb2.ArtifactTypeSchema(schema_title="system.Artifact")
 # What the driver records with every artifact on the default MinIO store (config/env.go:177-193).

@@ -29,11 +29,11 @@ from typing import Any
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.contract import is_remote
+from components.kfp.launcher_paths import KFP_DEFAULT_ROOT
 from pipeline.kubeflow.runs import SubmitError
 from pipeline.kubeflow.spec import exit_handler_tasks
 
 # KFP's last resort when neither the run nor the kfp-launcher ConfigMap names a root (backend/src/v2/config/env.go:38).
-KFP_FALLBACK_ROOT = "minio://mlpipeline/v2/artifacts"
 # The first KFP backend release whose driver resolves a task-final-status input (see the module docstring).
 MIN_EXIT_HANDLER_VERSION = (2, 14)
 ROOT_OPTION = "--pipeline-root"
@@ -115,7 +115,7 @@ def run_pipeline_root(
         known = f"{source} has no {ROOT_SPEC_KEY}" if spec is not None else f"the spec of {source} is not known"
         return None, [
             f"{known} and no {ROOT_OPTION} was given, so the run names no pipeline root: KFP then uses the "
-            f"{ROOT_SPEC_KEY} of the kfp-launcher ConfigMap in the run's namespace, else {KFP_FALLBACK_ROOT} "
+            f"{ROOT_SPEC_KEY} of the kfp-launcher ConfigMap in the run's namespace, else {KFP_DEFAULT_ROOT} "
             f"(the cluster's MinIO, which tfxp's entrypoint reads through the launcher's local copies but Beam on "
             f"Dataflow cannot); pass {ROOT_OPTION} gs://bucket/root, recompile with kubeflow.pipeline_root set, "
             f"or set the ConfigMap's {ROOT_SPEC_KEY} to a bucket"
@@ -128,7 +128,7 @@ def run_pipeline_root(
             f"kubeflow.pipeline_root set to one (it becomes the spec's {ROOT_SPEC_KEY})"
         )
     notes = []
-    compiled_scheme = (compiled or KFP_FALLBACK_ROOT).split("://", 1)[0]
+    compiled_scheme = (compiled or KFP_DEFAULT_ROOT).split("://", 1)[0]
     if override and is_remote(override) and override.split("://", 1)[0] != compiled_scheme:
         notes.append(
             f"{ROOT_OPTION} {override} is a {override.split('://', 1)[0]}:// root, but {source} was compiled for "

@@ -33,12 +33,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.contract import is_remote
-from components.kfp.launcher_paths import DIRECT_SCHEMES, LAUNCHER_MOUNTS
+from components.kfp.launcher_paths import DIRECT_SCHEMES, KFP_DEFAULT_ROOT, LAUNCHER_MOUNTS
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError, container_tasks, executor_label
 
-DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
-"""KFP's root when neither the run nor the kfp-launcher ConfigMap names one (config/env.go:38)."""
 AUTO = "auto"
 NONE = "none"
 # Copies of the inputs plus an output of about their size (ImportExampleGen), and room for models and logs.
@@ -172,7 +170,7 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
     if not root:
         warnings.append(
             "kubeflow.pipeline_root is empty: runs use the root `tfxp submit --pipeline-root` sends, else the "
-            f"kfp-launcher ConfigMap's defaultPipelineRoot, else {DEFAULT_ROOT}"
+            f"kfp-launcher ConfigMap's defaultPipelineRoot, else {KFP_DEFAULT_ROOT}"
         )
     elif not is_remote(root):
         warnings.append(
@@ -182,7 +180,7 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
     if runner and not (root or "").startswith(DIRECT_SCHEMES):
         errors.append(
             f"beam.extra_args runs Beam on --runner={runner}, whose workers read and write the artifacts "
-            f"themselves, so kubeflow.pipeline_root must be a gs:// bucket (it is {root or 'unset: ' + DEFAULT_ROOT})"
+            f"themselves, so kubeflow.pipeline_root must be a gs:// bucket (it is {root or KFP_DEFAULT_ROOT})"
         )
     return errors, warnings
 
@@ -204,7 +202,7 @@ def artifact_volume(config: TfxpConfig, root: str, data_bytes: int | None) -> Ar
     wanted = config.kubeflow.artifact_volume_size
     if wanted == NONE:
         return None
-    scheme = (root or DEFAULT_ROOT).split("://", 1)[0] + "://"
+    scheme = (root or KFP_DEFAULT_ROOT).split("://", 1)[0] + "://"
     mount = LAUNCHER_MOUNTS.get(scheme, "minio")
     if wanted == AUTO:
         if data_bytes is None:
