@@ -1,4 +1,4 @@
-"""pipeline.kubeflow.spec and .pod on hand-written KFP IR specs: quantities, the patch, dropped resolvers, loading."""
+"""pipeline.kubeflow.spec and .pod on hand-written KFP IR specs: quantities, the patch, loading."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from pipeline.kubeflow.spec import (
     SpecPatch,
     SpecPatchError,
     container_tasks,
-    drop_resolver_tasks,
     load_pipeline_doc,
     patch_pipeline_doc,
     pipeline_tasks,
@@ -46,7 +45,7 @@ def _container(executor_class: str) -> dict[str, Any]:
 
 
 def _spec() -> dict[str, Any]:
-    """Trainer → Evaluator, with TFX's two-step latest-blessed resolver feeding Evaluator.baseline_model."""
+    """Trainer → Evaluator."""
     return {
         "pipelineInfo": {"name": "tfxp-test"},
         "schemaVersion": "2.1.0",
@@ -58,24 +57,13 @@ def _spec() -> dict[str, Any]:
             },
             "Evaluator": {
                 "executorLabel": "Evaluator_executor",
-                "inputDefinitions": {
-                    "artifacts": {"model": _artifact("tfx.Model"), "baseline_model": _artifact("tfx.Model")}
-                },
-            },
-            "Resolver-blessing": {"executorLabel": "Resolver-blessing_executor"},
-            "Resolver-model": {
-                "executorLabel": "Resolver-model_executor",
-                "inputDefinitions": {"artifacts": {"input": _artifact("tfx.ModelBlessing")}},
+                "inputDefinitions": {"artifacts": {"model": _artifact("tfx.Model")}},
             },
         },
         "deploymentSpec": {
             "executors": {
                 "Trainer_executor": _container("GenericExecutor"),
                 "Evaluator_executor": _container("EvaluatorExecutor"),
-                "Resolver-blessing_executor": {
-                    "resolver": {"outputArtifactQueries": {"model_blessing": {"filter": "b"}}}
-                },
-                "Resolver-model_executor": {"resolver": {"outputArtifactQueries": {"model": {"filter": "m"}}}},
             }
         },
         "root": {
@@ -86,36 +74,15 @@ def _spec() -> dict[str, Any]:
                         "taskInfo": {"name": "Trainer"},
                         "cachingOptions": {"enableCache": True},
                     },
-                    "Resolver-blessing": {"componentRef": {"name": "Resolver-blessing"}, "taskInfo": {"name": "b"}},
-                    "Resolver-model": {
-                        "componentRef": {"name": "Resolver-model"},
-                        "taskInfo": {"name": "m"},
-                        "inputs": {
-                            "artifacts": {
-                                "input": {
-                                    "taskOutputArtifact": {
-                                        "producerTask": "Resolver-blessing",
-                                        "outputArtifactKey": "model_blessing",
-                                    }
-                                }
-                            }
-                        },
-                    },
                     "Evaluator": {
                         "componentRef": {"name": "Evaluator"},
                         "taskInfo": {"name": "Evaluator"},
                         "cachingOptions": {"enableCache": True},
-                        "dependentTasks": ["Resolver-model", "Trainer"],
+                        "dependentTasks": ["Trainer"],
                         "inputs": {
                             "artifacts": {
                                 "model": {
                                     "taskOutputArtifact": {"producerTask": "Trainer", "outputArtifactKey": "model"}
-                                },
-                                "baseline_model": {
-                                    "taskOutputArtifact": {
-                                        "producerTask": "Resolver-model",
-                                        "outputArtifactKey": "model",
-                                    }
                                 },
                             }
                         },
@@ -301,25 +268,6 @@ def test_no_platform_document_without_node_settings(doc: PipelineDoc, tmp_path: 
     assert len(list(yaml.safe_load_all(text))) == 1
 
 
-def test_resolver_tasks_are_dropped_with_the_inputs_they_fed(doc: PipelineDoc) -> None:
-    notes = drop_resolver_tasks(doc)
-    spec = doc.pipeline_spec
-
-    assert sorted(spec.root.dag.tasks) == ["Evaluator", "Trainer"]
-    assert sorted(spec.components) == ["Evaluator", "Trainer"]
-    evaluator = spec.root.dag.tasks["Evaluator"]
-    assert list(evaluator.dependent_tasks) == ["Trainer"]
-    assert sorted(evaluator.inputs.artifacts) == ["model"]
-    assert sorted(spec.components["Evaluator"].input_definitions.artifacts) == ["model"]
-    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
-    assert sorted(executors) == ["Evaluator_executor", "Trainer_executor"]
-    assert notes == [
-        "dropped resolver tasks Resolver-blessing, Resolver-model: open-source KFP cannot run resolver nodes; "
-        "Evaluator.baseline_model will be empty on every run, as on a first run"
-    ]
-    assert drop_resolver_tasks(doc) == []
-
-
 def test_unknown_task_names_list_the_real_ones(doc: PipelineDoc) -> None:
     with pytest.raises(SpecPatchError, match=r"kubeflow.uncached_components names ExampleGen, .*tasks are Evaluator, "):
         patch_pipeline_doc(doc, _patch(uncached_tasks=frozenset({"ExampleGen"})))
@@ -400,13 +348,10 @@ def test_a_pipeline_with_an_exit_handler_is_patched_inside_its_dag(tmp_path: Pat
     path.write_text(yaml.safe_dump(_spec_with_exit_handler()))
     doc = load_pipeline_doc(path)
 
-    notes = patch_pipeline_doc(doc, _patch(uncached_tasks=frozenset(), parameter_defaults={"train_args": "{}"}))
+    patch_pipeline_doc(doc, _patch(uncached_tasks=frozenset(), parameter_defaults={"train_args": "{}"}))
     spec = _reloaded(doc, tmp_path).pipeline_spec
 
-    # The resolvers inside the nested DAG are gone, with the input they fed.
-    assert notes and notes[0].startswith("dropped resolver tasks Resolver-blessing, Resolver-model")
     assert sorted(pipeline_tasks(spec)) == ["Evaluator", "Notify", "Trainer"]
-    assert "baseline_model" not in spec.components["tfx-dag"].dag.tasks["Evaluator"].inputs.artifacts
     containers = dict(container_tasks(spec))
     assert sorted(containers) == ["Evaluator", "Notify", "Trainer"]
     assert {container.image for container in containers.values()} == {IMAGE}

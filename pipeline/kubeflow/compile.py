@@ -367,7 +367,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
         runner.run(pipeline)
         doc = load_pipeline_doc(Path(tmp) / COMPILED_FILENAME)
     wire_input_fingerprint(doc, patch.image)
-    warnings.extend(patch_pipeline_doc(doc, patch))
+    patch_pipeline_doc(doc, patch)
     check_input_fingerprint(doc)
     apply_pod_settings(doc, settings)
     storage.apply_storage(doc, mounts, volume)

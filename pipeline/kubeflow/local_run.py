@@ -263,7 +263,7 @@ class _Runner:
         if kind != "container":
             raise RunSpecError(
                 f"task {name} runs a {kind or 'missing'} executor ({component.executor_label}); run-spec runs "
-                "container executors only (tfxp compile drops resolver tasks)"
+                "container executors only"
             )
         container = executor.container
         context = self._context(name, self._task_dir(name, uuid.uuid4().hex[:12]))

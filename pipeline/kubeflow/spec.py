@@ -2,14 +2,13 @@
 kfp-pipeline-spec's own protos (never string edits).
 
 TFX's `KubeflowV2DagRunner` writes the KFP IR (a `PipelineSpec`) with every executor on one image, no
-CPU/memory/accelerator requests, no retry policy and no pipeline root, and it emits Vertex-only resolver
-tasks that open-source KFP refuses ("resolver executors not implemented"). `patch_pipeline_doc` fixes all
+CPU/memory/accelerator requests, no retry policy and no pipeline root. `patch_pipeline_doc` sets all
 of that from a plain `SpecPatch`; `load_pipeline_doc` reads the YAML exactly as `kfp.Client` does before
 it sends a run, so tests see what the server would see.
 
 Example (`Resources` is from `pipeline.kubeflow.pod`):
     doc = load_pipeline_doc(Path("pipeline.yaml"))
-    notes = patch_pipeline_doc(doc, SpecPatch(image="registry/tfxp:0.1.0", resources=Resources("2", "8G")))
+    patch_pipeline_doc(doc, SpecPatch(image="registry/tfxp:0.1.0", resources=Resources("2", "8G")))
     write_pipeline_doc(doc, Path("pipeline.yaml"))
 """
 
@@ -246,54 +245,6 @@ def _check_task_names(spec: pipeline_spec_pb2.PipelineSpec, names: Any, what: st
         )
 
 
-def drop_resolver_tasks(doc: PipelineDoc) -> list[str]:
-    """Removes resolver tasks, which only Vertex AI Pipelines runs, and the inputs they fed.
-
-    Open-source KFP rejects a whole run that has one ("resolver executors not implemented"). TFX
-    resolvers feed optional inputs (a baseline model, a warm-start model), so their consumers run as on
-    a first run, without that input.
-
-    Returns:
-        A note naming the dropped tasks and the inputs that are now empty; no notes when nothing was dropped.
-    """
-    spec = doc.pipeline_spec
-    config = _deployment_config(spec)
-    resolver_components = {
-        name
-        for name, component in spec.components.items()
-        if component.executor_label in config.executors
-        and config.executors[component.executor_label].WhichOneof("spec") == "resolver"
-    }
-    dropped = sorted(
-        task for task, body in pipeline_tasks(spec).items() if body.component_ref.name in resolver_components
-    )
-    emptied: dict[str, list[str]] = {task: [] for task in dropped}
-    for dag in dags(spec):
-        for task in dropped:
-            if task in dag.tasks:
-                del dag.tasks[task]
-        for name, body in dag.tasks.items():
-            for key in sorted(body.inputs.artifacts):
-                producer = body.inputs.artifacts[key].task_output_artifact.producer_task
-                if producer in emptied:
-                    del body.inputs.artifacts[key]
-                    # The consumer's component must not declare an input no task provides.
-                    del spec.components[body.component_ref.name].input_definitions.artifacts[key]
-                    emptied[producer].append(f"{name}.{key}")
-            kept = [dependency for dependency in body.dependent_tasks if dependency not in emptied]
-            del body.dependent_tasks[:]
-            body.dependent_tasks.extend(kept)
-    for component in resolver_components:
-        config.executors.pop(spec.components[component].executor_label, None)
-        del spec.components[component]
-    _store_deployment_config(spec, config)
-    if not dropped:
-        return []
-    inputs = sorted(key for keys in emptied.values() for key in keys)
-    fed = f"; {', '.join(inputs)} will be empty on every run, as on a first run" if inputs else ""
-    return [f"dropped resolver tasks {', '.join(dropped)}: open-source KFP cannot run resolver nodes{fed}"]
-
-
 def _is_exit_handler(task: pipeline_spec_pb2.PipelineTaskSpec) -> bool:
     return any(spec.WhichOneof("kind") == "task_final_status" for spec in task.inputs.parameters.values())
 
@@ -329,11 +280,10 @@ def _set_kubernetes_executor_config(doc: PipelineDoc, label: str, values: dict[s
     platform.deployment_spec.executors[label].update(values)
 
 
-def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
-    """Applies `patch` to `doc` in place; returns notes about what changed beyond the patch's fields.
+def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> None:
+    """Applies `patch` to `doc` in place.
 
-    Resolver tasks are dropped first (see `drop_resolver_tasks`) and an exit handler is wired up (see
-    `wire_exit_handler`). Resources, the image and retries apply to container tasks; caching to every task
+    An exit handler is wired up first (see `wire_exit_handler`). Resources, the image and retries apply to container tasks; caching to every task
     in any DAG but the exit handler, which must run on every run.
 
     Raises:
@@ -354,7 +304,6 @@ def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
         if accelerator is not None and accelerator.count > 0 and not accelerator.type:
             raise SpecPatchError(f"{task}: {accelerator.count} accelerators requested without an accelerator type")
 
-    notes = drop_resolver_tasks(doc)
     wire_exit_handler(spec)
     config = _deployment_config(spec)
     tasks = pipeline_tasks(spec)
@@ -409,4 +358,3 @@ def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> list[str]:
         spec.pipeline_info.display_name = patch.display_name
     if patch.pipeline_root:
         spec.default_pipeline_root = patch.pipeline_root
-    return notes
