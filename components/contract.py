@@ -1,4 +1,4 @@
-"""The model and data contract (ARCHITECTURE.md), each name written once, and the one label-map reader/writer.
+"""The model and data contract (docs/architecture.md), each name written once, and the one label-map reader/writer.
 
 Every package that builds, reads or serves a tfxp model imports its names from here: the Trainer's export
 (`components.trainer.export`), TFMA's eval config (`pipeline.pipeline`), the serving client and server

@@ -1,4 +1,4 @@
-"""Where a run reads and writes, shared by both runners: the output layout (ARCHITECTURE.md, "Output contract"),
+"""Where a run reads and writes, shared by both runners: the output layout (docs/architecture.md, "Output contract"),
 remote paths, and the one rule from the data section to the files ImportExampleGen reads.
 
 Everything here is derived from the config. `resolve_data` makes `data.split: auto` and `data.label_offset: auto`

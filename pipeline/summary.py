@@ -157,7 +157,7 @@ def build_summary(
     failed_component: str | None = None,
     started_at: float = 0.0,
 ) -> dict[str, Any]:
-    """The run summary of ARCHITECTURE.md's output contract, from MLMD.
+    """The run summary of docs/architecture.md's output contract, from MLMD.
 
     Args:
         config: The run's resolved config.

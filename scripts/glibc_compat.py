@@ -235,7 +235,7 @@ def preinstall(constraints: Path) -> None:
     requirements = []
     for distribution in AFFECTED_PACKAGES:
         if distribution not in pins:
-            raise CompatError(f"{constraints} has no `{distribution}==...` pin; add one (see ARCHITECTURE.md)")
+            raise CompatError(f"{constraints} has no `{distribution}==...` pin; add one (see docs/architecture.md)")
         requirements.append(f"{distribution}=={pins[distribution]}")
     installed = _installed_versions()
     if all(installed.get(req.split("==")[0]) == req.split("==")[1] for req in requirements):

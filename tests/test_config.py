@@ -87,7 +87,7 @@ def test_bad_files_are_explained(tmp_path: Path) -> None:
 
 
 def test_contract_keys_exist() -> None:
-    # ARCHITECTURE.md: keys that docs, tests and automation rely on.
+    # docs/architecture.md: keys that docs, tests and automation rely on.
     contract = {
         "data.path", "data.label_offset", "trainer.model", "trainer.train_steps", "trainer.batch_size",
         "trainer.precision", "trainer.xla", "trainer.strategy", "trainer.image_size", "evaluator.min_accuracy",

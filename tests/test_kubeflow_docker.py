@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "Dockerfile"
-# glibc of the base images' distributions; ml-metadata and TFDV 1.21 need >= 2.39 (ARCHITECTURE.md).
+# glibc of the base images' distributions; ml-metadata and TFDV 1.21 need >= 2.39 (docs/architecture.md).
 GLIBC_BY_CODENAME = {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41), "jammy": (2, 35), "noble": (2, 39)}
 MIN_GLIBC = (2, 39)
 

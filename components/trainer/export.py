@@ -1,4 +1,4 @@
-"""Writes the SavedModel of the model contract (ARCHITECTURE.md).
+"""Writes the SavedModel of the model contract (docs/architecture.md).
 
 Three signatures share one preprocessing and one model call:
 

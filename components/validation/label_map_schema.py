@@ -2,7 +2,7 @@
 
 TFX's SchemaGen infers a schema from the very data it should validate, so it learns whatever is wrong
 with it (a missing image in 1% of examples becomes "present in 99%"). tfxp starts from the inferred
-schema and tightens what the data contract (ARCHITECTURE.md) guarantees. Every other feature (ImageNet's
+schema and tightens what the data contract (docs/architecture.md) guarantees. Every other feature (ImageNet's
 synsets, texts, bounding boxes, heights and widths) is kept in the schema but deprecated, so TFDV does not
 validate it: nothing reads it, and what the train split happened to show (the synsets seen, one box per
 image) must not fail the eval split.

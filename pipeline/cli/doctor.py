@@ -23,7 +23,7 @@ from rich.table import Table
 
 from pipeline.cli.console import console
 
-# Distributions whose versions decide whether the stack works (ARCHITECTURE.md "Stack").
+# Distributions whose versions decide whether the stack works (docs/architecture.md "Stack").
 DISTRIBUTIONS = (
     "tensorflow",
     "tf-keras",
