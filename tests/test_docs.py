@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import typer.main
 
-from pipeline.cli.app import app
+from pipeline.cli.app import COMMANDS, app
 
 if TYPE_CHECKING:
     from typer import _click as click  # Typer vendors Click; its commands and contexts are these classes.
@@ -403,6 +403,16 @@ def test_the_readme_fits_on_a_screen() -> None:
     lines = len((REPO / "README.md").read_text(encoding="utf-8").splitlines())
     assert lines <= README_MAX_LINES, (
         f"README.md has {lines} lines, more than {README_MAX_LINES}: move the details into a guide under docs/"
+    )
+
+
+def test_the_readme_tours_every_command() -> None:
+    readme = REPO / "README.md"
+    named = {line[1] for code in code_in(readme) if not code.block for line in command_lines(code) if line[1:]}
+    missing = [name for name in COMMANDS if name not in named]
+    assert not missing, (
+        f"README.md's tour of the CLI does not name `tfxp {'`, `tfxp '.join(missing)}`: add a row for each "
+        "(pipeline/cli/app.py, COMMANDS, lists every command)"
     )
 
 

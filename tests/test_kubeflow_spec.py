@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 import yaml
-from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipeline.kubeflow.pod import (

@@ -283,8 +283,8 @@ def _set_kubernetes_executor_config(doc: PipelineDoc, label: str, values: dict[s
 def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> None:
     """Applies `patch` to `doc` in place.
 
-    An exit handler is wired up first (see `wire_exit_handler`). Resources, the image and retries apply to container tasks; caching to every task
-    in any DAG but the exit handler, which must run on every run.
+    An exit handler is wired up first (see `wire_exit_handler`). Resources, the image and retries apply to
+    container tasks; caching to every task in any DAG but the exit handler, which must run on every run.
 
     Raises:
         SpecPatchError: a task name in the patch is not in the spec, a quantity is malformed, or the
