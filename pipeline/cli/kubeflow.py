@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from pipeline.cli.console import UserError, console, error_console, fail, warn
+from pipeline.cli.console import console, error_console, fail, warn
 from pipeline.cli.options import (
     ConfigOption,
     SetOption,
-    existing_file,
     kfp_host,
     load_cli_config,
     output_dir,
@@ -105,7 +104,13 @@ HostOption = Annotated[
         help="KFP API/UI address with scheme, e.g. http://localhost:8080.",
     ),
 ]
-PackageArgument = Annotated[Path, typer.Argument(parser=existing_file, help="Pipeline YAML from `tfxp compile`.")]
+PackageArgument = Annotated[
+    Path,
+    typer.Argument(
+        parser=path_rule("existing_file", hint="compile it with `tfxp compile --out FILE`"),
+        help="Pipeline YAML from `tfxp compile`.",
+    ),
+]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Namespace (multi-user KFP).")]
 RequestTimeoutOption = Annotated[
     float, typer.Option("--request-timeout", min=0.1, help="Seconds each API call may take.")
@@ -118,6 +123,9 @@ PipelineRootOption = Annotated[
         help="Bucket URL for the run's artifacts (sent as its runtime_config.pipeline_root); "
         "default the spec's defaultPipelineRoot.",
     ),
+]
+ExperimentOption = Annotated[
+    str | None, typer.Option("--experiment", help="Experiment of the run(s); default the pipeline's name.")
 ]
 ParamOption = Annotated[
     list[str] | None,
@@ -193,9 +201,7 @@ def kfp_command(command: Callable[..., None]) -> Callable[..., None]:
 def submit_command(
     package: PackageArgument,
     client: KfpRunClient,
-    experiment: Annotated[
-        str | None, typer.Option("--experiment", help="Experiment; default the pipeline's name.")
-    ] = None,
+    experiment: ExperimentOption = None,
     run_name: Annotated[str | None, typer.Option("--run-name", help="Run name; default <pipeline>-<UTC time>.")] = None,
     params: ParamOption = None,
     no_cache: Annotated[
@@ -260,13 +266,7 @@ def submit_command(
 
 
 def run_spec_command(
-    package: Annotated[
-        Path,
-        typer.Argument(
-            parser=path_rule("existing_file", hint="compile it with `tfxp compile --out FILE`"),
-            help="Pipeline YAML from `tfxp compile`.",
-        ),
-    ],
+    package: PackageArgument,
     backend: Annotated[
         str,
         typer.Option(
@@ -314,8 +314,6 @@ def run_spec_command(
     from pipeline.kubeflow.local_run import TaskRun, run_spec
     from pipeline.kubeflow.params import parse_param_entries
 
-    if not package.is_file():
-        raise UserError(f"{package} does not exist; compile it with `tfxp compile --out {package}`")
     raw = parse_param_entries(params or [])
 
     def report(task: TaskRun) -> None:

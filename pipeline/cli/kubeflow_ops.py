@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.console import console, warn
-from pipeline.cli.kubeflow import PackageArgument, ParamOption, PipelineRootOption, kfp_command
+from pipeline.cli.kubeflow import ExperimentOption, PackageArgument, ParamOption, PipelineRootOption, kfp_command
 from pipeline.cli.options import existing_file
 from pipeline.kubeflow.cron import ScheduleInputError
 
@@ -137,9 +137,7 @@ def schedule_create(
     ] = None,
     end: Annotated[str | None, typer.Option("--end", help="No run after this ISO 8601 time.")] = None,
     params: ParamOption = None,
-    experiment: Annotated[
-        str | None, typer.Option("--experiment", help="Experiment of its runs; default the pipeline's name.")
-    ] = None,
+    experiment: ExperimentOption = None,
     name: Annotated[str | None, typer.Option("--name", help="Name; default '<pipeline> (<trigger>)'.")] = None,
     pipeline_root: PipelineRootOption = None,
 ) -> None:
