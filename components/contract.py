@@ -28,6 +28,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from components.errors import TfxpError
+
 # Signature keys of the exported SavedModel.
 
 
@@ -91,7 +93,7 @@ MISSING_LABELS_HINT = (
 )
 
 
-class LabelMapError(ValueError):
+class LabelMapError(TfxpError, ValueError):
     """A label map that cannot be read, or names that cannot be written as one; says which file and line."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from components.errors import TfxpError
 
-class EdgeError(ValueError):
+
+class EdgeError(TfxpError, ValueError):
     """Bad edge input or a model that cannot become a device model; says what, where and how to fix it."""

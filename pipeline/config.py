@@ -27,12 +27,13 @@ from pydantic import ConfigDict, Field, PlainValidator, ValidationError, field_v
 
 from components.config_section import ConfigSection, describe_errors, section_keys
 from components.data.spans import POLICY_HELP, SpanError, parse_policy
+from components.errors import TfxpError
 from components.trainer.options import TrainerOptions
 from edge.options import EdgeOptions
 from serving.options import ServingOptions
 
 
-class ConfigError(ValueError):
+class ConfigError(TfxpError, ValueError):
     """A configuration problem: names the key, the value and what is expected."""
 
 

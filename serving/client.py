@@ -39,6 +39,7 @@ from tensorflow_serving.apis import (
 from components.contract import INPUT_IMAGE_BYTES, OUTPUT_CLASSES, OUTPUT_PROBABILITIES
 from components.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from serving.address import parse_grpc_target, parse_rest_url
+from serving.config_error import ServingConfigError
 from serving.errors import (
     Code,
     DeadlineExceededError,
@@ -202,7 +203,7 @@ class ServingClient(abc.ABC):
 def request_model_spec(name: str, signature_name: str, version: int | None, label: str | None) -> model_pb2.ModelSpec:
     """The ModelSpec of a request: a version or a label (not both), or neither for the latest."""
     if version is not None and label:
-        raise ValueError(f"pass a version ({version}) or a label ({label!r}), not both")
+        raise ServingConfigError(f"pass a version ({version}) or a label ({label!r}), not both")
     spec = model_pb2.ModelSpec(name=name, signature_name=signature_name)
     if version is not None:
         spec.version.value = version
@@ -359,7 +360,7 @@ class RestClient(ServingClient):
 
     def _url(self, version: int | None, label: str | None, suffix: str = "") -> str:
         if version is not None and label:
-            raise ValueError(f"pass a version ({version}) or a label ({label!r}), not both")
+            raise ServingConfigError(f"pass a version ({version}) or a label ({label!r}), not both")
         url = f"{self.base_url}/v1/models/{urllib.parse.quote(self.model_name, safe='')}"
         if version is not None:
             url += f"/versions/{version}"

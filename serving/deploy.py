@@ -31,6 +31,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from serving.config_error import ServingConfigError
 from serving.k8s_manifests import (
     CONFIG_DIR,
     MONITORING_PATH,
@@ -48,24 +49,24 @@ def _checked(options: ServingOptions) -> ServingOptions:
     labels = options.labels
     if options.version_policy == "specific" and not options.versions:
         if not labels:
-            raise ValueError(
+            raise ServingConfigError(
                 "serving.version_policy=specific needs serving.versions (e.g. `--set serving.versions=[3,4]`) "
                 "or version labels (serving.stable_version / serving.canary_version)"
             )
         options = options.model_copy(update={"versions": tuple(sorted(set(labels.values())))})
     if labels and options.version_policy == "latest":
-        raise ValueError(
+        raise ServingConfigError(
             f"version labels {labels} need the labelled versions loaded, which the `latest` policy does not "
             "promise; set `--set serving.version_policy=specific` (serving the labelled versions) or `all`"
         )
     missing = sorted(set(labels.values()) - set(options.versions)) if options.version_policy == "specific" else []
     if missing:
-        raise ValueError(
+        raise ServingConfigError(
             f"serving.versions {list(options.versions)} does not include the labelled version(s) {missing}; TF Serving "
             "can only label a loaded version"
         )
     if options.allowed_batch_sizes and options.allowed_batch_sizes[-1] != options.max_batch_size:
-        raise ValueError(
+        raise ServingConfigError(
             f"serving.allowed_batch_sizes {list(options.allowed_batch_sizes)} must end with serving.max_batch_size "
             f"({options.max_batch_size}), as TF Serving requires"
         )

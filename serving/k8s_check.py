@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import yaml
 
+from components.errors import TfxpError
 from serving.k8s_names import name_problem
 
 KUBERNETES_VERSION = "1.33"  # the schemas kubernetes-validate checks against
@@ -57,7 +58,7 @@ Manifest = dict[str, Any]
 Status = Literal["ok", "fail", "warn"]
 
 
-class CheckToolError(RuntimeError):
+class CheckToolError(TfxpError, RuntimeError):
     """A tool the check needs is not installed; the message says how to install it."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import file_system_storage_path_source_pb2, model_server_config_pb2
 
+from serving.config_error import ServingConfigError
 from serving.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from serving.servable import Servable
 
@@ -55,11 +56,11 @@ class VersionPolicy:
 
     def __post_init__(self) -> None:
         if self.kind not in ("latest", "all", "specific"):
-            raise ValueError(f"version policy {self.kind!r} is unknown; use latest, all or specific")
+            raise ServingConfigError(f"version policy {self.kind!r} is unknown; use latest, all or specific")
         if self.kind == "latest" and self.num_versions < 1:
-            raise ValueError(f"version policy latest needs num_versions >= 1, got {self.num_versions}")
+            raise ServingConfigError(f"version policy latest needs num_versions >= 1, got {self.num_versions}")
         if self.kind == "specific" and not self.versions:
-            raise ValueError("version policy specific needs at least one version")
+            raise ServingConfigError("version policy specific needs at least one version")
 
     def aspired(self, on_disk: Sequence[int]) -> set[int]:
         """The versions to serve, given the versions present under the base path."""
@@ -123,22 +124,26 @@ def read_model_config_file(path: Path) -> list[ModelConfig]:
     try:
         config = text_format.Parse(path.read_text(), model_server_config_pb2.ModelServerConfig())
     except OSError as error:
-        raise ValueError(f"cannot read model config file {path}: {error.strerror}") from None
+        raise ServingConfigError(f"cannot read model config file {path}: {error.strerror}") from None
     except text_format.ParseError as error:
-        raise ValueError(f"model config file {path} is not a valid ModelServerConfig text proto: {error}") from None
+        raise ServingConfigError(
+            f"model config file {path} is not a valid ModelServerConfig text proto: {error}"
+        ) from None
     if config.WhichOneof("config") != "model_config_list" or not config.model_config_list.config:
-        raise ValueError(
+        raise ServingConfigError(
             f"model config file {path} has no model_config_list entries; add "
             "`model_config_list { config { name: ... base_path: ... } }`"
         )
     models, names = [], set()
     for entry in config.model_config_list.config:
         if not entry.name or not entry.base_path:
-            raise ValueError(f"model config file {path}: every config needs a name and a base_path, got {entry}")
+            raise ServingConfigError(
+                f"model config file {path}: every config needs a name and a base_path, got {entry}"
+            )
         if entry.name in names:
-            raise ValueError(f"model config file {path}: model {entry.name!r} is configured twice")
+            raise ServingConfigError(f"model config file {path}: model {entry.name!r} is configured twice")
         if entry.model_platform not in ("", "tensorflow"):
-            raise ValueError(
+            raise ServingConfigError(
                 f"model config file {path}: model {entry.name!r} has model_platform {entry.model_platform!r}; "
                 "this server loads only tensorflow SavedModels"
             )

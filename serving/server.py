@@ -29,6 +29,7 @@ from serving import event_loop
 from serving.address import check_port, host_port
 from serving.api import ServingApi, replay_warmup, version_states
 from serving.batching import BatchingOptions
+from serving.config_error import ServingConfigError
 from serving.limits import RequestLimits
 from serving.manager import ModelConfig, ServerCore, read_model_config_file
 from serving.metrics import Gauge, ServingMetrics
@@ -105,7 +106,7 @@ def set_tensorflow_threads(intra_op: int, inter_op: int) -> None:
         if inter_op:
             tf.config.threading.set_inter_op_parallelism_threads(inter_op)
     except RuntimeError as error:
-        raise ValueError(f"cannot size TensorFlow's thread pools after its runtime started: {error}") from None
+        raise ServingConfigError(f"cannot size TensorFlow's thread pools after its runtime started: {error}") from None
 
 
 class ModelServer:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 
 from components.contract import SAVED_MODEL_FILE, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
+from components.errors import TfxpError
 from components.publish import PUSH_RECORD, list_versions
 
 # What the Evaluator runs on a baseline (pipeline.pipeline.eval_config): predictions, then TFMA's labels.
@@ -34,7 +35,7 @@ EVAL_SIGNATURES = (SIGNATURE_TF_EXAMPLE, SIGNATURE_EVAL_LABELS)
 BASELINE_NONE_HINT = "set evaluator.baseline: none to evaluate without comparing with the served model"
 
 
-class ServedModelError(RuntimeError):
+class ServedModelError(TfxpError, RuntimeError):
     """The served version cannot be the Evaluator's baseline; the message names it and the way out."""
 
 

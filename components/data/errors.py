@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from components.errors import TfxpError
 
-class DataError(ValueError):
+
+class DataError(TfxpError, ValueError):
     """Bad data-set input or output; the message says what, where and how to fix it."""

@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+from components.errors import TfxpError
+
 import re
 from collections.abc import Iterable
 
@@ -34,7 +36,7 @@ ALL = "all"
 POLICY_HELP = "`none` (no span folders), `latest`, `all`, or N ≥ 1 (the newest N spans)"
 
 
-class SpanError(ValueError):
+class SpanError(TfxpError, ValueError):
     """Span folders that do not fit the policy; the message names what was found and the key to set."""
 
 

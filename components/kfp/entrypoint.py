@@ -42,6 +42,7 @@ from typing import Any
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.errors import TfxpError
 from components.kfp.launcher_paths import local_path_for_uri, opens_directly
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
@@ -54,7 +55,7 @@ LAUNCHER_TYPE_PREFIX = "system."
 """Schema titles of artifacts the launcher itself writes (`executor-logs` is `system.Artifact`)."""
 
 
-class EntrypointError(ValueError):
+class EntrypointError(TfxpError, ValueError):
     """The executor input cannot be given to TFX (the message names the input and what is missing)."""
 
 

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.errors import TfxpError
+
 TASK = "InputFingerprint"
 """The task's name in the compiled spec."""
 DATA_OUTPUT = "tfxp_cache_data"
@@ -38,7 +40,7 @@ INPUTS = (INPUT_BASE, INPUT_CONFIG, SPANS, SERVING_BASE)
 """The task's input parameters (all strings)."""
 
 
-class FingerprintTaskError(RuntimeError):
+class FingerprintTaskError(TfxpError, RuntimeError):
     """The data or the serving base cannot be listed (the message names the path)."""
 
 

@@ -25,6 +25,7 @@ import os
 import posixpath
 
 from components.contract import is_remote
+from components.errors import TfxpError
 
 KFP_DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
 """Open-source KFP's pipeline root when neither the run nor the kfp-launcher ConfigMap names one
@@ -38,7 +39,7 @@ OCI_PREFIX = "oci://"
 DIRECT_SCHEMES = ("gs://",)
 
 
-class LauncherPathError(ValueError):
+class LauncherPathError(TfxpError, ValueError):
     """A URI the launcher has no local path for."""
 
 

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from components.errors import TfxpError
+
 # KFP task states (open-source KFP's task status names; Vertex AI's `PipelineState` short forms).
 # Open-source KFP passes the DAG execution's MLMD state (`GetLastKnownState().String()`: NEW, RUNNING, COMPLETE,
 # FAILED, CACHED, CANCELED; kubeflow/pipelines backend/src/v2/driver/resolve.go:471-477, at commit 7b70c7b);
@@ -49,7 +51,7 @@ _FAILED_TASK_PATTERNS = (
 _ICONS = {"succeeded": ":white_check_mark:", "failed": ":x:", "cancelled": ":no_entry_sign:"}
 
 
-class FinalStatusError(ValueError):
+class FinalStatusError(TfxpError, ValueError):
     """The exit handler's final status is not a `PipelineTaskFinalStatus`."""
 
 

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from components.errors import TfxpError
+
 logger = logging.getLogger(__name__)
 
 
-class GpuMemoryConfigError(RuntimeError):
+class GpuMemoryConfigError(TfxpError, RuntimeError):
     """`trainer.gpu_memory` is malformed or was applied after TensorFlow initialized its devices."""
 
 

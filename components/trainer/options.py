@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError
 
 from components.config_section import ConfigSection, describe_errors, registered
+from components.errors import TfxpError
 
 # The model registry's names, declared here without Keras so the config checks `trainer.model` when it loads.
 # components/trainer/models.py registers one builder under each name and refuses any other.
@@ -28,7 +29,7 @@ ModelName = Annotated[str, registered("model", MODEL_NAMES)]
 Precision = Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"]
 
 
-class TrainerConfigError(ValueError):
+class TrainerConfigError(TfxpError, ValueError):
     """The Trainer's custom_config is malformed: names the key, the value and what is expected."""
 
 

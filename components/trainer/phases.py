@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras as keras
 
+from components.errors import TfxpError
 from components.trainer.callbacks import ProfilerWindow, StopAtStep, ThroughputCallback
 from components.trainer.input_pipeline import InputOptions, make_dataset
 from components.trainer.models import ModelSpec, build_model
@@ -159,7 +160,7 @@ def fit(
     return FitResult(dict(history.history), throughput.summary(), throughput.start_epoch)
 
 
-class EmptyEvalSplitError(ValueError):
+class EmptyEvalSplitError(TfxpError, ValueError):
     """The eval split holds no records."""
 
 

@@ -26,6 +26,7 @@ from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils, json_utils
 
 from components.contract import LABEL_KEY
+from components.errors import TfxpError
 from components.validation.data_checks import count_refused_images, data_problems
 from components.validation.label_map_schema import CONTRACT_FEATURES
 
@@ -40,7 +41,7 @@ LABEL_RANGE_HINT = (
 )
 
 
-class DataValidationError(RuntimeError):
+class DataValidationError(TfxpError, RuntimeError):
     """The examples violate the schema, or cannot be trained on; the message lists every problem."""
 
 

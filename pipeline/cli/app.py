@@ -2,7 +2,8 @@
 
 Command modules define a command function (`run.py`: `run`) or, for a command group, a Typer app
 (`data.py`: `data_app`), and know nothing of this module. `COMMANDS` names them; `LazyGroup`, shaped like
-Kedro's, imports a command's module only when the command runs or help lists it: `tfxp run --help` imports
+Kedro's, turns any `TfxpError` a command raises into `error: <message>` and exit 2, and imports a command's
+module only when the command runs or help lists it: `tfxp run --help` imports
 `pipeline.cli.run` alone, and `tfxp --help` imports every command module but, as they keep TensorFlow and
 TFX inside the command functions, neither of those.
 """
@@ -18,6 +19,8 @@ from typer.core import MarkupMode, TyperGroup
 from typer.main import get_command_from_info, get_group
 from typer.models import CommandInfo
 
+from components.errors import TfxpError
+from pipeline.cli.console import fail
 from pipeline.cli.quiet import command_output, set_verbose
 
 if TYPE_CHECKING:
@@ -90,7 +93,12 @@ class LazyGroup(TyperGroup):
         set_verbose(bool(ctx.params.get("verbose")))
         command = next(iter(getattr(ctx, "_protected_args", None) or ctx.args), "tfxp")
         with command_output(command):
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except (TfxpError, OSError) as error:
+                # The one place user errors become `error: ...` and exit 2 (Kedro's KedroCLI does the same). An
+                # OSError names the file or address and the system's reason (permissions, disk full, port taken).
+                raise fail(str(error)) from None
 
 
 app = typer.Typer(

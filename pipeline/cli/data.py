@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from components.contract import LabelMapError
-from components.data.errors import DataError
-from pipeline.cli.console import console, user_errors
+from pipeline.cli.console import console
 from pipeline.cli.options import existing_dir, output_dir, path_rule
 
 if TYPE_CHECKING:
@@ -64,7 +62,6 @@ def print_summary(summary: DatasetSummary, title: str) -> None:
 
 
 @data_app.command("digits")
-@user_errors(DataError, LabelMapError, OSError)
 def digits(
     out: OutOption,
     eval_fraction: EvalFractionOption = 0.2,
@@ -102,7 +99,6 @@ def digits(
 
 
 @data_app.command("from-folder")
-@user_errors(DataError, LabelMapError, OSError)
 def from_folder(
     src: Annotated[
         Path,
@@ -151,7 +147,6 @@ def from_folder(
 
 
 @data_app.command("inspect")
-@user_errors(DataError, LabelMapError, OSError)
 def inspect(
     directory: Annotated[
         Path,

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from components.contract import LABELS_FILE, LabelMapError, read_label_map
+from components.contract import LABELS_FILE, read_label_map
 from edge.errors import EdgeError
-from pipeline.cli.console import console, user_errors
+from pipeline.cli.console import console
 from pipeline.cli.options import existing_dir, existing_file, output_file
 
 if TYPE_CHECKING:
@@ -42,7 +42,6 @@ LabelOffsetOption = Annotated[
 
 
 @edge_app.command("convert")
-@user_errors(EdgeError)
 def convert_command(
     saved_model: Annotated[
         Path,
@@ -92,7 +91,6 @@ def convert_command(
 
 
 @edge_app.command("eval")
-@user_errors(EdgeError, LabelMapError)
 def eval_command(
     model: Annotated[Path, typer.Argument(parser=existing_file, help="A .tflite image classifier.")],
     examples: Annotated[
@@ -137,7 +135,6 @@ def _labels_near(model: Path, examples: Path) -> list[str]:
 
 
 @edge_app.command("bench")
-@user_errors(EdgeError)
 def bench_command(
     model: Annotated[Path, typer.Argument(parser=existing_file, help="A .tflite model.")],
     threads: ThreadsOption = 2,
@@ -159,7 +156,6 @@ def bench_command(
 
 
 @edge_app.command("verify")
-@user_errors(EdgeError, LabelMapError)
 def verify_command(
     model: Annotated[Path, typer.Argument(parser=existing_file, help="A .tflite image classifier.")],
     examples: Annotated[

@@ -1,5 +1,5 @@
 """`tfxp compile`, `tfxp submit`, `tfxp run-spec` (a compiled spec run here), and the options every KFP command
-shares.
+shares (`kfp_command` declares --host, --namespace and --request-timeout once).
 
 The work happens in the `pipeline.kubeflow` package (compile + patch, submit, auth, runs);
 these handlers parse options and print. kfp and TFX are imported inside the commands
@@ -8,25 +8,25 @@ these handlers parse options and print. kfp and TFX are imported inside the comm
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from pipeline.cli.console import console, error_console, fail, user_errors
+from pipeline.cli.console import console, error_console, fail, warn
 from pipeline.cli.options import (
     ConfigOption,
     SetOption,
-    existing_file,
     kfp_host,
     load_cli_config,
     output_dir,
     output_file,
     path_rule,
 )
-from pipeline.kubeflow.params import ParamError
-from pipeline.kubeflow.runs import SubmitError
 
 if TYPE_CHECKING:
     from pipeline.kubeflow.compile import CompileResult
@@ -36,11 +36,6 @@ if TYPE_CHECKING:
 # Exit codes of `tfxp submit --wait` beyond the shared 2 (bad input, unreachable host).
 EXIT_RUN_FAILED = 1
 EXIT_WAIT_TIMEOUT = 3
-
-
-def warn(message: str) -> None:
-    """Prints `warning: message` on stderr."""
-    error_console.print(f"[bold yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
 
 
 def _print_compiled(result: CompileResult) -> None:
@@ -90,13 +85,9 @@ def compile_command(
     Compiling stages nothing: the Trainer's code is referenced by dotted path and ships in `kubeflow.image`.
     """
     config = load_cli_config(config_file, overrides)
-    from pipeline.kubeflow.compile import KubeflowCompileError, compile_pipeline
-    from pipeline.kubeflow.spec import SpecPatchError
+    from pipeline.kubeflow.compile import compile_pipeline
 
-    try:
-        result = compile_pipeline(config, out)
-    except (KubeflowCompileError, SpecPatchError) as error:
-        raise fail(str(error)) from None
+    result = compile_pipeline(config, out)
     _print_compiled(result)
     for warning in result.warnings:
         warn(warning)
@@ -113,7 +104,13 @@ HostOption = Annotated[
         help="KFP API/UI address with scheme, e.g. http://localhost:8080.",
     ),
 ]
-PackageArgument = Annotated[Path, typer.Argument(parser=existing_file, help="Pipeline YAML from `tfxp compile`.")]
+PackageArgument = Annotated[
+    Path,
+    typer.Argument(
+        parser=path_rule("existing_file", hint="compile it with `tfxp compile --out FILE`"),
+        help="Pipeline YAML from `tfxp compile`.",
+    ),
+]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Namespace (multi-user KFP).")]
 RequestTimeoutOption = Annotated[
     float, typer.Option("--request-timeout", min=0.1, help="Seconds each API call may take.")
@@ -126,6 +123,9 @@ PipelineRootOption = Annotated[
         help="Bucket URL for the run's artifacts (sent as its runtime_config.pipeline_root); "
         "default the spec's defaultPipelineRoot.",
     ),
+]
+ExperimentOption = Annotated[
+    str | None, typer.Option("--experiment", help="Experiment of the run(s); default the pipeline's name.")
 ]
 ParamOption = Annotated[
     list[str] | None,
@@ -147,14 +147,61 @@ def connect(host: str, namespace: str | None, request_timeout: float) -> KfpRunC
     return KfpRunClient(host, namespace=namespace, auth=KfpAuth.from_env(), request_timeout=request_timeout)
 
 
-@user_errors(SubmitError, ParamError)
+_CONNECTION = (
+    inspect.Parameter("namespace", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=NamespaceOption, default=None),
+    inspect.Parameter(
+        "request_timeout", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=RequestTimeoutOption, default=60.0
+    ),
+)
+
+
+def kfp_command(command: Callable[..., None]) -> Callable[..., None]:
+    """A command that talks to the KFP API: its `client` parameter becomes --host (in its place) plus --namespace
+    and --request-timeout (last), and it is called with the client they describe (`connect`).
+
+    Typer reads the options from the returned function's signature, so `--help` lists them as if each command
+    declared them.
+
+    Args:
+        command: A command function with a parameter `client` (a `KfpRunClient`) where --host belongs: before
+            the parameters that have defaults.
+
+    Returns:
+        The command for `@app.command(...)`.
+
+    Example:
+        @runs_app.command("terminate")
+        @kfp_command
+        def runs_terminate(run_id: RunId, client: KfpRunClient) -> None: ...
+    """
+    signature = inspect.signature(command)
+    # Typer takes a signature as given, so the command's own annotations (strings, under `from __future__ import
+    # annotations`) are evaluated here, as `inspect.signature(eval_str=True)` would; `client` is left out.
+    own = [
+        parameter.replace(annotation=eval(parameter.annotation, command.__globals__))
+        if isinstance(parameter.annotation, str)
+        else parameter
+        for name, parameter in signature.parameters.items()
+        if name != "client"
+    ]
+    at = list(signature.parameters).index("client")
+    host = inspect.Parameter("host", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=HostOption)
+    parameters = [*own[:at], host, *own[at:], *_CONNECTION]
+
+    @functools.wraps(command)
+    def with_client(*, host: str, namespace: str | None, request_timeout: float, **options: Any) -> None:
+        command(client=connect(host, namespace, request_timeout), **options)
+
+    with_client.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
+    with_client.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    return with_client
+
+
+@kfp_command
 def submit_command(
     package: PackageArgument,
-    host: HostOption,
-    namespace: NamespaceOption = None,
-    experiment: Annotated[
-        str | None, typer.Option("--experiment", help="Experiment; default the pipeline's name.")
-    ] = None,
+    client: KfpRunClient,
+    experiment: ExperimentOption = None,
     run_name: Annotated[str | None, typer.Option("--run-name", help="Run name; default <pipeline>-<UTC time>.")] = None,
     params: ParamOption = None,
     no_cache: Annotated[
@@ -165,7 +212,6 @@ def submit_command(
     ] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the run (--wait).")] = 24
     * 3600,
-    request_timeout: RequestTimeoutOption = 60.0,
     poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between polls (--wait).")] = 15.0,
     pipeline_root: PipelineRootOption = None,
 ) -> None:
@@ -184,7 +230,6 @@ def submit_command(
     from pipeline.kubeflow.runs import RunFailedError, RunTimeoutError, progress_line
 
     raw = parse_param_entries(params or [])
-    client = connect(host, namespace, request_timeout)
     run = client.submit(
         package,
         experiment=experiment,
@@ -220,15 +265,8 @@ def submit_command(
     console.print(f"[green]✓[/] run {run.run_id} {final.state}", highlight=False)
 
 
-@user_errors(ParamError)
 def run_spec_command(
-    package: Annotated[
-        Path,
-        typer.Argument(
-            parser=path_rule("existing_file", hint="compile it with `tfxp compile --out FILE`"),
-            help="Pipeline YAML from `tfxp compile`.",
-        ),
-    ],
+    package: PackageArgument,
     backend: Annotated[
         str,
         typer.Option(
@@ -273,12 +311,9 @@ def run_spec_command(
 
     Exit codes: 0 the run succeeded, 1 a task failed, 2 bad input.
     """
-    from pipeline.kubeflow.local_run import RunSpecError, TaskRun, run_spec
+    from pipeline.kubeflow.local_run import TaskRun, run_spec
     from pipeline.kubeflow.params import parse_param_entries
-    from pipeline.kubeflow.spec import SpecPatchError
 
-    if not package.is_file():
-        raise fail(f"{package} does not exist; compile it with `tfxp compile --out {package}`")
     raw = parse_param_entries(params or [])
 
     def report(task: TaskRun) -> None:
@@ -291,19 +326,16 @@ def run_spec_command(
             detail = f" {task.error}" if task.state != "SUCCEEDED" else ""
         console.print(f"{mark} {task.name} {task.state.lower()} {task.seconds:.1f}s{detail}", highlight=False)
 
-    try:
-        run = run_spec(
-            package,
-            raw,
-            on_task=report,
-            backend=backend,
-            pipeline_root=pipeline_root,
-            state_dir=state,
-            publish_logs=publish_logs,
-            cache=not no_cache,
-        )
-    except (RunSpecError, SpecPatchError) as error:
-        raise fail(str(error)) from None
+    run = run_spec(
+        package,
+        raw,
+        on_task=report,
+        backend=backend,
+        pipeline_root=pipeline_root,
+        state_dir=state,
+        publish_logs=publish_logs,
+        cache=not no_cache,
+    )
     console.print(
         f"run {run.run_id} ({run.backend}): {run.state.lower()}; artifacts: {run.run_dir}; "
         f"object store, logs and cache: {run.state_dir}",

@@ -2,7 +2,8 @@
 
 Versioned pipelines (`pipeline.kubeflow.pipelines`), recurring runs (`pipeline.kubeflow.schedules`) and run
 management (`pipeline.kubeflow.submit.KfpRunClient`). These handlers parse options and print; every bad input
-and every API error ends in one paragraph and exit 2. Schedules are checked (cron, interval, window,
+and every API error is a `TfxpError`, which the root prints as one paragraph with exit 2. Each command gets
+--host, --namespace and --request-timeout from `kfp_command`. Schedules are checked (cron, interval, window,
 concurrency, parameters) before any request.
 """
 
@@ -10,26 +11,18 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from pipeline.cli.console import console, user_errors
-from pipeline.cli.kubeflow import (
-    HostOption,
-    NamespaceOption,
-    PackageArgument,
-    ParamOption,
-    PipelineRootOption,
-    RequestTimeoutOption,
-    connect,
-    warn,
-)
+from pipeline.cli.console import console, warn
+from pipeline.cli.kubeflow import ExperimentOption, PackageArgument, ParamOption, PipelineRootOption, kfp_command
 from pipeline.cli.options import existing_file
 from pipeline.kubeflow.cron import ScheduleInputError
-from pipeline.kubeflow.params import ParamError
-from pipeline.kubeflow.runs import SubmitError
+
+if TYPE_CHECKING:
+    from pipeline.kubeflow.submit import KfpRunClient
 
 pipeline_app = typer.Typer(
     name="pipeline", help="Pipelines and their versions on Kubeflow Pipelines.", no_args_is_help=True
@@ -64,16 +57,14 @@ def _table(*columns: str) -> Table:
 
 
 @pipeline_app.command("upload")
-@user_errors(SubmitError)
+@kfp_command
 def pipeline_upload(
     package: PackageArgument,
-    host: HostOption,
+    client: KfpRunClient,
     name: Annotated[str | None, typer.Option("--name", help="Pipeline name; default the spec's name.")] = None,
     version: Annotated[
         str | None, typer.Option("--version", help="Version name; default sha-<12 hex digits of the spec's content>.")
     ] = None,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
 ) -> None:
     """Upload a compiled pipeline as a new version (creating the pipeline when it is new).
 
@@ -81,7 +72,7 @@ def pipeline_upload(
     """
     from pipeline.kubeflow.pipelines import upload
 
-    result = upload(connect(host, namespace, request_timeout), package, name=name, version=version)
+    result = upload(client, package, name=name, version=version)
     if result.uploaded:
         new = " (new pipeline)" if result.created_pipeline else ""
         _say(f"uploaded pipeline {result.pipeline}{new}, version {result.version.name}")
@@ -92,35 +83,27 @@ def pipeline_upload(
 
 
 @pipeline_app.command("list")
-@user_errors(SubmitError)
-def pipeline_list(
-    host: HostOption,
-    limit: LimitOption = 20,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
-) -> None:
+@kfp_command
+def pipeline_list(client: KfpRunClient, limit: LimitOption = 20) -> None:
     """List the pipelines, newest first."""
     from pipeline.kubeflow.pipelines import list_pipelines
 
     table = _table("pipeline", "id", "created", "description")
-    for pipeline in list_pipelines(connect(host, namespace, request_timeout), limit):
+    for pipeline in list_pipelines(client, limit):
         table.add_row(pipeline.name, pipeline.pipeline_id, _when(pipeline.created), pipeline.description)
     console.print(table)
 
 
 @pipeline_app.command("versions")
-@user_errors(SubmitError)
+@kfp_command
 def pipeline_versions(
     name: Annotated[str, typer.Argument(help="Pipeline name.")],
-    host: HostOption,
+    client: KfpRunClient,
     limit: LimitOption = 20,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
 ) -> None:
     """List a pipeline's versions, newest first."""
     from pipeline.kubeflow.pipelines import list_versions, require_pipeline
 
-    client = connect(host, namespace, request_timeout)
     table = _table("version", "id", "created")
     for version in list_versions(client, require_pipeline(client, name), limit):
         table.add_row(version.name, version.version_id, _when(version.created))
@@ -128,9 +111,9 @@ def pipeline_versions(
 
 
 @schedule_app.command("create")
-@user_errors(SubmitError, ParamError, ScheduleInputError)
+@kfp_command
 def schedule_create(
-    host: HostOption,
+    client: KfpRunClient,
     package: Annotated[
         Path | None,
         typer.Argument(
@@ -154,12 +137,8 @@ def schedule_create(
     ] = None,
     end: Annotated[str | None, typer.Option("--end", help="No run after this ISO 8601 time.")] = None,
     params: ParamOption = None,
-    experiment: Annotated[
-        str | None, typer.Option("--experiment", help="Experiment of its runs; default the pipeline's name.")
-    ] = None,
+    experiment: ExperimentOption = None,
     name: Annotated[str | None, typer.Option("--name", help="Name; default '<pipeline> (<trigger>)'.")] = None,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
     pipeline_root: PipelineRootOption = None,
 ) -> None:
     """Create a recurring run of a compiled pipeline file or of an uploaded pipeline version.
@@ -184,7 +163,7 @@ def schedule_create(
             "six-field form (seconds first)"
         )
     created = create_schedule(
-        connect(host, namespace, request_timeout),
+        client,
         trigger,
         package=package,
         pipeline=pipeline,
@@ -211,19 +190,13 @@ def schedule_create(
 
 
 @schedule_app.command("list")
-@user_errors(SubmitError)
-def schedule_list(
-    host: HostOption,
-    experiment: ExperimentFilter = None,
-    limit: LimitOption = 20,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
-) -> None:
+@kfp_command
+def schedule_list(client: KfpRunClient, experiment: ExperimentFilter = None, limit: LimitOption = 20) -> None:
     """List the recurring runs, newest first."""
     from pipeline.kubeflow.schedules import list_schedules
 
     table = _table("name", "id", "status", "trigger", "max", "catch-up", "created")
-    for schedule in list_schedules(connect(host, namespace, request_timeout), experiment=experiment, limit=limit):
+    for schedule in list_schedules(client, experiment=experiment, limit=limit):
         table.add_row(
             schedule.name,
             schedule.schedule_id,
@@ -236,79 +209,41 @@ def schedule_list(
     console.print(table)
 
 
-@schedule_app.command("pause")
-@user_errors(SubmitError)
-def schedule_pause(
-    schedule_id: ScheduleId,
-    host: HostOption,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
-) -> None:
-    """Pause a recurring run (runs already going continue)."""
-    from pipeline.kubeflow.schedules import pause
+def _schedule_change(action: str, done: str, doc: str) -> None:
+    """Registers `tfxp schedule ACTION ID`: `pipeline.kubeflow.schedules.<action>`, then `<done> recurring run ID`."""
 
-    pause(connect(host, namespace, request_timeout), schedule_id)
-    _say(f"paused recurring run {schedule_id}")
+    def change(schedule_id: ScheduleId, client: KfpRunClient) -> None:
+        from pipeline.kubeflow import schedules
 
+        getattr(schedules, action)(client, schedule_id)
+        _say(f"{done} recurring run {schedule_id}")
 
-@schedule_app.command("resume")
-@user_errors(SubmitError)
-def schedule_resume(
-    schedule_id: ScheduleId,
-    host: HostOption,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
-) -> None:
-    """Resume a paused recurring run."""
-    from pipeline.kubeflow.schedules import resume
-
-    resume(connect(host, namespace, request_timeout), schedule_id)
-    _say(f"resumed recurring run {schedule_id}")
+    change.__name__ = change.__qualname__ = f"schedule_{action}"
+    change.__doc__ = doc
+    schedule_app.command(action)(kfp_command(change))
 
 
-@schedule_app.command("delete")
-@user_errors(SubmitError)
-def schedule_delete(
-    schedule_id: ScheduleId,
-    host: HostOption,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
-) -> None:
-    """Delete a recurring run (the runs it started stay)."""
-    from pipeline.kubeflow.schedules import delete
-
-    delete(connect(host, namespace, request_timeout), schedule_id)
-    _say(f"deleted recurring run {schedule_id}")
+_schedule_change("pause", "paused", "Pause a recurring run (runs already going continue).")
+_schedule_change("resume", "resumed", "Resume a paused recurring run.")
+_schedule_change("delete", "deleted", "Delete a recurring run (the runs it started stay).")
 
 
 @runs_app.command("list")
-@user_errors(SubmitError)
-def runs_list(
-    host: HostOption,
-    experiment: ExperimentFilter = None,
-    limit: LimitOption = 20,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
-) -> None:
+@kfp_command
+def runs_list(client: KfpRunClient, experiment: ExperimentFilter = None, limit: LimitOption = 20) -> None:
     """List the runs, newest first."""
     table = _table("name", "id", "state", "created", "finished")
-    for run in connect(host, namespace, request_timeout).list_runs(experiment=experiment, limit=limit):
+    for run in client.list_runs(experiment=experiment, limit=limit):
         table.add_row(run.name, run.run_id, run.state, _when(run.created), _when(run.finished))
     console.print(table)
 
 
 @runs_app.command("get")
-@user_errors(SubmitError)
-def runs_get(
-    run_id: RunId,
-    host: HostOption,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
-) -> None:
+@kfp_command
+def runs_get(run_id: RunId, client: KfpRunClient) -> None:
     """Show a run: state, times, task states and error."""
     from pipeline.kubeflow.auth import run_url
 
-    client = connect(host, namespace, request_timeout)
     summary, status = client.describe(run_id)
     _say(f"run:      {summary.run_id}  {summary.name}")
     _say(f"state:    {summary.state}")
@@ -328,26 +263,16 @@ def runs_get(
 
 
 @runs_app.command("terminate")
-@user_errors(SubmitError)
-def runs_terminate(
-    run_id: RunId,
-    host: HostOption,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
-) -> None:
+@kfp_command
+def runs_terminate(run_id: RunId, client: KfpRunClient) -> None:
     """Stop a run that has not ended (e.g. one left going by Ctrl-C or a --wait timeout)."""
-    summary = connect(host, namespace, request_timeout).terminate(run_id)
+    summary = client.terminate(run_id)
     _say(f"terminating run {run_id} (was {summary.state}); it ends CANCELED")
 
 
 @runs_app.command("retry")
-@user_errors(SubmitError)
-def runs_retry(
-    run_id: RunId,
-    host: HostOption,
-    namespace: NamespaceOption = None,
-    request_timeout: RequestTimeoutOption = 60.0,
-) -> None:
+@kfp_command
+def runs_retry(run_id: RunId, client: KfpRunClient) -> None:
     """Rerun the unfinished tasks of a FAILED or CANCELED run, in place (same run id)."""
-    summary = connect(host, namespace, request_timeout).retry(run_id)
-    _say(f"retrying run {run_id} (was {summary.state}); follow it with `tfxp runs get {run_id} --host {host}`")
+    summary = client.retry(run_id)
+    _say(f"retrying run {run_id} (was {summary.state}); follow it with `tfxp runs get {run_id} --host {client.host}`")

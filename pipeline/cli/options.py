@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from components.contract import is_remote
-from pipeline.cli.console import UserError, fail
+from pipeline.cli.console import UserError
 from serving.address import check_port, parse_grpc_target, parse_rest_url
 
 if TYPE_CHECKING:
@@ -24,13 +24,14 @@ if TYPE_CHECKING:
 def load_cli_config(
     config_file: Path | None, overrides: list[str] | None, output: str | Path | None = None
 ) -> TfxpConfig:
-    """The config from `--config`, `--set` and `--output`, or a clean CLI error."""
-    from pipeline.config import ConfigError, load_config  # here, so `--help` does not import the config schema
+    """The config from `--config`, `--set` and `--output`.
 
-    try:
-        config = load_config(config_file, list(overrides or []))
-    except ConfigError as error:
-        raise fail(str(error)) from None
+    Raises:
+        pipeline.config.ConfigError: the file, a key or a value is wrong (the message says which).
+    """
+    from pipeline.config import load_config  # here, so `--help` does not import the config schema
+
+    config = load_config(config_file, list(overrides or []))
     if output is not None:  # a path, not YAML: applied as is
         config = config.model_copy(update={"pipeline": config.pipeline.model_copy(update={"output": str(output)})})
     return config

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.console import console, error_console, fail
+from pipeline.cli.console import UserError, console, warn
 from pipeline.cli.options import output_file, path_rule
 
 
@@ -34,16 +34,13 @@ def report(
     The file needs nothing else: no network, no other file; open it in any browser.
     """
     from pipeline.report.build import write_report
-    from pipeline.report.gather import ReportError
 
     if not out_dir.is_dir():
-        raise fail(f"{out_dir} is not a directory; pass the output dir of `tfxp run` (default ./tfxp_output)")
+        raise UserError(f"{out_dir} is not a directory; pass the output dir of `tfxp run` (default ./tfxp_output)")
     try:
         written = write_report(out_dir, out_file, with_model=not no_model)
-    except ReportError as error:
-        raise fail(str(error)) from None
     except OSError as error:
-        raise fail(f"cannot write the report to {out_file or out_dir}: {error}") from None
+        raise UserError(f"cannot write the report to {out_file or out_dir}: {error}") from None
     warn_problems(written.problems)
     console.print(
         f"report: {written.path} ({written.size_bytes / 1024:.0f} KiB, {written.seconds:.1f}s)",
@@ -54,11 +51,5 @@ def report(
 
 def warn_problems(problems: list[dict[str, str]]) -> None:
     """One warning line per output the report could not read (the page says the same)."""
-    from rich.markup import escape
-
     for problem in problems:
-        error_console.print(
-            f"[bold yellow]warning:[/] report: {escape(problem['component'])}: {escape(problem['error'])}",
-            highlight=False,
-            soft_wrap=True,
-        )
+        warn(f"report: {problem['component']}: {problem['error']}")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from pipeline.cli.console import console, error_console, fail
+from pipeline.cli.console import console, fail, warn
 from pipeline.cli.options import ConfigOption, SetOption, load_cli_config, run_output
 
 
@@ -37,22 +37,13 @@ def run(
     Either way it writes OUT/report.html (`tfxp report`) and prints its path.
     """
     config = load_cli_config(config_file, overrides, output)
-    from components.contract import LabelMapError
-    from components.data.errors import DataError
     from pipeline.cli.quiet import is_verbose, use_log_file
     from pipeline.runners.local import resolve_local_paths, run_local
-    from pipeline.runners.recovery import OutputInUseError
     from pipeline.summary import build_summary, write_summary
 
-    try:
-        resolve_local_paths(config)
-    except (FileNotFoundError, LabelMapError, DataError) as error:  # missing or unrecognised data, a bucket output
-        raise fail(str(error)) from None
+    resolve_local_paths(config)  # missing or unrecognised data, a bucket output: a TfxpError or OSError (exit 2)
     console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
-    try:
-        result = run_local(config, _print_progress, on_log=use_log_file, notify=_print_notice, echo_logs=is_verbose())
-    except OutputInUseError as error:
-        raise fail(str(error)) from None
+    result = run_local(config, _print_progress, on_log=use_log_file, notify=_print_notice, echo_logs=is_verbose())
     summary = build_summary(
         result.config,
         result.layout.metadata_path,
@@ -81,7 +72,7 @@ def _write_report(out_dir: Path) -> str:
     try:
         written = write_report(out_dir)
     except Exception as error:  # the run's outcome stands whatever the report does
-        error_console.print(f"[bold yellow]warning:[/] no report: {type(error).__name__}: {error}", highlight=False)
+        warn(f"no report: {type(error).__name__}: {error}")
         return ""
     warn_problems(written.problems)
     console.print(f"report: {written.path}", highlight=False, soft_wrap=True)
@@ -89,7 +80,6 @@ def _write_report(out_dir: Path) -> str:
 
 
 def _print_summary(summary: dict, summary_path: str) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="components", show_edge=False)
@@ -122,12 +112,7 @@ def _print_summary(summary: dict, summary_path: str) -> None:
         if summary.get("edge_model_path"):
             console.print(f"device model: {summary['edge_model_path']}", highlight=False)
     for problem in summary.get("problems", []):  # outputs the summary could not read: said, never hidden
-        error_console.print(
-            f"[bold yellow]warning:[/] {escape(problem['component'])}: {escape(problem['error'])} "
-            f"({escape(problem['path'])})",
-            highlight=False,
-            soft_wrap=True,
-        )
+        warn(f"{problem['component']}: {problem['error']} ({problem['path']})")
     warm = summary.get("warm_start")
     requested = summary.get("config", {}).get("trainer", {}).get("warm_start") == "served"
     if requested and isinstance(warm, dict):  # trainer.warm_start=served: say whether it was used, and why not

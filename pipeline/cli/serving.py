@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from components.contract import is_remote
-from pipeline.cli.console import UserError, console, error_console, fail, user_errors
+from pipeline.cli.console import UserError, console, fail, warn
 from pipeline.cli.options import (
     ConfigOption,
     GrpcOption,
@@ -34,7 +34,7 @@ from pipeline.cli.options import (
 from pipeline.cli.quiet import keep_log
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
-from serving.k8s_check import KUBERNETES_VERSION, CheckToolError, Finding, check_deploy_assets
+from serving.k8s_check import KUBERNETES_VERSION, Finding, check_deploy_assets
 
 if TYPE_CHECKING:
     from serving.client import ServingClient
@@ -75,7 +75,6 @@ def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str 
     return [ModelConfig(model_name or serving.model_name, base, policy, serving.labels)]
 
 
-@user_errors(ValueError, OSError)
 def serve(
     model_base: Annotated[
         Path | None,
@@ -236,7 +235,6 @@ def _read_examples(directory: Path, count: int) -> tuple[list[str], list[bytes],
     return names, images, truths
 
 
-@user_errors(ValueError)
 def predict(
     images: Annotated[
         list[Path] | None,
@@ -290,7 +288,7 @@ def predict(
         try:
             prediction = client.predict_images(payload, version=version, label=label)
         except ServingError as error:
-            raise fail(
+            raise UserError(
                 f"predict on {grpc or rest} failed with {error.code.name}: {error.message}. "
                 "Is the server running (`tfxp serve`) and the model name right (--model-name)?"
             ) from None
@@ -308,7 +306,6 @@ def predict(
         console.print(f"{name}: {shown}{truth}", highlight=False, soft_wrap=True, markup=False)
 
 
-@user_errors(ValueError)
 def loadtest(
     image: Annotated[
         list[Path], typer.Option("--image", parser=existing_file, metavar="FILE", help="Image(s) to send; repeatable.")
@@ -382,7 +379,6 @@ def _print_findings(findings: list[Finding]) -> None:
         console.print(f"{style[finding.status]} {escape(finding.message)}", highlight=False, soft_wrap=True)
 
 
-@user_errors(ValueError, OSError, CheckToolError)
 def deploy_assets(
     out: Annotated[
         Path, typer.Option("--out", parser=output_dir, metavar="DIR", help="Directory for the assets (created).")
@@ -415,7 +411,7 @@ def deploy_assets(
         )
     warnings = deploy_warnings(serving)
     for warning in warnings:
-        error_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+        warn(warning)
     if warnings:
         console.print(f"(the warnings are also in {out / WARNINGS_FILE})", highlight=False)
     if check:

@@ -51,6 +51,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.errors import TfxpError
 from components.kfp.launcher_paths import (
     KFP_DEFAULT_ROOT,
     LAUNCHER_MOUNTS,
@@ -83,7 +84,7 @@ CACHED, COMPLETE, FAILED = "CACHED", "COMPLETE", "FAILED"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
-class BackendError(ValueError):
+class BackendError(TfxpError, ValueError):
     """A spec or root this backend cannot run (the message names the option and the fix)."""
 
 

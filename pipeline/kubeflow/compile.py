@@ -31,6 +31,7 @@ from typing import Any
 from components.contract import LabelMapError, is_remote
 from components.data.errors import DataError
 from components.data.probe import FileProbe
+from components.errors import TfxpError
 from components.kfp import fingerprint_task
 from components.notify.run_record import RUN_RECORDS_DIR
 from pipeline.config import TfxpConfig
@@ -52,7 +53,7 @@ COMPILED_FILENAME = "pipeline.yaml"
 _STAGING_PROPERTIES = ("module_file", "module_path")
 
 
-class KubeflowCompileError(ValueError):
+class KubeflowCompileError(TfxpError, ValueError):
     """The config cannot be compiled for Kubeflow; the message names the key and the fix."""
 
 

@@ -20,6 +20,8 @@ import datetime
 import re
 from dataclasses import dataclass
 
+from components.errors import TfxpError
+
 # robfig/cron's descriptors (besides `@every`, which tfxp takes as --every).
 DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
 MIN_INTERVAL_SECONDS = 60
@@ -29,7 +31,7 @@ _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _SYNTAX = "numbers, *, ?, lists a,b, ranges a-b and steps */n, a-b/n or a/n"
 
 
-class ScheduleInputError(ValueError):
+class ScheduleInputError(TfxpError, ValueError):
     """A cron expression, interval or time that KFP would refuse or misread; the message says how to fix it."""
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.errors import TfxpError
 from components.kfp.launcher_paths import LAUNCHER_ROOT_ENV, LauncherPathError, local_path_for_uri
 from pipeline.kubeflow import backend as backend_rules
 from pipeline.kubeflow import local_task
@@ -62,7 +63,7 @@ POD_DIR = "pod"
 _COMPLETED = pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.ALL_UPSTREAM_TASKS_COMPLETED
 
 
-class RunSpecError(ValueError):
+class RunSpecError(TfxpError, ValueError):
     """The spec or the parameters cannot be run (the message says what and how to fix it)."""
 
 

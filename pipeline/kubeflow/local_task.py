@@ -28,12 +28,14 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.errors import TfxpError
+
 ContainerSpec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
 # The command names KFP images run Python with; run-spec runs them with this environment's interpreter.
 PYTHON_COMMANDS = ("python", "python3")
 
 
-class TaskInputError(ValueError):
+class TaskInputError(TfxpError, ValueError):
     """A task input that cannot be resolved (a missing upstream output, an unsupported input kind)."""
 
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.errors import TfxpError
+
 # The old PrimitiveType names → ParameterType names.
 _LEGACY_TYPES = {"INT": "NUMBER_INTEGER", "DOUBLE": "NUMBER_DOUBLE", "STRING": "STRING"}
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -33,7 +35,7 @@ _HOW = {
 }
 
 
-class ParamError(ValueError):
+class ParamError(TfxpError, ValueError):
     """A `--param` that the pipeline does not declare or whose value does not fit its type."""
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.errors import TfxpError
+
 SUCCEEDED = "SUCCEEDED"
 UNSPECIFIED = "RUNTIME_STATE_UNSPECIFIED"
 # Terminal run states of the v2beta1 API (V2beta1RuntimeState); only SUCCEEDED is a success.
@@ -27,7 +29,7 @@ RETRYABLE_STATES = frozenset({"FAILED", "CANCELED"})
 _TRANSIENT_STATUSES = frozenset({0, 502, 503, 504})
 
 
-class SubmitError(RuntimeError):
+class SubmitError(TfxpError, RuntimeError):
     """Submitting or watching a run failed; the message says what, where and how to fix it."""
 
 

@@ -23,6 +23,7 @@ import yaml
 from google.protobuf import duration_pb2, json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.errors import TfxpError
 from components.kfp.entrypoint import ENTRYPOINT, TFX_ENTRYPOINT
 from pipeline.kubeflow.pod import Resources, Toleration, cpu_cores, image_warnings, memory_gigabytes
 
@@ -33,7 +34,7 @@ ResourceSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineCon
 KUBERNETES_PLATFORM = "kubernetes"
 
 
-class SpecPatchError(ValueError):
+class SpecPatchError(TfxpError, ValueError):
     """The patch does not fit the compiled spec (unknown task, bad quantity); the message says how to fix it."""
 
 

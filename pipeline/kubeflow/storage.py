@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.contract import is_remote
+from components.errors import TfxpError
 from components.kfp.launcher_paths import DIRECT_SCHEMES, KFP_DEFAULT_ROOT, LAUNCHER_MOUNTS
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError, container_tasks, executor_label
@@ -49,7 +50,7 @@ VOLUME_NAME = "tfxp-artifact-copies"
 EXAMPLES_SCHEMA = "title: tfx.Examples\n"
 
 
-class StorageError(ValueError):
+class StorageError(TfxpError, ValueError):
     """A storage combination pods or workers cannot use (the message names the keys)."""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from components.contract import ACCURACY_METRIC, read_label_map
+from components.errors import TfxpError
 from components.report import evaluation, readers
 from components.report.evaluation import evaluation_metrics
 from components.report.facts import RunFacts, reported
@@ -27,7 +28,7 @@ from pipeline.report import history
 SUMMARY_FILE = "run-summary.json"
 
 
-class ReportError(ValueError):
+class ReportError(TfxpError, ValueError):
     """The directory is not the output of `tfxp run` (no readable run summary); the message says how to fix it."""
 
 

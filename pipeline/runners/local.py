@@ -16,6 +16,7 @@ from pathlib import Path
 
 from components.contract import is_remote, read_label_map
 from components.data.probe import FileProbe
+from components.errors import TfxpError
 from pipeline.config import TfxpConfig, write_config
 from pipeline.layout import OutputLayout, output_layout, resolve_data
 from pipeline.runners.progress import ProgressCallback, failed_component, watch_run
@@ -97,7 +98,7 @@ def _logs_to_file(path: Path, echo: bool = False) -> Iterator[None]:
         handler.close()
 
 
-class ComponentFailedError(RuntimeError):
+class ComponentFailedError(TfxpError, RuntimeError):
     """A pipeline component failed; `component` names it, the message says why."""
 
     def __init__(self, component: str, cause: BaseException, detail: str | None = None) -> None:

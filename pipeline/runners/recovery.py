@@ -22,11 +22,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.errors import TfxpError
+
 LOCK_FILE = "run.lock"
 SYSTEM_DIR = ".system"  # TFX's own per-node bookkeeping under the pipeline root, left alone
 
 
-class OutputInUseError(RuntimeError):
+class OutputInUseError(TfxpError, RuntimeError):
     """Another `tfxp run` holds the output's lock."""
 
 
