@@ -118,11 +118,11 @@ def pipeline_versions(
     request_timeout: RequestTimeoutOption = 60.0,
 ) -> None:
     """List a pipeline's versions, newest first."""
-    from pipeline.kubeflow.pipelines import list_versions, require_pipeline
+    from pipeline.kubeflow.pipelines import list_pipeline_versions, require_pipeline
 
     client = connect(host, namespace, request_timeout)
     table = _table("version", "id", "created")
-    for version in list_versions(client, require_pipeline(client, name), limit):
+    for version in list_pipeline_versions(client, require_pipeline(client, name), limit):
         table.add_row(version.name, version.version_id, _when(version.created))
     console.print(table)
 
