@@ -11,6 +11,7 @@ The scan reads every product module (not tests) with `ast`, so prose in docstrin
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import re
 from collections.abc import Iterator
@@ -33,6 +34,11 @@ _SCHEME_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)?://")
 
 def _product_files() -> list[Path]:
     return sorted(path for package in PRODUCT for path in (ROOT / package).rglob("*.py"))
+
+
+@functools.cache
+def _parsed(path: Path, relative: str) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), relative)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -78,7 +84,7 @@ def scheme_tests(path: Path, relative: str) -> list[str]:
     allowed = HOST_URL_PARSERS.get(relative, set())
     return [
         f"{relative}:{node.lineno}: {node.value!r}"
-        for node, function in _strings(ast.parse(path.read_text(), relative))
+        for node, function in _strings(_parsed(path, relative))
         if _SCHEME_PREFIX.fullmatch(node.value) or node.value.endswith("://")
         if function not in allowed
     ]
@@ -89,7 +95,7 @@ def saved_model_names(path: Path, relative: str) -> list[str]:
         return []
     return [
         f"{relative}:{node.lineno}: {node.value!r}"
-        for node, _ in _strings(ast.parse(path.read_text(), relative))
+        for node, _ in _strings(_parsed(path, relative))
         if "saved_model.pb" in node.value
     ]
 
