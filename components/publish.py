@@ -228,6 +228,7 @@ def publish_version(
     Raises:
         FileNotFoundError: `source_dir` or `last_file` does not exist.
         FileExistsError: `version` is given and exists already (versions are never overwritten).
+        ValueError: `base` holds the largest version int64 holds (`next_version`).
     """
     source, root = str(source_dir).rstrip("/"), str(base).rstrip("/")
     if not paths.is_dir(source):
@@ -239,7 +240,10 @@ def publish_version(
     if existing is not None:
         return existing
     if version is None:
-        version = next_version(paths.list_dir(root) if paths.is_dir(root) else [])
+        try:
+            version = next_version(paths.list_dir(root) if paths.is_dir(root) else [])
+        except ValueError as error:
+            raise ValueError(f"cannot push to {root}: {error}") from None
     target = f"{root}/{version}"
     if paths.exists(target):
         raise FileExistsError(f"push target {target} exists already; versions are never overwritten")
