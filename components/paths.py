@@ -186,6 +186,14 @@ def write_text(path: str | Path, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
 
 
+def makedirs(path: str | Path) -> None:
+    """Makes the directory `path` and its parents; nothing when it exists."""
+    if is_remote(path):
+        gfile().makedirs(str(path))
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
 def files_under(directory: str) -> list[str]:
     """Every file under `directory`, as sorted paths relative to it."""
     walk = gfile().walk(directory) if is_remote(directory) else os.walk(directory)

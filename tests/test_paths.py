@@ -57,7 +57,8 @@ def test_join_name_and_parent_keep_the_scheme() -> None:
 
 def test_local_file_access(tmp_path: Path) -> None:
     target = tmp_path / "a" / "b.txt"
-    target.parent.mkdir()
+    paths.makedirs(target.parent)
+    paths.makedirs(target.parent)  # exists: nothing to do
     paths.write_text(target, "héllo")
     assert paths.read_text(target) == "héllo" and paths.read_bytes(str(target)) == "héllo".encode()
     assert paths.exists(target) and paths.is_file(target) and paths.is_dir(tmp_path / "a")
@@ -75,7 +76,7 @@ def test_local_file_access(tmp_path: Path) -> None:
 
 def test_bucket_file_access_goes_through_gfile(tmp_path: Path) -> None:
     root = "ram://paths-test"
-    paths.gfile().makedirs(f"{root}/model/variables")
+    paths.makedirs(f"{root}/model/variables")
     paths.write_text(f"{root}/model/variables/v.index", "index")
     paths.write_text(f"{root}/model/m.pb", "pb")
     assert paths.is_dir(f"{root}/model") and paths.is_file(f"{root}/model/m.pb")
