@@ -4,7 +4,7 @@ The server runs as `tfxp serve` in a subprocess over a model base that this scri
 - steady: nothing changes;
 - new versions: a version is published every `--publish-every` seconds, as the Pusher does (copied into a hidden
   staging dir `.staging-N`, then renamed to `N`);
-- half-written: a numeric dir `N` appears without saved_model.pb and stays incomplete for most of the phase
+- half-written: a numeric dir `N` appears without `SAVED_MODEL_FILE` and stays incomplete for most of the phase
   (a copy in progress), then gets it;
 - rollback: the newest version is deleted; the server must go back to the one before.
 Phases cycle in that order. Throughout, `--concurrency` closed-loop clients per transport (the engine of
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 # `python bench/soak.py` puts bench/ first on sys.path, where bench/edge.py would shadow the `edge` package.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT / "bench"]
+
+from components.contract import SAVED_MODEL_FILE  # noqa: E402  (after the sys.path entry)
+from components.publish import version_number  # noqa: E402
 
 MODEL = "soak"
 PHASES = ("steady", "new versions", "half-written", "rollback")
@@ -81,7 +84,8 @@ class ModelBase:
         shutil.copytree(source, base / ".staging-leftover" / "copy")
 
     def versions(self) -> list[int]:
-        return sorted(int(path.name) for path in self.base.iterdir() if path.name.isdigit())
+        numbers = (version_number(path.name) for path in self.base.iterdir())
+        return sorted(number for number in numbers if number is not None)
 
     def publish(self) -> int:
         """Copies the model into a hidden staging dir, then renames it to the next version (atomic)."""
@@ -93,13 +97,13 @@ class ModelBase:
         return version
 
     def half_written(self, incomplete_seconds: float, stop: threading.Event) -> int:
-        """A version dir without saved_model.pb for `incomplete_seconds`, then complete."""
+        """A version dir without `SAVED_MODEL_FILE` for `incomplete_seconds`, then complete."""
         version = self.next_version
         self.next_version += 1
         target = self.base / str(version)
-        shutil.copytree(self.source, target, ignore=shutil.ignore_patterns("saved_model.pb"))
+        shutil.copytree(self.source, target, ignore=shutil.ignore_patterns(SAVED_MODEL_FILE))
         stop.wait(incomplete_seconds)
-        shutil.copy2(self.source / "saved_model.pb", target / "saved_model.pb")
+        shutil.copy2(self.source / SAVED_MODEL_FILE, target / SAVED_MODEL_FILE)
         return version
 
     def rollback(self) -> int | None:

@@ -29,22 +29,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from components.errors import TfxpError
-
-# Signature keys of the exported SavedModel.
-
-
-def is_remote(path: str) -> bool:
-    """Whether `path` is a bucket URL (`gs://`, `s3://`, ...) read through `tf.io.gfile`, not a local path.
-
-    Example:
-        is_remote("gs://bucket/data")  # True
-        is_remote("data/digits")  # False
-    """
-    return "://" in path
-
+from components.paths import read_bytes, write_text
 
 SAVED_MODEL_FILE = "saved_model.pb"
 """The file that makes a version directory a complete, servable SavedModel (published last on a bucket)."""
+
+# Signature keys of the exported SavedModel.
 
 SIGNATURE_DEFAULT = "serving_default"
 SIGNATURE_TF_EXAMPLE = "serving_tf_example"
@@ -170,7 +160,7 @@ def read_label_map(path: str | Path, missing_hint: str = MISSING_LABELS_HINT) ->
     """
     source = str(path)
     try:
-        data = _read_bytes(source)
+        data = read_bytes(source)
     except FileNotFoundError:
         raise LabelMapError(f"label map {source} does not exist; {missing_hint}") from None
     except OSError as error:
@@ -211,23 +201,4 @@ def write_label_map(path: str | Path, labels: Sequence[str]) -> None:
                 f"class name {name!r} cannot go into {target}: it would read back as the synset {read!r} (a line "
                 "that starts with a WordNet id and whitespace names that synset)"
             )
-    if is_remote(target):
-        import tensorflow as tf  # only bucket paths need it
-
-        with tf.io.gfile.GFile(target, "w") as handle:
-            handle.write(text)
-    else:
-        with open(target, "w", encoding="utf-8") as handle:
-            handle.write(text)
-
-
-def _read_bytes(path: str) -> bytes:
-    if is_remote(path):
-        import tensorflow as tf  # only bucket paths need it
-
-        if not tf.io.gfile.exists(path):
-            raise FileNotFoundError(path)
-        with tf.io.gfile.GFile(path, "rb") as handle:
-            return bytes(handle.read())
-    with open(path, "rb") as handle:
-        return handle.read()
+    write_text(target, text)

@@ -1,18 +1,27 @@
-"""Publishing a numbered model version so a reader never sees it half-written: the Pusher's and the EdgeExporter's.
+"""Versions of a model base path: which folder is a version, the newest complete one, publishing, push records.
 
-A model base path holds one directory per version, named by a Unix timestamp (as TFX's Pusher names them):
-`<base>/1700000000/`. Model servers (TF Serving, `tfxp serve`) and `list_versions` only look at numeric names.
+The versions and their publisher live in one module because the publisher writes what the rule reads: a version
+is complete only when the file `publish_version` moves in last is there.
 
-Both kinds of path first copy the files into a hidden staging directory beside the versions
-(`<base>/.staging-<version>-<random>`, a name model servers and `list_versions` ignore), so a push that fails
-while copying (the long part) never leaves a numbered directory behind. Then the staged files go into place:
+A model base path holds one directory per version (TF Serving's layout `<base>/<version>/`), named by a Unix
+timestamp as TFX's Pusher names them: `<base>/1700000000/`. A folder is a version when its name is ASCII digits
+whose value fits TF Serving's int64 version (`version_number`): TF Serving parses names with `safe_strto64`
+(`tensorflow_serving/sources/storage_path/file_system_storage_path_source.cc`, `ParseVersionNumber`) and skips
+what does not parse, so `5.tmp`, `.staging-5`, `²` (a digit to Python's `str.isdigit`) and
+`99999999999999999999` (beyond int64) are never versions; `0` is one (int64 holds it), and `007` is version 7.
+The model servers (TF Serving, `tfxp serve`), the Pusher, ServedBaseline, warm start, the notice and the run
+summary all read versions through this module.
+
+Publishing first copies the files into a hidden staging directory beside the versions
+(`<base>/.staging-<version>-<random>`, which is not a version), so a push that fails while copying (the long part)
+never leaves a numbered directory behind. Then the staged files go into place:
 
 - Local paths: the staging directory is renamed to `<base>/<version>`; on one file system that is atomic.
 - Bucket paths (`gs://`, `s3://`) have no atomic rename: renaming a directory there is a copy and a delete per
   object (TensorFlow's GCS file system, `tsl/platform/cloud/gcs_file_system.cc`: `GcsFileSystem::RenameFile`
   renames "all individual objects in the directory one by one", `RenameObject` copies, then deletes). So each
   staged file is renamed into the version directory on its own, the push record next to last and `last_file`
-  last. `last_file` marks a complete version, as `saved_model.pb` does for TF Serving and TFX's own Pusher
+  last. `last_file` marks a complete version, as `SAVED_MODEL_FILE` does for TF Serving and TFX's own Pusher
   (`tfx/components/pusher/executor.py:198`, tfx 1.21): readers that decide what is servable pass it as
   `list_versions(..., required_file=...)`, and `find_published` only reuses a version that has it, so a push
   interrupted while moving files leaves a numbered directory without it, which nothing serves or reuses.
@@ -23,68 +32,156 @@ identity: the Pusher's is the pushed SavedModel's path inside the model artifact
 artifact, so a retrained model is a new version and a re-run Pusher finds its version); the EdgeExporter's is
 the SHA-256 of `model.tflite` (a re-run that converts to the same bytes reuses the version).
 
-Only the standard library is imported here; bucket paths import `tensorflow.io.gfile` when used.
+Only the standard library is imported here; bucket paths import `tensorflow.io.gfile` when used
+(`components.paths`).
 
 Example:
     version_dir = publish_version("model/Format-Serving", "tfxp_output/serving/digits", identity=model_uri)
-    newest = list_versions("tfxp_output/serving/digits")[0]
+    newest = newest_version("tfxp_output/serving/digits", required_file=SAVED_MODEL_FILE)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.contract import is_remote
+from components import paths
+from components.paths import is_remote
 
 STAGING_PREFIX = ".staging-"
 # Written into each version dir (model servers ignore files they do not know) to recognise a re-push.
 PUSH_RECORD = "tfxp_push.json"
+# TF Serving's version is an int64 (`ServableId::version`); names outside it are skipped there, so here too.
+MAX_VERSION = 2**63 - 1
+# ASCII digits only: `str.isdigit` also takes "²" (which `int()` refuses) and "٣" (which `int()` reads as 3);
+# TF Serving takes neither.
+_VERSION_NAME = re.compile(r"[0-9]+")
+
+
+def version_number(name: str) -> int | None:
+    """The version a folder name stands for, or None when it is not a version (see the module docstring).
+
+    Example:
+        version_number("1796083574")  # 1796083574
+        version_number("007")  # 7
+        version_number("²"), version_number("5.tmp"), version_number("99999999999999999999")  # None, None, None
+    """
+    if not _VERSION_NAME.fullmatch(name):
+        return None
+    number = int(name)
+    return number if number <= MAX_VERSION else None
+
+
+def is_version_name(name: str) -> bool:
+    """Whether a folder called `name` is a version (`version_number` is not None)."""
+    return version_number(name) is not None
+
+
+def looks_like_version(name: str) -> bool:
+    """Whether `name` would pass a naive digit test (`str.isdigit`) but is no version: worth a warning, since
+    whoever made it meant a version (`²`, `٣`, a number beyond int64)."""
+    return name.isdigit() and version_number(name) is None
 
 
 def next_version(existing: Iterable[str], now: float | None = None) -> int:
-    """A Unix-timestamp version strictly greater than every numeric name in `existing`.
+    """A Unix-timestamp version strictly greater than every version in `existing`.
 
     Two pushes in the same second (or a clock behind the newest version) still get increasing versions.
 
     Args:
-        existing: Names in the model base path (non-numeric ones, such as staging dirs, are ignored).
+        existing: Names in the model base path (names that are no version, such as staging dirs or a stray
+            `99999999999999999999`, are ignored).
         now: Clock override for tests; defaults to `time.time()`.
+
+    Raises:
+        ValueError: a version `MAX_VERSION` exists, so no greater one fits TF Serving's int64.
     """
     stamp = int(time.time() if now is None else now)
-    numeric = [int(name) for name in existing if name.isdigit()]
-    return max([stamp, *(version + 1 for version in numeric)])
+    numbers = [number for number in map(version_number, existing) if number is not None]
+    chosen = max([stamp, *(number + 1 for number in numbers)])
+    if chosen > MAX_VERSION:
+        raise ValueError(
+            f"the model base path holds version {MAX_VERSION}, the largest TF Serving reads (int64); "
+            "no later version fits: remove or rename that folder"
+        )
+    return chosen
 
 
 def list_versions(base: str | Path, required_file: str | None = None) -> list[str]:
-    """The version directories under `base`, newest first.
-
-    Hidden staging directories and non-numeric names are not versions; a base path that does not exist has
-    none.
+    """The version directories under `base`, newest first (names that are no version, see `version_number`,
+    are left out; a base path that does not exist has none).
 
     Args:
         base: The model base path (local or bucket).
         required_file: Count only versions holding this file, e.g. the file a bucket publisher writes last
-            (`saved_model.pb`, `model.tflite`); None counts every numeric directory.
+            (`SAVED_MODEL_FILE`, `EDGE_MODEL_FILE`); None counts every version directory.
 
     Returns:
-        `<base>/<version>` paths, highest version first.
+        `<base>/<version>` paths, highest version first (of `007` and `7`, `7` first, as TF Serving picks it).
 
     Example:
-        served = list_versions("tfxp_output/serving/digits", required_file="saved_model.pb")[:1]
+        edge_versions = list_versions("tfxp_output/edge/digits", required_file=EDGE_MODEL_FILE)
     """
     root = str(base).rstrip("/")
-    if not _isdir(root):
+    if not paths.is_dir(root):
         return []
-    names = sorted((name for name in _names(root) if name.isdigit()), key=int, reverse=True)
-    paths = [f"{root}/{name}" for name in names if _isdir(f"{root}/{name}")]
-    return [path for path in paths if required_file is None or _exists(f"{path}/{required_file}")]
+    numbered = [(number, name) for name in paths.list_dir(root) if (number := version_number(name)) is not None]
+    found = [f"{root}/{name}" for _, name in sorted(numbered, reverse=True) if paths.is_dir(f"{root}/{name}")]
+    return [path for path in found if required_file is None or paths.exists(f"{path}/{required_file}")]
+
+
+def newest_version(base: str | Path, required_file: str | None) -> str | None:
+    """The newest version directory under `base` holding `required_file`: what TF Serving serves when that is
+    `SAVED_MODEL_FILE` (`components.baseline.served.find_served_model` is that rule); None when there is none."""
+    found = list_versions(base, required_file=required_file)
+    return found[0] if found else None
+
+
+def is_complete_version(version_dir: str, required_file: str | None) -> bool:
+    """Whether `version_dir` (`<base>/<name>`) is still a version of its base holding `required_file`."""
+    name = paths.name_of(version_dir)
+    return (
+        is_version_name(name)
+        and paths.is_dir(version_dir)
+        and (required_file is None or paths.exists(f"{version_dir.rstrip('/')}/{required_file}"))
+    )
+
+
+def read_push_record(version_dir: str) -> dict[str, Any] | None:
+    """The push record of a version directory, or None when there is none (a version another tool wrote) or it
+    cannot be read as a JSON object."""
+    path = f"{version_dir.rstrip('/')}/{PUSH_RECORD}"
+    try:
+        record = json.loads(paths.read_bytes(path))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def push_identity(record: Mapping[str, Any] | None) -> str:
+    """What a push record says the version holds; "" when nothing. `source` is the Pusher's key before
+    `identity` named it."""
+    identity = (record or {}).get("identity", (record or {}).get("source", ""))
+    return identity if isinstance(identity, str) else ""
+
+
+def push_records(base: str | Path, required_file: str | None) -> dict[str, dict[str, Any]]:
+    """Version directory → its push record, for the versions under `base` holding `required_file`, newest
+    first; versions without a readable record are left out."""
+    records = {}
+    for version_dir in list_versions(base, required_file=required_file):
+        record = read_push_record(version_dir)
+        if record is not None:
+            records[version_dir] = record
+    return records
 
 
 def find_published(base: str | Path, identity: str, required_file: str | None = None) -> str | None:
@@ -96,10 +193,8 @@ def find_published(base: str | Path, identity: str, required_file: str | None = 
         required_file: Only versions holding this file count (as in `list_versions`): a bucket version whose
             copy stopped before its completing file is not a published one, and a re-push makes a new version.
     """
-    for version_dir in list_versions(base, required_file=required_file):
-        record = _read_record(f"{version_dir}/{PUSH_RECORD}")
-        # `source`: the Pusher's records before the record named it `identity`.
-        if record is not None and record.get("identity", record.get("source")) == identity:
+    for version_dir, record in push_records(base, required_file).items():
+        if push_identity(record) == identity:
             return version_dir
     return None
 
@@ -133,27 +228,31 @@ def publish_version(
     Raises:
         FileNotFoundError: `source_dir` or `last_file` does not exist.
         FileExistsError: `version` is given and exists already (versions are never overwritten).
+        ValueError: `base` holds the largest version int64 holds (`next_version`).
     """
     source, root = str(source_dir).rstrip("/"), str(base).rstrip("/")
-    if not _isdir(source):
+    if not paths.is_dir(source):
         raise FileNotFoundError(f"model directory {source} does not exist; nothing to push")
-    files = _files(source)
+    files = paths.files_under(source)
     if last_file is not None and last_file not in files:
         raise FileNotFoundError(f"cannot push {source}: {last_file} is missing")
     existing = find_published(root, identity, required_file=last_file)
     if existing is not None:
         return existing
     if version is None:
-        version = next_version(_names(root) if _isdir(root) else [])
+        try:
+            version = next_version(paths.list_dir(root) if paths.is_dir(root) else [])
+        except ValueError as error:
+            raise ValueError(f"cannot push to {root}: {error}") from None
     target = f"{root}/{version}"
-    if _exists(target):
+    if paths.exists(target):
         raise FileExistsError(f"push target {target} exists already; versions are never overwritten")
     record = json.dumps({"identity": identity, "version": version}) + "\n"
-    # A dot-name: model servers and `list_versions` ignore it, so a copy that fails leaves no version behind.
+    # A dot-name, never a version: a copy that fails leaves no version behind.
     staging = f"{root}/{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
     try:
         _stage(source, files, staging)
-        _write_text(f"{staging}/{PUSH_RECORD}", record)
+        paths.write_text(f"{staging}/{PUSH_RECORD}", record)
         if is_remote(root):
             # No atomic rename on buckets: each file on its own, the record then `last_file` last, so a version
             # with `last_file` has every file and its record.
@@ -170,88 +269,21 @@ def publish_version(
 def _stage(source: str, files: list[str], staging: str) -> None:
     if is_remote(source) or is_remote(staging):
         for name in files:
-            _copy(f"{source}/{name}", f"{staging}/{name}")
+            paths.copy_file(f"{source}/{name}", f"{staging}/{name}")
     else:
         os.makedirs(os.path.dirname(staging), exist_ok=True)
         shutil.copytree(source, staging)
 
 
-# Local paths use the standard library; bucket paths `tf.io.gfile`, imported only then.
-
-
-def _gfile() -> Any:
-    import tensorflow as tf
-
-    return tf.io.gfile
-
-
-def _isdir(path: str) -> bool:
-    return bool(_gfile().isdir(path)) if is_remote(path) else os.path.isdir(path)
-
-
-def _exists(path: str) -> bool:
-    return bool(_gfile().exists(path)) if is_remote(path) else os.path.exists(path)
-
-
-def _names(directory: str) -> list[str]:
-    if is_remote(directory):
-        return [name.rstrip("/") for name in _gfile().listdir(directory)]
-    return os.listdir(directory)
-
-
-def _files(directory: str) -> list[str]:
-    """Every file under `directory`, as sorted paths relative to it."""
-    walk = _gfile().walk(directory) if is_remote(directory) else os.walk(directory)
-    prefix = len(directory.rstrip("/")) + 1
-    return sorted(f"{parent.rstrip('/')}/{name}"[prefix:] for parent, _, names in walk for name in names)
-
-
-def _copy(source: str, target: str) -> None:
-    if is_remote(source) or is_remote(target):
-        _gfile().makedirs(target.rsplit("/", 1)[0])
-        _gfile().copy(source, target)
-    else:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copyfile(source, target)
-
-
 def _rename(source: str, target: str) -> None:
     # On a bucket the target's directory is made first: object stores have none, but TensorFlow's in-memory file
     # system (the tests' stand-in) lists only directories that were made.
-    _gfile().makedirs(target.rsplit("/", 1)[0])
-    _gfile().rename(source, target)
+    paths.gfile().makedirs(paths.parent_of(target))
+    paths.gfile().rename(source, target)
 
 
 def _remove_tree(path: str) -> None:
     """Removes a staging directory if it is there; best effort (what is left is a hidden name, ignored)."""
-    try:
-        if is_remote(path):
-            if _gfile().exists(path):
-                _gfile().rmtree(path)
-        elif os.path.exists(path):
-            shutil.rmtree(path, ignore_errors=True)
-    except Exception:  # a leftover staging dir is harmless (a hidden name); the push's own outcome stands
-        pass
-
-
-def _write_text(path: str, text: str) -> None:
-    if is_remote(path):
-        with _gfile().GFile(path, "w") as handle:
-            handle.write(text)
-    else:
-        Path(path).write_text(text)
-
-
-def _read_record(path: str) -> dict[str, Any] | None:
-    """A push record, or None when there is none (a version pushed by another tool) or it is damaged."""
-    if not _exists(path):
-        return None
-    try:
-        if is_remote(path):
-            with _gfile().GFile(path) as handle:
-                record = json.loads(handle.read())
-        else:
-            record = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
+    # A leftover staging dir is harmless (a hidden name); the push's own outcome stands.
+    with contextlib.suppress(Exception):
+        paths.remove_tree(path)

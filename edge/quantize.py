@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from ai_edge_litert.tools import flatbuffer_utils
 
-from components.contract import SIGNATURE_PREPROCESSED
+from components.contract import SAVED_MODEL_FILE, SIGNATURE_PREPROCESSED
 from edge.errors import EdgeError
 from edge.options import MODE_NAMES, IoDtype, SupportedOps
 
@@ -212,7 +212,7 @@ def strip_tensor_names(tflite: bytes) -> bytes:
 def _converter(saved_model: Path, signature: str) -> tf.lite.TFLiteConverter:
     if not tf.saved_model.contains_saved_model(str(saved_model)):
         raise EdgeError(
-            f"{saved_model} is not a SavedModel directory (no saved_model.pb); pass the model's serving "
+            f"{saved_model} is not a SavedModel directory (no {SAVED_MODEL_FILE}); pass the model's serving "
             "directory, e.g. OUT/serving/<model>/<version>/ or a Model artifact's Format-Serving/"
         )
     try:

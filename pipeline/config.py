@@ -28,6 +28,7 @@ from pydantic import ConfigDict, Field, PlainValidator, ValidationError, field_v
 from components.config_section import ConfigSection, describe_errors, section_keys
 from components.data.spans import POLICY_HELP, SpanError, parse_policy
 from components.errors import TfxpError
+from components.paths import is_relative
 from components.trainer.options import TrainerOptions
 from edge.options import EdgeOptions
 from serving.options import ServingOptions
@@ -140,7 +141,7 @@ class DataSection(ConfigSection):
             )
         for key in ("train_pattern", "eval_pattern", "file_pattern"):
             pattern = getattr(self, key)
-            if pattern.startswith("/") or "://" in pattern or "{" in pattern:
+            if not is_relative(pattern) or "{" in pattern:
                 raise ValueError(
                     f"data.{key} = {pattern!r}: a glob relative to data.path (or to each span-N folder), without "
                     "{SPAN}; spans are chosen with data.spans"

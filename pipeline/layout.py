@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from components.contract import is_remote
 from components.data.errors import DataError
 from components.data.probe import LabelEvidence, Listing
 from components.data.spans import NO_SPANS, SPAN_GLOB, find_spans, select_spans, span_dir_name
+from components.paths import is_remote
 from pipeline.config import TfxpConfig
 
 # tfxp's own layout (`tfxp data`), and what `data.split: folders` reads without patterns.

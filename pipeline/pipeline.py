@@ -23,6 +23,7 @@ from tfx import v1 as tfx
 from components.baseline.component import COMPONENT_ID as SERVED_BASELINE_ID
 from components.baseline.component import ServedBaseline
 from components.baseline.evaluator import BaselineEvaluator
+from components.baseline.reason import ACCURACY_EPSILON
 from components.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 from components.edge_exporter.component import EdgeExporter
 from components.example_gen.component import SpanImportExampleGen
@@ -69,7 +70,7 @@ def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.evaluator.min_accuracy}),
         change_threshold=tfma.GenericChangeThreshold(
             direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-            absolute={"value": -config.evaluator.max_accuracy_drop - 1e-10},
+            absolute={"value": -config.evaluator.max_accuracy_drop - ACCURACY_EPSILON},
         ),
     )
     return tfma.EvalConfig(

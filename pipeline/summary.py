@@ -20,11 +20,12 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.baseline import reason
+from components.baseline.served import find_served_model
 from components.baseline.spec import SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
-from components.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE
+from components.contract import ACCURACY_METRIC, SAVED_MODEL_FILE, TRAINING_METRICS_FILE
 from components.data.spans import SPANS_PROPERTY, parse_spans
 from components.edge_exporter.summary import edge_summary
-from components.publish import list_versions
+from components.publish import is_complete_version
 from components.report.evaluation import evaluation_metrics, training_metrics, validation_failures
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
@@ -109,8 +110,8 @@ def published_before(store: metadata_store.MetadataStore, pushed: metadata_store
 
 def served_version(config: TfxpConfig) -> str | None:
     """The version TF Serving serves now: the newest complete one under the serving base path."""
-    versions = list_versions(output_layout(config).serving_base, required_file="saved_model.pb")
-    return versions[0].rsplit("/", 1)[-1] if versions else None
+    served = find_served_model(output_layout(config).serving_base)
+    return served.version if served else None
 
 
 def _existing_push(destination: str | None, problems: list[dict[str, str]]) -> str | None:
@@ -121,8 +122,7 @@ def _existing_push(destination: str | None, problems: list[dict[str, str]]) -> s
     """
     if not destination:
         return None
-    base = destination.rstrip("/").rsplit("/", 1)[0]
-    if destination.rstrip("/") in list_versions(base, required_file="saved_model.pb"):
+    if is_complete_version(destination, SAVED_MODEL_FILE):
         return destination
     problems.append(
         {

@@ -20,6 +20,14 @@ REST_FORM = "http://HOST:PORT, e.g. http://localhost:8501"
 _HOST_PORT = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.%\w]+)\]|(?P<host>[^\s:/\[\]@]+)):(?P<port>[^:]*)")
 
 
+def is_url_address(text: str) -> bool:
+    """Whether a server address is written as a URL (`http://host:port`) rather than `HOST:PORT`.
+
+    An endpoint's form, not a path's location: whether a path is on a bucket is `components.paths.is_remote`.
+    """
+    return "://" in text
+
+
 def _subject(what: str, value: object) -> str:
     return f"{what} {value!r}" if what else repr(value)
 
@@ -59,7 +67,7 @@ def parse_grpc_target(text: str, what: str = "gRPC target") -> tuple[str, int]:
         ValueError: no host, no port, a port outside 1-65535, or a URL (`http://...`) instead of `HOST:PORT`.
     """
     subject = _subject(what, text)
-    if "://" in text:
+    if is_url_address(text):
         raise ValueError(f"{subject} is a URL, but a gRPC target has no scheme: use {GRPC_FORM}")
     match = _HOST_PORT.fullmatch(text)
     if match is None:
@@ -75,6 +83,11 @@ def parse_grpc_target(text: str, what: str = "gRPC target") -> tuple[str, int]:
 def host_port(host: str, port: int) -> str:
     """`host:port`, with brackets around an IPv6 host (the form `parse_grpc_target` reads)."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def rest_base_url(host: str, port: int) -> str:
+    """The REST base URL of a server listening on `host:port` (the form `parse_rest_url` reads)."""
+    return f"http://{host_port(host, port)}"
 
 
 def parse_rest_url(text: str, what: str = "REST URL") -> str:

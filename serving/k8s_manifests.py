@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from components.paths import uri
 from serving.k8s_names import parse_label, serving_names
 from serving.options import ServingOptions
 
@@ -277,7 +278,7 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
 
 
 def _storage_uri(options: ServingOptions) -> str:
-    return options.base_path if options.remote_base else f"pvc://{options.pvc}/{options.model_name}"
+    return options.base_path if options.remote_base else uri("pvc", f"{options.pvc}/{options.model_name}")
 
 
 def kserve_inference_service(options: ServingOptions) -> str:

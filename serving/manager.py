@@ -1,6 +1,7 @@
 """Which model versions are loaded, and how requests find them: TF Serving's ServerCore, in small.
 
-Each model has a base path whose numeric subdirectories are versions. A version policy (latest N, specific,
+Each model has a base path whose version subdirectories (`components.publish.version_number`: ASCII digits within
+int64, as TF Serving parses them) are versions. A version policy (latest N, specific,
 all) picks the aspired versions; polling loads new ones (and replays their warmup records) before unloading
 those no longer aspired, as TF Serving's availability-preserving policy does, so traffic never sees a gap.
 Requests hold a handle on the version they resolved; unloading waits for those handles, so a hot swap fails no
@@ -28,6 +29,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import file_system_storage_path_source_pb2, model_server_config_pb2
 
+from components.publish import looks_like_version, version_number
 from serving.config_error import ServingConfigError
 from serving.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from serving.servable import Servable
@@ -215,15 +217,35 @@ class ModelManager:
         self._lock = threading.Lock()
         self._serving: dict[int, _Loaded] = {}
         self._states: dict[int, VersionState] = {}
+        # Version → its folder's name (`007` is version 7); names already warned about as no version.
+        self._folders: dict[int, str] = {}
+        self._warned: set[str] = set()
 
     def versions_on_disk(self) -> list[int] | None:
-        """Numeric subdirectories of the base path (TF Serving ignores other names); None if unreadable."""
+        """The version subdirectories of the base path (TF Serving ignores other names); None if unreadable.
+
+        A name a digit test would take but that is no version (`²`, beyond int64) is skipped with one warning.
+        """
         try:
-            entries = list(self.config.base_path.iterdir())
+            entries = [entry for entry in self.config.base_path.iterdir() if entry.is_dir()]
         except OSError as error:
             logger.warning("model %s: cannot list base path %s (%s)", self.config.name, self.config.base_path, error)
             return None
-        return sorted(int(entry.name) for entry in entries if entry.name.isdigit() and entry.is_dir())
+        folders: dict[int, str] = {}
+        for entry in sorted(entries, key=lambda entry: entry.name):  # of `007` and `7`, `7` wins, as in TF Serving
+            number = version_number(entry.name)
+            if number is not None:
+                folders[number] = entry.name
+            elif looks_like_version(entry.name) and entry.name not in self._warned:
+                self._warned.add(entry.name)
+                logger.warning(
+                    "model %s: ignoring folder %s: not a version (a version is ASCII digits, at most 2**63-1, "
+                    "as TF Serving reads it); rename or remove it",
+                    self.config.name,
+                    entry,
+                )
+        self._folders = folders
+        return sorted(folders)
 
     def poll(self) -> None:
         """Loads newly aspired versions (highest first), then unloads the ones no longer aspired."""
@@ -240,7 +262,7 @@ class ModelManager:
         self.config = config
 
     def _load(self, version: int) -> None:
-        path = self.config.base_path / str(version)
+        path = self.config.base_path / self._folders.get(version, str(version))
         state = self._states.get(version)
         attempts = state.attempts if state else 0
         if state is not None and state.error:

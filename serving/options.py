@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from components.config_section import ConfigSection
+from components.paths import is_remote
 from serving.k8s_names import check_claim_name, check_label, check_namespace, kubernetes_name
 
 Namespace = Annotated[str, AfterValidator(check_namespace)]
@@ -151,7 +152,7 @@ class ServingOptions(ConfigSection):
     @property
     def remote_base(self) -> bool:
         """Whether `base_path` is a bucket path (`gs://…`), which TF Serving reads directly."""
-        return "://" in self.base_path
+        return is_remote(self.base_path)
 
     @property
     def container_base_path(self) -> str:

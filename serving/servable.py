@@ -1,6 +1,6 @@
 """One loaded model version: its signatures, input validation with TF Serving's messages, and execution.
 
-A `Servable` wraps `tf.saved_model.load(...)`. It reads the SignatureDefs from `saved_model.pb` (what
+A `Servable` wraps `tf.saved_model.load(...)`. It reads the SignatureDefs from `SAVED_MODEL_FILE` (what
 GetModelMetadata returns, `__saved_model_init_op` included, as TF Serving does), validates a request's inputs
 against the chosen signature, and runs it either directly or through a server-side batch scheduler.
 
@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
+from components.contract import SAVED_MODEL_FILE
 from components.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from serving.batching import BatchingOptions, BatchScheduler
 from serving.errors import (
@@ -149,11 +150,11 @@ class Servable:
         """Loads `path` (a SavedModel directory).
 
         Raises:
-            ValueError: no `saved_model.pb`, or TensorFlow cannot load the model.
+            ValueError: no `SAVED_MODEL_FILE`, or TensorFlow cannot load the model.
         """
-        pb_path = Path(path) / "saved_model.pb"
+        pb_path = Path(path) / SAVED_MODEL_FILE
         if not pb_path.is_file():
-            raise ValueError(f"{path} holds no saved_model.pb (is it a complete SavedModel export?)")
+            raise ValueError(f"{path} holds no {SAVED_MODEL_FILE} (is it a complete SavedModel export?)")
         try:
             saved_model = saved_model_pb2.SavedModel.FromString(pb_path.read_bytes())
             loaded = tf.saved_model.load(str(path))

@@ -26,7 +26,7 @@ import grpc
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
 from serving import event_loop
-from serving.address import check_port, host_port
+from serving.address import check_port, host_port, rest_base_url
 from serving.api import ServingApi, replay_warmup, version_states
 from serving.batching import BatchingOptions
 from serving.config_error import ServingConfigError
@@ -169,7 +169,7 @@ class ModelServer:
     @property
     def rest_url(self) -> str:
         """Base URL of the REST API, e.g. `http://127.0.0.1:8501`."""
-        return f"http://{host_port(self.options.host, self.rest_port or 0)}"
+        return rest_base_url(self.options.host, self.rest_port or 0)
 
     # --- lifecycle ----------------------------------------------------------------------------------------------
 

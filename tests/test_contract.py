@@ -104,9 +104,9 @@ def test_written_label_maps_read_back_and_bad_names_are_refused(tmp_path: Path) 
     assert not (tmp_path / "other.txt").exists()
 
 
-def test_importing_the_contract_and_publish_modules_loads_no_ml_framework() -> None:
+def test_importing_the_contract_paths_and_versions_modules_loads_no_ml_framework() -> None:
     code = (
-        "import sys, components.contract, components.publish; "
+        "import sys, components.contract, components.publish, components.paths, components.baseline.served; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'tfx', 'keras', 'tf_keras'}))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

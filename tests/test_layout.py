@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components.contract import is_remote
 from components.data.errors import DataError
 from components.data.probe import LabelEvidence, Listing
+from components.paths import is_remote
 from pipeline.config import TfxpConfig, build_config
 from pipeline.layout import detect_layout, infer_label_offset, resolve_data, split_patterns
 from pipeline.pipeline import example_gen_input_config, example_gen_output_config

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components import publish
+from components import paths, publish
 from components.publish import PUSH_RECORD, find_published, list_versions, next_version, publish_version
 
 
@@ -159,14 +159,14 @@ def test_a_bucket_version_is_staged_under_a_hidden_name_then_moved_in_with_the_c
 
 def test_a_bucket_copy_that_fails_leaves_no_version_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = f"ram://{tmp_path.name}-failed/serving/digits"
-    real_copy = publish._copy
+    real_copy = paths.copy_file
 
     def broken_copy(source: str, target: str) -> None:
         if target.endswith("saved_model.pb"):
             raise OSError("bucket quota exceeded")
         real_copy(source, target)
 
-    monkeypatch.setattr(publish, "_copy", broken_copy)
+    monkeypatch.setattr(paths, "copy_file", broken_copy)
     with pytest.raises(OSError, match="bucket quota exceeded"):
         publish_version(_model(tmp_path), base, identity="model-1", last_file="saved_model.pb")
     assert list_versions(base) == []  # what was copied sat under the hidden staging name, now removed

@@ -79,3 +79,14 @@ def test_nothing_served_or_unloadable_trains_from_scratch(served_base: Path, tmp
     (broken / "assets" / "labels.txt").write_text("\n".join(LABELS) + "\n")
     result = warm_start(build_model("small_resnet", SPEC), str(broken), LABELS)
     assert not result.applied and "cannot be loaded as a Keras model" in result.reason
+
+
+def test_stray_folders_beside_the_served_version_are_not_warm_started_from(served_base: Path, tmp_path: Path) -> None:
+    import shutil
+
+    base = tmp_path / "digits"
+    shutil.copytree(served_base / "1700000000", base / "1700000000")
+    for stray in ("²", "٣", "99999999999999999999", "1800000000.tmp"):  # each a complete copy, none a version
+        shutil.copytree(served_base / "1700000000", base / stray)
+    result = warm_start_from_served(build_model("small_resnet", SPEC), str(base), LABELS)
+    assert result.applied and result.version == "1700000000", result.reason

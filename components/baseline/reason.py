@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-# Accuracy changes within this much of the threshold count as on it (TFMA compares with the same slack).
-_EPSILON = 1e-10
+ACCURACY_EPSILON = 1e-10
+"""The gate's float slack: an accuracy drop within this much of `evaluator.max_accuracy_drop` counts as on it.
+TFMA's change threshold gets it added (`pipeline.pipeline.eval_config`) and this module's verdict uses it, so the
+two agree on a drop exactly at the limit."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def _verdict(
     """`head: ` and the checks that decided, in the order a reader asks: minimum, then the served version."""
     if accuracy is None:
         return _with_failures(f"{head}: the Evaluator produced no accuracy", blessed, failures)
-    meets_minimum = accuracy >= min_accuracy - _EPSILON
+    meets_minimum = accuracy >= min_accuracy - ACCURACY_EPSILON
     minimum = f"eval accuracy {_number(accuracy)} {'≥' if meets_minimum else '<'} evaluator.min_accuracy {min_accuracy}"
     if baseline.mode == "none":
         return _with_failures(
@@ -101,7 +103,7 @@ def _verdict(
         return _with_failures(f"{head}: {minimum}; {served} has no accuracy on this eval split", blessed, failures)
     served += f" ({_number(baseline.accuracy)})"
     change = accuracy - baseline.accuracy
-    within_drop = change >= -max_accuracy_drop - _EPSILON
+    within_drop = change >= -max_accuracy_drop - ACCURACY_EPSILON
     drop = f"evaluator.max_accuracy_drop is {max_accuracy_drop}"
     if within_drop:
         if round(change, 3) > 0:

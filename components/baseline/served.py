@@ -1,15 +1,16 @@
 """The served model: the newest complete version under a TF Serving base path, checked as an Evaluator baseline.
 
-What TF Serving serves is the highest numeric version directory that holds a model (`components.publish`
-writes them; a local publish appears in one rename, a bucket publish writes `saved_model.pb` last). Hidden
-staging directories, non-numeric names and versions still being copied are not served, so they are not the
-baseline either.
+What TF Serving serves is the highest version directory that holds a model (`components.publish` owns the rule
+of what a version is and writes them; a local publish appears in one rename, a bucket publish writes
+`SAVED_MODEL_FILE` last). Hidden staging directories, names that are no version (`5.tmp`, `²`, a number beyond
+int64) and versions still being copied are not served, so they are not the baseline either. `find_served_model`
+is the one answer to "what is served" for ServedBaseline, warm start and the run summary.
 
 A baseline must load and carry the signatures the Evaluator runs (`SIGNATURE_TF_EXAMPLE` for predictions and
 `SIGNATURE_EVAL_LABELS` for the labels); otherwise `check_served_model` raises `ServedModelError` naming the
 version, its path, what is wrong and the two ways out (fix or remove the version, or `evaluator.baseline: none`).
 
-Paths may be local or buckets (`gs://`): everything goes through `tf.io.gfile`.
+Paths may be local or buckets (`components.paths`); TensorFlow is imported only to load or stat the model.
 
 Example:
     served = find_served_model("tfxp_output/serving/digits")
@@ -20,15 +21,12 @@ Example:
 
 from __future__ import annotations
 
-import json
-import shutil
 from dataclasses import dataclass
 
-import tensorflow as tf
-
+from components import paths
 from components.contract import SAVED_MODEL_FILE, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 from components.errors import TfxpError
-from components.publish import PUSH_RECORD, list_versions
+from components.publish import newest_version, push_identity, read_push_record
 
 # What the Evaluator runs on a baseline (pipeline.pipeline.eval_config): predictions, then TFMA's labels.
 EVAL_SIGNATURES = (SIGNATURE_TF_EXAMPLE, SIGNATURE_EVAL_LABELS)
@@ -64,19 +62,20 @@ def find_served_model(base: str) -> ServedModel | None:
     Returns:
         The version TF Serving serves; None when `base` does not exist or holds no complete version.
     """
-    versions = list_versions(base, required_file=SAVED_MODEL_FILE)
-    if not versions:
+    path = newest_version(base, required_file=SAVED_MODEL_FILE) if base else None
+    if path is None:
         return None
-    path = versions[0]
-    return ServedModel(version=path.rsplit("/", 1)[-1], path=path, identity=_identity(path))
+    return ServedModel(version=paths.name_of(path), path=path, identity=push_identity(read_push_record(path)))
 
 
 def served_fingerprint(base: str) -> str:
     """A short string that changes whenever the served version changes: `<version>:<identity>:<size>:<mtime>`.
 
     "none" when nothing is served. Versions are never rewritten in place, but a version removed and written
-    again under the same name has a new `saved_model.pb`, hence the size and modification time.
+    again under the same name has a new `SAVED_MODEL_FILE`, hence the size and modification time.
     """
+    import tensorflow as tf
+
     served = find_served_model(base)
     if served is None:
         return "none"
@@ -91,6 +90,8 @@ def check_served_model(served: ServedModel) -> None:
         ServedModelError: the SavedModel cannot be loaded (the error says why) or lacks signatures (it lists
             the missing ones and those it has); the message names the version, its path and the ways out.
     """
+    import tensorflow as tf
+
     way_out = (
         f"remove or fix {served.path} (TF Serving then serves the previous version, which becomes the baseline), "
         f"or {BASELINE_NONE_HINT}"
@@ -120,27 +121,4 @@ def copy_model(source: str, target: str) -> None:
     (against the rules) edited in place. The local runner copies once per served version (the component is
     cached while the served version stays the same).
     """
-    source = source.rstrip("/")
-    if "://" not in source and "://" not in target:
-        shutil.copytree(source, target)
-        return
-    for parent, _, names in tf.io.gfile.walk(source):
-        relative = parent.rstrip("/")[len(source) :].lstrip("/")
-        destination = f"{target.rstrip('/')}/{relative}".rstrip("/")
-        tf.io.gfile.makedirs(destination)
-        for name in names:
-            tf.io.gfile.copy(f"{parent.rstrip('/')}/{name}", f"{destination}/{name}", overwrite=True)
-
-
-def _identity(version_dir: str) -> str:
-    """The identity in a version's push record; "" when there is none or it cannot be read."""
-    path = f"{version_dir}/{PUSH_RECORD}"
-    try:
-        if not tf.io.gfile.exists(path):
-            return ""
-        with tf.io.gfile.GFile(path) as handle:
-            record = json.loads(handle.read())
-    except (OSError, ValueError, tf.errors.OpError):
-        return ""
-    identity = record.get("identity", record.get("source", "")) if isinstance(record, dict) else ""
-    return identity if isinstance(identity, str) else ""
+    paths.copy_tree(source, target)

@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError
 
 from components.contract import LABEL_KEY, SYNSET_KEY, TEXT_KEY, read_label_map
 from components.data.tfrecords import compression_for
+from components.paths import is_remote
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def list_dir(path: str) -> Listing:
     Raises:
         OSError: `path` does not exist, is not a directory, or cannot be read (the message says which).
     """
-    if "://" not in path:
+    if not is_remote(path):
         with os.scandir(path) as entries:
             visible = [entry for entry in entries if not entry.name.startswith(".")]
             return Listing(

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from components import artifact_files
+from components import paths
 from components.contract import EDGE_METADATA_FILE, EDGE_MODEL_FILE
 from edge.errors import EdgeError
 
@@ -36,7 +36,7 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
     """
     path = f"{str(edge_model_uri).rstrip('/')}/{EDGE_METADATA_FILE}"
     try:
-        metadata = json.loads(artifact_files.read_text(path))  # through tf.io.gfile: a gs:// pipeline root too
+        metadata = json.loads(paths.read_text(path))  # through tf.io.gfile: a gs:// pipeline root too
     except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8
         raise EdgeError(f"cannot read the EdgeExporter's {path}: {error}; was the EdgeExporter run?") from None
     pushed = metadata.get("pushed_path")

@@ -24,19 +24,19 @@ from __future__ import annotations
 import os
 import posixpath
 
-from components.contract import is_remote
 from components.errors import TfxpError
+from components.paths import is_remote, scheme, uri
 
 KFP_DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
 """Open-source KFP's pipeline root when neither the run nor the kfp-launcher ConfigMap names one
 (`backend/src/v2/config/env.go:38`)."""
 LAUNCHER_ROOT_ENV = "TFXP_LAUNCHER_ROOT"
 """Environment variable: the directory standing for `/` in the launcher's local paths (tests and run-spec)."""
-# URI prefix → the launcher's local mount folder (launcher_v2.go:1239-1253).
-LAUNCHER_MOUNTS = {"gs://": "gcs", "minio://": "minio", "s3://": "s3"}
-OCI_PREFIX = "oci://"
+# URI scheme → the launcher's local mount folder (launcher_v2.go:1239-1253).
+LAUNCHER_MOUNTS = {"gs": "gcs", "minio": "minio", "s3": "s3"}
+OCI_SCHEME = "oci"
 # What TensorFlow's and Beam's filesystems open in the tfxp image without plugins (tensorflow-io is not in it).
-DIRECT_SCHEMES = ("gs://",)
+DIRECT_SCHEMES = ("gs",)
 
 
 class LauncherPathError(TfxpError, ValueError):
@@ -48,25 +48,27 @@ def launcher_root() -> str:
     return os.environ.get(LAUNCHER_ROOT_ENV) or "/"
 
 
-def local_path_for_uri(uri: str, root: str | None = None) -> str:
-    """The launcher's local path for `uri` (`LocalPathForURI`), under `root` (default `launcher_root()`).
+def local_path_for_uri(artifact_uri: str, root: str | None = None) -> str:
+    """The launcher's local path for `artifact_uri` (`LocalPathForURI`), under `root` (default `launcher_root()`).
 
     Raises:
-        LauncherPathError: `uri` has no scheme the launcher knows (the launcher skips such artifacts).
+        LauncherPathError: `artifact_uri` has no scheme the launcher knows (the launcher skips such artifacts).
     """
-    for prefix, mount in LAUNCHER_MOUNTS.items():
-        if uri.startswith(prefix):
-            return posixpath.join(root or launcher_root(), mount, uri[len(prefix) :])
-    if uri.startswith(OCI_PREFIX):  # a modelcar's shared folder (launcher_v2.go:1249-1251)
-        return posixpath.join(root or launcher_root(), "oci", uri[len(OCI_PREFIX) :].replace("/", "_"), "models")
+    kind = scheme(artifact_uri)
+    rest = artifact_uri[len(uri(kind)) :] if kind else artifact_uri
+    if kind in LAUNCHER_MOUNTS:
+        return posixpath.join(root or launcher_root(), LAUNCHER_MOUNTS[kind], rest)
+    if kind == OCI_SCHEME:  # a modelcar's shared folder (launcher_v2.go:1249-1251)
+        return posixpath.join(root or launcher_root(), "oci", rest.replace("/", "_"), "models")
     raise LauncherPathError(
-        f"{uri}: KFP's launcher keeps local copies only of {', '.join(LAUNCHER_MOUNTS)} and oci:// URIs "
+        f"{artifact_uri}: KFP's launcher keeps local copies only of {', '.join(map(uri, LAUNCHER_MOUNTS))} and "
+        f"{uri(OCI_SCHEME)} URIs "
         "(LocalPathForURI), and TensorFlow in the tfxp image opens none of this scheme; write the artifact under "
         "a gs://, minio:// or s3:// pipeline root"
     )
 
 
-def opens_directly(uri: str) -> bool:
-    """Whether an executor reads and writes `uri` itself: a local path, or a scheme TensorFlow's and Beam's
-    filesystems handle in the tfxp image."""
-    return not is_remote(uri) or uri.startswith(DIRECT_SCHEMES)
+def opens_directly(artifact_uri: str) -> bool:
+    """Whether an executor reads and writes `artifact_uri` itself: a local path, or a scheme TensorFlow's and
+    Beam's filesystems handle in the tfxp image."""
+    return not is_remote(artifact_uri) or scheme(artifact_uri) in DIRECT_SCHEMES

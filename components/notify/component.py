@@ -7,7 +7,6 @@ goes wrong while reading the run's outputs or posting is logged; the component i
 """
 
 # No `from __future__ import annotations`: TFX reads the component function's annotations as real types.
-import json
 import logging
 import posixpath
 from typing import Any
@@ -29,7 +28,7 @@ from components.notify.notice import (
     run_outcome,
 )
 from components.notify.run_record import RUN_RECORDS_DIR, read_run_record
-from components.publish import PUSH_RECORD, list_versions
+from components.publish import push_records
 
 logger = logging.getLogger(__name__)
 # The task whose blessing the notice reports, and its output key (TFX's Evaluator).
@@ -66,19 +65,6 @@ def _blessed(pipeline_root: str, pipeline_name: str, run_id: str) -> bool | None
         for path in fileio.glob(pattern)
     ]
     return blessing_verdict(markers)
-
-
-def _push_records(serving_base: str) -> dict[str, dict[str, Any]]:
-    records: dict[str, dict[str, Any]] = {}
-    # A version counts once its saved_model.pb is in place (publish.py moves it in last on a bucket).
-    for version_dir in list_versions(serving_base, required_file=SAVED_MODEL_FILE) if serving_base else []:
-        path = posixpath.join(version_dir, PUSH_RECORD)
-        try:
-            with fileio.open(path) as handle:
-                records[version_dir] = json.loads(handle.read())
-        except (OSError, ValueError) as error:  # fileio raises NotFoundError, an OSError, for a missing record
-            logger.warning("run notice: skipping unreadable push record %s: %s", path, error)
-    return records
 
 
 # KFP runs this after the pipeline's DAG (exit handler); the parameter names are the spec's input names.
@@ -123,7 +109,7 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
     if record is None:  # the run failed before its last task: look for what it left
         try:
             blessed = _blessed(pipeline_root, pipeline_name, run_id)
-            pushed = pushed_version_of(_push_records(serving_base), run_id)
+            pushed = pushed_version_of(push_records(serving_base, SAVED_MODEL_FILE) if serving_base else {}, run_id)
         except Exception as error:
             logger.warning("run notice: could not read the run's outputs: %s", error)
     if record is not None:

@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from components.errors import TfxpError
+from components.paths import name_of
+from components.publish import push_identity
 
 # KFP task states (open-source KFP's task status names; Vertex AI's `PipelineState` short forms).
 # Open-source KFP passes the DAG execution's MLMD state (`GetLastKnownState().String()`: NEW, RUNNING, COMPLETE,
@@ -196,8 +198,8 @@ def pushed_version_of(records: Mapping[str, Mapping[str, Any]], run_id: str) -> 
     """The version this run published, from the serving base's push records.
 
     Args:
-        records: Version directory → its push record (`components.publish.PUSH_RECORD`: the Pusher's
-            `identity` is the pushed model's path, which lies under the run's outputs).
+        records: Version directory → its push record, newest first (`components.publish.push_records`: the
+            Pusher's identity is the pushed model's path, which lies under the run's outputs).
         run_id: The run's id; a record whose source path has it as a path segment is this run's.
 
     Returns:
@@ -205,10 +207,9 @@ def pushed_version_of(records: Mapping[str, Mapping[str, Any]], run_id: str) -> 
     """
     if not run_id:
         return None
-    for directory, record in sorted(records.items(), reverse=True):
-        identity = str(record.get("identity", record.get("source", "")))
-        if run_id in identity.split("/"):
-            return str(record.get("version", directory.rstrip("/").rsplit("/", 1)[-1])), directory
+    for directory, record in records.items():
+        if run_id in push_identity(record).split("/"):
+            return str(record.get("version", name_of(directory))), directory
     return None
 
 

@@ -26,6 +26,8 @@ import posixpath
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from components import paths
+
 RUN_RECORDS_DIR = "runs"
 """Beside the versions under the serving base path: `<serving base>/runs/<run id>.json` (not a version)."""
 NO_NEW_DATA = "no new data"
@@ -111,12 +113,6 @@ class RunRecord:
         return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
 
 
-def _gfile():  # type: ignore[no-untyped-def]
-    import tensorflow as tf
-
-    return tf.io.gfile
-
-
 def record_path(record_dir: str, run_id: str) -> str:
     """`<record dir>/<run id>.json`."""
     return posixpath.join(record_dir.rstrip("/"), f"{run_id}.json")
@@ -124,11 +120,9 @@ def record_path(record_dir: str, run_id: str) -> str:
 
 def write_run_record(record_dir: str, record: RunRecord) -> str:
     """Writes `record` (local or bucket); returns its path."""
-    gfile = _gfile()
-    gfile.makedirs(record_dir)
+    paths.makedirs(record_dir)
     path = record_path(record_dir, record.run_id)
-    with gfile.GFile(path, "w") as handle:
-        handle.write(json.dumps(asdict(record), indent=2) + "\n")
+    paths.write_text(path, json.dumps(asdict(record), indent=2) + "\n")
     return path
 
 
@@ -138,12 +132,10 @@ def read_run_record(record_dir: str, run_id: str) -> RunRecord | None:
     Raises:
         ValueError: the record is not a run record's JSON.
     """
-    gfile = _gfile()
     path = record_path(record_dir, run_id)
-    if not gfile.exists(path):
+    if not paths.exists(path):
         return None
-    with gfile.GFile(path) as handle:
-        data = json.loads(handle.read())
+    data = json.loads(paths.read_bytes(path))
     if not isinstance(data, dict):
         raise ValueError(f"{path} is not a run record")
     return RunRecord.from_dict(data)

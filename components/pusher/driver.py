@@ -24,6 +24,7 @@ from tfx.utils import proto_utils
 
 from components.contract import SAVED_MODEL_FILE
 from components.fingerprint_driver import FingerprintDriver
+from components.paths import name_of
 from components.publish import list_versions
 
 # The execution property the driver sets (TFX's PusherSpec does not declare it; the launcher passes it on).
@@ -45,7 +46,7 @@ def pushed_fingerprint(base: str, earlier_pushes: Iterable[str] = ()) -> str:
         `none` or the comma-separated versions, followed by `;gone:<versions>` when an earlier push is gone.
     """
     root = base.rstrip("/")
-    present = [path.rsplit("/", 1)[-1] for path in list_versions(root, required_file=SAVED_MODEL_FILE)]
+    present = [name_of(path) for path in list_versions(root, required_file=SAVED_MODEL_FILE)]
     pushed = {tuple(path.rstrip("/").rsplit("/", 1)) for path in earlier_pushes if "/" in path.rstrip("/")}
     gone = sorted({version for parent, version in pushed if parent == root and version not in present})
     text = ",".join(present) or "none"

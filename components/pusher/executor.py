@@ -1,8 +1,8 @@
 """Pusher executor that publishes every version through `components.publish`, on local paths and buckets alike.
 
-TFX's Pusher names a version by the clock and copies into it (`saved_model.pb` last); ours publishes through
+TFX's Pusher names a version by the clock and copies into it (`SAVED_MODEL_FILE` last); ours publishes through
 `publish_version`: a hidden staging name first, then one rename locally or a file-by-file move on a bucket with
-`saved_model.pb` last, and a push record that makes a re-run over the same model artifact find its version
+`SAVED_MODEL_FILE` last, and a push record that makes a re-run over the same model artifact find its version
 instead of pushing it twice. The Kubeflow path (a `gs://` serving base) and `tfxp run` follow that one rule.
 """
 
@@ -48,7 +48,7 @@ class AtomicPusherExecutor(pusher_executor.Executor):
             raise ValueError("tfxp's Pusher supports file-system destinations only (push_destination.filesystem)")
         model_path = self.GetModelPath(input_dict)
         # The identity is the SavedModel's path in the model artifact: a new Trainer run is a new artifact (a new
-        # version); this Pusher re-run over the same artifact finds the version it pushed. `saved_model.pb` marks
+        # version); this Pusher re-run over the same artifact finds the version it pushed. `SAVED_MODEL_FILE` marks
         # a complete version, as TF Serving and TFX's Pusher expect (tfx/components/pusher/executor.py:198).
         base = destination.filesystem.base_directory
         already = find_published(base, model_path, required_file=SAVED_MODEL_FILE)

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from components import artifact_files
+from components import paths
 from components.contract import (
     IMAGE_KEY,
     INPUT_EXAMPLES,
@@ -64,7 +64,7 @@ def validation_failures(evaluation_uri: str) -> list[str]:
     """
     import tensorflow_model_analysis as tfma
 
-    if not artifact_files.children(evaluation_uri, f"{VALIDATIONS_FILE}*"):  # Evaluator without thresholds
+    if not paths.children(evaluation_uri, f"{VALIDATIONS_FILE}*"):  # Evaluator without thresholds
         return []
     result = tfma.load_validation_result(evaluation_uri)
     return [
@@ -83,9 +83,9 @@ def training_metrics(model_uri: str) -> dict[str, Any]:
         OSError: the file cannot be read.
     """
     path = f"{model_uri.rstrip('/')}/{TRAINING_METRICS_FILE}"
-    if not artifact_files.is_file(path):
+    if not paths.is_file(path):
         return {}
-    loaded = json.loads(artifact_files.read_text(path))
+    loaded = json.loads(paths.read_text(path))
     if not isinstance(loaded, dict):
         raise ValueError(f"expected a JSON object, got {type(loaded).__name__}")
     return loaded
@@ -218,14 +218,10 @@ def misclassified(
 
 def eval_files(examples_uri: str) -> list[str]:
     """The eval split's files of an Examples artifact (`Split-eval/*`)."""
-    return [
-        path
-        for path in artifact_files.children(f"{examples_uri.rstrip('/')}/Split-eval")
-        if artifact_files.is_file(path)
-    ]
+    return [path for path in paths.children(f"{examples_uri.rstrip('/')}/Split-eval") if paths.is_file(path)]
 
 
 def saved_model_dir(model_uri: str) -> str:
     """The SavedModel inside a Trainer `model` artifact (TFX's `Format-Serving`), or the artifact itself."""
     serving = f"{model_uri.rstrip('/')}/Format-Serving"
-    return serving if artifact_files.is_dir(serving) else model_uri
+    return serving if paths.is_dir(serving) else model_uri

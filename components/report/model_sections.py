@@ -75,7 +75,9 @@ def data_section(facts: RunFacts) -> Section:
 
 
 def _label_order(classes: list[str]) -> list[str]:
-    return sorted(classes, key=int) if all(name.isdigit() for name in classes) else classes
+    # ASCII digits only: "²".isdigit() is True, but int("²") raises.
+    numeric = all(name.isascii() and name.isdigit() for name in classes)
+    return sorted(classes, key=int) if numeric else classes
 
 
 def _spans(summary: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Readers of the artifacts the report shows, each from one artifact directory: local, or a bucket on Kubeflow.
 
 StatisticsGen's statistics (examples per split and class), ExampleValidator's anomalies, the Trainer's TensorBoard
-scalars and the SavedModel's size. Files are read through `tf.io.gfile` (`components.artifact_files`), so a
+scalars and the SavedModel's size. Files are read through `tf.io.gfile` (`components.paths`), so a
 `gs://` pipeline root reads like a local one; TensorFlow, its protos and TensorBoard load inside the functions
 that need them. Each raises what its library raises for an unreadable file; the caller records that as a problem.
 
@@ -16,7 +16,7 @@ import json
 import posixpath
 from typing import Any
 
-from components import artifact_files
+from components import paths
 from components.contract import TEXT_KEY
 
 SPLIT_PREFIX = "Split-"
@@ -31,8 +31,8 @@ EPOCH_PREFIX = "epoch_"
 
 def split_dirs(uri: str) -> dict[str, str]:
     """Split name → `Split-<name>` directory of a TFX artifact, train and eval first."""
-    paths = artifact_files.children(uri, f"{SPLIT_PREFIX}*")
-    found = {posixpath.basename(path)[len(SPLIT_PREFIX) :]: path for path in paths if artifact_files.is_dir(path)}
+    split_dirs = paths.children(uri, f"{SPLIT_PREFIX}*")
+    found = {posixpath.basename(path)[len(SPLIT_PREFIX) :]: path for path in split_dirs if paths.is_dir(path)}
     order = {"train": 0, "eval": 1}
     return dict(sorted(found.items(), key=lambda item: (order.get(item[0], 2), item[0])))
 
@@ -51,7 +51,7 @@ def counts_from_statistics(statistics_uri: str) -> dict[str, dict[str, Any]]:
     counts: dict[str, dict[str, Any]] = {}
     for split, directory in split_dirs(statistics_uri).items():
         statistics = statistics_pb2.DatasetFeatureStatisticsList()
-        statistics.ParseFromString(artifact_files.read_bytes(f"{directory}/{STATISTICS_FILE}"))
+        statistics.ParseFromString(paths.read_bytes(f"{directory}/{STATISTICS_FILE}"))
         dataset = statistics.datasets[0]
         classes: dict[str, int] = {}
         for feature in dataset.features:
@@ -65,9 +65,9 @@ def counts_from_statistics(statistics_uri: str) -> dict[str, dict[str, Any]]:
 def counts_from_manifest(data_path: str) -> dict[str, dict[str, Any]] | None:
     """Examples per split and class from the manifest `tfxp data` writes; None when `data_path` has none."""
     path = f"{data_path.rstrip('/')}/{MANIFEST_FILE}"
-    if not artifact_files.is_file(path):
+    if not paths.is_file(path):
         return None
-    manifest = json.loads(artifact_files.read_text(path))
+    manifest = json.loads(paths.read_text(path))
     return {
         split: {"examples": sum(per_class.values()), "classes": dict(per_class)}
         for split, per_class in manifest.get("counts", {}).items()
@@ -81,7 +81,7 @@ def anomaly_lines(anomalies_uri: str) -> list[str]:
     lines = []
     for split, directory in split_dirs(anomalies_uri).items():
         anomalies = anomalies_pb2.Anomalies()
-        anomalies.ParseFromString(artifact_files.read_bytes(f"{directory}/{ANOMALIES_FILE}"))
+        anomalies.ParseFromString(paths.read_bytes(f"{directory}/{ANOMALIES_FILE}"))
         for feature, info in sorted(anomalies.anomaly_info.items()):
             lines.append(f"{split}: {feature}: {info.short_description or info.description}")
         if anomalies.HasField("dataset_anomaly_info"):
@@ -102,7 +102,7 @@ def epoch_curves(model_run_uri: str) -> dict[str, dict[str, list[list[float]]]]:
     curves: dict[str, dict[str, list[list[float]]]] = {}
     for run in CURVE_RUNS:
         directory = f"{model_run_uri.rstrip('/')}/{run}"
-        if not artifact_files.is_dir(directory):
+        if not paths.is_dir(directory):
             continue
         accumulator = event_accumulator.EventAccumulator(  # reads through tf.io.gfile when TensorFlow is installed
             directory, size_guidance={event_accumulator.TENSORS: 0, event_accumulator.SCALARS: 0}
@@ -126,4 +126,4 @@ def epoch_curves(model_run_uri: str) -> dict[str, dict[str, list[list[float]]]]:
 
 def directory_bytes(path: str) -> int | None:
     """The size of the files under `path`; None when it is not a directory."""
-    return artifact_files.tree_bytes(path)
+    return paths.tree_bytes(path)

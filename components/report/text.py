@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from components.paths import name_of
+
 NOT_KNOWN = "—"
 
 
@@ -47,7 +49,7 @@ def clock(epoch_seconds: Any) -> str:
 
 def version_of(path: Any) -> str | None:
     """The version (last path element) of a pushed model directory."""
-    return str(path).rstrip("/").rsplit("/", 1)[-1] if path else None
+    return name_of(path) if path else None
 
 
 def first_line(text: Any, limit: int = 400) -> str:

@@ -21,8 +21,8 @@ from typing import Any
 
 import tf_keras as keras
 
+from components.baseline.served import find_served_model
 from components.contract import LABELS_ASSET, LabelMapError, read_label_map
-from components.publish import list_versions
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +73,12 @@ def warm_start_from_served(model: keras.Model, serving_base: str, labels: Sequen
     Returns:
         The result; `applied` is False (with the reason) when nothing is served yet or anything differs.
     """
-    versions = list_versions(serving_base, required_file="saved_model.pb") if serving_base else []
-    if not versions:
+    served = find_served_model(serving_base) if serving_base else None
+    if served is None:
         return WarmStart(
             False, f"nothing is served under {serving_base or '(no serving base)'} yet; trained from scratch"
         )
-    return warm_start(model, versions[0], labels)
+    return warm_start(model, served.path, labels)
 
 
 def warm_start(model: keras.Model, saved_model_dir: str, labels: Sequence[str]) -> WarmStart:

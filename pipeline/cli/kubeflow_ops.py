@@ -102,10 +102,10 @@ def pipeline_versions(
     limit: LimitOption = 20,
 ) -> None:
     """List a pipeline's versions, newest first."""
-    from pipeline.kubeflow.pipelines import list_versions, require_pipeline
+    from pipeline.kubeflow.pipelines import list_pipeline_versions, require_pipeline
 
     table = _table("version", "id", "created")
-    for version in list_versions(client, require_pipeline(client, name), limit):
+    for version in list_pipeline_versions(client, require_pipeline(client, name), limit):
         table.add_row(version.name, version.version_id, _when(version.created))
     console.print(table)
 

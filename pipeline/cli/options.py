@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from components.contract import is_remote
+from components.paths import is_remote
 from pipeline.cli.console import UserError
 from serving.address import check_port, parse_grpc_target, parse_rest_url
 
@@ -185,7 +185,7 @@ output_dir = path_rule("output_dir")
 def run_output(text: str) -> str:
     """`tfxp run --output`: a local directory by the `output_dir` rule, or a bucket URL kept as typed (the local
     runner then refuses it with its reason: ML Metadata's SQLite store needs a local output)."""
-    return text if "://" in text else str(output_dir(text))
+    return text if is_remote(text) else str(output_dir(text))
 
 
 ConfigOption = Annotated[

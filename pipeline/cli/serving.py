@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from components.contract import is_remote
+from components.paths import is_remote
 from pipeline.cli.console import UserError, console, fail, warn
 from pipeline.cli.options import (
     ConfigOption,
@@ -49,6 +49,7 @@ WaitOption = Annotated[
 
 
 def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str | None) -> list[ModelConfig]:
+    from components.publish import is_version_name
     from serving.manager import ModelConfig, VersionPolicy
 
     serving = config.serving
@@ -59,9 +60,11 @@ def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str 
             "or pass --model-base DIR (a directory of numeric version subdirectories)"
         )
     children = [child for child in base.iterdir() if child.is_dir()]
-    if children and not any(child.name.isdigit() for child in children):
+    if children and not any(is_version_name(child.name) for child in children):
         # An easy mistake: OUT/serving instead of OUT/serving/<model>; the server would poll it forever.
-        holders = [child.name for child in children if any(g.name.isdigit() for g in child.iterdir() if g.is_dir())]
+        holders = [
+            child.name for child in children if any(is_version_name(g.name) for g in child.iterdir() if g.is_dir())
+        ]
         if holders:
             raise UserError(
                 f"model base path {base} holds no versions, but {', '.join(sorted(holders))} below it does; "
@@ -192,13 +195,13 @@ def _client(
 
 def _labels_for(config: TfxpConfig, labels_file: Path | None) -> list[str] | None:
     from components.contract import LABELS_ASSET, read_label_map
-    from components.publish import list_versions
+    from components.publish import newest_version
 
     if labels_file is not None:
         return read_label_map(labels_file, missing_hint="pass an existing label map (one class name a line)")
     # The server's API does not expose the label map; the pushed model carries it in assets/labels.txt.
-    newest = list_versions(output_layout(config).serving_base, required_file=LABELS_ASSET)[:1]
-    return read_label_map(f"{newest[0]}/{LABELS_ASSET}") if newest else None
+    newest = newest_version(output_layout(config).serving_base, required_file=LABELS_ASSET)
+    return read_label_map(f"{newest}/{LABELS_ASSET}") if newest else None
 
 
 def _read_images(paths: list[Path]) -> list[bytes]:

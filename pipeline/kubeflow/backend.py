@@ -51,14 +51,16 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components import paths
 from components.errors import TfxpError
 from components.kfp.launcher_paths import (
     KFP_DEFAULT_ROOT,
     LAUNCHER_MOUNTS,
-    OCI_PREFIX,
+    OCI_SCHEME,
     LauncherPathError,
     local_path_for_uri,
 )
+from components.paths import is_remote, scheme, split_bucket
 
 KFP, VERTEX = "kfp", "vertex"
 BACKENDS = (KFP, VERTEX)
@@ -82,6 +84,8 @@ VERTEX_PROJECT = "projects/123456789/locations/us-central1"
 CACHED, COMPLETE, FAILED = "CACHED", "COMPLETE", "FAILED"
 # S3's (and MinIO's) bucket names.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# The pipeline-root schemes run-spec keeps as folders under --state (the launcher's object stores but GCS).
+_OBJECT_STORES = ("minio", "s3")
 
 
 class BackendError(TfxpError, ValueError):
@@ -115,21 +119,21 @@ class Backend:
                 the launcher has no local path for it, `launcher_v2.go:1280-1300`; `gs://` needs a bucket);
                 vertex: a root that is not a local folder standing for `gs://`.
         """
-        if self.kind == KFP and root.startswith(("minio://", "s3://")):
-            bucket, _, key = root.split("://", 1)[1].partition("/")
+        if self.kind == KFP and scheme(root) in _OBJECT_STORES:
+            bucket, key = split_bucket(root)
             if not _BUCKET.match(bucket) or any(part in ("", ".", "..") for part in key.split("?")[0].split("/")[:-1]):
                 raise BackendError(
                     f"--pipeline-root {root}: not an object-store URI KFP accepts: the bucket must be 3-63 lowercase "
                     "letters, digits, dots or hyphens, and the path must have no empty, . or .. parts, e.g. "
                     "minio://mlpipeline/v2/artifacts"
                 )
-        if self.kind == KFP and not root.startswith(("minio://", "s3://")):
+        if self.kind == KFP and scheme(root) not in _OBJECT_STORES:
             raise BackendError(
                 f"--pipeline-root {root}: with --backend kfp the root is an object-store URI (minio://bucket/path or "
                 "s3://bucket/path, kept under --state here); on KFP a local path fails every task (the launcher "
                 "has no local path for it) and gs:// needs a real bucket"
             )
-        if self.kind == VERTEX and "://" in root:
+        if self.kind == VERTEX and is_remote(root):
             raise BackendError(
                 f"--pipeline-root {root}: with --backend vertex the root is a local folder standing for the "
                 "gs:// bucket Vertex AI writes to"
@@ -137,9 +141,9 @@ class Backend:
 
     def store_path(self, uri: str) -> Path:
         """The object-store folder holding `uri` (kfp)."""
-        for prefix, mount in LAUNCHER_MOUNTS.items():
-            if uri.startswith(prefix) and prefix != "gs://":
-                return self.object_store / mount / uri[len(prefix) :]
+        kind = scheme(uri)
+        if kind in _OBJECT_STORES:
+            return self.object_store / LAUNCHER_MOUNTS[kind] / uri[len(paths.uri(kind)) :]
         raise BackendError(f"{uri} is not an object-store URI run-spec keeps (minio://, s3://)")
 
 
@@ -323,7 +327,7 @@ def download_inputs(backend: Backend, executor_input: pipeline_spec_pb2.Executor
     launcher_v2.go:927-1004: every input, whether the command reads it or not)."""
     for artifacts in executor_input.inputs.artifacts.values():
         for artifact in artifacts.artifacts:
-            if artifact.uri.startswith(OCI_PREFIX):
+            if scheme(artifact.uri) == OCI_SCHEME:
                 continue  # a modelcar's files come from its sidecar, not the object store (:964)
             try:
                 local = Path(local_path_for_uri(artifact.uri, pod_root))

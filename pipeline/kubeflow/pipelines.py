@@ -214,7 +214,7 @@ def list_pipelines(client: KfpRunClient, limit: int = 20) -> list[PipelineSummar
     ]
 
 
-def list_versions(
+def list_pipeline_versions(
     client: KfpRunClient, pipeline_id: str, limit: int = 20, name: str | None = None
 ) -> list[PipelineVersion]:
     """A pipeline's versions, newest first; only those called `name` when given.
@@ -239,9 +239,9 @@ def get_version(client: KfpRunClient, pipeline: str, version: str | None = None)
         SubmitError: no such pipeline, no such version (listing the newest ones), or as `KfpRunClient.call`.
     """
     found_id = require_pipeline(client, pipeline)
-    versions = list_versions(client, found_id, limit=1, name=version)
+    versions = list_pipeline_versions(client, found_id, limit=1, name=version)
     if not versions:
-        newest = ", ".join(item.name for item in list_versions(client, found_id, limit=5)) or "none"
+        newest = ", ".join(item.name for item in list_pipeline_versions(client, found_id, limit=5)) or "none"
         wanted = f"no version {version!r}" if version else "no versions"
         raise SubmitError(
             f"pipeline {pipeline!r} has {wanted} at {client.host} (newest: {newest}); "
@@ -261,7 +261,7 @@ def _held_version(
 ) -> PipelineVersion | None:
     # The version called `version` when it already holds this spec; a content name (sha-…) implies the content,
     # a chosen name does not, so that spec is read and compared.
-    existing = list_versions(client, found_id, limit=1, name=version)
+    existing = list_pipeline_versions(client, found_id, limit=1, name=version)
     if not existing:
         return None
     if by_content:

@@ -28,8 +28,8 @@ from typing import Any
 
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.contract import is_remote
 from components.kfp.launcher_paths import KFP_DEFAULT_ROOT
+from components.paths import is_remote, scheme, uri
 from pipeline.kubeflow.runs import SubmitError
 from pipeline.kubeflow.spec import exit_handler_tasks
 
@@ -128,11 +128,11 @@ def run_pipeline_root(
             f"kubeflow.pipeline_root set to one (it becomes the spec's {ROOT_SPEC_KEY})"
         )
     notes = []
-    compiled_scheme = (compiled or KFP_DEFAULT_ROOT).split("://", 1)[0]
-    if override and is_remote(override) and override.split("://", 1)[0] != compiled_scheme:
+    compiled_scheme = scheme(compiled or KFP_DEFAULT_ROOT)
+    if override and is_remote(override) and scheme(override) != compiled_scheme:
         notes.append(
-            f"{ROOT_OPTION} {override} is a {override.split('://', 1)[0]}:// root, but {source} was compiled for "
-            f"{compiled_scheme}:// (its volume for the launcher's artifact copies, kubeflow.artifact_volume_size, is "
+            f"{ROOT_OPTION} {override} is a {uri(scheme(override))} root, but {source} was compiled for "
+            f"{uri(compiled_scheme)} (its volume for the launcher's artifact copies, kubeflow.artifact_volume_size, is "
             f"mounted at /{compiled_scheme if compiled_scheme != 'gs' else 'gcs'}): the copies would land on the "
             f"node's disk; recompile with kubeflow.pipeline_root={override}"
         )

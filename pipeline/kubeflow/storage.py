@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.contract import is_remote
 from components.errors import TfxpError
 from components.kfp.launcher_paths import DIRECT_SCHEMES, KFP_DEFAULT_ROOT, LAUNCHER_MOUNTS
+from components.paths import is_remote, scheme, uri
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError, container_tasks, executor_label
 
@@ -152,11 +152,11 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
         return [str(error)], []
     runner = _outside_runner(config)
     for key, path in direct_paths(config, serving_base, edge_base):
-        if is_remote(path) and not path.startswith(DIRECT_SCHEMES):
+        if is_remote(path) and scheme(path) not in DIRECT_SCHEMES:
             errors.append(
                 f"{key}={path}: the executors open it themselves with TensorFlow, which has no "
-                f"{path.split('://', 1)[0]}:// filesystem in the tfxp image (only artifacts under the pipeline root "
-                f"go through KFP's launcher); use {', '.join(DIRECT_SCHEMES)} or a PVC (kubeflow.volumes)"
+                f"{uri(scheme(path))} filesystem in the tfxp image (only artifacts under the pipeline root "
+                f"go through KFP's launcher); use {', '.join(map(uri, DIRECT_SCHEMES))} or a PVC (kubeflow.volumes)"
             )
         elif not is_remote(path) and runner:
             errors.append(
@@ -178,7 +178,7 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
             f"kubeflow.pipeline_root={root} is a local path: KFP's launcher keeps artifacts only under gs://, "
             "minio:// or s3:// roots; use a bucket path, e.g. gs://bucket/tfxp"
         )
-    if runner and not (root or "").startswith(DIRECT_SCHEMES):
+    if runner and scheme(root or "") not in DIRECT_SCHEMES:
         errors.append(
             f"beam.extra_args runs Beam on --runner={runner}, whose workers read and write the artifacts "
             f"themselves, so kubeflow.pipeline_root must be a gs:// bucket (it is {root or KFP_DEFAULT_ROOT})"
@@ -203,8 +203,7 @@ def artifact_volume(config: TfxpConfig, root: str, data_bytes: int | None) -> Ar
     wanted = config.kubeflow.artifact_volume_size
     if wanted == NONE:
         return None
-    scheme = (root or KFP_DEFAULT_ROOT).split("://", 1)[0] + "://"
-    mount = LAUNCHER_MOUNTS.get(scheme, "minio")
+    mount = LAUNCHER_MOUNTS.get(scheme(root or KFP_DEFAULT_ROOT), "minio")
     if wanted == AUTO:
         if data_bytes is None:
             return None
