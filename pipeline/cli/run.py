@@ -37,15 +37,16 @@ def run(
     Either way it writes OUT/report.html (`tfxp report`) and prints its path.
     """
     config = load_cli_config(config_file, overrides, output)
+    # The pre-flight imports no TensorFlow or TFX (a missing folder is said in a second, not after 10 s of imports);
+    # only the data probe, when `data.label_offset: auto` needs it, reads examples through TensorFlow.
     from components.contract import LabelMapError
     from components.data.errors import DataError
     from pipeline.cli.quiet import is_verbose, use_log_file
     from pipeline.runners.local import resolve_local_paths, run_local
     from pipeline.runners.recovery import OutputInUseError
-    from pipeline.summary import build_summary, write_summary
 
     try:
-        resolve_local_paths(config)
+        config = resolve_local_paths(config)  # resolved once: `run_local` runs this config as it is
     except (FileNotFoundError, LabelMapError, DataError) as error:  # missing or unrecognised data, a bucket output
         raise fail(str(error)) from None
     console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
@@ -53,6 +54,8 @@ def run(
         result = run_local(config, _print_progress, on_log=use_log_file, notify=_print_notice, echo_logs=is_verbose())
     except OutputInUseError as error:
         raise fail(str(error)) from None
+    from pipeline.summary import build_summary, write_summary  # imports TFX: after the run, not before the checks
+
     summary = build_summary(
         result.config,
         result.layout.metadata_path,
