@@ -20,7 +20,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.baseline import reason
-from components.baseline.spec import SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
+from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
 from components.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE
 from components.data.spans import SPANS_PROPERTY, parse_spans
 from components.edge_exporter.summary import edge_summary
@@ -92,8 +92,15 @@ def served_baseline(evaluator: ComponentRecord, metrics: dict[str, dict[str, flo
     artifact = (evaluator.inputs.get("baseline_model") or [None])[0]
     version = (_string_property(artifact, SERVED_VERSION_PROPERTY) or "") if artifact is not None else ""
     path = (_string_property(artifact, SERVED_PATH_PROPERTY) or "") if artifact is not None else ""
+    not_compared = (_string_property(artifact, NOT_COMPARED_PROPERTY) or "") if artifact is not None else ""
     accuracy = metrics.get("baseline", {}).get(ACCURACY_METRIC) if version else None
-    return {"mode": config.evaluator.baseline, "version": version, "path": path, "accuracy": accuracy}
+    return {
+        "mode": config.evaluator.baseline,
+        "version": version,
+        "path": path,
+        "accuracy": accuracy,
+        "not_compared": not_compared,
+    }
 
 
 def published_before(store: metadata_store.MetadataStore, pushed: metadata_store_pb2.Artifact) -> bool:
@@ -287,7 +294,7 @@ def _add_decision(
     summary["blessing_reason"] = reason.blessing_reason(
         summary["blessed"],
         summary["metrics"].get("accuracy"),
-        reason.Baseline(baseline["mode"], baseline["version"], baseline["accuracy"]),
+        reason.Baseline(baseline["mode"], baseline["version"], baseline["accuracy"], baseline["not_compared"]),
         evaluator.min_accuracy,
         evaluator.max_accuracy_drop,
         failures,

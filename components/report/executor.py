@@ -18,7 +18,7 @@ from tfx import types
 from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 
-from components.baseline.spec import SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
+from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
 from components.data.spans import SPANS_PROPERTY
 from components.notify.run_record import RunRecord, run_dir_of, write_run_record
 from components.report import spec as keys
@@ -136,6 +136,7 @@ def report_inputs(input_dict: dict[str, list[types.Artifact]], exec_properties: 
         else {
             "version": baseline.get_string_custom_property(SERVED_VERSION_PROPERTY),
             "path": baseline.get_string_custom_property(SERVED_PATH_PROPERTY),
+            "not_compared": baseline.get_string_custom_property(NOT_COMPARED_PROPERTY),
         },
         pushed_destination=pushed_destination,
         edge_model_uri=_uri(input_dict, keys.EDGE_MODEL_KEY),

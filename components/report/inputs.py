@@ -49,7 +49,8 @@ class ReportInputs:
         evaluation_uri: The Evaluator's `evaluation` (TFMA's metrics, plots and validation result).
         blessed: The Evaluator's blessing; None without it.
         baseline: The ServedBaseline's `baseline_model` properties: {"version", "path"} ("" when nothing was
-            served yet); None without the component (`evaluator.baseline: none`).
+            served yet) and "not_compared" (why that version was not compared; "" when it was); None without the
+            component (`evaluator.baseline: none`).
         pushed_destination: The version directory the Pusher pushed to; None when it did not push.
         edge_model_uri: The EdgeExporter's `edge_model`; None when edge is disabled.
     """
@@ -143,13 +144,20 @@ def _evaluation(facts: RunFacts, inputs: ReportInputs) -> None:
         summary["metrics"]["baseline_accuracy"] = metrics["baseline"].get(ACCURACY_METRIC)
     mode: Literal["served", "none"] = "none" if inputs.baseline is None else "served"
     accuracy = metrics.get("baseline", {}).get(ACCURACY_METRIC) if version else None
-    summary["baseline"] = {"mode": mode, "version": version, "path": baseline.get("path", ""), "accuracy": accuracy}
+    not_compared = baseline.get("not_compared", "")
+    summary["baseline"] = {
+        "mode": mode,
+        "version": version,
+        "path": baseline.get("path", ""),
+        "accuracy": accuracy,
+        "not_compared": not_compared,
+    }
     if inputs.blessed is None or not candidate:
         return  # no Evaluator output to explain: the Evaluation section says what is missing
     summary["blessing_reason"] = reason.blessing_reason(
         bool(inputs.blessed),
         candidate.get(ACCURACY_METRIC),
-        reason.Baseline(mode, version, accuracy),
+        reason.Baseline(mode, version, accuracy, not_compared),
         float(evaluator.get("min_accuracy", 0.0)),
         float(evaluator.get("max_accuracy_drop", 0.0)),
         failures,
