@@ -49,7 +49,7 @@ class Executor(base_executor.BaseExecutor):
         try:
             inputs = report_inputs(input_dict, exec_properties)
             facts = facts_from_inputs(inputs)
-            problems = len(facts.problems)
+            problems = len(facts.problems) + len(facts.summary.get("problems", []))
             document = report_html(facts)
         except Exception as error:  # the run succeeded; the report says why it is short instead of failing it
             logger.exception("run report: cannot build the page")

@@ -65,7 +65,7 @@ def run(
         result.started_at,
     )
     write_summary(summary, Path(result.layout.summary_path))
-    _print_summary(summary, result.layout.summary_path)
+    _print_summary(summary.to_json_dict(), result.layout.summary_path)
     report = _write_report(Path(result.config.pipeline.output))
     if result.failure is not None:
         raise fail(
