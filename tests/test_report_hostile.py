@@ -13,7 +13,8 @@ from components.report.facts import RunFacts
 from components.report.inputs import NO_METADATA
 from components.report.page import Lead, Missing, Section
 
-BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"]  # fmt: skip
+# Unicode's bidi formatting characters: embeddings and overrides, isolates, marks, the Arabic letter mark.
+BIDI = [*"\u202a\u202b\u202c\u202d\u202e", *"\u2066\u2067\u2068\u2069", *"\u200e\u200f\u061c"]
 LONG = "n" * 299 + "!"
 
 
