@@ -121,3 +121,32 @@ def test_the_baseline_reruns_when_the_run_label_map_changes(tmp_path: Path) -> N
 def test_the_reason_says_the_served_model_was_not_compared(blessed: bool, accuracy: float, expected: str) -> None:
     baseline = Baseline("served", "100", None, not_compared="its label map has 3 classes")
     assert blessing_reason(blessed, accuracy, baseline, 0.9, 0.01) == expected
+
+
+@pytest.mark.parametrize("not_compared", ["its label map has 3 classes (cat, dog, eel), this run's 10", ""])
+def test_the_run_summary_says_the_gate_did_not_compare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, not_compared: str
+) -> None:
+    """`tfxp run` prints the blessing reason; the summary's baseline says why it was not compared (only then)."""
+    from components.report import evaluation
+    from components.report.inputs import ReportInputs, summarize
+
+    monkeypatch.setattr(
+        evaluation, "evaluation_metrics", lambda uri: {"candidate": {"sparse_categorical_accuracy": 0.95}}
+    )
+    monkeypatch.setattr(evaluation, "validation_failures", lambda uri: [])
+    config = {"evaluator": {"baseline": "served", "min_accuracy": 0.9, "max_accuracy_drop": 0.01}}
+    baseline = {"version": "100", "path": "/serving/100", "not_compared": not_compared}
+    inputs = ReportInputs(config=config, evaluation_uri=str(tmp_path), blessed=True, baseline=baseline)
+
+    written = summarize(inputs).to_json_dict()
+
+    if not_compared:
+        assert written["baseline"]["not_compared"] == not_compared
+        assert written["blessing_reason"] == (
+            f"pushed: eval accuracy 0.95 ≥ evaluator.min_accuracy 0.9; not compared with the served version 100: "
+            f"{not_compared}, so decided by evaluator.min_accuracy only"
+        )
+    else:  # a compared baseline keeps the keys run-summary.json always had
+        assert set(written["baseline"]) == {"mode", "version", "path", "accuracy"}
+        assert "not compared" not in written["blessing_reason"]
