@@ -163,7 +163,9 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
     # What TF Serving serves is the baseline; `evaluator.baseline: none` compares with nothing.
     served_baseline = None
     if config.evaluator.baseline == "served":
-        served_baseline = ServedBaseline(base_path=layout.serving_base).with_id(SERVED_BASELINE_ID)
+        served_baseline = ServedBaseline(base_path=layout.serving_base, labels_path=config.data.labels_path).with_id(
+            SERVED_BASELINE_ID
+        )
     evaluator = BaselineEvaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],

@@ -1,32 +1,28 @@
-"""The run summary (`OUT/run-summary.json`), read back from ML Metadata after a run.
+"""The run summary (`OUT/run-summary.json`, `components.report.summary.RunSummary`) of a local run, from ML Metadata.
 
-Everything in it is what MLMD recorded for the latest pipeline run: each component's execution state
-(complete, cached, failed) and duration, the Evaluator's blessing and metrics, and the Pusher's
-destination. The blessing gets one human-readable line saying why. An output the summary cannot read (a corrupt
-`training_metrics.json`, unreadable TFMA results) is listed under `problems` with its component, path and error,
-and everything else is still reported.
+MLMD gives the latest pipeline run's components: each one's execution state (complete, cached, failed) and
+duration, and the artifacts they wrote. Those artifacts go to the one gatherer the RunReport component uses too
+(`components.report.inputs.summarize`); what only MLMD knows (states, durations, a cached model already pushed)
+is added here. An output the summary cannot read (a corrupt `training_metrics.json`, unreadable TFMA results) is
+listed under `problems` with its component, path and error, and everything else is still reported.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.baseline import reason
 from components.baseline.served import find_served_model
-from components.baseline.spec import SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
-from components.contract import ACCURACY_METRIC, SAVED_MODEL_FILE, TRAINING_METRICS_FILE
+from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
+from components.contract import SAVED_MODEL_FILE
 from components.data.spans import SPANS_PROPERTY, parse_spans
-from components.edge_exporter.summary import edge_summary
 from components.publish import is_complete_version
-from components.report.evaluation import evaluation_metrics, training_metrics, validation_failures
+from components.report.inputs import ReportInputs, summarize
+from components.report.summary import ComponentState, RunSummary
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.mlmd import latest_run, open_store, run_executions
@@ -87,14 +83,17 @@ def spans_seen(examples: metadata_store_pb2.Artifact) -> list[int] | None:
     return parse_spans(text) if text else None
 
 
-def served_baseline(evaluator: ComponentRecord, metrics: dict[str, dict[str, float]], config: TfxpConfig) -> dict:
-    """What the Evaluator compared with: `mode` (`evaluator.baseline`), the served `version` and `path` ("" when
-    nothing was served yet) and TFMA's `accuracy` of that version on this run's eval split."""
+def baseline_properties(evaluator: ComponentRecord) -> dict[str, str] | None:
+    """The Evaluator's `baseline_model` input's properties (`components.report.inputs.ReportInputs.baseline`):
+    the served `version` and `path` ("" when nothing was served yet) and why it was `not_compared`."""
     artifact = (evaluator.inputs.get("baseline_model") or [None])[0]
-    version = (_string_property(artifact, SERVED_VERSION_PROPERTY) or "") if artifact is not None else ""
-    path = (_string_property(artifact, SERVED_PATH_PROPERTY) or "") if artifact is not None else ""
-    accuracy = metrics.get("baseline", {}).get(ACCURACY_METRIC) if version else None
-    return {"mode": config.evaluator.baseline, "version": version, "path": path, "accuracy": accuracy}
+    if artifact is None:
+        return None
+    return {
+        "version": _string_property(artifact, SERVED_VERSION_PROPERTY) or "",
+        "path": _string_property(artifact, SERVED_PATH_PROPERTY) or "",
+        "not_compared": _string_property(artifact, NOT_COMPARED_PROPERTY) or "",
+    }
 
 
 def published_before(store: metadata_store.MetadataStore, pushed: metadata_store_pb2.Artifact) -> bool:
@@ -114,7 +113,7 @@ def served_version(config: TfxpConfig) -> str | None:
     return served.version if served else None
 
 
-def _existing_push(destination: str | None, problems: list[dict[str, str]]) -> str | None:
+def _existing_push(destination: str | None, summary: RunSummary) -> str | None:
     """`destination` when it is still a complete version; otherwise None, and a problem saying it is gone.
 
     The Pusher's record outlives the version: an operator may have removed it since (a rollback). The summary
@@ -124,29 +123,15 @@ def _existing_push(destination: str | None, problems: list[dict[str, str]]) -> s
         return None
     if is_complete_version(destination, SAVED_MODEL_FILE):
         return destination
-    problems.append(
-        {
-            "component": "Pusher",
-            "path": destination,
-            "error": "the Pusher recorded this version as pushed, but it no longer exists (removed since?); "
-            "it is not served",
-        }
+    summary.add_problem(
+        "Pusher",
+        destination,
+        "the Pusher recorded this version as pushed, but it no longer exists (removed since?); it is not served",
     )
     return None
 
 
-@contextmanager
-def _reported(problems: list[dict[str, str]], component: str, path: str, what: str) -> Iterator[None]:
-    """Records an error of the block in `problems` instead of raising it.
-
-    A summary that cannot read one output still reports everything else, and says what it could not read,
-    where, and why: {"component", "path", "error"}.
-    """
-    try:
-        yield
-    except Exception as error:  # reported in run-summary.json and on stderr, never dropped
-        detail = f"cannot read the {what}: {type(error).__name__}: {error}"
-        problems.append({"component": component, "path": path, "error": detail})
+FINISHED_STATES = ("complete", "cached")
 
 
 def build_summary(
@@ -156,8 +141,12 @@ def build_summary(
     failure: BaseException | None = None,
     failed_component: str | None = None,
     started_at: float = 0.0,
-) -> dict[str, Any]:
-    """The run summary of docs/architecture.md's output contract, from MLMD.
+) -> RunSummary:
+    """The run summary of docs/architecture.md's output contract: ML Metadata's components and the artifacts they name,
+    read by the RunReport component's gatherer (`components.report.inputs.summarize`).
+
+    What only ML Metadata and the runner know is added here: each component's state and duration, whether the
+    Trainer's model is an earlier run's (and already pushed), the failure, and what is served after the run.
 
     Args:
         config: The run's resolved config.
@@ -167,136 +156,98 @@ def build_summary(
         failed_component: Its id.
         started_at: The run's start (seconds since the epoch); earlier runs in MLMD are not reported.
     """
-    problems: list[dict[str, str]] = []
+    summary = RunSummary.start(config.to_dict(), "failed" if failure else "succeeded")
     components: dict[str, ComponentRecord] = {}
     store = None
     if Path(metadata_path).exists():
         since_ms = int(started_at * 1000) - 1000  # MLMD and this clock may round differently
-        with _reported(problems, "pipeline", metadata_path, "ML Metadata store"):
+        try:
             store = open_store(metadata_path)
             components = latest_run_components(store, config.pipeline.name, max(since_ms, 0))
-    summary: dict[str, Any] = {
-        "status": "failed" if failure else "succeeded",
-        "blessed": False,
-        "blessing_reason": None,
-        "pushed_model_dir": None,
-        "edge_model_path": None,
-        "metrics": {},
-        "components": {
-            name: {"status": record.status, "seconds": record.seconds} for name, record in components.items()
-        },
-        "wall_seconds": round(wall_seconds, 2),
-        "config": config.to_dict(),
-        "problems": problems,
-    }
+        except Exception as error:  # reported in run-summary.json and on stderr, never dropped
+            summary.add_problem(
+                "pipeline", metadata_path, f"cannot read the ML Metadata store: {type(error).__name__}: {error}"
+            )
+    summary.components = {name: _state(record, failure) for name, record in components.items()}
+    summary.wall_seconds = round(wall_seconds, 2)
     if failure is not None:
-        summary["error"] = str(failure)
-        summary["failed_component"] = failed_component
-        if failed_component and failed_component not in summary["components"]:
-            summary["components"][failed_component] = {"status": "failed", "seconds": None}
-    example_gen = components.get("ImportExampleGen")
-    if example_gen is not None and example_gen.outputs.get("examples"):
-        summary["data"] = {"spans_seen": spans_seen(example_gen.outputs["examples"][0])}
-    evaluator = components.get("Evaluator")
-    failures: list[str] = []
-    if evaluator is not None:
-        failures = _add_evaluation(summary, evaluator, config, problems)
-    trainer = components.get("Trainer")
-    if trainer is not None and trainer.outputs.get("model"):
-        model_uri = trainer.outputs["model"][0].uri
-        summary["metrics"]["training"] = {}
-        with _reported(problems, "Trainer", f"{model_uri}/{TRAINING_METRICS_FILE}", "training metrics"):
-            summary["metrics"]["training"] = training_metrics(model_uri)
-    edge_exporter = components.get("EdgeExporter")
-    if edge_exporter is not None and edge_exporter.outputs.get("edge_model"):
-        edge_uri = edge_exporter.outputs["edge_model"][0].uri
-        with _reported(problems, "EdgeExporter", edge_uri, "edge export metadata"):
-            edge = edge_summary(edge_uri)
-            summary["edge_model_path"] = edge["edge_model_path"]
-            summary["edge"] = edge["edge"]
-            summary["metrics"].update(edge["metrics"])
-    pusher = components.get("Pusher")
-    if pusher is not None and pusher.outputs.get("pushed_model"):
-        pushed = pusher.outputs["pushed_model"][0]
-        if _int_property(pushed, "pushed"):
-            summary["pushed_model_dir"] = _existing_push(_string_property(pushed, "pushed_destination"), problems)
-    if evaluator is not None:
-        _add_decision(summary, config, components, store, failures)
+        summary.error = str(failure)
+        summary.failed_component = failed_component
+        if failed_component and failed_component not in summary.components:
+            summary.components[failed_component] = ComponentState(status="failed", seconds=None)
+    summarize(_inputs(config, components, store, summary), summary)
     if failure is None:
-        summary["served_version"] = served_version(config)
+        summary.served_version = served_version(config)
     return summary
 
 
-def _add_evaluation(
-    summary: dict[str, Any], evaluator: ComponentRecord, config: TfxpConfig, problems: list[dict[str, str]]
-) -> list[str]:
-    """The blessing, the baseline and the eval metrics; what TFMA output cannot be read goes to `problems`.
-
-    Returns:
-        TFMA's validation failures, for the blessing reason (`_add_decision`, once the push is known).
-    """
-    blessing = (evaluator.outputs.get("blessing") or [None])[0]
-    evaluation = (evaluator.outputs.get("evaluation") or [None])[0]
-    blessed = bool(blessing is not None and _int_property(blessing, "blessed"))
-    metrics: dict[str, dict[str, float]] = {}
-    failures: list[str] = []
-    unread = len(problems)
-    if evaluation is not None:
-        with _reported(problems, "Evaluator", evaluation.uri, "TFMA metrics"):
-            metrics = evaluation_metrics(evaluation.uri)
-        with _reported(problems, "Evaluator", evaluation.uri, "TFMA validation result"):
-            failures = validation_failures(evaluation.uri)
-    summary["blessed"] = blessed
-    summary["baseline"] = served_baseline(evaluator, metrics, config)
-    if len(problems) > unread and not metrics:
-        head = "pushed" if blessed else "not pushed"  # the same heads as components.baseline.reason's
-        summary["blessing_reason"] = f"{head}: the Evaluator's output in {evaluation.uri} could not be read"
-    candidate = metrics.get("candidate", {})
-    summary["metrics"]["accuracy"] = candidate.get(ACCURACY_METRIC)
-    summary["metrics"]["example_count"] = candidate.get("example_count")
-    if "baseline" in metrics:
-        summary["metrics"]["baseline_accuracy"] = metrics["baseline"].get(ACCURACY_METRIC)
-    return failures
+def ended_state(status: str, run_failed: bool) -> str:
+    """A component's ML Metadata state as the run ended. A component that raised stays RUNNING (or NEW) in ML
+    Metadata, its execution never published; once the run has failed nothing is still running: it failed."""
+    return "failed" if run_failed and status not in FINISHED_STATES else status
 
 
-def _add_decision(
-    summary: dict[str, Any],
+def _state(record: ComponentRecord, failure: BaseException | None) -> ComponentState:
+    return ComponentState(status=ended_state(record.status, failure is not None), seconds=record.seconds)
+
+
+def _first(record: ComponentRecord | None, key: str) -> metadata_store_pb2.Artifact | None:
+    artifacts = record.outputs.get(key) if record is not None else None
+    return artifacts[0] if artifacts else None
+
+
+def _inputs(
     config: TfxpConfig,
     components: dict[str, ComponentRecord],
     store: metadata_store.MetadataStore | None,
-    failures: list[str],
-) -> None:
-    """`blessing_reason` (naming the served version) and `decision`: `pushed`, `not pushed`, or `no new data`
-    when the Trainer's model is cached (an earlier run trained it) and nothing new was pushed: it was refused
-    again, or an earlier run already pushed it (never twice)."""
-    pushed_dir = summary["pushed_model_dir"]
+    summary: RunSummary,
+) -> ReportInputs:
+    """What the run's artifacts in ML Metadata say, as the RunReport component's gatherer takes them."""
+    examples = _first(components.get("ImportExampleGen"), "examples")
+    evaluator = components.get("Evaluator")
+    blessing = _first(evaluator, "blessing")
     trainer, pusher = components.get("Trainer"), components.get("Pusher")
+    pushed = _first(pusher, "pushed_model")
+    destination = None
+    if pushed is not None and _int_property(pushed, "pushed"):
+        destination = _existing_push(_string_property(pushed, "pushed_destination"), summary)
     cached_model = trainer is not None and trainer.status == "cached"
     already = None
-    if cached_model and pushed_dir and store is not None and pusher is not None:
-        repushed = pusher.status == "cached" or published_before(store, pusher.outputs["pushed_model"][0])
-        already = pushed_dir.rstrip("/").rsplit("/", 1)[-1] if repushed else None
-    no_new_data = cached_model and (already is not None or not pushed_dir)
-    summary["decision"] = "no new data" if no_new_data else "pushed" if pushed_dir else "not pushed"
-    training = summary["metrics"].get("training") or {}
-    if "warm_start" in training:
-        summary["warm_start"] = training["warm_start"]
-    if summary["blessing_reason"] is not None:  # the Evaluator's output could not be read: said so already
-        return
-    baseline, evaluator = summary["baseline"], config.evaluator
-    summary["blessing_reason"] = reason.blessing_reason(
-        summary["blessed"],
-        summary["metrics"].get("accuracy"),
-        reason.Baseline(baseline["mode"], baseline["version"], baseline["accuracy"]),
-        evaluator.min_accuracy,
-        evaluator.max_accuracy_drop,
-        failures,
+    if cached_model and destination and store is not None and pusher is not None and pushed is not None:
+        repushed = pusher.status == "cached" or published_before(store, pushed)
+        already = destination.rstrip("/").rsplit("/", 1)[-1] if repushed else None
+    edge = _first(components.get("EdgeExporter"), "edge_model")
+    model = _first(trainer, "model")
+    evaluation = _first(evaluator, "evaluation")
+    return ReportInputs(
+        config=summary.config,
+        labels_path=config.data.labels_path,
+        out_dir=config.pipeline.output,
+        spans=(_string_property(examples, SPANS_PROPERTY) or "") if examples is not None else None,
+        statistics_uri=_uri(_first(components.get("StatisticsGen"), "statistics")),
+        anomalies_uri=_uri(_first(components.get("ExampleValidator"), "anomalies")),
+        model_uri=_uri(model),
+        model_run_uri=_uri(_first(trainer, "model_run")),
+        evaluation_uri=_uri(evaluation) if evaluator is not None else None,
+        blessed=bool(blessing is not None and _int_property(blessing, "blessed")) if evaluator is not None else None,
+        baseline=baseline_properties(evaluator) if evaluator is not None else None,
+        pushed_destination=destination,
+        edge_model_uri=_uri(edge),
+        model_cached=cached_model,
         already_served=already,
-        no_new_data=no_new_data,
     )
 
 
-def write_summary(summary: dict[str, Any], path: Path) -> None:
+def _uri(artifact: metadata_store_pb2.Artifact | None) -> str | None:
+    return artifact.uri if artifact is not None else None
+
+
+def report_inputs(config: TfxpConfig, components: dict[str, ComponentRecord]) -> ReportInputs:
+    """The artifacts of a run's components (from `latest_run_components`), for `artifact_facts` (`tfxp report`)."""
+    return _inputs(config, components, None, RunSummary.start(config.to_dict()))
+
+
+def write_summary(summary: RunSummary, path: Path) -> None:
     """Writes the summary as indented JSON, creating the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    path.write_text(json.dumps(summary.to_json_dict(), indent=2, default=str) + "\n")

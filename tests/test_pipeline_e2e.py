@@ -189,6 +189,9 @@ def test_broken_served_version_stops_the_run_until_someone_chooses(digits_dir: P
     assert f"the served version 1700000000 ({broken}) cannot be loaded" in flat
     assert "evaluator.baseline: none" in flat
     assert "Evaluator" not in summary["components"] and "Pusher" not in summary["components"]
+    # It raised, so ML Metadata still has it RUNNING: the summary and the report say it failed.
+    assert summary["components"]["ServedBaseline"]["status"] == "failed"
+    assert "<td>ServedBaseline</td><td>failed</td>" in (out / "report.html").read_text()
     assert versions(out) == ["1700000000"]
 
     # The documented way out: compare with nothing.

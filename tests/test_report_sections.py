@@ -12,7 +12,18 @@ import pytest
 from components.report.build import build_page
 from components.report.evaluation import per_class_rates
 from components.report.facts import RunFacts
-from components.report.page import SECTION_IDS, Collapsed, Figure, ImageGrid, Lead, Missing, Page, Section, Table
+from components.report.page import (
+    SECTION_IDS,
+    Collapsed,
+    Figure,
+    ImageGrid,
+    Lead,
+    Missing,
+    Name,
+    Page,
+    Section,
+    Table,
+)
 from components.report.render import CONTENT_SECURITY_POLICY, render_page
 
 DIGITS_FACTS = Path(__file__).parent / "golden" / "report_digits_facts.json"
@@ -190,7 +201,7 @@ def test_confusion_matrix_gives_per_class_precision_and_recall() -> None:
     facts = RunFacts("/out", _summary(), confusion={"labels": ["cat", "dog"], "matrix": [[3, 1], [0, 4]]})
     evaluation = _section(build_page(facts), "evaluation")
     table = next(b for b in evaluation.blocks if isinstance(b, Table))
-    assert table.rows == (("cat", "1.000", "0.750", "4"), ("dog", "0.800", "1.000", "4"))
+    assert table.rows == ((Name("cat"), "1.000", "0.750", "4"), (Name("dog"), "0.800", "1.000", "4"))
 
 
 def test_per_class_rates_leave_out_classes_never_predicted_or_seen() -> None:

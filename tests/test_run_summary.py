@@ -40,7 +40,7 @@ def _run_with_outputs(metadata_path: Path, root: Path) -> dict[str, Path]:
 
 def _summary(tmp_path: Path) -> dict[str, Any]:
     config = TfxpConfig().model_copy(deep=True)
-    return build_summary(config, str(tmp_path / "metadata.db"), wall_seconds=3.0)
+    return build_summary(config, str(tmp_path / "metadata.db"), wall_seconds=3.0).to_json_dict()
 
 
 def test_readable_outputs_make_a_summary_without_problems(tmp_path: Path) -> None:
@@ -141,7 +141,7 @@ def test_a_pushed_version_removed_since_is_a_problem_not_the_pushed_model_dir(tm
     if removed:
         (version / "saved_model.pb").unlink()
         version.rmdir()
-    summary = build_summary(config, str(tmp_path / "metadata.db"), wall_seconds=1.0)
+    summary = build_summary(config, str(tmp_path / "metadata.db"), wall_seconds=1.0).to_json_dict()
     if not removed:
         assert summary["pushed_model_dir"] == str(version) and summary["problems"] == []
         assert summary["served_version"] == "1796094230"

@@ -48,6 +48,40 @@ def test_throughput_measures_steps_after_warmup() -> None:
     assert summary["step_time_ms_p50"] <= summary["step_time_ms_p90"] <= summary["step_time_ms_p99"]
     assert 0 < summary["images_per_second"] <= 4 / 0.02
     assert throughput.start_epoch == 0 and summary["fit_seconds"] > 0
+    assert summary["steps_restored"] == 0
+
+
+class _Interrupt(keras.callbacks.Callback):
+    """Kills training at the end of epoch `epoch` (after BackupAndRestore has backed it up)."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if epoch == self.epoch:
+            raise RuntimeError("killed")
+
+
+def test_throughput_counts_the_steps_a_resumed_run_restored(tmp_path: Path) -> None:
+    backup = str(tmp_path / "backup")
+    with pytest.raises(RuntimeError, match="killed"):
+        _tiny_model().fit(
+            _data(), epochs=3, steps_per_epoch=4, callbacks=[keras.callbacks.BackupAndRestore(backup), _Interrupt(1)]
+        )
+    throughput = ThroughputCallback(global_batch=4)
+    model = _tiny_model()
+    model.fit(
+        _data(),
+        epochs=3,
+        steps_per_epoch=4,
+        callbacks=[keras.callbacks.BackupAndRestore(backup), throughput],
+        verbose=0,
+    )
+    summary = throughput.summary()
+    assert throughput.start_epoch == 2
+    assert (summary["steps"], summary["steps_restored"]) == (4, 8)
+    assert int(model.optimizer.iterations.numpy()) == summary["steps"] + summary["steps_restored"]
 
 
 def test_throughput_without_measured_steps_reports_zero() -> None:

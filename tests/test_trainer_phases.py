@@ -29,7 +29,8 @@ TINY = TrainerOptions(image_size=8, channels=1, width=4, batch_size=16, train_st
 # The keys of training_metrics.json that reports, benchmarks and the run summary read.
 METRICS_KEYS = {
     "images_per_second", "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_p99", "global_batch", "steps",
-    "measured_steps", "fit_seconds", "start_epoch", "epochs", "final_loss", "final_accuracy", "final_train_loss",
+    "steps_restored", "measured_steps", "fit_seconds", "start_epoch", "epochs", "final_loss", "final_accuracy",
+    "final_train_loss",
     "final_train_accuracy", "peak_learning_rate", "replicas", "chief", "strategy", "precision", "xla",
     "loss_scaling", "reasons", "gpu_memory", "model", "num_classes", "phase_seconds", "total_seconds",
 }  # fmt: skip
@@ -106,7 +107,7 @@ def test_metrics_of_a_fake_history_and_evaluation(runtime: TrainingRuntime) -> N
     compiled = CompiledModel(keras.Sequential(), "small_resnet", ModelSpec(8, 1, 10, 4), 0.004)
     throughput = {
         **{"images_per_second": 900.0, "step_time_ms_p50": 1.0, "step_time_ms_p90": 2.0, "step_time_ms_p99": 3.0},
-        **{"global_batch": 16, "steps": 7, "measured_steps": 2, "fit_seconds": 0.5},
+        **{"global_batch": 16, "steps": 7, "steps_restored": 0, "measured_steps": 2, "fit_seconds": 0.5},
     }
     fitted = FitResult({"loss": [2.0, 0.75], "accuracy": [0.25, 0.625]}, throughput, start_epoch=1)
     evaluation = Evaluation(compiled.model, loss=0.5, accuracy=0.875)

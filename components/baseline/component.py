@@ -28,15 +28,18 @@ class ServedBaseline(base_component.BaseComponent):
 
     Args:
         base_path: The TF Serving model base path, `<serving base>/<model>` (local or a bucket).
+        labels_path: The run's label map (`data.labels_path`): a served version with another label map is not
+            compared (the artifact stays empty, `not_compared` says why). "" = compare whatever is served.
     """
 
     SPEC_CLASS = ServedBaselineSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
     DRIVER_CLASS = ServedModelDriver
 
-    def __init__(self, base_path: str) -> None:
+    def __init__(self, base_path: str, labels_path: str = "") -> None:
         spec = ServedBaselineSpec(
             base_path=base_path,
+            labels_path=labels_path,
             served_fingerprint="",
             baseline_model=types.Channel(type=standard_artifacts.Model),
         )

@@ -10,18 +10,31 @@ Kubeflow's V2 runner ignores custom drivers; `pipeline.kubeflow.compile` makes t
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+from components.artifact_files import read_bytes
 from components.baseline.served import served_fingerprint
-from components.baseline.spec import BASE_PATH_KEY, FINGERPRINT_KEY
+from components.baseline.spec import BASE_PATH_KEY, FINGERPRINT_KEY, LABELS_PATH_KEY
 from components.fingerprint_driver import FingerprintDriver
 
 
 class ServedModelDriver(FingerprintDriver):
-    """Sets `served_fingerprint` from the serving base path."""
+    """Sets `served_fingerprint` from the serving base path and the run's label map (whether the served version is
+    compared depends on both)."""
 
     FINGERPRINT_KEY = FINGERPRINT_KEY
 
     def fingerprint(self, execution_info: Any) -> str:
-        """`components.baseline.served.served_fingerprint` of the `base_path` execution property."""
-        return served_fingerprint(execution_info.exec_properties[BASE_PATH_KEY])
+        """`components.baseline.served.served_fingerprint` of the `base_path` execution property, and a digest of
+        the `labels_path` label map when one is set."""
+        properties = execution_info.exec_properties
+        served = served_fingerprint(properties[BASE_PATH_KEY])
+        labels_path = properties.get(LABELS_PATH_KEY) or ""
+        if not labels_path:
+            return served
+        try:
+            labels = hashlib.sha256(read_bytes(labels_path)).hexdigest()[:16]
+        except OSError:  # the executor then fails on it, naming the file
+            labels = "unreadable"
+        return f"{served}:labels:{labels}"

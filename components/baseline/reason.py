@@ -10,6 +10,9 @@ Examples of what it writes:
     not pushed: eval accuracy 0.871 is 0.052 below the served version 1796083574 (0.923);
         evaluator.max_accuracy_drop is 0.01
     no new data, nothing pushed: version 1796083574 already holds this model (eval accuracy 0.95)
+    pushed: eval accuracy 0.95 ≥ evaluator.min_accuracy 0.9; not compared with the served version 1796083574:
+        its label map has 3 classes (cat, dog, eel), this run's 10 (0, 1, 2, 3, 4, ...), so decided by
+        evaluator.min_accuracy only
 """
 
 from __future__ import annotations
@@ -32,11 +35,14 @@ class Baseline:
         mode: `evaluator.baseline`: `served` (the served version) or `none` (compared with nothing).
         version: The served version compared with; "" when nothing was served yet.
         accuracy: TFMA's accuracy of that version on this run's eval split; None when not computed.
+        not_compared: Why that version was not compared (its label map is not the run's,
+            `components.baseline.comparable`); "" when it was.
     """
 
     mode: Literal["served", "none"] = "served"
     version: str = ""
     accuracy: float | None = None
+    not_compared: str = ""
 
 
 def blessing_reason(
@@ -99,6 +105,13 @@ def _verdict(
     if not baseline.version:
         return _with_failures(f"{head}: {minimum}, no served model yet", blessed, failures)
     served = f"the served version {baseline.version}"
+    if baseline.not_compared:
+        return _with_failures(
+            f"{head}: {minimum}; not compared with {served}: {baseline.not_compared}, so decided by "
+            "evaluator.min_accuracy only",
+            blessed,
+            failures,
+        )
     if baseline.accuracy is None:
         return _with_failures(f"{head}: {minimum}; {served} has no accuracy on this eval split", blessed, failures)
     served += f" ({_number(baseline.accuracy)})"

@@ -24,7 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components import paths
-from components.contract import SAVED_MODEL_FILE, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
+from components.baseline.comparable import label_map_mismatch
+from components.contract import (
+    LABELS_ASSET,
+    SAVED_MODEL_FILE,
+    SIGNATURE_EVAL_LABELS,
+    SIGNATURE_TF_EXAMPLE,
+    LabelMapError,
+    read_label_map,
+)
 from components.errors import TfxpError
 from components.publish import newest_version, push_identity, read_push_record
 
@@ -112,6 +120,28 @@ def check_served_model(served: ServedModel) -> None:
             f"that the Evaluator runs on a baseline (it has: {', '.join(signatures) or 'none'}; tfxp's Trainer "
             f"exports them); {way_out}"
         )
+
+
+def not_comparable(served: ServedModel, labels_path: str) -> str:
+    """Why `served` cannot be compared with a model trained on the label map `labels_path`; "" when it can.
+
+    The served version's label map is the one its Trainer exported (`assets/labels.txt`). A version without one
+    (written by another tool), or a run without a label map path, is compared as before: nothing says it differs.
+
+    Raises:
+        LabelMapError: the run's own label map cannot be read (the pre-flight checks it first).
+    """
+    if not labels_path:
+        return ""
+    asset = paths.join(served.path, LABELS_ASSET)
+    try:
+        if not paths.exists(asset):
+            return ""
+        served_labels = read_label_map(asset, missing_hint="")
+    except (LabelMapError, OSError) as error:
+        return f"its label map {asset} cannot be read ({error})"
+    mismatch = label_map_mismatch(served_labels, read_label_map(labels_path))
+    return mismatch or ""
 
 
 def copy_model(source: str, target: str) -> None:

@@ -1,5 +1,8 @@
 """The run report: one self-contained HTML page per run, from a run's facts (plain JSON data).
 
+    summary.RunSummary            `run-summary.json`, typed: the outcome, the decision, the metrics
+    inputs.summarize(inputs)      the one gatherer: a run's artifacts (`inputs.ReportInputs`) → `RunSummary`, for
+                                  the RunReport component and `tfxp run` (`pipeline.summary` adds ML Metadata's part)
     facts.RunFacts                what the report knows (filled by `pipeline.report.gather` for a local run's
                                   output, or by `inputs.facts_from_inputs` from the pipeline's artifacts)
     build.build_page(facts)       → `page.Page`: the sections of `page.SECTION_IDS` (run_sections, model_sections)

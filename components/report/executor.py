@@ -18,7 +18,7 @@ from tfx import types
 from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 
-from components.baseline.spec import SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
+from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
 from components.data.spans import SPANS_PROPERTY
 from components.notify.run_record import RunRecord, run_dir_of, write_run_record
 from components.report import spec as keys
@@ -49,7 +49,7 @@ class Executor(base_executor.BaseExecutor):
         try:
             inputs = report_inputs(input_dict, exec_properties)
             facts = facts_from_inputs(inputs)
-            problems = len(facts.problems)
+            problems = len(facts.problems) + len(facts.summary.get("problems", []))
             document = report_html(facts)
         except Exception as error:  # the run succeeded; the report says why it is short instead of failing it
             logger.exception("run report: cannot build the page")
@@ -136,6 +136,7 @@ def report_inputs(input_dict: dict[str, list[types.Artifact]], exec_properties: 
         else {
             "version": baseline.get_string_custom_property(SERVED_VERSION_PROPERTY),
             "path": baseline.get_string_custom_property(SERVED_PATH_PROPERTY),
+            "not_compared": baseline.get_string_custom_property(NOT_COMPARED_PROPERTY),
         },
         pushed_destination=pushed_destination,
         edge_model_uri=_uri(input_dict, keys.EDGE_MODEL_KEY),

@@ -11,7 +11,18 @@ from typing import Any
 from components.report import plots, text
 from components.report.evaluation import per_class_rates
 from components.report.facts import RunFacts
-from components.report.page import Facts, Figure, ImageGrid, Lead, Missing, Paragraph, Section, Table, Thumbnail
+from components.report.page import (
+    Facts,
+    Figure,
+    ImageGrid,
+    Lead,
+    Missing,
+    Name,
+    Paragraph,
+    Section,
+    Table,
+    Thumbnail,
+)
 
 SPLIT_ORDER = {"train": 0, "eval": 1}
 CHOICES = ("strategy", "precision", "xla")
@@ -31,11 +42,18 @@ def _absent(facts: RunFacts, component: str, what: str) -> Missing:
     state = _state(facts, component)
     if state == "failed":
         return Missing(f"No {what}: {component} failed in this run.")
+    # An output that could not be read says why, whatever the timeline knows (the RunReport component has none).
+    problems = [
+        problem
+        for problem in (*facts.summary.get("problems", []), *facts.problems)
+        if problem.get("component") == component
+    ]
+    if problems:
+        return Missing(f"No {what}: {problems[0]['error']} ({problems[0].get('path', '')})")
+    if state is None and "components" in facts.not_available:  # no timeline: only the inputs are known
+        return Missing(f"No {what}: {component} did not run in this pipeline (the RunReport got no output of it).")
     if state is None:
         return Missing(f"No {what}: {component} did not run (the run stopped before it).")
-    problems = [problem for problem in facts.problems if problem.get("component") == component]
-    if problems:
-        return Missing(f"No {what}: {problems[0]['error']}")
     return Missing(f"No {what}: {component} wrote none.")
 
 
@@ -101,7 +119,7 @@ def training_section(facts: RunFacts) -> Section:
     if training:
         blocks.append(
             Lead(
-                f"{training.get('model', 'model')}: {text.number(training.get('steps'), 0)} steps at "
+                f"{training.get('model', 'model')}: {_steps(training)} at "
                 f"{text.number(training.get('images_per_second'), 0)} images/s"
             )
         )
@@ -136,6 +154,18 @@ def training_section(facts: RunFacts) -> Section:
         rows = tuple((name, _choice(training.get(name)), str(reasons.get(name, ""))) for name in CHOICES)
         blocks.append(Table("Runtime choices", ("choice", "value", "why"), rows))
     return Section("training", "Training", blocks)
+
+
+def _steps(training: dict[str, Any]) -> str:
+    """The steps the model has trained: this run's, plus those restored from an interrupted run's backup."""
+    steps, restored = training.get("steps"), training.get("steps_restored") or 0
+    if not restored or steps is None:
+        return f"{text.number(steps, 0)} steps"
+    total = int(steps) + int(restored)
+    return (
+        f"{text.number(total, 0)} steps ({text.number(steps, 0)} this run, {text.number(restored, 0)} restored "
+        "from an interrupted run's backup)"
+    )
 
 
 def _choice(value: Any) -> str:
@@ -203,7 +233,7 @@ def evaluation_section(facts: RunFacts, min_accuracy: float | None) -> Section:
         )
         blocks.append(Figure(svg, f"TFMA's multi-class confusion matrix: {wrong} eval examples misclassified."))
         rows = tuple(
-            (label, text.number(precision, 3), text.number(recall, 3), text.number(support, 0))
+            (Name(label), text.number(precision, 3), text.number(recall, 3), text.number(support, 0))
             for label, (precision, recall, support) in zip(labels, per_class_rates(matrix), strict=True)
         )
         blocks.append(
@@ -237,7 +267,7 @@ def _misclassified(facts: RunFacts) -> Any:
             item["png"],
             f"eval image of class {item['true']}, predicted {item['predicted']} "
             f"with confidence {item['confidence']:.2f}",
-            f"true {item['true']} → {item['predicted']} ({item['confidence']:.0%})",
+            f"true {text.short_name(item['true'])} → {text.short_name(item['predicted'])} ({item['confidence']:.0%})",
         )
         for item in facts.misclassified
     )

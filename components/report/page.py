@@ -45,12 +45,20 @@ class Facts:
 
 
 @dataclass(frozen=True)
+class Name:
+    """A table cell holding a name from the data (a class name): shown shortened (`text.short_name`), whole in its
+    tooltip, so a 300-character name does not stretch the table."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Table:
     """A table with a caption; `numeric` marks the columns to right-align."""
 
     caption: str
     headers: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
+    rows: tuple[tuple[str | Name, ...], ...]
     numeric: tuple[int, ...] = ()
 
 

@@ -1,6 +1,8 @@
 """The report's plots: matplotlib (Agg) figures written as inline SVG with a `<title>` and a `<desc>`.
 
-Text stays text (`svg.fonttype: none`), so the plots are small, sharp at any zoom and readable by screen readers.
+Text stays text (`svg.fonttype: none`), so the plots are small, sharp at any zoom and readable by screen readers;
+so it follows the page's rule for names from the data: bidi controls shown as escapes, class names on the axes cut
+to `text.NAME_LIMIT` characters (`text.short_name`).
 Each figure's element ids get the figure's key as a prefix, so several SVGs can share one HTML page. matplotlib
 loads on the first plot, so `tfxp --help` does not pay for it.
 
@@ -15,6 +17,8 @@ import io
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
+
+from components.report.text import short_name, visible
 
 # Colour-blind-safe (Okabe–Ito), in the order series use them.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
@@ -67,9 +71,17 @@ def accessible_svg(text: str, key: str, title: str, desc: str) -> str:
     svg = re.sub(r'href="#([^"]+)"', lambda match: f'href="#{key}-{match[1]}"', svg)
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.DOTALL)
     head_end = svg.index(">")
-    labels = f'<title id="{key}-title">{html.escape(title)}</title><desc id="{key}-desc">{html.escape(desc)}</desc>'
+    labels = (
+        f'<title id="{key}-title">{html.escape(visible(title))}</title>'
+        f'<desc id="{key}-desc">{html.escape(visible(desc))}</desc>'
+    )
     attributes = f' role="img" aria-labelledby="{key}-title {key}-desc" class="plot" data-plot="{key}"'
-    return svg[:4] + attributes + svg[4 : head_end + 1] + labels + svg[head_end + 1 :]
+    return visible(svg[:4] + attributes + svg[4 : head_end + 1] + labels + svg[head_end + 1 :])
+
+
+def _long(names: Sequence[str]) -> bool:
+    """Whether horizontal tick labels would run into each other."""
+    return any(len(name) > 8 for name in names)
 
 
 def grouped_bars(
@@ -83,7 +95,8 @@ def grouped_bars(
         for number, (name, values) in enumerate(series.items()):
             offsets = [position + (number - (len(series) - 1) / 2) * width for position in positions]
             axes.bar(offsets, values, width, label=name, color=PALETTE[number % len(PALETTE)])
-        axes.set_xticks(list(positions), list(categories), rotation=90 if len(categories) > 12 else 0)
+        names = [short_name(name) for name in categories]
+        axes.set_xticks(list(positions), names, rotation=90 if len(categories) > 12 or _long(names) else 0)
         axes.set_xlabel("class")
         axes.set_ylabel(ylabel)
         axes.set_title(title)
@@ -134,8 +147,9 @@ def heat_map(key: str, title: str, desc: str, labels: Sequence[str], matrix: Seq
         axes.set_ylabel("true class")
         axes.set_title(title)
         if size <= 30:
-            axes.set_xticks(range(size), labels, rotation=90 if size > 12 else 0)
-            axes.set_yticks(range(size), labels)
+            names = [short_name(name) for name in labels]
+            axes.set_xticks(range(size), names, rotation=90 if size > 12 or _long(names) else 0)
+            axes.set_yticks(range(size), names)
         if size <= 15:
             peak = max((max(row) for row in matrix), default=0)
             for row, values in enumerate(matrix):
@@ -158,7 +172,7 @@ def timeline(key: str, title: str, desc: str, rows: Sequence[tuple[str, float, f
             colour = STATE_COLOURS.get(state, OTHER_STATE)
             # A cached component takes no time: a sliver still shows where it was.
             axes.barh(position, max(seconds, span / 150), left=start, color=colour, height=0.6)
-        axes.set_yticks(range(len(rows)), [row[0] for row in rows])
+        axes.set_yticks(range(len(rows)), [short_name(row[0]) for row in rows])
         axes.invert_yaxis()
         axes.set_xlabel("seconds since the run started")
         axes.set_title(title)

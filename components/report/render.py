@@ -2,7 +2,9 @@
 
 A Content-Security-Policy meta tag forbids every request (`default-src 'none'`) except data-URI images and the
 inline styles, so the file shows the same from disk, a mail attachment or a KFP artifact, and cannot reach out.
-Every text is escaped with `html.escape`; only the plots' SVG, which matplotlib wrote, goes in as markup.
+Every text is escaped with `html.escape`, its bidi controls written as escapes (`text.visible`); only the plots'
+SVG, which matplotlib wrote (with the same rule for its text, `plots`), goes in as markup. Names from the data in
+tables are shortened, whole in a `title` tooltip (`page.Name`).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from components.report.page import (
     ImageGrid,
     Lead,
     Missing,
+    Name,
     Page,
     Paragraph,
     Section,
     Table,
 )
+from components.report.text import short_name, visible
 
 CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -54,13 +58,14 @@ figure svg { display: block; max-width: 100%; height: auto; }
 figcaption, caption { color: var(--muted); font-size: 0.9rem; text-align: left; padding: 0.3rem 0; }
 .table { overflow-x: auto; margin: 0.6rem 0; }
 table { border-collapse: collapse; min-width: 50%; font-size: 0.95rem; }
-th, td { border-bottom: 1px solid var(--line); padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
+th, td { border-bottom: 1px solid var(--line); padding: 0.3rem 0.6rem; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(104px, 1fr)); gap: 0.75rem;
         list-style: none; padding: 0; margin: 0.6rem 0; }
 .grid img { width: 96px; height: 96px; object-fit: contain; image-rendering: pixelated;
             border: 1px solid var(--line); background: #000; }
-.grid li { font-size: 0.85rem; text-align: center; }
+.grid li { font-size: 0.85rem; text-align: center; overflow-wrap: anywhere; }
 details { margin: 0.6rem 0; } summary { cursor: pointer; font-weight: 600; }
 pre { background: var(--band); padding: 0.75rem; overflow-x: auto; font-size: 0.85rem; }
 @media (max-width: 600px) {
@@ -71,8 +76,22 @@ pre { background: var(--band); padding: 0.75rem; overflow-x: auto; font-size: 0.
 """
 
 
+def _escape(value: str) -> str:
+    """Text as HTML: markup characters escaped, bidi controls shown as escapes."""
+    return html.escape(visible(value))
+
+
+def _cell(cell: str | Name) -> str:
+    if not isinstance(cell, Name):
+        return _escape(cell)
+    shown = short_name(cell.text)
+    if shown == visible(cell.text):
+        return _escape(cell.text)
+    return f'<span class="name" title="{_escape(cell.text)}">{html.escape(shown)}</span>'
+
+
 def _block(block: Block) -> str:
-    escape = html.escape
+    escape = _escape
     if isinstance(block, Lead):
         return f'<p class="lead {escape(block.tone)}">{escape(block.text)}</p>'
     if isinstance(block, Paragraph):
@@ -92,7 +111,7 @@ def _block(block: Block) -> str:
         body = "".join(
             "<tr>"
             + "".join(
-                f'<td class="num">{escape(cell)}</td>' if column in block.numeric else f"<td>{escape(cell)}</td>"
+                f'<td class="num">{_cell(cell)}</td>' if column in block.numeric else f"<td>{_cell(cell)}</td>"
                 for column, cell in enumerate(row)
             )
             + "</tr>"
@@ -120,14 +139,14 @@ def _section(section: Section) -> str:
     blocks = "\n".join(_block(block) for block in section.blocks)
     heading = f"{section.id}-heading"
     return (
-        f'<section id="{html.escape(section.id)}" aria-labelledby="{heading}">'
-        f'<h2 id="{heading}">{html.escape(section.title)}</h2>\n{blocks}</section>'
+        f'<section id="{_escape(section.id)}" aria-labelledby="{heading}">'
+        f'<h2 id="{heading}">{_escape(section.title)}</h2>\n{blocks}</section>'
     )
 
 
 def render_page(page: Page) -> str:
     """The page as a complete HTML document."""
-    escape = html.escape
+    escape = _escape
     links = "".join(f'<li><a href="#{escape(s.id)}">{escape(s.title)}</a></li>' for s in page.sections)
     sections = "\n".join(_section(section) for section in page.sections)
     return f"""<!DOCTYPE html>

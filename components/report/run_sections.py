@@ -36,6 +36,8 @@ def baseline_words(summary: dict[str, Any]) -> str:
             return "none (evaluator.baseline: none)"
         if not baseline.get("version"):
             return "none yet: nothing was served when the run started"
+        if baseline.get("not_compared"):
+            return f"nothing: served version {baseline['version']} not compared ({baseline['not_compared']})"
         return f"served version {baseline['version']} (accuracy {text.number(baseline.get('accuracy'))})"
     accuracy = summary.get("metrics", {}).get("baseline_accuracy")
     if accuracy is not None:

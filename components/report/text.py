@@ -1,13 +1,30 @@
-"""How the report writes numbers, sizes, durations and times."""
+"""How the report writes numbers, sizes, durations, times and names that come from the data."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 from components.paths import name_of
 
 NOT_KNOWN = "—"
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Unicode's bidirectional formatting characters: in a class name they reorder the text around them (an RTL
+override makes `exe.txt` read `txt.exe`), so the page shows them as escapes instead."""
+NAME_LIMIT = 40
+"""Characters of a class name shown in a table, a plot or under an image; the full name is in the tooltip."""
+
+
+def visible(value: Any) -> str:
+    """`value` as text with each bidi control written as its escape (`\\u202e`), so it cannot reorder the page."""
+    return BIDI_CONTROLS.sub(lambda match: f"\\u{ord(match.group()):04x}", str(value))
+
+
+def short_name(name: Any, limit: int = NAME_LIMIT) -> str:
+    """A name from the data (a class name) made `visible` and cut to `limit` characters with `…`."""
+    shown = visible(name)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 def number(value: Any, digits: int = 4) -> str:

@@ -34,9 +34,13 @@ class ThroughputCallback(keras.callbacks.Callback):
         self._train_start: float | None = None
         self._train_seconds = 0.0
         self.start_epoch: int | None = None
+        self.steps_restored = 0
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self._train_start = time.perf_counter()
+        # BackupAndRestore (before this callback) has restored an interrupted run by now: the optimizer's step
+        # count is where that run's last backup stood, the steps this run does not do again.
+        self.steps_restored = int(self.model.optimizer.iterations.numpy())
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         # The first epoch seen is >0 when BackupAndRestore resumed an interrupted run.
@@ -62,7 +66,8 @@ class ThroughputCallback(keras.callbacks.Callback):
             self._train_seconds = time.perf_counter() - self._train_start
 
     def summary(self) -> dict[str, float | int]:
-        """images/s over the measured steps, step-time percentiles (ms) and step counts."""
+        """images/s over the measured steps, step-time percentiles (ms) and step counts: `steps` trained by this
+        run, `steps_restored` from an interrupted run's backup (the model has trained both)."""
         times = np.asarray(self.step_seconds)
         measured = {
             "images_per_second": float(self.global_batch * len(times) / times.sum()) if len(times) else 0.0,
@@ -74,6 +79,7 @@ class ThroughputCallback(keras.callbacks.Callback):
             **measured,
             "global_batch": self.global_batch,
             "steps": self.steps_seen,
+            "steps_restored": self.steps_restored,
             "measured_steps": len(times),
             "fit_seconds": self._train_seconds,
         }

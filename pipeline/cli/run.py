@@ -37,13 +37,18 @@ def run(
     Either way it writes OUT/report.html (`tfxp report`) and prints its path.
     """
     config = load_cli_config(config_file, overrides, output)
+    # The pre-flight imports no TensorFlow or TFX (a missing folder is said in a second, not after 10 s of imports);
+    # only the data probe, when `data.label_offset: auto` needs it, reads examples through TensorFlow.
     from pipeline.cli.quiet import is_verbose, use_log_file
     from pipeline.runners.local import resolve_local_paths, run_local
-    from pipeline.summary import build_summary, write_summary
 
-    resolve_local_paths(config)  # missing or unrecognised data, a bucket output: a TfxpError or OSError (exit 2)
+    # Missing or unrecognised data, a bucket output: a TfxpError or OSError (exit 2). Resolved once: `run_local`
+    # runs this config as it is.
+    config = resolve_local_paths(config)
     console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
     result = run_local(config, _print_progress, on_log=use_log_file, notify=_print_notice, echo_logs=is_verbose())
+    from pipeline.summary import build_summary, write_summary  # imports TFX: after the run, not before the checks
+
     summary = build_summary(
         result.config,
         result.layout.metadata_path,
@@ -53,7 +58,7 @@ def run(
         result.started_at,
     )
     write_summary(summary, Path(result.layout.summary_path))
-    _print_summary(summary, result.layout.summary_path)
+    _print_summary(summary.to_json_dict(), result.layout.summary_path)
     report = _write_report(Path(result.config.pipeline.output))
     if result.failure is not None:
         raise fail(

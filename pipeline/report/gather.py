@@ -1,9 +1,11 @@
 """Gathers a run's facts from its output directory: the run summary, ML Metadata and the artifacts it names.
 
-The run summary (`OUT/run-summary.json`) is the starting point: it holds the config, the decision and the
-metrics. ML Metadata (`OUT/<pipeline>/metadata.db`) gives the components' start times, the artifact directories of
-the latest run and the earlier runs. Each artifact that cannot be read becomes a problem on the page (component,
-path, error) and the rest of the report is still written.
+The run summary (`OUT/run-summary.json`, read as `components.report.summary.RunSummary`) is the starting point: it
+holds the config, the decision and the metrics. ML Metadata (`OUT/<pipeline>/metadata.db`) gives the components'
+start times, the artifact directories of the latest run and the earlier runs; the artifacts are read by the
+RunReport component's gatherer (`components.report.inputs.artifact_facts`), and only what needs the run's own
+model (the misclassified eval images) or ML Metadata (the timeline, the history) is read here. Each artifact that
+cannot be read becomes a problem on the page (component, path, error) and the rest of the report is still written.
 
 Example:
     facts = gather_facts(Path("tfxp_output"))
@@ -16,11 +18,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from components.contract import ACCURACY_METRIC, read_label_map
 from components.errors import TfxpError
 from components.report import evaluation, readers
 from components.report.evaluation import evaluation_metrics
 from components.report.facts import RunFacts, reported
+from components.report.inputs import artifact_facts
+from components.report.summary import RunSummary
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.report import history
@@ -50,7 +56,14 @@ def read_summary(out_dir: Path) -> dict[str, Any]:
         raise ReportError(f"cannot read {path}: {error}; rerun `tfxp run` to write it again") from None
     if not isinstance(summary, dict):
         raise ReportError(f"{path} is not a run summary (a JSON object); rerun `tfxp run` to write it again")
-    return summary
+    try:
+        return RunSummary.model_validate(summary).to_json_dict()
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the document"
+        raise ReportError(
+            f"{path} is not a run summary: {where}: {first['msg']}; rerun `tfxp run` to write it again"
+        ) from None
 
 
 def _config(facts: RunFacts, out_dir: Path) -> TfxpConfig | None:
@@ -87,26 +100,31 @@ def gather_facts(out_dir: Path, with_model: bool = True) -> RunFacts:
     """
     facts = RunFacts(out_dir=str(out_dir), summary=read_summary(out_dir))
     config = _config(facts, out_dir)
-    labels: list[str] = []
     components: dict[str, Any] = {}
     if config is not None:
-        with reported(facts, "pipeline", config.data.labels_path, "label map"):
-            labels = read_label_map(config.data.labels_path)
         components = _read_metadata(facts, config)
     if not facts.timeline:  # no ML Metadata: the summary's components, without start times
         facts.timeline = [
             {"component": name, "status": record.get("status"), "start": None, "seconds": record.get("seconds")}
             for name, record in facts.summary.get("components", {}).items()
         ]
-    _data_facts(facts, components, config)
-    _model_facts(facts, components, config, labels, with_model)
+    if config is None:
+        return facts
+    from pipeline.summary import report_inputs
+
+    labels: list[str] = []
+    with reported(facts, "pipeline", config.data.labels_path, "label map"):
+        labels = read_label_map(config.data.labels_path)
+    artifact_facts(facts, report_inputs(config, components), labels)
+    _manifest_counts(facts, config)
+    _misclassified(facts, components, config, labels, with_model)
     return facts
 
 
 def _read_metadata(facts: RunFacts, config: TfxpConfig) -> dict[str, Any]:
     """The latest run's components (with their artifacts), its timeline and the run history, from ML Metadata."""
     from pipeline.mlmd import open_store
-    from pipeline.summary import latest_run_components
+    from pipeline.summary import ended_state, latest_run_components
 
     metadata_path = output_layout(config).metadata_path
     if not Path(metadata_path).is_file():
@@ -116,7 +134,10 @@ def _read_metadata(facts: RunFacts, config: TfxpConfig) -> dict[str, Any]:
     with reported(facts, "pipeline", metadata_path, "ML Metadata store"):
         store = open_store(metadata_path)
         facts.history = history.run_history(store, name, _accuracy)
-        timeline = history.latest_timeline(store, name)
+        failed = facts.summary.get("status") == "failed"
+        timeline = [
+            {**step, "status": ended_state(step["status"], failed)} for step in history.latest_timeline(store, name)
+        ]
         if same_run(facts.summary.get("components") or {}, timeline):
             components = latest_run_components(store, name)
             facts.timeline = timeline
@@ -132,43 +153,28 @@ def same_run(summary_components: dict[str, Any], timeline: list[dict[str, Any]])
     return bool(recorded) and all(states.get(name) == record.get("status") for name, record in recorded.items())
 
 
-def _data_facts(facts: RunFacts, components: dict[str, Any], config: TfxpConfig | None) -> None:
-    statistics = _first_uri(components, "StatisticsGen", "statistics")
-    if statistics:
-        with reported(facts, "StatisticsGen", statistics, "statistics"):
-            facts.splits = readers.counts_from_statistics(statistics)
-            facts.splits_source = "StatisticsGen"
-    if not facts.splits and config is not None and config.data.spans == "none":
-        with reported(facts, "data", config.data.path, "data set manifest"):
-            manifest = readers.counts_from_manifest(config.data.path)
-            if manifest:
-                facts.splits = manifest
-                facts.splits_source = f"{config.data.path}/{readers.MANIFEST_FILE}"
-    anomalies = _first_uri(components, "ExampleValidator", "anomalies")
-    if anomalies:
-        with reported(facts, "ExampleValidator", anomalies, "anomalies"):
-            facts.anomalies = readers.anomaly_lines(anomalies)
+def _manifest_counts(facts: RunFacts, config: TfxpConfig) -> None:
+    """Examples per split from the data set's manifest, for a run whose StatisticsGen output is not there."""
+    if facts.splits or config.data.spans != "none":
+        return
+    with reported(facts, "data", config.data.path, "data set manifest"):
+        manifest = readers.counts_from_manifest(config.data.path)
+        if manifest:
+            facts.splits = manifest
+            facts.splits_source = f"{config.data.path}/{readers.MANIFEST_FILE}"
 
 
-def _model_facts(
-    facts: RunFacts, components: dict[str, Any], config: TfxpConfig | None, labels: list[str], with_model: bool
+def _misclassified(
+    facts: RunFacts, components: dict[str, Any], config: TfxpConfig, labels: list[str], with_model: bool
 ) -> None:
-    model_run = _first_uri(components, "Trainer", "model_run")
-    if model_run:
-        with reported(facts, "Trainer", model_run, "TensorBoard scalars"):
-            facts.curves = readers.epoch_curves(model_run)
+    """The most confidently misclassified eval images, from the Trainer's SavedModel (local runs only)."""
     model = _first_uri(components, "Trainer", "model")
-    if model:
-        facts.saved_model_bytes = readers.directory_bytes(evaluation.saved_model_dir(model))
-    evaluation_uri = _first_uri(components, "Evaluator", "evaluation")
-    if evaluation_uri:
-        with reported(facts, "Evaluator", evaluation_uri, "TFMA confusion matrix"):
-            facts.confusion = evaluation.confusion_matrix(evaluation_uri, labels)
     examples = _first_uri(components, "ImportExampleGen", "examples")
-    if with_model and model and examples and config is not None:
-        with reported(facts, "Trainer", model, "SavedModel's predictions on the eval split"):
-            files = evaluation.eval_files(examples)
-            if files:
-                facts.misclassified, facts.misclassified_scanned = evaluation.misclassified(
-                    evaluation.saved_model_dir(model), files, labels, config.data.first_label
-                )
+    if not (with_model and model and examples):
+        return
+    with reported(facts, "Trainer", model, "SavedModel's predictions on the eval split"):
+        files = evaluation.eval_files(examples)
+        if files:
+            facts.misclassified, facts.misclassified_scanned = evaluation.misclassified(
+                evaluation.saved_model_dir(model), files, labels, config.data.first_label
+            )

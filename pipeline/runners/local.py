@@ -143,14 +143,15 @@ def run_local(
     notify: Callable[[str], None] | None = None,
     echo_logs: bool = False,
 ) -> LocalRun:
-    """Resolves the config, writes it beside the outputs and runs the pipeline with LocalDagRunner.
+    """Writes the resolved config beside the outputs and runs the pipeline with LocalDagRunner.
 
     One run at a time per output: the run holds `OUT/<pipeline>/run.lock`, and first cancels what an earlier,
     killed run left RUNNING (`pipeline.runners.recovery`). TFX's and Beam's logs go to
     `OUT/<pipeline>/logs/run-<time>.log`; progress comes from ML Metadata.
 
     Args:
-        config: The validated config (relative paths allowed).
+        config: The config as `resolve_local_paths` returned it: the pre-flight, which the caller runs first so
+            its checks answer before TensorFlow is imported, and so the data probe reads the examples once.
         progress: Optional callback for per-component progress.
         on_log: Called with the run's log file once the lock is held, before TensorFlow is imported (the CLI
             sends its file descriptors 1 and 2 there).
@@ -163,8 +164,10 @@ def run_local(
 
     Raises:
         OutputInUseError: another `tfxp run` is using this output.
+        ValueError: `config` was not resolved (a caller's mistake, not the user's).
     """
-    config = resolve_local_paths(config)
+    if "auto" in (config.data.split, config.data.label_offset):
+        raise ValueError("run_local runs a resolved config: call resolve_local_paths(config) first")
     layout = output_layout(config)
     with run_lock(Path(layout.metadata_path).parent):
         log_path = run_log_path(layout)

@@ -1,0 +1,116 @@
+"""The report against what a run or its data can hand it: a resumed Trainer, class names with bidi controls or
+300 characters, an output that could not be read where no timeline says what ran."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from components.report.build import build_page, report_html
+from components.report.facts import RunFacts
+from components.report.inputs import NO_METADATA
+from components.report.page import Lead, Missing, Section
+
+# Unicode's bidi formatting characters: embeddings and overrides, isolates, marks, the Arabic letter mark.
+BIDI = [*"\u202a\u202b\u202c\u202d\u202e", *"\u2066\u2067\u2068\u2069", *"\u200e\u200f\u061c"]
+LONG = "n" * 299 + "!"
+
+
+def _summary(**changes: Any) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "status": "succeeded",
+        "blessed": True,
+        "blessing_reason": "pushed: eval accuracy 0.97 ≥ evaluator.min_accuracy 0.9, no served model yet",
+        "pushed_model_dir": "/out/serving/digits/1700000000",
+        "edge_model_path": None,
+        "metrics": {"accuracy": 0.97, "example_count": 359.0},
+        "config": {"pipeline": {"name": "tfxp-digits"}, "evaluator": {"min_accuracy": 0.9}, "edge": {"enabled": False}},
+        "problems": [],
+    }
+    summary.update(changes)
+    return summary
+
+
+def _section(page: Any, section_id: str) -> Section:
+    return next(section for section in page.sections if section.id == section_id)
+
+
+def test_a_resumed_trainer_shows_the_steps_it_restored_too() -> None:
+    training = {"model": "small_resnet", "steps": 30, "steps_restored": 50, "images_per_second": 900.0}
+    facts = RunFacts("/out", _summary(metrics={"accuracy": 0.97, "training": training}))
+
+    (lead,) = [block for block in _section(build_page(facts), "training").blocks if isinstance(block, Lead)]
+
+    assert lead.text == (
+        "small_resnet: 80 steps (30 this run, 50 restored from an interrupted run's backup) at 900 images/s"
+    )
+
+
+@pytest.mark.parametrize("control", BIDI)
+def test_bidi_controls_in_class_names_are_shown_not_obeyed(control: str) -> None:
+    spoof = f"cat{control}gpj.exe"
+    facts = RunFacts(
+        "/out",
+        _summary(),
+        splits={"train": {"examples": 3, "classes": {spoof: 2, "dog": 1}}},
+        confusion={"labels": [spoof, "dog"], "matrix": [[3, 1], [0, 4]]},
+        misclassified=[{"png": "iVBORw0KGgo=", "true": spoof, "predicted": "dog", "confidence": 0.9}],
+        misclassified_scanned=10,
+    )
+
+    page = report_html(facts)
+
+    assert control not in page
+    assert f"cat\\u{ord(control):04x}gpj.exe" in page  # in the table, the plots' text and under the image
+
+
+def test_a_300_character_class_name_is_cut_with_the_whole_name_in_its_tooltip() -> None:
+    facts = RunFacts(
+        "/out",
+        _summary(),
+        splits={"train": {"examples": 3, "classes": {LONG: 2, "dog": 1}}},
+        confusion={"labels": [LONG, "dog"], "matrix": [[3, 1], [0, 4]]},
+        misclassified=[{"png": "iVBORw0KGgo=", "true": LONG, "predicted": "dog", "confidence": 0.9}],
+        misclassified_scanned=10,
+    )
+
+    page = report_html(facts)
+
+    cut = "n" * 39 + "…"
+    assert f'<td><span class="name" title="{LONG}">{cut}</span></td>' in page
+    assert f">true {cut} → dog (90%)<" in page
+    # The whole name is only in attributes (the tooltip, the image's alt text), never shown as text.
+    shown = re.sub(r'"[^"]*"', '""', page)
+    assert LONG not in shown and "n" * 41 not in shown
+
+
+def test_an_unreadable_output_is_blamed_on_the_read_not_on_a_component_that_did_not_run() -> None:
+    """The RunReport component has no timeline: an output it could not read is said as such, with the path."""
+    problem = {
+        "component": "Trainer",
+        "path": "/root/Trainer/model/5/training_metrics.json",
+        "error": "cannot read the training metrics: JSONDecodeError: Expecting value",
+    }
+    facts = RunFacts("/out", _summary(problems=[problem]))
+    facts.not_available = {"components": NO_METADATA.format(what="when each component started")}
+
+    missing = [block.text for block in _section(build_page(facts), "training").blocks if isinstance(block, Missing)]
+
+    assert missing == [
+        "No training metrics: cannot read the training metrics: JSONDecodeError: Expecting value "
+        "(/root/Trainer/model/5/training_metrics.json)"
+    ]
+
+
+def test_a_component_the_report_got_nothing_from_is_not_said_to_have_stopped_the_run() -> None:
+    facts = RunFacts("/out", _summary())
+    facts.not_available = {"components": NO_METADATA.format(what="when each component started")}
+
+    missing = [block.text for block in _section(build_page(facts), "data").blocks if isinstance(block, Missing)]
+
+    assert "No example counts: StatisticsGen did not run in this pipeline (the RunReport got no output of it)." in (
+        missing
+    )
+    assert not any("the run stopped before it" in text for text in missing)
