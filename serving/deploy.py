@@ -31,6 +31,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from components.k8s.quantity import cpu_cores
 from serving.k8s_manifests import (
     CONFIG_DIR,
     MONITORING_PATH,
@@ -98,7 +99,7 @@ def _batching_text(max_batch: int, timeout: int, threads: int, enqueued: int, al
 
 
 def _cpu_count(cpu: str) -> int:
-    return max(1, int(float(cpu[:-1]) / 1000) if cpu.endswith("m") else int(float(cpu)))
+    return max(1, int(cpu_cores(cpu, key="serving.cpu")))
 
 
 def batching_parameters(options: ServingOptions, gpu: bool = False) -> str:
@@ -152,13 +153,18 @@ def _serving_args(options: ServingOptions, gpu: bool) -> list[str]:
 
 
 def _docker_script(options: ServingOptions, gpu: bool, local_model_dir: str) -> str:
+    # Every value from the config is validated where the config loads (the image by the OCI reference grammar)
+    # and shell-quoted here as well, so no value can run a command or become a flag of `docker run`.
     image = options.gpu_image if gpu else options.cpu_image
-    grpc, rest = options.grpc_port, options.rest_port
-    args = _serving_args(options, gpu)
+    grpc, rest = int(options.grpc_port), int(options.rest_port)
+    args = [shlex.quote(arg) for arg in _serving_args(options, gpu)]
     mount = (
         []
         if options.remote_base
-        else ['-v "${MODEL_DIR:?set MODEL_DIR to the model base directory}:' + options.container_base_path + ':ro"']
+        else [
+            '-v "${MODEL_DIR:?set MODEL_DIR to the model base directory}":'
+            + shlex.quote(f"{options.container_base_path}:ro")
+        ]
     )
     lines = [
         "#!/usr/bin/env bash",
@@ -171,9 +177,10 @@ def _docker_script(options: ServingOptions, gpu: bool, local_model_dir: str) -> 
         "exec docker run --rm --name " + shlex.quote(f"tf-serving-{options.model_name}") + " \\",
         *(["  --gpus all \\"] if gpu else []),
         f'  -p "${{HOST}}:{grpc}:{grpc}" -p "${{HOST}}:{rest}:{rest}" \\',
-        f'  -v "${{CONFIG_DIR}}:{CONFIG_DIR}:ro" \\',
+        f'  -v "${{CONFIG_DIR}}":{shlex.quote(f"{CONFIG_DIR}:ro")} \\',
         *[f"  {volume} \\" for volume in mount],
-        f"  {image} \\",
+        # `--` is not needed: a reference never starts with `-`; quoting keeps `$(…)`, `;` and spaces inert.
+        f"  {shlex.quote(image)} \\",
         *[f"  {arg} \\" for arg in args[:-1]],
         f"  {args[-1]}",
     ]

@@ -28,7 +28,8 @@ from typing import Any
 
 import yaml
 
-from serving.k8s_names import parse_label, serving_names
+from components.k8s.names import parse_label
+from serving.k8s_names import serving_names
 from serving.options import ServingOptions
 
 CONFIG_DIR = "/config"  # where the container sees models.config and the other config files
