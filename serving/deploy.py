@@ -179,8 +179,8 @@ def _docker_script(options: ServingOptions, gpu: bool, local_model_dir: str) -> 
         f'  -p "${{HOST}}:{grpc}:{grpc}" -p "${{HOST}}:{rest}:{rest}" \\',
         f'  -v "${{CONFIG_DIR}}":{shlex.quote(f"{CONFIG_DIR}:ro")} \\',
         *[f"  {volume} \\" for volume in mount],
-        # `--` is not needed: a reference never starts with `-`; quoting keeps `$(…)`, `;` and spaces inert.
-        f"  {shlex.quote(image)} \\",
+        # Quoting keeps `$(…)`, `;` and spaces inert; `--` ends docker's flags, so an image can never be one.
+        f"  -- {shlex.quote(image)} \\",
         *[f"  {arg} \\" for arg in args[:-1]],
         f"  {args[-1]}",
     ]

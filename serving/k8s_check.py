@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import json
 import os
@@ -207,8 +208,9 @@ def _schemas(kubernetes_version: str) -> Any:
     return strict[-1]
 
 
-def _load_schema(folder: Any, name: str) -> Any:
-    return json.loads((folder / name).read_text())
+@functools.cache
+def _load_schema(kubernetes_version: str, name: str) -> Any:
+    return json.loads((_schemas(kubernetes_version) / name).read_text())
 
 
 def _walk(value: Any, schema: Any, where: str, definitions: dict[str, Any], problems: list[str]) -> None:
@@ -256,12 +258,11 @@ def value_problems(document: Manifest, kubernetes_version: str = KUBERNETES_VERS
         document = predictor_pod(document)
         kind = "Pod"
     api_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", str(document.get("apiVersion", "")))
-    folder = _schemas(kubernetes_version)
     try:
-        schema = _load_schema(folder, f"{kind.lower()}-{api_version}.json")
+        schema = _load_schema(kubernetes_version, f"{kind.lower()}-{api_version}.json")
     except FileNotFoundError:
         return problems  # no schema: `_schema_problem` reports it
-    definitions = _load_schema(folder, "_definitions.json")["$defs"]
+    definitions = _load_schema(kubernetes_version, "_definitions.json")["$defs"]
     _walk(document, schema, kind, definitions, problems)
     return problems
 

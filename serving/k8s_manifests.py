@@ -23,11 +23,11 @@ Example:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import yaml
 
+from components.k8s.image import ImageError, parse_image
 from components.k8s.names import parse_label
 from serving.k8s_names import serving_names
 from serving.options import ServingOptions
@@ -36,7 +36,6 @@ CONFIG_DIR = "/config"  # where the container sees models.config and the other c
 MONITORING_PATH = "/monitoring/prometheus/metrics"
 TMP_DIR = "/tmp"
 TMP_SIZE_LIMIT = "1Gi"
-_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 POD_SECURITY_LABELS = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
 
 Manifest = dict[str, Any]
@@ -44,7 +43,10 @@ Manifest = dict[str, Any]
 
 def is_digest(image: str) -> bool:
     """Whether `image` names its content (`repo@sha256:<64 hex>`) rather than a movable tag."""
-    return bool(_DIGEST.search(image))
+    try:
+        return bool(parse_image(image).digest)
+    except ImageError:
+        return False
 
 
 def image_warnings(options: ServingOptions) -> list[str]:

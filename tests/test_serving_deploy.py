@@ -114,8 +114,8 @@ def test_monitoring_config_enables_prometheus(assets: dict[str, str]) -> None:
 
 def test_docker_scripts_pin_images_and_pass_the_configs(assets: dict[str, str]) -> None:
     cpu, gpu = assets["run_tf_serving_cpu.sh"], assets["run_tf_serving_gpu.sh"]
-    assert "  tensorflow/serving:2.19.1 \\" in cpu
-    assert "  tensorflow/serving:2.19.1-gpu \\" in gpu and "--gpus all" in gpu
+    assert "  -- tensorflow/serving:2.19.1 \\" in cpu
+    assert "  -- tensorflow/serving:2.19.1-gpu \\" in gpu and "--gpus all" in gpu
     for script, batching in ((cpu, "batching_parameters.txt"), (gpu, "batching_parameters_gpu.txt")):
         assert ":latest" not in script
         assert '-p "${HOST}:9000:9000" -p "${HOST}:9001:9001"' in script

@@ -46,7 +46,8 @@ class ImageError(ValueError):
 @dataclass(frozen=True)
 class ImageReference:
     """Attributes:
-    domain: The registry, e.g. `registry.example.com:5000`; "" for Docker Hub.
+    domain: The registry, e.g. `registry.example.com:5000`; "" for Docker Hub (a first component without
+        `.`, `:` or capitals that is not `localhost` is part of the path, as Docker reads it).
     path: The repository path, e.g. `tensorflow/serving`.
     tag: The tag, "" when none.
     digest: `algorithm:hex`, "" when none.
@@ -103,8 +104,10 @@ def parse_image(text: str) -> ImageReference:
         raise ImageError(problem)
     match = REFERENCE.fullmatch(text)
     assert match is not None  # _problem checked it
-    name = _ANCHORED_NAME.fullmatch(match["name"])
-    domain, path = (name["domain"] or "", name["path"]) if name else ("", match["name"])
+    first, slash, rest = match["name"].partition("/")
+    # Which first component names a registry: `normalize.go` lines 146-180 (splitDockerDomain).
+    is_domain = slash and (first == "localhost" or any(c in first for c in ".:") or first.lower() != first)
+    domain, path = (first, rest) if is_domain else ("", match["name"])
     return ImageReference(domain=domain, path=path, tag=match["tag"] or "", digest=match["digest"] or "")
 
 
