@@ -23,11 +23,20 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, PlainValidator, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from components.config_section import ConfigSection, describe_errors, section_keys
 from components.data.spans import POLICY_HELP, SpanError, parse_policy
 from components.k8s.image import Image
+from components.k8s.names import check_resource_name
 from components.k8s.quantity import INT64_MAX, CpuQuantity, MemoryQuantity
 from components.trainer.options import TrainerOptions
 from edge.options import EdgeOptions
@@ -188,7 +197,7 @@ class AcceleratorSpec(ConfigSection):
     count: Accelerators per Trainer pod; 0 = none.
     """
 
-    type: str = ""
+    type: Annotated[str, AfterValidator(check_resource_name)] = ""
     count: int = Field(0, ge=0, le=INT64_MAX)
 
 

@@ -344,3 +344,26 @@ def test_quantity_name_and_image_rules_live_only_in_components_k8s() -> None:
         if trace in path.read_text()
     ]
     assert found == [], "use components.k8s (quantity, names, image) instead of a copy of its rules"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("kubeflow.trainer_node_selector", ["gpu=$(id)"]),
+        ("kubeflow.trainer_node_selector", ["gpu type=a100"]),
+        ("kubeflow.trainer_node_selector", ["gpu=a100;rm"]),
+        ("kubeflow.trainer_tolerations", ["nvidia.com/gpu=`id`:NoSchedule"]),
+        ("kubeflow.trainer_tolerations", ["bad key:NoSchedule"]),
+    ],
+)
+def test_node_selectors_and_tolerations_take_label_syntax_only(tmp_path: Path, key: str, value: list[str]) -> None:
+    from pipeline.kubeflow.compile import KubeflowCompileError, spec_patch
+
+    with pytest.raises(KubeflowCompileError, match=key):
+        spec_patch(_load(tmp_path, {key: value}), "Trainer")
+
+
+def test_the_accelerator_type_is_a_resource_name(tmp_path: Path) -> None:
+    _refused(tmp_path, "kubeflow.trainer_accelerator.type", "nvidia.com/gpu $(id)")
+    config = _load(tmp_path, {"kubeflow.trainer_accelerator": {"type": "nvidia.com/gpu", "count": 1}})
+    assert config.kubeflow.trainer_accelerator.type == "nvidia.com/gpu"

@@ -73,16 +73,16 @@ def _problem(text: str) -> str | None:
         lowered = text.lower()
         if lowered != text and REFERENCE.fullmatch(lowered):
             return f"{text!r} has upper-case letters in its repository path, which registries refuse"
-        name, at, digest = text.rpartition("@")
-        if at and REFERENCE.fullmatch(name) and re.fullmatch(r"[a-z0-9]+:\w*", digest, re.ASCII):
+        before, at, digest = text.rpartition("@")
+        if at and REFERENCE.fullmatch(before) and re.fullmatch(r"[a-z0-9]+:\w*", digest, re.ASCII):
             return f"the digest {digest!r} of {text!r} {_DIGEST_ADVICE}"
         return (
             f"{text!r} is not an image reference: `[registry[:port]/]path[:tag][@digest]` with a lower-case path "
             "of letters, digits and single `.`, `_`, `__` or `-` between them, and no spaces, quotes or shell "
             "characters"
         )
-    name = _ANCHORED_NAME.fullmatch(match["name"])
-    path = name["path"] if name else match["name"]
+    anchored = _ANCHORED_NAME.fullmatch(match["name"])
+    path = anchored["path"] if anchored else match["name"]
     if len(path) > MAX_PATH_LENGTH:
         return f"the repository path of {text!r} is longer than {MAX_PATH_LENGTH} characters"
     if match["digest"]:

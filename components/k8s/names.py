@@ -150,6 +150,18 @@ def check_own_namespace(value: str) -> str:
     return value
 
 
+def check_resource_name(value: str) -> str:
+    """`value` if it is empty or a resource name (`nvidia.com/gpu`; label-key syntax), a pydantic validator.
+
+    Raises:
+        ValueError: not `[DNS-subdomain prefix/]name`.
+    """
+    problem = value and label_key_problem(value)
+    if problem:
+        raise ValueError(f"not a Kubernetes resource name ({problem}), e.g. `nvidia.com/gpu`")
+    return value
+
+
 def check_claim_name(value: str) -> str:
     """`value` if it is empty or a valid PersistentVolumeClaim name (a pydantic validator for config keys).
 

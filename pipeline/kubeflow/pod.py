@@ -82,22 +82,27 @@ def memory_gigabytes(quantity: str) -> float:
 
 
 def parse_node_label(entry: str) -> tuple[str, str]:
-    """`key=value` → (key, value).
+    """`key=value` → (key, value), both checked with Kubernetes' label syntax (a node selector matches labels).
 
     Raises:
-        ValueError: no `=` or an empty key.
+        ValueError: no `=`, a bad key, or a bad value (at most 63 letters, digits, `-`, `_`, `.`; may be empty).
     """
     key, sep, value = entry.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"{entry!r} is not `key=value`, e.g. `cloud.google.com/gke-accelerator=nvidia-tesla-a100`")
-    return key.strip(), value.strip()
+    key, value = key.strip(), value.strip()
+    problem = label_key_problem(key) or label_value_problem(value)
+    if problem:
+        raise ValueError(f"{entry!r}: {problem}")
+    return key, value
 
 
 def parse_toleration(entry: str) -> Toleration:
     """`key=value:Effect` or `key:Effect` (kubectl's taint syntax) → Toleration.
 
     Raises:
-        ValueError: no effect, an unknown effect or an empty key.
+        ValueError: no effect, an unknown effect, an empty key, or a key or value without label syntax (taints
+            have it).
     """
     spec, _, effect = entry.rpartition(":")
     key, _, value = spec.partition("=")
@@ -106,7 +111,11 @@ def parse_toleration(entry: str) -> Toleration:
             f"{entry!r} is not `key=value:Effect` or `key:Effect` with Effect one of {', '.join(_TAINT_EFFECTS)}, "
             "e.g. `nvidia.com/gpu:NoSchedule`"
         )
-    return Toleration(key=key.strip(), value=value.strip(), effect=effect)
+    key, value = key.strip(), value.strip()
+    problem = label_key_problem(key) or label_value_problem(value)
+    if problem:
+        raise ValueError(f"{entry!r}: {problem}")
+    return Toleration(key=key, value=value, effect=effect)
 
 
 def image_warnings(image: str) -> list[str]:
@@ -140,11 +149,7 @@ def parse_pod_label(entry: str) -> tuple[str, str]:
     Raises:
         ValueError: no `=`, a bad key, or a bad value (at most 63 letters, digits, `-`, `_`, `.`; may be empty).
     """
-    key, value = parse_node_label(entry)
-    problem = label_key_problem(key) or label_value_problem(value)
-    if problem:
-        raise ValueError(f"{entry!r}: {problem}")
-    return key, value
+    return parse_node_label(entry)
 
 
 def parse_pod_annotation(entry: str) -> tuple[str, str]:
