@@ -217,9 +217,11 @@ def _walk(value: Any, schema: Any, where: str, definitions: dict[str, Any], prob
     reference = schema.get("$ref", "") if isinstance(schema, dict) else ""
     if reference:
         name = reference.rsplit("/", 1)[-1]
-        if name == _QUANTITY_REF and isinstance(value, str):
+        if name == _QUANTITY_REF and isinstance(value, (str, int)) and not isinstance(value, bool):
+            # A number is read as its JSON text (Quantity.UnmarshalJSON), then capped at 2^63-1 like any other.
             try:
-                parse_quantity(value)
+                if abs(parse_quantity(str(value)).value) > INT64_MAX:
+                    problems.append(f"{where} = {value} is beyond 2^63-1; the API server would cap it")
             except QuantityError as error:
                 problems.append(f"{where}: {error}")
             return

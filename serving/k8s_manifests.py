@@ -294,7 +294,7 @@ def kserve_inference_service(options: ServingOptions) -> str:
     names = serving_names(options.model_name)
     model: Manifest = {
         "modelFormat": {"name": "tensorflow"},
-        **({"image": image} if is_digest(image) else {"runtimeVersion": image.rsplit(":", 1)[-1]}),
+        **({"image": image} if is_digest(image) else {"runtimeVersion": parse_image(image).tag or "latest"}),
         "storageUri": options.storage_uri or _storage_uri(options),
         "resources": _resources(options),
         "env": [_HOME],

@@ -231,10 +231,22 @@ def test_the_docker_script_passes_an_unchecked_image_as_one_inert_argument(tmp_p
 # --- int32 fields, quantities and namespaces in the manifests -----------------------------------------------------
 
 
-@pytest.mark.parametrize("key", ["serving.max_replicas", "serving.min_replicas"])
-@pytest.mark.parametrize("value", [INT32_OVER, 2**63, 10**30])
-def test_replica_counts_beyond_int32_fail_when_the_config_loads(tmp_path: Path, key: str, value: int) -> None:
-    _refused(tmp_path, key, value)
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        *((key, value) for key in ("serving.max_replicas", "serving.min_replicas") for value in (INT32_OVER, 10**30)),
+        ("serving.gpus", 2**63),
+        ("serving.run_as_user", 2**63),
+        ("kubeflow.trainer_accelerator.count", 2**63),
+    ],
+)
+def test_counts_beyond_what_kubernetes_stores_fail_when_the_config_loads(tmp_path: Path, key: str, value: int) -> None:
+    if key.count(".") == 2:  # a nested section
+        section, sub_section, name = key.split(".")
+        with pytest.raises(ConfigError, match=name):
+            _load(tmp_path, {f"{section}.{sub_section}": {name: value, "type": "nvidia.com/gpu"}})
+    else:
+        _refused(tmp_path, key, value)
 
 
 @pytest.mark.parametrize("namespace", RESERVED)
@@ -273,6 +285,7 @@ def _edited(edit: str) -> dict:
         "sizeLimit": lambda: pod_spec["volumes"][1]["emptyDir"].update(sizeLimit="١٠Gi"),
         "kserve cpu": lambda: documents["kserve"]["spec"]["predictor"]["model"]["resources"]["limits"].update(cpu=" 4"),
         "runAsUser": lambda: pod_spec["securityContext"].update(runAsUser=2**63),
+        "gpus": lambda: container["resources"]["limits"].update({"nvidia.com/gpu": 2**63}),
     }[edit]()
     return documents
 
@@ -291,6 +304,7 @@ EDITS = {
     "sizeLimit": ("deployment", "emptyDir.sizeLimit: '١٠Gi'"),
     "kserve cpu": ("kserve", "resources.limits.cpu: ' 4'"),
     "runAsUser": ("deployment", "securityContext.runAsUser = 9223372036854775808 is beyond int64"),
+    "gpus": ("deployment", "limits.nvidia.com/gpu = 9223372036854775808 is beyond 2^63-1"),
 }
 
 
@@ -367,3 +381,12 @@ def test_the_accelerator_type_is_a_resource_name(tmp_path: Path) -> None:
     _refused(tmp_path, "kubeflow.trainer_accelerator.type", "nvidia.com/gpu $(id)")
     config = _load(tmp_path, {"kubeflow.trainer_accelerator": {"type": "nvidia.com/gpu", "count": 1}})
     assert config.kubeflow.trainer_accelerator.type == "nvidia.com/gpu"
+
+
+@pytest.mark.parametrize(
+    ("image", "version"), [("localhost:5000/serving", "latest"), ("r.example.com/s:2.19.1", "2.19.1")]
+)
+def test_the_kserve_runtime_version_is_the_tag_not_a_piece_of_the_registry(image: str, version: str) -> None:
+    assets = render_deploy_assets(ServingOptions(cpu_image=image), local_model_dir="/srv/models")
+    model = _documents(assets, "kserve/inferenceservice.yaml")[0]["spec"]["predictor"]["model"]
+    assert model["runtimeVersion"] == version

@@ -2,7 +2,7 @@
 
 The API server parses every quantity with `resource.ParseQuantity` (kubernetes/apimachinery, commit eed236c,
 `pkg/api/resource/quantity.go`): the grammar comment at lines 37-59 and the scanner `parseQuantityString` at
-lines 160-275, whose suffix is then looked up in `suffix.go` lines 86-135 and 180-198. `QUANTITY` below is that
+lines 160-275, whose suffix is then looked up in `suffix.go` lines 88-135 and 180-198. `QUANTITY` below is that
 scanner as one regular expression:
 
 - an optional sign `+` or `-`;
