@@ -31,6 +31,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from components.k8s.image import check_image
 from components.k8s.quantity import cpu_cores
 from serving.k8s_manifests import (
     CONFIG_DIR,
@@ -65,6 +66,8 @@ def _checked(options: ServingOptions) -> ServingOptions:
             f"serving.versions {list(options.versions)} does not include the labelled version(s) {missing}; TF Serving "
             "can only label a loaded version"
         )
+    for key in ("cpu_image", "gpu_image"):  # options built without validation (model_copy) reach here too
+        check_image(getattr(options, key), key=f"serving.{key}")
     if options.allowed_batch_sizes and options.allowed_batch_sizes[-1] != options.max_batch_size:
         raise ValueError(
             f"serving.allowed_batch_sizes {list(options.allowed_batch_sizes)} must end with serving.max_batch_size "
@@ -196,7 +199,8 @@ def render_deploy_assets(options: ServingOptions, local_model_dir: str = "") -> 
             empty = the scripts require MODEL_DIR. Unused when `serving.base_path` is a bucket path.
 
     Raises:
-        ValueError: labels the version policy would not load, or batch sizes TF Serving rejects.
+        ValueError: labels the version policy would not load, batch sizes TF Serving rejects, or an image that
+            is no image reference.
     """
     options = _checked(options)
     config_files = {

@@ -24,7 +24,7 @@ from components.k8s.image import ImageError, check_image, parse_image
 from components.k8s.quantity import SUFFIXES, QuantityError, memory_bytes, parse_quantity
 from pipeline.config import ConfigError, TfxpConfig, load_config
 from pipeline.kubeflow import pod, storage
-from serving.deploy import render_deploy_assets, write_deploy_assets
+from serving.deploy import _docker_script, render_deploy_assets, write_deploy_assets
 from serving.k8s_check import check_deploy_assets, find_checkov, policy_problems, value_problems
 from serving.options import ServingOptions
 
@@ -39,7 +39,26 @@ CHECKOV = find_checkov()
 
 # Accepted by kubernetes.utils.parse_quantity, refused by the API server (or, for -1, by every resource field).
 ORACLE_ACCEPTS_API_REFUSES = ("8K", "NaN", "-1", "١٠Gi", " 8Gi", "1e3k", "1mi", "Infinity", "٣")
-REFUSED = (*ORACLE_ACCEPTS_API_REFUSES, "", "8Gi ", "8 Gi", "8GB", "1.2.3", "0x10", "1_000", "e3", "0", "-5Gi", "8ki")
+REFUSED = (
+    *ORACLE_ACCEPTS_API_REFUSES,
+    "1e2147483648",
+    "1e9223372036854775807",
+    "1e-9223372036854775807",
+    "8Ei",
+    "0.1n",
+    "1e-10",
+    "",
+    "8Gi ",
+    "8 Gi",
+    "8GB",
+    "1.2.3",
+    "0x10",
+    "1_000",
+    "e3",
+    "0",
+    "-5Gi",
+    "8ki",
+)
 ACCEPTED = {
     "8k": Decimal(8000),
     "1e3": Decimal(1000),
@@ -214,14 +233,16 @@ def test_the_docker_script_passes_an_unchecked_image_as_one_inert_argument(tmp_p
     marker = tmp_path / "ran"
     image = image.replace("/tmp/x", str(marker))
     options = ServingOptions().model_copy(update={"cpu_image": image})
+    with pytest.raises(ImageError, match=r"serving\.cpu_image"):
+        render_deploy_assets(options, local_model_dir=str(tmp_path))
     script = tmp_path / "run_tf_serving_cpu.sh"
-    script.write_text(render_deploy_assets(options, local_model_dir=str(tmp_path))["run_tf_serving_cpu.sh"])
+    script.write_text(_docker_script(options, gpu=False, local_model_dir=str(tmp_path)))
     result = subprocess.run(["bash", str(script)], env=_fake_docker(tmp_path), capture_output=True, timeout=30)
     assert result.returncode == 0, result.stderr
     argv = (tmp_path / "argv").read_bytes().decode().split("\0")[:-1]
     assert not marker.exists()
     benign = ServingOptions()
-    script.write_text(render_deploy_assets(benign, local_model_dir=str(tmp_path))["run_tf_serving_cpu.sh"])
+    script.write_text(_docker_script(benign, gpu=False, local_model_dir=str(tmp_path)))
     subprocess.run(["bash", str(script)], env=_fake_docker(tmp_path), check=True, capture_output=True, timeout=30)
     expected = (tmp_path / "argv").read_bytes().decode().split("\0")[:-1]
     assert argv == [image if arg == benign.cpu_image else arg for arg in expected]

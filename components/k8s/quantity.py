@@ -13,9 +13,10 @@ scanner as one regular expression:
   spaces, `NaN`, `inf`.
 
 The scanner is looser than the grammar comment in one corner, and so is this module: a number with no digit
-(`.`, `-`, `Gi`) reads 0. Resource amounts (`resource_amount`) are then refused unless above 0. Two things
+(`.`, `-`, `Gi`) reads 0. Resource amounts (`resource_amount`) are then refused unless above 0. Three things
 the API server does not refuse but changes, so `resource_amount` refuses them instead: amounts beyond
-2^63-1 (capped, lines 377-381) and exponents beyond int32 (truncated by `int32(parsed)`, suffix.go:194).
+2^63-1 (capped, lines 377-381), amounts finer than 1n (rounded up, lines 369-375) and exponents beyond int32
+(truncated by `int32(parsed)`, suffix.go:194).
 
 `kubernetes.utils.parse_quantity` is no substitute: it accepts `8K`, ` 8Gi`, `NaN`, `-1`, `1e3k` and
 non-ASCII digits, which the API server refuses.
@@ -31,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal, localcontext
+from decimal import MAX_EMAX, MIN_EMIN, Decimal, localcontext
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -57,6 +58,7 @@ SUFFIXES: dict[str, tuple[int, int]] = {
 }
 _EXPONENT = re.compile(r"[eE](?P<exponent>[+-]?[0-9]+)", re.ASCII)
 INT64_MAX = 2**63 - 1
+NANO = Decimal("1e-9")  # the finest amount the API server keeps (quantity.go:369-375 rounds up to it)
 INT32_MAX = 2**31 - 1
 CPU_EXAMPLES = "e.g. 4, 0.5 or 500m"
 MEMORY_EXAMPLES = "e.g. 8Gi, 512Mi or 8G"
@@ -106,7 +108,9 @@ def parse_quantity(text: str) -> Quantity:
         )
     base, exponent = scale
     number = f"{match['sign']}{match['integer'] or '0'}.{match['fraction'] or '0'}"
-    with localcontext() as context:
+    # Beyond ±10^17 only the side of 2^63 or of 1n matters, and Decimal's exponents end near 10^18.
+    exponent = max(-(10**17), min(10**17, exponent))
+    with localcontext(Emax=MAX_EMAX, Emin=MIN_EMIN) as context:
         context.prec = len(text) + 40  # exact: 2^60 has 19 digits, the number fewer than the text
         value = Decimal(number) * base**exponent if base == 2 else Decimal(number).scaleb(exponent, context)
     return Quantity(text=text, value=value, suffix=match["suffix"])
@@ -122,8 +126,9 @@ def resource_amount(text: str, examples: str = MEMORY_EXAMPLES, key: str = "") -
         key: The config key to name in the message, e.g. `serving.memory` ("" where the caller names it).
 
     Raises:
-        QuantityError: not a quantity, not above 0, above 2^63-1 or with an exponent beyond int32 (the API
-            server would cap or truncate those); the message names `key` and shows `examples`.
+        QuantityError: not a quantity, not above 0, above 2^63-1, finer than 1n or with an exponent beyond
+            int32 (the API server would cap, round or truncate those); the message names `key` and shows
+            `examples`.
     """
     where = f"{key}={text}: " if key else ""
     try:
@@ -139,6 +144,10 @@ def resource_amount(text: str, examples: str = MEMORY_EXAMPLES, key: str = "") -
         raise QuantityError(f"{where}a resource amount must be more than 0; {examples}")
     if quantity.value > INT64_MAX:
         raise QuantityError(f"{where}the API server caps amounts at 2^63-1 and would change it; {examples}")
+    if quantity.value % NANO:
+        raise QuantityError(
+            f"{where}the API server rounds amounts up to a multiple of 1n and would change it; {examples}"
+        )
     return quantity.value
 
 
