@@ -23,11 +23,22 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, PlainValidator, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from components.config_section import ConfigSection, describe_errors, section_keys
 from components.data.spans import POLICY_HELP, SpanError, parse_policy
 from components.errors import TfxpError
+from components.k8s.image import Image
+from components.k8s.names import check_resource_name
+from components.k8s.quantity import INT64_MAX, CpuQuantity, MemoryQuantity
 from components.paths import is_relative
 from components.trainer.options import TrainerOptions
 from edge.options import EdgeOptions
@@ -188,8 +199,8 @@ class AcceleratorSpec(ConfigSection):
     count: Accelerators per Trainer pod; 0 = none.
     """
 
-    type: str = ""
-    count: int = Field(0, ge=0)
+    type: Annotated[str, AfterValidator(check_resource_name)] = ""
+    count: int = Field(0, ge=0, le=INT64_MAX)
 
 
 class KubeflowSection(ConfigSection):
@@ -229,13 +240,13 @@ class KubeflowSection(ConfigSection):
     artifact_volume_storage_class: Storage class of that volume; empty = the cluster's default.
     """
 
-    image: str = "tfxp:0.1.0"
+    image: Image = "tfxp:0.1.0"
     pipeline_root: str = ""
     trainer_accelerator: AcceleratorSpec = AcceleratorSpec()
-    cpu_request: str = "2"
-    memory_request: str = "8G"
-    trainer_cpu: str = "8"
-    trainer_memory: str = "32G"
+    cpu_request: CpuQuantity = "2"
+    memory_request: MemoryQuantity = "8G"
+    trainer_cpu: CpuQuantity = "8"
+    trainer_memory: MemoryQuantity = "32G"
     retries: int = Field(2, ge=0)
     retry_backoff_seconds: int = Field(60, ge=0)
     retry_backoff_max_seconds: int = Field(3600, ge=0)

@@ -31,6 +31,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from components.k8s.image import check_image
+from components.k8s.quantity import cpu_cores
 from serving.config_error import ServingConfigError
 from serving.k8s_manifests import (
     CONFIG_DIR,
@@ -65,6 +67,8 @@ def _checked(options: ServingOptions) -> ServingOptions:
             f"serving.versions {list(options.versions)} does not include the labelled version(s) {missing}; TF Serving "
             "can only label a loaded version"
         )
+    for key in ("cpu_image", "gpu_image"):  # options built without validation (model_copy) reach here too
+        check_image(getattr(options, key), key=f"serving.{key}")
     if options.allowed_batch_sizes and options.allowed_batch_sizes[-1] != options.max_batch_size:
         raise ServingConfigError(
             f"serving.allowed_batch_sizes {list(options.allowed_batch_sizes)} must end with serving.max_batch_size "
@@ -99,7 +103,7 @@ def _batching_text(max_batch: int, timeout: int, threads: int, enqueued: int, al
 
 
 def _cpu_count(cpu: str) -> int:
-    return max(1, int(float(cpu[:-1]) / 1000) if cpu.endswith("m") else int(float(cpu)))
+    return max(1, int(cpu_cores(cpu, key="serving.cpu")))
 
 
 def batching_parameters(options: ServingOptions, gpu: bool = False) -> str:
@@ -153,13 +157,18 @@ def _serving_args(options: ServingOptions, gpu: bool) -> list[str]:
 
 
 def _docker_script(options: ServingOptions, gpu: bool, local_model_dir: str) -> str:
+    # Every value from the config is validated where the config loads (the image by the OCI reference grammar)
+    # and shell-quoted here as well, so no value can run a command or become a flag of `docker run`.
     image = options.gpu_image if gpu else options.cpu_image
-    grpc, rest = options.grpc_port, options.rest_port
-    args = _serving_args(options, gpu)
+    grpc, rest = int(options.grpc_port), int(options.rest_port)
+    args = [shlex.quote(arg) for arg in _serving_args(options, gpu)]
     mount = (
         []
         if options.remote_base
-        else ['-v "${MODEL_DIR:?set MODEL_DIR to the model base directory}:' + options.container_base_path + ':ro"']
+        else [
+            '-v "${MODEL_DIR:?set MODEL_DIR to the model base directory}":'
+            + shlex.quote(f"{options.container_base_path}:ro")
+        ]
     )
     lines = [
         "#!/usr/bin/env bash",
@@ -172,9 +181,10 @@ def _docker_script(options: ServingOptions, gpu: bool, local_model_dir: str) -> 
         "exec docker run --rm --name " + shlex.quote(f"tf-serving-{options.model_name}") + " \\",
         *(["  --gpus all \\"] if gpu else []),
         f'  -p "${{HOST}}:{grpc}:{grpc}" -p "${{HOST}}:{rest}:{rest}" \\',
-        f'  -v "${{CONFIG_DIR}}:{CONFIG_DIR}:ro" \\',
+        f'  -v "${{CONFIG_DIR}}":{shlex.quote(f"{CONFIG_DIR}:ro")} \\',
         *[f"  {volume} \\" for volume in mount],
-        f"  {image} \\",
+        # Quoting keeps `$(…)`, `;` and spaces inert; `--` ends docker's flags, so an image can never be one.
+        f"  -- {shlex.quote(image)} \\",
         *[f"  {arg} \\" for arg in args[:-1]],
         f"  {args[-1]}",
     ]
@@ -190,7 +200,8 @@ def render_deploy_assets(options: ServingOptions, local_model_dir: str = "") -> 
             empty = the scripts require MODEL_DIR. Unused when `serving.base_path` is a bucket path.
 
     Raises:
-        ValueError: labels the version policy would not load, or batch sizes TF Serving rejects.
+        ValueError: labels the version policy would not load, batch sizes TF Serving rejects, or an image that
+            is no image reference.
     """
     options = _checked(options)
     config_files = {

@@ -6,8 +6,14 @@
   kubernetes-validate (the `check` extra; its schemas ship with it, so this runs offline). It has no schema for
   KServe's InferenceService, whose predictor is a core PodSpec plus KServe's fields and whose model is a core
   Container plus KServe's fields: those parts are checked as the Pod KServe will create (`predictor_pod`);
-- every `metadata.name` against the rule for its kind (`serving.k8s_names.NAME_RULES`), which schema
+- every `metadata.name` against the rule for its kind (`components.k8s.names.NAME_RULES`), which schema
   validators do not check but the API server does;
+- every integer and quantity against what the API server stores (`value_problems`): integers of an int32 or
+  int64 field within range (HPA `maxReplicas`, `replicas`, ports, probe periods: JSON Schema validators ignore
+  `format: int32`, the API server refuses 2^31), every Quantity (resources, emptyDir `sizeLimit`) by
+  `components.k8s.quantity`, and KServe's int32 replica fields;
+- every Namespace against tfxp's policy: never relabel a namespace Kubernetes itself manages
+  (`components.k8s.names.RESERVED_NAMESPACES`);
 - every pod against the "restricted" Pod Security Standard (`restricted_violations`);
 - the directory with checkov (`run_checkov`), with the skips and soft failures of `serving/checkov.yaml`.
 
@@ -20,6 +26,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import json
 import os
 import re
@@ -32,7 +40,8 @@ from typing import Any, Literal
 import yaml
 
 from components.errors import TfxpError
-from serving.k8s_names import name_problem
+from components.k8s.names import RESERVED_NAMESPACES, name_problem
+from components.k8s.quantity import INT32_MAX, INT64_MAX, QuantityError, parse_quantity
 
 KUBERNETES_VERSION = "1.33"  # the schemas kubernetes-validate checks against
 CHECKOV_CONFIG = Path(__file__).with_name("checkov.yaml")
@@ -50,6 +59,12 @@ KSERVE_PREDICTOR_FIELDS = frozenset(
 KSERVE_MODEL_FIELDS = frozenset(
     {"modelFormat", "runtime", "runtimeVersion", "protocolVersion", "storageUri", "storage"}
 )
+# KServe's int32 fields of `spec.predictor` (ComponentExtensionSpec: MinReplicas *int32, MaxReplicas int32,
+# ScaleTarget *int32), which no core schema covers.
+KSERVE_INT32_FIELDS = ("minReplicas", "maxReplicas", "scaleTarget")
+_INTEGER_RANGES = {"int32": (-(2**31), INT32_MAX), "int64": (-(2**63), INT64_MAX)}
+_QUANTITY_REF = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+_INT_OR_STRING_REF = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"  # Go: IntVal int32
 _RESTRICTED_VOLUMES = frozenset(
     {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
 )
@@ -181,6 +196,92 @@ def _schema_problem(document: Manifest, kubernetes_version: str) -> str | None:
     return None
 
 
+def _schemas(kubernetes_version: str) -> Any:
+    """kubernetes-validate's strict schema folder for `kubernetes_version` (the newest patch release it ships)."""
+    root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema"
+    folders = sorted(
+        (entry for entry in root.iterdir() if entry.name.startswith(f"v{kubernetes_version}.")),
+        key=lambda entry: entry.name,
+    )
+    strict = [entry for entry in folders if entry.name.endswith("-local-strict")]
+    if not strict:
+        raise CheckToolError(f"kubernetes-validate has no schemas for Kubernetes {kubernetes_version}; upgrade it")
+    return strict[-1]
+
+
+@functools.cache
+def _load_schema(kubernetes_version: str, name: str) -> Any:
+    return json.loads((_schemas(kubernetes_version) / name).read_text())
+
+
+def _walk(value: Any, schema: Any, where: str, definitions: dict[str, Any], problems: list[str]) -> None:
+    reference = schema.get("$ref", "") if isinstance(schema, dict) else ""
+    if reference:
+        name = reference.rsplit("/", 1)[-1]
+        if name == _QUANTITY_REF and isinstance(value, (str, int)) and not isinstance(value, bool):
+            # A number is read as its JSON text (Quantity.UnmarshalJSON), then capped at 2^63-1 like any other.
+            try:
+                if abs(parse_quantity(str(value)).value) > INT64_MAX:
+                    problems.append(f"{where} = {value} is beyond 2^63-1; the API server would cap it")
+            except QuantityError as error:
+                problems.append(f"{where}: {error}")
+            return
+        schema = {"format": "int32"} if name == _INT_OR_STRING_REF else definitions.get(name, {})
+    if not isinstance(schema, dict):
+        return
+    if isinstance(value, int) and not isinstance(value, bool) and schema.get("format") in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[schema["format"]]
+        if not low <= value <= high:
+            problems.append(
+                f"{where} = {value} is beyond {schema['format']} ({low} to {high}); the API server refuses it"
+            )
+    elif isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            if key in properties:
+                _walk(item, properties[key], f"{where}.{key}", definitions, problems)
+            elif isinstance(extra, dict):
+                _walk(item, extra, f"{where}.{key}", definitions, problems)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            _walk(item, schema["items"], f"{where}[{index}]", definitions, problems)
+
+
+def value_problems(document: Manifest, kubernetes_version: str = KUBERNETES_VERSION) -> list[str]:
+    """Integers beyond their field's int32 or int64 and quantities the API server refuses, in `document` (a core
+    object, or an InferenceService, checked as `predictor_pod` plus KServe's int32 fields), found by walking the
+    object alongside its OpenAPI schema; what is not in a schema is not checked here (`_schema_problem` is)."""
+    problems: list[str] = []
+    kind = document.get("kind", "")
+    if kind == "InferenceService":
+        predictor = (document.get("spec") or {}).get("predictor") or {}
+        for key in KSERVE_INT32_FIELDS:
+            _walk(predictor.get(key), {"format": "int32"}, f"spec.predictor.{key}", {}, problems)
+        document = predictor_pod(document)
+        kind = "Pod"
+    api_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", str(document.get("apiVersion", "")))
+    try:
+        schema = _load_schema(kubernetes_version, f"{kind.lower()}-{api_version}.json")
+    except FileNotFoundError:
+        return problems  # no schema: `_schema_problem` reports it
+    definitions = _load_schema(kubernetes_version, "_definitions.json")["$defs"]
+    _walk(document, schema, kind, definitions, problems)
+    return problems
+
+
+def policy_problems(document: Manifest) -> list[str]:
+    """What tfxp's own policy refuses: a Namespace object for a namespace Kubernetes manages (applying it would
+    relabel it, e.g. enforce the restricted Pod Security Standard on kube-system)."""
+    name = (document.get("metadata") or {}).get("name")
+    if document.get("kind") == "Namespace" and name in RESERVED_NAMESPACES:
+        return [
+            f"namespace {name} is managed by Kubernetes and tfxp never relabels it; set serving.namespace to a "
+            "namespace of your own, e.g. tfxp-serving"
+        ]
+    return []
+
+
 def find_checkov() -> str | None:
     """checkov's executable: $TFXP_CHECKOV, else the repository's `.venv-checkov`, else `checkov` on PATH."""
     if os.environ.get("TFXP_CHECKOV"):
@@ -242,17 +343,18 @@ def _check_object(report: CheckReport, path: str, document: Manifest, kubernetes
     where = f"{path}: {kind} {name}"
     pod = predictor_pod(document) if kind == "InferenceService" else None
     problems = [_schema_problem(pod or document, kubernetes_version)]
+    problems += value_problems(document, kubernetes_version) + policy_problems(document)
     try:
         problems.append(name_problem(kind, name))
     except KeyError:
-        problems.append(f"no name rule for kind {kind} in serving.k8s_names.NAME_RULES")
+        problems.append(f"no name rule for kind {kind} in components.k8s.names.NAME_RULES")
     spec = _pod_spec(pod or document)
     problems += [f"restricted Pod Security Standard: {problem}" for problem in restricted_violations(spec or {})]
     failed = [problem for problem in problems if problem]
     for problem in failed:
         report.add("fail", f"{where}: {problem}")
     if not failed:
-        checked = "schema, name" + (", restricted pod security" if spec is not None else "")
+        checked = "schema, integers and quantities, name" + (", restricted pod security" if spec is not None else "")
         report.add("ok", f"{where} ({checked})")
 
 

@@ -23,20 +23,20 @@ Example:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import yaml
 
+from components.k8s.image import ImageError, parse_image
+from components.k8s.names import parse_label
 from components.paths import uri
-from serving.k8s_names import parse_label, serving_names
+from serving.k8s_names import serving_names
 from serving.options import ServingOptions
 
 CONFIG_DIR = "/config"  # where the container sees models.config and the other config files
 MONITORING_PATH = "/monitoring/prometheus/metrics"
 TMP_DIR = "/tmp"
 TMP_SIZE_LIMIT = "1Gi"
-_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 POD_SECURITY_LABELS = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
 
 Manifest = dict[str, Any]
@@ -44,7 +44,10 @@ Manifest = dict[str, Any]
 
 def is_digest(image: str) -> bool:
     """Whether `image` names its content (`repo@sha256:<64 hex>`) rather than a movable tag."""
-    return bool(_DIGEST.search(image))
+    try:
+        return bool(parse_image(image).digest)
+    except ImageError:
+        return False
 
 
 def image_warnings(options: ServingOptions) -> list[str]:
@@ -292,7 +295,7 @@ def kserve_inference_service(options: ServingOptions) -> str:
     names = serving_names(options.model_name)
     model: Manifest = {
         "modelFormat": {"name": "tensorflow"},
-        **({"image": image} if is_digest(image) else {"runtimeVersion": image.rsplit(":", 1)[-1]}),
+        **({"image": image} if is_digest(image) else {"runtimeVersion": parse_image(image).tag or "latest"}),
         "storageUri": options.storage_uri or _storage_uri(options),
         "resources": _resources(options),
         "env": [_HOME],

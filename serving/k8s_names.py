@@ -1,4 +1,4 @@
-"""Kubernetes names for a TF Serving model, and the name rules of the objects the deploy assets create.
+"""Kubernetes names for a TF Serving model (the name rules themselves are `components.k8s.names`).
 
 A TF Serving model name may hold capitals, `_` and `.` and be of any length (`resnet50_imagenet`); a Kubernetes
 object name may not: most kinds need a DNS-1123 subdomain, Services (and KServe InferenceServices) a DNS-1035
@@ -11,7 +11,6 @@ apart from every other model name's (`Resnet_50` and `resnet-50` differ). TF Ser
 Example:
     kubernetes_name("resnet50_imagenet", prefix="tf-serving-")  # 'tf-serving-resnet50-imagenet-<8 hex>'
     kubernetes_name("digits", prefix="tf-serving-")             # 'tf-serving-digits' (already valid)
-    name_problem("Service", "tf-serving-resnet50_imagenet")     # "... is not a DNS-1035 label ..."
 """
 
 from __future__ import annotations
@@ -20,62 +19,9 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS1035_LABEL = r"[a-z]([-a-z0-9]*[a-z0-9])?"
-DNS1123_SUBDOMAIN = rf"{DNS1123_LABEL}(\.{DNS1123_LABEL})*"
-MAX_LABEL_LENGTH = 63
-# KServe names the predictor's Service `<name>-predictor` and Knative its revisions `<name>-predictor-00001`,
-# each a DNS-1035 label of at most 63 characters.
-MAX_INFERENCE_SERVICE_NAME = MAX_LABEL_LENGTH - len("-predictor-00001")
+from components.k8s.names import MAX_INFERENCE_SERVICE_NAME, MAX_LABEL_LENGTH
+
 _HASH_LENGTH = 8
-# A label key is `[prefix/]name`; the prefix a DNS-1123 subdomain, the name and the value (may be empty)
-# alphanumeric at both ends with `-`, `_`, `.` between, at most 63 characters each.
-_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_ENTRY = re.compile(rf"^(?:(?P<prefix>{DNS1123_SUBDOMAIN})/)?(?P<name>{_LABEL_NAME})=(?P<value>{_LABEL_NAME})?$")
-
-
-@dataclass(frozen=True)
-class NameRule:
-    """What the API server accepts as `metadata.name` of one kind."""
-
-    pattern: str
-    max_length: int
-    format: str
-
-
-_SUBDOMAIN = NameRule(DNS1123_SUBDOMAIN, 253, "a DNS-1123 subdomain")
-NAME_RULES: dict[str, NameRule] = {
-    "Namespace": NameRule(DNS1123_LABEL, MAX_LABEL_LENGTH, "a DNS-1123 label"),
-    "Service": NameRule(DNS1035_LABEL, MAX_LABEL_LENGTH, "a DNS-1035 label"),
-    "InferenceService": NameRule(DNS1035_LABEL, MAX_INFERENCE_SERVICE_NAME, "a DNS-1035 label (KServe)"),
-    **{
-        kind: _SUBDOMAIN
-        for kind in (
-            "ConfigMap",
-            "Deployment",
-            "HorizontalPodAutoscaler",
-            "NetworkPolicy",
-            "PersistentVolumeClaim",
-            "Pod",
-            "PodDisruptionBudget",
-        )
-    },
-}
-
-
-def name_problem(kind: str, name: str) -> str | None:
-    """Why the API server would refuse `name` for an object of `kind`, or None when it accepts it.
-
-    Raises:
-        KeyError: a kind without a rule here (add it to NAME_RULES).
-    """
-    rule = NAME_RULES[kind]
-    if len(name) > rule.max_length or not re.fullmatch(rule.pattern, name):
-        return (
-            f"{kind} name {name!r} is not {rule.format} of at most {rule.max_length} characters "
-            "(lower-case letters, digits and '-')"
-        )
-    return None
 
 
 def kubernetes_name(model_name: str, prefix: str = "", suffix: str = "", max_length: int = MAX_LABEL_LENGTH) -> str:
@@ -135,47 +81,3 @@ def serving_names(model_name: str) -> ServingNames:
         pvc=kubernetes_name(model_name, suffix="-models"),
         inference_service=kubernetes_name(model_name, max_length=MAX_INFERENCE_SERVICE_NAME),
     )
-
-
-def check_namespace(value: str) -> str:
-    """`value` if it is a valid namespace name (a pydantic validator for config keys).
-
-    Raises:
-        ValueError: not a DNS-1123 label of at most 63 characters.
-    """
-    if name_problem("Namespace", value):
-        raise ValueError("not a Kubernetes namespace name: lower-case letters, digits and '-', at most 63, e.g. `ml`")
-    return value
-
-
-def check_claim_name(value: str) -> str:
-    """`value` if it is empty or a valid PersistentVolumeClaim name (a pydantic validator for config keys).
-
-    Raises:
-        ValueError: not a DNS-1123 subdomain.
-    """
-    if value and name_problem("PersistentVolumeClaim", value):
-        raise ValueError("not a PersistentVolumeClaim name: lower-case letters, digits, '-' and '.', e.g. `models`")
-    return value
-
-
-def parse_label(entry: str) -> tuple[str, str]:
-    """`key=value` → (key, value) for a Kubernetes label selector.
-
-    Raises:
-        ValueError: not `key=value`, or a key or value Kubernetes does not accept as a label.
-    """
-    match = _LABEL_ENTRY.fullmatch(entry)
-    if not match or len(match["prefix"] or "") > 253:
-        raise ValueError(
-            f"{entry!r} is not a Kubernetes label `key=value` (key `name` or `prefix/name`; name and value up to 63 "
-            "letters, digits, '-', '_' or '.'), e.g. `app.kubernetes.io/name=frontend`"
-        )
-    key, _, value = entry.partition("=")
-    return key, value
-
-
-def check_label(value: str) -> str:
-    """`value` if `parse_label` accepts it (a pydantic validator for config keys)."""
-    parse_label(value)
-    return value

@@ -10,34 +10,19 @@ Example:
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
 from components.config_section import ConfigSection
+from components.k8s.image import Image
+from components.k8s.names import check_claim_name, check_label, check_namespace, check_own_namespace
+from components.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
 from components.paths import is_remote
-from serving.k8s_names import check_claim_name, check_label, check_namespace, kubernetes_name
+from serving.k8s_names import kubernetes_name
 
 Namespace = Annotated[str, AfterValidator(check_namespace)]
 Label = Annotated[str, AfterValidator(check_label)]
-# Kubernetes resource.Quantity as these fields use it: a decimal number and an optional SI or binary suffix.
-CPU_QUANTITY = r"^[0-9]+(\.[0-9]+)?m?$"
-MEMORY_QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
-
-
-def check_memory(value: str) -> str:
-    """Returns `value` when it is a Kubernetes memory quantity (`MEMORY_QUANTITY`), e.g. `8Gi`.
-
-    Raises:
-        ValueError: what a quantity looks like.
-    """
-    if not re.fullmatch(MEMORY_QUANTITY, value):
-        raise ValueError(
-            "expected a Kubernetes memory quantity: a number and an optional suffix (k, M, G, T, P, E or Ki, Mi, "
-            "Gi, Ti, Pi, Ei), e.g. 8Gi or 512Mi"
-        )
-    return value
 
 
 class ServingOptions(ConfigSection):
@@ -68,10 +53,11 @@ class ServingOptions(ConfigSection):
         inter_op_threads: TensorFlow ops run in parallel (--tensorflow_inter_op_parallelism); 0 = TF's choice.
         gpu_max_batch_size: GPU batching (batching_parameters_gpu.txt): largest batch.
         gpu_batch_timeout_micros: GPU batching: longest wait to fill a batch.
-        cpu_image: Pinned TF Serving CPU image for the docker script and Kubernetes.
+        cpu_image: Pinned TF Serving CPU image for the docker script and Kubernetes (an OCI image reference,
+            `components.k8s.image`).
         gpu_image: Pinned TF Serving GPU image.
-        cpu: CPU request/limit per serving pod (also the GPU batch threads).
-        memory: Memory request/limit per serving pod.
+        cpu: CPU request/limit per serving pod (also the GPU batch threads), a Kubernetes quantity above 0.
+        memory: Memory request/limit per serving pod, a Kubernetes quantity above 0 (`components.k8s.quantity`).
         gpus: GPUs per serving pod (0 = the CPU image).
         min_replicas: Serving pods the autoscaler keeps at least.
         max_replicas: Serving pods the autoscaler may add up to.
@@ -79,7 +65,8 @@ class ServingOptions(ConfigSection):
         model_pvc: PersistentVolumeClaim with the models (empty = `<model_name>-models`, made a valid name).
         storage_uri: KServe storageUri (empty = a bucket `base_path`, else `pvc://<model_pvc>/<model_name>`).
         namespace: Kubernetes namespace of every object; `kubernetes/00-namespace.yaml` creates it with the
-            "restricted" Pod Security Standard enforced.
+            "restricted" Pod Security Standard enforced, so it may not be one Kubernetes manages (`default`,
+            `kube-system`, `kube-public`, `kube-node-lease`).
         allowed_namespaces: Namespaces whose pods may reach the gRPC and REST ports (the NetworkPolicy);
             empty = the serving namespace only. List the serving namespace too if its pods call the model.
         allowed_pod_labels: Labels, `key=value`, a calling pod must carry (all of them); empty = any pod in the
@@ -111,20 +98,21 @@ class ServingOptions(ConfigSection):
     inter_op_threads: int = Field(0, ge=0)
     gpu_max_batch_size: int = Field(128, ge=1)
     gpu_batch_timeout_micros: int = Field(5000, ge=0)
-    cpu_image: str = "tensorflow/serving:2.19.1"
-    gpu_image: str = "tensorflow/serving:2.19.1-gpu"
-    cpu: str = Field("4", pattern=CPU_QUANTITY)
-    memory: Annotated[str, AfterValidator(check_memory)] = "8Gi"
-    gpus: int = Field(0, ge=0)
-    min_replicas: int = Field(2, ge=1)
-    max_replicas: int = Field(10, ge=1)
+    cpu_image: Image = "tensorflow/serving:2.19.1"
+    gpu_image: Image = "tensorflow/serving:2.19.1-gpu"
+    cpu: CpuQuantity = "4"
+    memory: MemoryQuantity = "8Gi"
+    gpus: int = Field(0, ge=0, le=INT64_MAX)
+    # int32 fields of the Deployment and the HPA.
+    min_replicas: int = Field(2, ge=1, le=INT32_MAX)
+    max_replicas: int = Field(10, ge=1, le=INT32_MAX)
     target_cpu_percent: int = Field(70, ge=1, le=100)
     model_pvc: Annotated[str, AfterValidator(check_claim_name)] = ""
     storage_uri: str = ""
-    namespace: Namespace = "tfxp-serving"
+    namespace: Annotated[str, AfterValidator(check_own_namespace)] = "tfxp-serving"
     allowed_namespaces: tuple[Namespace, ...] = ()
     allowed_pod_labels: tuple[Label, ...] = ()
-    run_as_user: int = Field(10001, ge=1)
+    run_as_user: int = Field(10001, ge=1, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _check_consistency(self) -> ServingOptions:

@@ -300,7 +300,7 @@ def test_cli_gpus_without_accelerator_type_is_a_clear_error(tmp_path: Path) -> N
         (
             ("kubeflow.trainer_memory=lots",),
             "pipeline.yaml",
-            "kubeflow.trainer_memory: 'lots' is not a memory quantity",
+            "`kubeflow.trainer_memory` = 'lots': 'lots' is not a Kubernetes quantity",
         ),
         (("kubeflow.uncached_components=[ExampleGen]",), "pipeline.yaml", "names ExampleGen, which the compiled"),
         (("kubeflow.trainer_tolerations=[gpu]",), "pipeline.yaml", "kubeflow.trainer_tolerations: 'gpu' is not"),

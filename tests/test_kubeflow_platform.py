@@ -14,10 +14,11 @@ from kfp.kubernetes import kubernetes_executor_config_pb2
 from kfp_fake import spec_dict
 from typer.testing import CliRunner
 
+from components.k8s.names import check_secret_name
 from pipeline.cli import app
 from pipeline.config import KubeflowSection
 from pipeline.kubeflow.platform import apply_pod_settings, check_platform_doc, pod_settings
-from pipeline.kubeflow.pod import PodSettings, check_secret_name, parse_pod_annotation, parse_pod_label
+from pipeline.kubeflow.pod import PodSettings, parse_pod_annotation, parse_pod_label
 from pipeline.kubeflow.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError, load_pipeline_doc
 
 TRAINER_SELECTOR = {"nodeSelector": {"labels": {"gpu": "a100"}}}

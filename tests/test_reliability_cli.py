@@ -52,6 +52,8 @@ CASES: dict[str, list[Case]] = {
         case("compile --out {tmp}/p.yaml --config {missing}", "{missing} does not exist"),
         case("compile --out {tmp}/p.yaml --config {dir}", "{dir} is a directory, not a file"),
         case("compile --out {tmp}/p.yaml --set nosuch.key=1", "nosuch"),
+        case("compile --out {tmp}/p.yaml --set kubeflow.memory_request=8K", "kilo is lower-case k"),
+        case("compile --out {tmp}/p.yaml --set kubeflow.image=tfxp:0.1;id", "`kubeflow.image`"),
     ],
     "submit": [
         case("submit {missing} --host http://localhost:8080", "{missing} does not exist"),
@@ -123,7 +125,12 @@ CASES: dict[str, list[Case]] = {
         case("loadtest --rest http://127.0.0.1:1 --image {missing}", "{missing} does not exist"),
         case("loadtest --image {image}", "pass exactly one of --grpc"),
     ],
-    "deploy-assets": [case("deploy-assets --out {file}", "{file} is a file")],
+    "deploy-assets": [
+        case("deploy-assets --out {file}", "{file} is a file"),
+        case("deploy-assets --out {tmp}/d --set serving.cpu_image=`id`", "`serving.cpu_image`"),
+        case("deploy-assets --out {tmp}/d --set serving.namespace=kube-system", "never relabels"),
+        case("deploy-assets --out {tmp}/d --set serving.max_replicas=2147483648", "`serving.max_replicas`"),
+    ],
     "data digits": [
         case("data digits --out {file}", "{file} is a file"),
         case("data digits --out {tmp}/d --shards 0", "--shards"),

@@ -114,8 +114,8 @@ def test_monitoring_config_enables_prometheus(assets: dict[str, str]) -> None:
 
 def test_docker_scripts_pin_images_and_pass_the_configs(assets: dict[str, str]) -> None:
     cpu, gpu = assets["run_tf_serving_cpu.sh"], assets["run_tf_serving_gpu.sh"]
-    assert "  tensorflow/serving:2.19.1 \\" in cpu
-    assert "  tensorflow/serving:2.19.1-gpu \\" in gpu and "--gpus all" in gpu
+    assert "  -- tensorflow/serving:2.19.1 \\" in cpu
+    assert "  -- tensorflow/serving:2.19.1-gpu \\" in gpu and "--gpus all" in gpu
     for script, batching in ((cpu, "batching_parameters.txt"), (gpu, "batching_parameters_gpu.txt")):
         assert ":latest" not in script
         assert '-p "${HOST}:9000:9000" -p "${HOST}:9001:9001"' in script
@@ -128,7 +128,7 @@ def test_docker_scripts_pin_images_and_pass_the_configs(assets: dict[str, str]) 
             f"--batching_parameters_file=/config/{batching}",
         ):
             assert flag in script
-        assert ':/models/flowers:ro"' in script
+        assert '":/models/flowers:ro' in script
         assert "MODEL_DIR=${MODEL_DIR:-/srv/models/flowers}" in script
 
 
@@ -213,8 +213,8 @@ def test_a_bucket_output_serves_from_the_bucket_the_pipeline_pushes_to(tmp_path:
             "serving.min_replicas is 5 but serving.max_replicas is 2",
         ),
         (["serving.grpc_port=8501"], "serving.grpc_port and serving.rest_port are both 8501"),
-        (["serving.memory=lots"], r"`serving.memory` = 'lots': expected a Kubernetes memory quantity"),
-        (["serving.memory=8 Gi"], "expected a Kubernetes memory quantity"),
+        (["serving.memory=lots"], r"`serving.memory` = 'lots': 'lots' is not a Kubernetes quantity"),
+        (["serving.memory=8 Gi"], "'8 Gi' is not a Kubernetes quantity.*e.g. 8Gi, 512Mi or 8G"),
         (["serving.cpu=four"], "serving.cpu"),
     ],
 )

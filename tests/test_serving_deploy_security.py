@@ -18,6 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from components.k8s.names import DNS1035_LABEL, MAX_INFERENCE_SERVICE_NAME, NAME_RULES, name_problem
 from pipeline.cli import app
 from pipeline.cli.serving import local_model_dir
 from pipeline.config import ConfigError, load_config
@@ -33,14 +34,7 @@ from serving.k8s_check import (
     restricted_violations,
     run_checkov,
 )
-from serving.k8s_names import (
-    DNS1035_LABEL,
-    MAX_INFERENCE_SERVICE_NAME,
-    NAME_RULES,
-    kubernetes_name,
-    name_problem,
-    serving_names,
-)
+from serving.k8s_names import kubernetes_name, serving_names
 
 REPO = Path(__file__).resolve().parents[1]
 LONG_NAME = "Very_Long_ResNet50_ImageNet_Model_Name_With_Capitals_And_Underscores_X"  # 70 characters

@@ -27,12 +27,13 @@ Example:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from components.errors import TfxpError
+from components.k8s.names import name_problem
+from components.k8s.quantity import QuantityError, memory_bytes
 from components.kfp.launcher_paths import DIRECT_SCHEMES, KFP_DEFAULT_ROOT, LAUNCHER_MOUNTS
 from components.paths import is_remote, scheme, uri
 from pipeline.config import TfxpConfig
@@ -44,7 +45,6 @@ NONE = "none"
 SIZE_FACTOR = 1.25
 SIZE_HEADROOM_GIB = 10
 MAX_VOLUME_BYTES = 64 * 2**40
-_DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _OUTSIDE_RUNNERS = ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner")
 VOLUME_NAME = "tfxp-artifact-copies"
 EXAMPLES_SCHEMA = "title: tfx.Examples\n"
@@ -78,7 +78,7 @@ def parse_volume(entry: str) -> VolumeMount:
         ValueError: no colon, a PVC name that is not a Kubernetes name, or a mount path that is not absolute.
     """
     pvc, colon, path = entry.partition(":")
-    if not colon or not _DNS_1123.match(pvc) or len(pvc) > 253:
+    if not colon or name_problem("PersistentVolumeClaim", pvc):
         raise ValueError(
             f"{entry!r}: expected `pvc-name:/mount/path` with a lowercase Kubernetes name, e.g. data:/data"
         )
@@ -186,12 +186,6 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
     return errors, warnings
 
 
-def _quantity_bytes(size: str) -> float:
-    from kubernetes.utils import parse_quantity
-
-    return float(parse_quantity(size))
-
-
 def artifact_volume(config: TfxpConfig, root: str, data_bytes: int | None) -> ArtifactVolume | None:
     """The volume for the launcher's copies: mounted at the root scheme's launcher folder, `kubeflow.
     artifact_volume_size` (`auto`: `SIZE_FACTOR` × the data plus `SIZE_HEADROOM_GIB`, in Gi), or None for `none`
@@ -211,12 +205,12 @@ def artifact_volume(config: TfxpConfig, root: str, data_bytes: int | None) -> Ar
         size = f"{gib}Gi"
     else:
         try:
-            requested = _quantity_bytes(wanted)
-        except ValueError:
+            requested = memory_bytes(wanted)
+        except QuantityError as error:
             raise StorageError(
-                f"kubeflow.artifact_volume_size={wanted!r} is not a Kubernetes quantity (e.g. 200Gi), auto or none"
+                f"kubeflow.artifact_volume_size: {error}; or auto (sized from the data) or none"
             ) from None
-        if not 0 < requested <= MAX_VOLUME_BYTES:
+        if requested > MAX_VOLUME_BYTES:
             raise StorageError(
                 f"kubeflow.artifact_volume_size={wanted}: a volume claim must ask for more than 0 and at most 64Ti "
                 "(Kubernetes refuses 0 and negative sizes when it creates the claim, at run time); e.g. 200Gi"
