@@ -36,14 +36,14 @@ LIMITS = {"ms_per_image": 0.5, "export_time_ratio_20x": 3.0}
 def make_data(workdir: Path, factor: int) -> dict[int, Path]:
     """The digits data set, and a copy whose eval split holds each eval record `factor` times."""
     from components.data.digits import write_digits
-    from components.data.layout import read_directory
+    from components.data.layout import DataSpec, read_directory
     from components.data.probe import FileProbe
     from components.data.tfrecords import iter_examples, write_shards
 
     base = workdir / "digits"
     write_digits(base)
     scaled = workdir / f"digits_x{factor}"
-    eval_files = read_directory(str(base), FileProbe()).files["eval"]
+    eval_files = read_directory(DataSpec(str(base)), FileProbe()).files["eval"]
     records = [example.SerializeToString() for example in iter_examples(eval_files)] * factor
     write_shards(scaled / "eval", records, shards=2 * factor, serialize=bytes)
     for path in (base / "train").iterdir():  # calibration reads 200 train images: the same for both
@@ -55,7 +55,7 @@ def make_data(workdir: Path, factor: int) -> dict[int, Path]:
 
 def train_digits(data: Path, workdir: Path, steps: int) -> Path:
     """A digits model as configs/default.yaml trains it, with fewer steps (its accuracy does not matter here)."""
-    from components.data.layout import read_directory
+    from components.data.layout import DataSpec, read_directory
     from components.data.probe import FileProbe
     from components.trainer.options import parse_custom_config
     from components.trainer.training import TrainerPaths, train_and_export
@@ -64,7 +64,7 @@ def train_digits(data: Path, workdir: Path, steps: int) -> Path:
 
     config = load_config(ROOT / "configs" / "default.yaml", [f"data.path={data}", f"trainer.train_steps={steps}"])
     export_dir = workdir / "digits_model"
-    files = read_directory(str(data), FileProbe(), label_offset=0).files
+    files = read_directory(DataSpec(str(data), label_offset=0), FileProbe()).files
     paths = TrainerPaths(
         train_files=files["train"],
         eval_files=files["eval"],

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from components.contract import IMAGE_KEY, LABEL_KEY
 from components.data.errors import DataError
-from components.data.layout import read_directory
+from components.data.layout import DataSpec, read_directory
 from components.data.probe import FileProbe, glob_files
 from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
 from edge.errors import EdgeError
@@ -68,7 +68,7 @@ def example_files(examples: str | Path, split: str) -> list[str]:
             return files
         raise EdgeError(f"the TFX Examples artifact split {artifact} holds no files; pass another Examples artifact")
     try:
-        data = read_directory(root, FileProbe(), label_offset=0)
+        data = read_directory(DataSpec(root, label_offset=0), FileProbe())
     except DataError as error:
         raise EdgeError(
             f"no `{split}` examples under {root}: {error} (or pass a TFX Examples artifact, whose splits are "

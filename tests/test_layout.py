@@ -10,9 +10,9 @@ import pytest
 
 from components.contract import is_remote
 from components.data.errors import DataError
+from components.data.layout import detect_layout, infer_label_offset
 from components.data.probe import LabelEvidence, Listing
 from pipeline.config import TfxpConfig, build_config
-from components.data.layout import detect_layout, infer_label_offset
 from pipeline.layout import resolve_data, split_patterns
 from pipeline.pipeline import example_gen_input_config, example_gen_output_config
 from pipeline.runners.diagnose import input_patterns

@@ -13,7 +13,7 @@ from pathlib import Path
 from components.contract import LABELS_FILE, read_label_map
 from components.data.dataset import DatasetSummary
 from components.data.errors import DataError
-from components.data.layout import SplitFiles, read_directory
+from components.data.layout import DataSpec, SplitFiles, read_directory
 from components.data.probe import FileProbe
 from components.data.tfrecords import read_label_ids
 
@@ -38,12 +38,13 @@ class Inspection:
     spans: dict[int, DatasetSummary]
 
 
-def inspect_data(directory: Path, label_offset: str | int = "auto") -> Inspection:
+def inspect_data(directory: Path, spec: DataSpec | None = None) -> Inspection:
     """Counts the examples of every split by label, reading only the label feature.
 
     Args:
         directory: A data directory in any layout `tfxp run` reads, or a directory of span folders (all read).
-        label_offset: Subtracted from each label before it is named; `auto` detects it as `tfxp run` does.
+        spec: How to read it (the config's data section, `path` being `directory`); default: everything detected
+            as `tfxp run` detects it (`data.split: auto`, `data.label_offset: auto`, `DIR/labels.txt`).
 
     Returns:
         Label names from the label map, counts per split (and span) and label name, files per split. Labels
@@ -59,8 +60,9 @@ def inspect_data(directory: Path, label_offset: str | int = "auto") -> Inspectio
     """
     if not directory.is_dir():
         raise DataError(f"data set directory {directory} does not exist; create one with `tfxp data digits --out DIR`")
-    names = tuple(read_label_map(directory / LABELS_FILE, missing_hint=MISSING_HINT))
-    data = read_directory(str(directory), FileProbe(), label_offset)
+    spec = spec or DataSpec(str(directory))
+    names = tuple(read_label_map(spec.labels_path, missing_hint=MISSING_HINT))
+    data = read_directory(spec, FileProbe())
     offset = data.spec.first_label
     if data.spans:
         spans = {
@@ -70,9 +72,9 @@ def inspect_data(directory: Path, label_offset: str | int = "auto") -> Inspectio
     return Inspection(data, _count(directory, names, data.files, offset), {})
 
 
-def inspect_dataset(directory: Path, label_offset: str | int = "auto") -> DatasetSummary:
+def inspect_dataset(directory: Path, spec: DataSpec | None = None) -> DatasetSummary:
     """The counts over every file of `directory` (`inspect_data(...).total`)."""
-    return inspect_data(directory, label_offset).total
+    return inspect_data(directory, spec).total
 
 
 def _count(directory: Path, names: tuple[str, ...], files: dict[str, list[str]], offset: int) -> DatasetSummary:

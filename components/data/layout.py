@@ -18,6 +18,7 @@ bucket), so it is tested without files and never imports TensorFlow itself.
 Example:
     spec = resolve_spec(DataSpec("data/imagenet"), FileProbe())  # split folders, train-*, validation-*, offset 1
     files_to_read(spec, FileProbe()).files["eval"]  # ["data/imagenet/validation-00000-of-00128", ...]
+    read_directory(DataSpec("data/stream"), FileProbe()).by_span  # every span-N/ folder, as above
 """
 
 from __future__ import annotations
@@ -425,17 +426,6 @@ class SplitFiles:
     by_span: dict[int, dict[str, list[str]]] = field(default_factory=dict)
 
 
-def reader_spec(path: str, listing: Listing, label_offset: str | int = "auto", spans: str | int = ALL) -> DataSpec:
-    """The spec a reader of a data directory uses (`tfxp data inspect`, `tfxp predict --examples`, edge): layout
-    and label offset detected as `tfxp run` detects them, span folders read by `spans` when the directory has any.
-
-    Raises:
-        DataError: two folders name the same span.
-    """
-    spec = DataSpec(path, label_offset=label_offset)
-    return replace(spec, spans=spans) if _span_map(spec, listing) else spec
-
-
 def files_to_read(spec: DataSpec, probe: DataProbe) -> SplitFiles:
     """The files of every split under a resolved `spec` (`resolve_spec`), as ImportExampleGen reads them.
 
@@ -466,18 +456,21 @@ def files_to_read(spec: DataSpec, probe: DataProbe) -> SplitFiles:
     return SplitFiles(spec, spans, files, by_span)
 
 
-def read_directory(path: str, probe: DataProbe, label_offset: str | int = "auto", spans: str | int = ALL) -> SplitFiles:
-    """The files a reader of the data directory `path` reads (`reader_spec`, `resolve_spec`, `files_to_read`).
+def read_directory(spec: DataSpec, probe: DataProbe, spans: str | int = ALL) -> SplitFiles:
+    """The files a reader of the data directory `spec.path` reads (`tfxp data inspect`, `tfxp predict
+    --examples`, edge): layout and label offset resolved as `tfxp run` resolves them (`resolve_spec`), and a
+    directory of span folders read by `spans` when `spec.spans` is `none` (a reader takes the directory as it is).
 
     Raises:
-        DataError: `path` cannot be listed, or see `resolve_spec` and `files_to_read`.
+        DataError: `spec.path` cannot be listed, or see `resolve_spec` and `files_to_read`.
 
     Example:
-        read_directory("data/imagenet", FileProbe()).files["eval"]  # the validation-* files
+        read_directory(DataSpec("data/imagenet"), FileProbe()).files["eval"]  # the validation-* files
     """
     try:
-        listing = probe.list_dir(path)
+        listing = probe.list_dir(spec.root)
     except OSError as error:
-        raise DataError(f"cannot list the data directory {path}: {error}; pass a directory of TFRecords") from None
-    spec = reader_spec(path, listing, label_offset, spans)
+        raise DataError(f"cannot list the data directory {spec.path}: {error}; pass a directory of TFRecords") from None
+    if spec.spans == NO_SPANS and _span_map(spec, listing):
+        spec = replace(spec, spans=spans)
     return files_to_read(resolve_spec(spec, probe), probe)

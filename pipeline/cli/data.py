@@ -16,7 +16,7 @@ from rich.table import Table
 from components.contract import LabelMapError
 from components.data.errors import DataError
 from pipeline.cli.console import console, user_errors
-from pipeline.cli.options import existing_dir, output_dir, path_rule
+from pipeline.cli.options import ConfigOption, SetOption, existing_dir, load_cli_config, output_dir, path_rule
 
 if TYPE_CHECKING:
     from components.data.dataset import DatasetSummary
@@ -160,18 +160,21 @@ def inspect(
             help="A data directory in any layout `tfxp run` reads (or a directory of span-N folders).",
         ),
     ],
-    label_offset: Annotated[
-        str,
-        typer.Option(
-            "--label-offset",
-            help="auto (detected as `tfxp run` does) or the label of the first class (1 for ImageNet's scripts).",
-        ),
-    ] = "auto",
+    config_file: ConfigOption = None,
+    overrides: SetOption = None,
 ) -> None:
-    """Print example counts per split and label (and per span, for a directory of spans)."""
-    from components.data.inspect import inspect_data
+    """Print example counts per split and label (and per span, for a directory of spans).
 
-    inspection = inspect_data(directory, _label_offset(label_offset))
+    DIRECTORY is read as `tfxp run` reads data.path: layout and label offset detected, or as the config's data
+    section sets them (`--set data.label_offset=1`, `--set data.train_pattern=... --set data.eval_pattern=...`).
+    """
+    from dataclasses import replace
+
+    from components.data.inspect import inspect_data
+    from pipeline.layout import data_spec
+
+    spec = replace(data_spec(load_cli_config(config_file, overrides).data), path=str(directory))
+    inspection = inspect_data(directory, spec)
     spec = inspection.data.spec
     files = (
         f"{spec.file_pattern}, split by hash buckets in a run"
@@ -184,12 +187,6 @@ def inspect(
         return
     print_spans(inspection.spans, str(directory))
     print_summary(inspection.total, f"{directory}, all {len(inspection.spans)} spans")
-
-
-def _label_offset(value: str) -> str | int:
-    if value == "auto" or (value.isascii() and value.isdigit()):
-        return value if value == "auto" else int(value)
-    raise DataError(f"--label-offset {value!r}: expected auto or a number ≥ 0 (1 for ImageNet's build scripts)")
 
 
 def print_spans(spans: dict[int, DatasetSummary], title: str) -> None:

@@ -215,14 +215,21 @@ def _read_images(paths: list[Path]) -> list[bytes]:
     return images
 
 
-def _read_examples(directory: Path, count: int, label_offset: str | int) -> tuple[list[str], list[bytes], list[int]]:
+def _read_examples(
+    directory: Path, count: int, config: TfxpConfig, labels_file: Path | None
+) -> tuple[list[str], list[bytes], list[int]]:
+    from dataclasses import replace
+
     from components.contract import IMAGE_KEY, LABEL_KEY
     from components.data.layout import HASH_SPLIT, read_directory
     from components.data.probe import FileProbe
     from components.data.spans import LATEST
     from components.data.tfrecords import iter_examples as read_examples
+    from pipeline.layout import data_spec
 
-    data = read_directory(str(directory), FileProbe(), label_offset, spans=LATEST)
+    # DIR read as `tfxp run` reads data.path (the config's data section), its newest span when it has spans.
+    labels = str(labels_file) if labels_file is not None else config.data.labels
+    data = read_directory(replace(data_spec(config.data), path=str(directory), labels=labels), FileProbe(), LATEST)
     split = "eval" if "eval" in data.files else HASH_SPLIT
     where = f"{directory} ({split}{', span ' + str(max(data.spans)) if data.spans else ''})"
     names, images, truths = [], [], []
@@ -283,7 +290,7 @@ def predict(
     if bool(images) == (examples is not None):
         raise UserError("pass image files or --examples DIR (a data set written by `tfxp data`), not both or neither")
     names, payload, truths = (
-        _read_examples(examples, count, config.data.label_offset)
+        _read_examples(examples, count, config, labels_file)
         if examples is not None
         else ([str(p) for p in images or []], _read_images(images or []), [])
     )
