@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -225,30 +225,34 @@ def infer_label_offset(evidence: Sequence[LabelEvidence], names: Sequence[str], 
     return next(iter(offsets))
 
 
-def class_problems(evidence: Sequence[LabelEvidence], names: Sequence[str], label_offset: int) -> list[str]:
+def class_problems(
+    evidence: Sequence[LabelEvidence] | Mapping[LabelEvidence, int], names: Sequence[str], label_offset: int
+) -> list[str]:
     """Why examples do not belong to the label map, by the synset-or-text rule (`class_named`): an example whose
     synset or text names no class of the map (a span of other classes), or whose label is not its class's line
     (minus `label_offset`). Examples with neither synset nor text cannot be judged and are not counted.
+    `evidence` is one item an example, or each distinct item with its number of examples.
 
     Returns:
         One line a problem, with counts and up to five examples each; [] when every judged example fits.
 
     Example:
         class_problems([LabelEvidence(0, text="cat")], ["0", "1"], 0)
-        # ["1 examples name classes that are not in the label map: 'cat' (label 0)"]
+        # ["examples of classes that are not in the label map: 1 ('cat' (label 0))"]
     """
     index = {name: position for position, name in enumerate(names)}
     unknown: dict[str, int] = {}
     misplaced: dict[tuple[str, int], int] = {}
-    for item in evidence:
+    counted = evidence.items() if isinstance(evidence, Mapping) else ((item, 1) for item in evidence)
+    for item, count in counted:
         if not (item.synset or item.text):
             continue
         name = class_named(item, index)
         if name is None:
-            key = item.synset or item.text
-            unknown[f"{key!r} (label {item.label})"] = unknown.get(f"{key!r} (label {item.label})", 0) + 1
+            shown_as = f"{item.synset or item.text!r} (label {item.label})"
+            unknown[shown_as] = unknown.get(shown_as, 0) + count
         elif item.label - label_offset != index[name]:
-            misplaced[(name, item.label)] = misplaced.get((name, item.label), 0) + 1
+            misplaced[(name, item.label)] = misplaced.get((name, item.label), 0) + count
 
     def shown(items: list[str]) -> str:
         return ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
@@ -256,14 +260,14 @@ def class_problems(evidence: Sequence[LabelEvidence], names: Sequence[str], labe
     problems = []
     if unknown:
         problems.append(
-            f"{sum(unknown.values())} examples name classes that are not in the label map: {shown(sorted(unknown))}"
+            f"examples of classes that are not in the label map: {sum(unknown.values())} ({shown(sorted(unknown))})"
         )
     if misplaced:
         cases = [
             f"{name!r} labelled {label}, but line {index[name] + 1} of the label map is label {index[name] + label_offset}"
             for name, label in sorted(misplaced)
         ]
-        problems.append(f"{sum(misplaced.values())} examples carry another label than their class's: {shown(cases)}")
+        problems.append(f"examples labelled otherwise than their class: {sum(misplaced.values())} ({shown(cases)})")
     return problems
 
 

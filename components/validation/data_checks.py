@@ -107,8 +107,8 @@ def count_refused_images(file_pattern: str, compression: str = "GZIP") -> Refuse
     return RefusedImages(values, refused)
 
 
-def read_class_evidence(file_pattern: str, compression: str = "GZIP") -> list[LabelEvidence]:
-    """The distinct (label, synset, text) of a split's examples, every example read (only those three features).
+def read_class_evidence(file_pattern: str, compression: str = "GZIP") -> Counter[LabelEvidence]:
+    """How many examples of a split carry each (label, synset, text), every example read (only those features).
 
     Examples without exactly one label are left out (the schema reports them).
     """
@@ -121,21 +121,21 @@ def read_class_evidence(file_pattern: str, compression: str = "GZIP") -> list[La
         return {**first, "labels": parsed[LABEL_KEY].row_lengths()}
 
     dataset = tf.data.TFRecordDataset(files, compression_type=compression).batch(_READ_BATCH)
-    seen: set[LabelEvidence] = set()
+    seen = Counter[LabelEvidence]()
     for batch in dataset.map(firsts, num_parallel_calls=tf.data.AUTOTUNE).as_numpy_iterator():
         for count, label, synset, text in zip(
             batch["labels"], batch[LABEL_KEY], batch[SYNSET_KEY], batch[TEXT_KEY], strict=True
         ):
             if count == 1:
-                seen.add(LabelEvidence(int(label), _decoded(synset), _decoded(text)))
-    return sorted(seen, key=lambda item: (item.label, item.synset, item.text))
+                seen[LabelEvidence(int(label), _decoded(synset), _decoded(text))] += 1
+    return seen
 
 
 def _decoded(value: bytes) -> str:
     return value.decode("utf-8", "replace").strip()
 
 
-def class_mismatches(split: str, evidence: list[LabelEvidence], names: list[str], label_offset: int) -> list[str]:
+def class_mismatches(split: str, evidence: Counter[LabelEvidence], names: list[str], label_offset: int) -> list[str]:
     """`components.data.layout.class_problems` of a split, one line each, naming the split and the fix."""
     return [f"split '{split}': {problem}; {CLASSES_HINT}" for problem in class_problems(evidence, names, label_offset)]
 
