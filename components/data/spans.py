@@ -30,6 +30,9 @@ MAX_SPAN = 2**63 - 1
 
 # Custom property of the Examples artifact: the spans it holds, `3,4,5` (`format_spans`).
 SPANS_PROPERTY = "spans"
+# ImportExampleGen's execution property: the spans to read, `3,4,5`, chosen where its input fingerprint was taken
+# (`components.example_gen.driver` locally, the InputFingerprint task on Kubeflow).
+SELECTED_SPANS_KEY = "selected_spans"
 
 # `data.spans` values besides a window size N.
 NO_SPANS = "none"

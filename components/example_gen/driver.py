@@ -22,8 +22,8 @@ from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
 from components.data.fingerprint import data_files
-from components.data.spans import NO_SPANS, format_spans, parse_policy
-from components.example_gen.executor import SELECTED_SPANS_KEY, SPANS_KEY
+from components.data.spans import NO_SPANS, SELECTED_SPANS_KEY, format_spans, parse_policy
+from components.example_gen.executor import SPANS_KEY
 
 
 def select_and_fingerprint(exec_properties: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from tfx.types import standard_component_specs
 
 from components.data.spans import (
     NO_SPANS,
+    SELECTED_SPANS_KEY,
     SPAN_GLOB,
     SPANS_PROPERTY,
     SpanError,
@@ -39,10 +40,6 @@ from components.data.spans import (
 
 SPANS_KEY = "spans"
 """The exec property holding `data.spans` (`none`, `latest`, `all` or N, as a string)."""
-SELECTED_SPANS_KEY = "selected_spans"
-"""The exec property holding the spans to read (`3,4,5`), chosen where the input fingerprint was taken: by the
-driver (`components.example_gen.driver`) on LocalDagRunner, by the InputFingerprint task on Kubeflow. Without it
-the executor selects from its own listing."""
 SPAN_PROPERTY = "span"
 """TFX's custom property of the Examples artifact (`tfx.components.example_gen.utils.SPAN_PROPERTY_NAME`)."""
 
