@@ -26,7 +26,8 @@ them on the way in and out, then calls TFX's runner unchanged (`kubeflow_v2_run_
 
 Parameters named `tfxp_cache_*` exist only to key KFP's cache (see `components.kfp.fingerprint_task`); they
 are removed before TFX parses the execution properties, and the spans the data fingerprint was taken of become
-ImportExampleGen's `selected_spans`, so it reads what keyed its cache. Vertex AI's executor input passes through unchanged.
+ImportExampleGen's `selected_spans`, so it reads what keyed its cache. Vertex AI's executor input passes through
+unchanged.
 
 Example (the compiled command of every TFX task):
     python -m components.kfp.entrypoint --executor_class_path ... --json_serialized_invocation_args '{{$}}' \
