@@ -1,8 +1,8 @@
 """Looking at a data directory before a run: what is in it, and what its first examples say about their labels.
 
-The runners (`tfxp run` before LocalDagRunner, `tfxp compile` before KubeflowV2DagRunner) call these and hand the
-results to `components.data.layout`, which holds the rules (`pipeline.layout` hands it the config); the pipeline factory itself never reads the disk. Local paths
-are listed with `os.scandir`; bucket paths (`gs://...`) with `tf.io.gfile`, whose listing marks folders with a
+The data-files rule (`components.data.layout`) asks these questions for every reader: the runners (`tfxp run`
+before LocalDagRunner, `tfxp compile` before KubeflowV2DagRunner), `tfxp data inspect`, `tfxp predict --examples`
+and edge; the pipeline factory itself never reads the disk. Local paths are listed with `os.scandir`; bucket paths (`gs://...`) with `tf.io.gfile`, whose listing marks folders with a
 trailing `/`, so a bucket of 1,000 shards costs one listing call, not a call per shard.
 """
 

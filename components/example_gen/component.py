@@ -36,7 +36,7 @@ class SpanImportExampleGen(ImportExampleGen):
 
     Args:
         input_base: The data directory (`data.path`).
-        input_config: The input splits (`pipeline.layout.split_patterns`; with spans they start with `span-*/`).
+        input_config: The input splits (`components.data.layout.split_patterns`; with spans they start with `span-*/`).
         output_config: Hash-bucket output splits, or None when the input splits are the output splits.
         spans: `data.spans`: `none`, `latest`, `all` or N (the newest N spans).
 
