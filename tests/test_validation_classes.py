@@ -18,7 +18,7 @@ from tfx_bsl.coders import example_coder
 
 from components.data.layout import class_problems
 from components.data.probe import LabelEvidence
-from components.validation.data_checks import read_class_evidence, statistics_options
+from components.validation.data_checks import names_classes, read_class_evidence, statistics_options
 from components.validation.label_map_schema import tighten_schema
 from components.validation.strict_example_validator import DataValidationError, StrictExampleValidatorExecutor
 
@@ -91,6 +91,12 @@ def _artifacts(tmp_path: Path, splits: dict[str, list[bytes]]) -> tuple[dict, di
     )
 
 
+def _split_statistics(inputs: dict, split: str) -> statistics_pb2.DatasetFeatureStatistics:  # type: ignore[type-arg]
+    from tfx.components.statistics_gen import stats_artifact_utils
+
+    return stats_artifact_utils.load_statistics(inputs["statistics"][0], split).proto().datasets[0]
+
+
 def test_the_validator_refuses_a_span_of_other_classes(tmp_path: Path) -> None:
     labels = tmp_path / "labels.txt"
     labels.write_text("".join(f"{digit}\n" for digit in DIGITS))
@@ -106,6 +112,12 @@ def test_the_validator_refuses_a_span_of_other_classes(tmp_path: Path) -> None:
     message = str(error.value)
     assert "split 'train': examples of classes that are not in the label map: 6 ('cat' (label 0)," in message
     assert "point data.labels at their label map" in message and "split 'eval'" not in message
-    # Without a label map the classes are not checked (the component's parameter is optional).
+    # Examples that name no class are not read for it; without a label map the classes are not checked (the
+    # component's parameter is optional).
+    unnamed = [example_bytes(b"\x89PNG\r\n\x1a\n", label) for label in range(10)] * 3
+    inputs, outputs = _artifacts(tmp_path / "unnamed", {"train": unnamed, "eval": unnamed})
+    assert not names_classes(_split_statistics(inputs, "train"))
+    assert names_classes(_split_statistics(_artifacts(tmp_path / "named", {"train": digits})[0], "train"))
+    StrictExampleValidatorExecutor().Do(inputs, outputs, properties)
     inputs, outputs = _artifacts(tmp_path / "unchecked", {"train": digits + pets, "eval": digits})
     StrictExampleValidatorExecutor().Do(inputs, outputs, {"exclude_splits": "[]"})

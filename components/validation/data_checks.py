@@ -107,6 +107,18 @@ def count_refused_images(file_pattern: str, compression: str = "GZIP") -> Refuse
     return RefusedImages(values, refused)
 
 
+def names_classes(statistics: statistics_pb2.DatasetFeatureStatistics) -> bool:
+    """Whether any example of the split carries an `image/class/synset` or `image/class/text` (else its classes
+    cannot be matched with the label map, and `read_class_evidence` need not read the split)."""
+    for feature in statistics.features:
+        name = feature.name or "/".join(feature.path.step)
+        kind = feature.WhichOneof("stats")
+        if name in (SYNSET_KEY, TEXT_KEY) and kind in ("bytes_stats", "string_stats"):
+            if getattr(feature, kind).common_stats.num_non_missing > 0:
+                return True
+    return False
+
+
 def read_class_evidence(file_pattern: str, compression: str = "GZIP") -> Counter[LabelEvidence]:
     """How many examples of a split carry each (label, synset, text), every example read (only those features).
 

@@ -33,6 +33,7 @@ from components.validation.data_checks import (
     class_mismatches,
     count_refused_images,
     data_problems,
+    names_classes,
     read_class_evidence,
 )
 from components.validation.label_map_schema import CONTRACT_FEATURES
@@ -100,7 +101,7 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
                 pattern = os.path.join(artifact_utils.get_split_uri(examples, split), "*")
                 counter = functools.partial(count_refused_images, pattern)
             unusable.extend(data_problems(split, split_statistics, counter))
-            if names:
+            if names and names_classes(split_statistics):
                 evidence = read_class_evidence(os.path.join(artifact_utils.get_split_uri(examples, split), "*"))
                 offset = int(exec_properties.get(LABEL_OFFSET_KEY) or 0)
                 unusable.extend(class_mismatches(split, evidence, names, offset))
