@@ -113,9 +113,9 @@ def names_classes(statistics: statistics_pb2.DatasetFeatureStatistics) -> bool:
     for feature in statistics.features:
         name = feature.name or "/".join(feature.path.step)
         kind = feature.WhichOneof("stats")
-        if name in (SYNSET_KEY, TEXT_KEY) and kind in ("bytes_stats", "string_stats"):
-            if getattr(feature, kind).common_stats.num_non_missing > 0:
-                return True
+        named = name in (SYNSET_KEY, TEXT_KEY) and kind in ("bytes_stats", "string_stats")
+        if named and getattr(feature, kind).common_stats.num_non_missing > 0:
+            return True
     return False
 
 
