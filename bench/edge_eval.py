@@ -36,12 +36,15 @@ LIMITS = {"ms_per_image": 0.5, "export_time_ratio_20x": 3.0}
 def make_data(workdir: Path, factor: int) -> dict[int, Path]:
     """The digits data set, and a copy whose eval split holds each eval record `factor` times."""
     from components.data.digits import write_digits
-    from components.data.tfrecords import iter_examples, split_files, write_shards
+    from components.data.layout import DataSpec, read_directory
+    from components.data.probe import FileProbe
+    from components.data.tfrecords import iter_examples, write_shards
 
     base = workdir / "digits"
     write_digits(base)
     scaled = workdir / f"digits_x{factor}"
-    records = [example.SerializeToString() for example in iter_examples(split_files(base, "eval"))] * factor
+    eval_files = read_directory(DataSpec(str(base)), FileProbe()).files["eval"]
+    records = [example.SerializeToString() for example in iter_examples(eval_files)] * factor
     write_shards(scaled / "eval", records, shards=2 * factor, serialize=bytes)
     for path in (base / "train").iterdir():  # calibration reads 200 train images: the same for both
         (scaled / "train").mkdir(parents=True, exist_ok=True)
@@ -52,6 +55,8 @@ def make_data(workdir: Path, factor: int) -> dict[int, Path]:
 
 def train_digits(data: Path, workdir: Path, steps: int) -> Path:
     """A digits model as configs/default.yaml trains it, with fewer steps (its accuracy does not matter here)."""
+    from components.data.layout import DataSpec, read_directory
+    from components.data.probe import FileProbe
     from components.trainer.options import parse_custom_config
     from components.trainer.training import TrainerPaths, train_and_export
     from pipeline.config import load_config
@@ -59,9 +64,10 @@ def train_digits(data: Path, workdir: Path, steps: int) -> Path:
 
     config = load_config(ROOT / "configs" / "default.yaml", [f"data.path={data}", f"trainer.train_steps={steps}"])
     export_dir = workdir / "digits_model"
+    files = read_directory(DataSpec(str(data), label_offset=0), FileProbe()).files
     paths = TrainerPaths(
-        train_files=[str(data / "train" / "*")],
-        eval_files=[str(data / "eval" / "*")],
+        train_files=files["train"],
+        eval_files=files["eval"],
         serving_model_dir=str(export_dir),
         model_run_dir=str(workdir / "digits_run"),
     )
@@ -76,9 +82,9 @@ def eager_load_split(examples: Path, split: str, spec: Any) -> Any:
 
     from components.contract import IMAGE_KEY, LABEL_KEY
     from components.trainer.preprocessing import preprocess_image_bytes
-    from edge.data import LabeledImages, split_files
+    from edge.data import LabeledImages, example_files
 
-    files = split_files(examples, split)
+    files = example_files(examples, split)
     features = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string), LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
     dataset = dataset.batch(64).map(lambda records: tf.io.parse_example(records, features))

@@ -1,7 +1,7 @@
 """Labelled images of one split, decoded with the trainer's shared preprocessing inside the tf.data pipeline.
 
-Reads both layouts that hold the data contract's tf.Examples (`image/encoded`, `image/class/label`):
-a `tfxp data` directory (`DIR/<split>/part-*.tfrecord.gz`) and a TFX Examples artifact (`URI/Split-<split>/*`).
+Reads the data contract's tf.Examples (`image/encoded`, `image/class/label`) from a data directory in any layout
+`tfxp run` reads (`components.data.layout`) or from a TFX Examples artifact (`URI/Split-<split>/*`).
 
 Example:
     spec = PreprocessingSpec(image_size=32, channels=1)
@@ -19,6 +19,9 @@ import numpy as np
 import tensorflow as tf
 
 from components.contract import IMAGE_KEY, LABEL_KEY
+from components.data.errors import DataError
+from components.data.layout import DataSpec, read_directory
+from components.data.probe import FileProbe, glob_files
 from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
 from edge.errors import EdgeError
 
@@ -42,29 +45,41 @@ class LabeledImages:
         return int(self.labels.shape[0])
 
 
-def split_files(examples: str | Path, split: str) -> list[str]:
-    """The TFRecord files of one split.
+def example_files(examples: str | Path, split: str) -> list[str]:
+    """The TFRecord files of one split: a TFX Examples artifact's `Split-<split>/*`, or the split of a data
+    directory as `tfxp run` reads it (`components.data.layout`: every layout, every span folder).
 
     Args:
-        examples: A `tfxp data` directory or a TFX Examples artifact URI.
+        examples: A data directory or a TFX Examples artifact URI.
         split: Split name, e.g. `train` or `eval`.
 
     Returns:
         Sorted file paths (non-empty).
 
     Raises:
-        EdgeError: when neither layout has files for the split.
+        EdgeError: neither an artifact split nor a data directory the rule reads, or data split by hash buckets
+            (whose train and eval exist only in a run's Examples artifact).
     """
     root = str(examples).rstrip("/")
-    patterns = [f"{root}/{split}/*.tfrecord*", f"{root}/Split-{split}/*"]
-    for pattern in patterns:
-        files = sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
+    artifact = f"{root}/Split-{split}"
+    if tf.io.gfile.isdir(artifact):
+        files = glob_files(f"{artifact}/*")
         if files:
             return files
-    raise EdgeError(
-        f"no `{split}` examples under {root}: expected {patterns[0]} (a `tfxp data` directory) or "
-        f"{patterns[1]} (a TFX Examples artifact); make data with `tfxp data digits --out DIR` and pass that DIR"
-    )
+        raise EdgeError(f"the TFX Examples artifact split {artifact} holds no files; pass another Examples artifact")
+    try:
+        data = read_directory(DataSpec(root, label_offset=0), FileProbe())
+    except DataError as error:
+        raise EdgeError(
+            f"no `{split}` examples under {root}: {error} (or pass a TFX Examples artifact, whose splits are "
+            f"{root}/Split-<split>/)"
+        ) from None
+    if split not in data.files:
+        raise EdgeError(
+            f"{root} is split into train and eval by hash buckets only in a run ({data.spec.file_pattern}); pass "
+            "that run's Examples artifact (OUT/<pipeline>/root/ImportExampleGen/examples/N) instead"
+        )
+    return data.files[split]
 
 
 def _compression(path: str) -> str:
@@ -109,7 +124,7 @@ def load_split(
         EdgeError: no files, records without `image/encoded`/`image/class/label`, undecodable images,
             or labels below zero after the offset.
     """
-    files = split_files(examples, split)
+    files = example_files(examples, split)
     if shuffle:
         files = list(np.random.default_rng(seed).permutation(files))
     dataset = tf.data.TFRecordDataset(files, compression_type=_compression(files[0]))

@@ -149,6 +149,8 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
         statistics=statistics_gen.outputs["statistics"],
         schema=schema_gen.outputs["schema"],
         examples=example_gen.outputs["examples"],
+        labels_path=config.data.labels_path,
+        label_offset=config.data.first_label,
     ).with_id("ExampleValidator")
     trainer = tfx.components.Trainer(
         run_fn=TRAINER_RUN_FN,

@@ -8,6 +8,7 @@ the same again with no new span → cached, nothing pushed, reported as no new d
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,8 @@ def test_spans_arrive_and_only_models_no_worse_than_the_served_one_are_pushed(tm
     assert sorted(p.name for p in serving.iterdir() if p.name.isdigit()) == [v1, v2]
     assert _tree(serving / v2) == served_files
 
+    # A span staged under another name (copied in, to be renamed into place) is not read, so not a change.
+    shutil.copytree(data / "span-3", data / "span-4.tmp")
     again = _run(data, out)
     assert again["data"]["spans_seen"] == [1, 2, 3]
     assert again["components"]["Trainer"]["status"] == "cached"

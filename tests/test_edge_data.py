@@ -18,7 +18,7 @@ import tf_keras as keras
 
 from components.trainer.export import export_saved_model
 from components.trainer.preprocessing import PreprocessingSpec
-from edge.data import load_split, split_files
+from edge.data import example_files, load_split
 from edge.errors import EdgeError
 
 LABELS = ["top", "bottom", "left", "right"]
@@ -136,16 +136,33 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return shared_data(tmp_path_factory)
 
 
-def test_split_files_reads_both_layouts(tmp_path: Path, data_dir: Path) -> None:
+def test_example_files_reads_a_data_directory_and_an_artifact(tmp_path: Path, data_dir: Path) -> None:
     tfx = write_dataset(tmp_path / "artifact", tfx_layout=True)
 
-    assert [Path(f).name for f in split_files(data_dir, "eval")] == ["part-00000-of-00001.tfrecord.gz"]
-    assert [Path(f).name for f in split_files(tfx, "train")] == ["data_tfrecord-00000-of-00001.gz"]
+    assert [Path(f).name for f in example_files(data_dir, "eval")] == ["part-00000-of-00001.tfrecord.gz"]
+    assert [Path(f).name for f in example_files(tfx, "train")] == ["data_tfrecord-00000-of-00001.gz"]
 
 
-def test_split_files_without_the_split_says_which_layouts_it_tried(tmp_path: Path) -> None:
-    with pytest.raises(EdgeError, match=r"no `eval` examples under .*eval/\*\.tfrecord\*.*Split-eval/\*.*tfxp data"):
-        split_files(tmp_path, "eval")
+def test_example_files_reads_every_layout_tfxp_run_reads(tmp_path: Path) -> None:
+    # ImageNet's flat, uncompressed, extension-less shards; and spans, each read as the run reads them.
+    flat = tmp_path / "imagenet"
+    for name in ("train-00000-of-00002", "train-00001-of-00002", "validation-00000-of-00001"):
+        (flat / name).parent.mkdir(parents=True, exist_ok=True)
+        (flat / name).write_bytes(b"")
+    assert [Path(f).name for f in example_files(flat, "eval")] == ["validation-00000-of-00001"]
+    for span in (1, 2):
+        write_dataset(tmp_path / "stream" / f"span-{span}")
+    (tmp_path / "stream" / "span-3.tmp" / "eval").mkdir(parents=True)  # staged: never read
+    files = example_files(tmp_path / "stream", "eval")
+    assert [Path(f).parent.parent.name for f in files] == ["span-1", "span-2"]
+
+
+def test_example_files_without_the_split_says_what_it_found_and_how_to_fix(tmp_path: Path) -> None:
+    with pytest.raises(EdgeError, match=r"no `eval` examples under .*found nothing.*data.train_pattern.*Split-<split>"):
+        example_files(tmp_path, "eval")
+    (tmp_path / "part-0.tfrecord.gz").write_bytes(b"")
+    with pytest.raises(EdgeError, match=r"split into train and eval by hash buckets only in a run.*Examples artifact"):
+        example_files(tmp_path, "eval")
 
 
 def test_load_split_decodes_with_the_shared_preprocessing(data_dir: Path) -> None:
@@ -170,8 +187,10 @@ def test_load_split_shuffled_sample_is_seeded_and_covers_classes(data_dir: Path)
 
 
 def test_load_split_applies_the_label_offset(tmp_path: Path) -> None:
+    # 1-based labels in ImageNet's flat layout, as its build scripts write them.
     images, labels = synthetic_images(8, seed=4)
-    write_split(tmp_path / "eval" / "part-00000-of-00001.tfrecord.gz", images, labels, label_offset=1)
+    write_split(tmp_path / "train-00000-of-00001.gz", images, labels, label_offset=1)
+    write_split(tmp_path / "validation-00000-of-00001.gz", images, labels, label_offset=1)
 
     assert load_split(tmp_path, "eval", SPEC, label_offset=1).labels.tolist() == labels.tolist()
     with pytest.raises(EdgeError, match=r"label 1 .* below the label offset 2.*data.label_offset"):
@@ -190,7 +209,7 @@ def test_load_split_reads_uncompressed_records(tmp_path: Path) -> None:
 
 
 def test_load_split_rejects_records_without_the_contract_features(tmp_path: Path) -> None:
-    path = tmp_path / "eval" / "part-00000-of-00001.tfrecord.gz"
+    path = tmp_path / "Split-eval" / "data_tfrecord-00000-of-00001.gz"
     path.parent.mkdir()
     example = tf.train.Example(
         features=tf.train.Features(feature={"pixels": tf.train.Feature(int64_list=tf.train.Int64List(value=[1]))})

@@ -202,7 +202,7 @@ def test_the_saved_models_label_map_follows_the_one_rule(tmp_path: Path) -> None
 def test_an_eval_subset_is_a_sample_across_classes(saved_model: Path, tmp_path: Path) -> None:
     images, labels = synthetic_images(120, seed=7)
     order = np.argsort(labels, kind="stable")  # a class-sorted shard: its first 40 records are all class 0
-    write_split(tmp_path / "eval" / "part-00000-of-00001.tfrecord.gz", images[order], labels[order])
+    write_split(tmp_path / "Split-eval" / "data_tfrecord-00000-of-00001.gz", images[order], labels[order])
 
     export = export_edge_model(saved_model, tmp_path, EdgeOptions(mode="none", eval_samples=40), benchmark_runs=2)
 

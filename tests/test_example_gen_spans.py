@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tensorflow as tf
@@ -13,6 +14,7 @@ from tfx.utils import proto_utils
 from components.contract import IMAGE_KEY, LABEL_KEY
 from components.data.spans import SpanError
 from components.example_gen.component import SpanImportExampleGen
+from components.example_gen.driver import SpanDriver
 from components.example_gen.executor import Executor
 
 
@@ -34,13 +36,11 @@ def _spans(root: Path, spans: list[int]) -> None:
         _write(root / f"span-{span}" / "eval" / "eval-00000-of-00001", [10 * span + 5], False)
 
 
-def _run(root: Path, out: Path, patterns: dict[str, str], spans: str) -> standard_artifacts.Examples:
-    examples = standard_artifacts.Examples()
-    examples.uri = str(out)
+def _exec_properties(root: Path, patterns: dict[str, str], spans: str) -> dict[str, Any]:
     input_config = example_gen_pb2.Input(
         splits=[example_gen_pb2.Input.Split(name=name, pattern=pattern) for name, pattern in patterns.items()]
     )
-    exec_properties = {
+    return {
         "input_base": str(root),
         "input_config": proto_utils.proto_to_json(input_config),
         "output_config": proto_utils.proto_to_json(example_gen_pb2.Output()),
@@ -48,7 +48,14 @@ def _run(root: Path, out: Path, patterns: dict[str, str], spans: str) -> standar
         "output_file_format": example_gen_pb2.FORMAT_TFRECORDS_GZIP,
         "spans": spans,
     }
-    Executor().Do({}, {"examples": [examples]}, exec_properties)
+
+
+def _run(
+    root: Path, out: Path, patterns: dict[str, str], spans: str, exec_properties: dict[str, Any] | None = None
+) -> standard_artifacts.Examples:
+    examples = standard_artifacts.Examples()
+    examples.uri = str(out)
+    Executor().Do({}, {"examples": [examples]}, exec_properties or _exec_properties(root, patterns, spans))
     return examples
 
 
@@ -116,3 +123,56 @@ def test_none_is_refused_for_a_pipeline_compiled_for_span_folders(tmp_path: Path
     _spans(tmp_path / "data", [1, 2])
     with pytest.raises(SpanError, match="compiled for data in span folders"):
         _run(tmp_path / "data", tmp_path / "out", {"train": "span-*/train/*", "eval": "span-*/eval/*"}, "none")
+
+
+def _driver(exec_properties: dict[str, Any]) -> dict[str, Any]:
+    """What TFX's local launcher gets from the component's driver before its cache lookup."""
+    return SpanDriver(None).resolve_exec_properties(dict(exec_properties), None, None)
+
+
+def test_a_staged_span_folder_is_never_read_nor_fingerprinted(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    _spans(root, [1, 2])
+    properties = _exec_properties(root, SPAN_PATTERNS, "all")
+    before = _driver(properties)
+    for staged in ("span-3.tmp", "span-3.partial", "span-٣", "span-99999999999999999999", "span-3 "):
+        _write(root / staged / "train" / "part-00000-of-00001.tfrecord.gz", [99], True)
+        _write(root / staged / "eval" / "eval-00000-of-00001", [99], False)
+    after = _driver(properties)
+    assert after["input_fingerprint"] == before["input_fingerprint"]  # the next run is a cache hit
+    assert after["selected_spans"] == "1,2"
+    examples = _run(root, tmp_path / "out", SPAN_PATTERNS, "all", after)
+    assert _labels(examples, "train") == [10, 11, 20, 21]
+
+
+def test_the_fingerprint_is_of_the_spans_that_were_read(tmp_path: Path) -> None:
+    # A span moved in between the driver's listing and the executor's start: the run reads the spans it
+    # fingerprinted, so the next run's new fingerprint is a real change (span 3) and the one after a cache hit.
+    root = tmp_path / "data"
+    _spans(root, [1, 2])
+    properties = _exec_properties(root, SPAN_PATTERNS, "all")
+    first = _driver(properties)
+    _spans(root, [3])
+    examples = _run(root, tmp_path / "out", SPAN_PATTERNS, "all", first)
+    assert examples.get_string_custom_property("spans") == first["selected_spans"] == "1,2"
+    assert _labels(examples, "eval") == [15, 25]
+    second = _driver(properties)
+    assert second["selected_spans"] == "1,2,3" and second["input_fingerprint"] != first["input_fingerprint"]
+    assert _driver(properties)["input_fingerprint"] == second["input_fingerprint"]
+
+
+def test_a_selected_span_gone_before_the_executor_reads_it_is_named(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    _spans(root, [1, 2])
+    selected = _driver(_exec_properties(root, SPAN_PATTERNS, "all"))
+    (root / "span-2").rename(root / "span-2.old")
+    with pytest.raises(SpanError, match=r"span 2 was selected \(and fingerprinted\) under .*its folder is gone"):
+        _run(root, tmp_path / "out", SPAN_PATTERNS, "all", selected)
+
+
+def test_data_without_spans_keeps_tfx_s_fingerprint(tmp_path: Path) -> None:
+    _write(tmp_path / "data" / "train-00000-of-00001", [1], False)
+    _write(tmp_path / "data" / "validation-00000-of-00001", [2], False)
+    resolved = _driver(_exec_properties(tmp_path / "data", {"train": "train-*", "eval": "validation-*"}, "none"))
+    assert resolved["input_fingerprint"].startswith("split:train,num_files:1")
+    assert "selected_spans" not in resolved

@@ -31,13 +31,19 @@ from components.contract import IMAGE_KEY, LABEL_KEY
 from components.data.dataset import MANIFEST_FILE
 from components.data.from_folder import convert_folder
 from components.data.images import upright_image_bytes
-from components.data.tfrecords import iter_examples, split_files
+from components.data.tfrecords import iter_examples
 from components.image_formats import ACCEPTED_TEXT, detect_image_format, served_format_error
 from components.trainer.preprocessing import PreprocessingSpec, decode_image, image_format_errors
 from pipeline.cli import app
 from serving.errors import readable_message
 from serving.manager import ModelConfig
 from serving.server import ModelServer, ServerOptions
+
+
+def split_files(directory: Path, split: str) -> list[Path]:
+    """The shards `tfxp data` wrote for one split (what these tests check is how it writes them)."""
+    return sorted((directory / split).glob("part-*-of-*.tfrecord.gz"))
+
 
 SIZE = 16
 # (left half, right half): the halves differ so that a rotation shows.

@@ -112,6 +112,21 @@ def test_the_adapted_input_is_what_tfx_reads(tmp_path: Path) -> None:
     assert executor_input.inputs.parameter_values["exclude_splits"].string_value == "[]"
 
 
+def test_import_example_gen_reads_the_spans_its_cache_key_was_taken_of(tmp_path: Path) -> None:
+    # The InputFingerprint task listed spans 1 and 3; a span that arrives before ImportExampleGen starts is not
+    # read by this run (it would be read but not fingerprinted, and the next run on the same spans retrain).
+    executor_input = _kfp_executor_input()
+    executor_input.inputs.parameter_values["tfxp_cache_data"].string_value = "spans 1,3: 4 files, 9 bytes, sha256 0"
+    adapted = adapt_executor_input(executor_input, _inputs_spec(), launcher_root=str(tmp_path))
+    assert adapted.selected_spans == "1,3"
+    properties = tfx_entrypoint.parse_execution_properties(executor_input.inputs.parameter_values, None, _inputs_spec())
+    assert properties["selected_spans"] == "1,3" and "tfxp_cache_data" not in properties
+    executor_input = _kfp_executor_input()
+    executor_input.inputs.parameter_values["tfxp_cache_data"].string_value = "2 files, 9 bytes, sha256 0"
+    adapt_executor_input(executor_input, _inputs_spec(), launcher_root=str(tmp_path))
+    assert "selected_spans" not in executor_input.inputs.parameter_values  # no spans: ImportExampleGen as TFX's
+
+
 def test_output_uris_are_restored_for_the_launchers_upload(tmp_path: Path) -> None:
     executor_input = _kfp_executor_input()
     adapted = adapt_executor_input(executor_input, _inputs_spec(), launcher_root=str(tmp_path))
@@ -139,6 +154,7 @@ def test_gcs_and_vertex_inputs_pass_through() -> None:
     assert adapted.local_to_remote == {}
     assert adapted.restored_types == []
     before["inputs"]["parameterValues"].pop("tfxp_cache_data")
+    before["inputs"]["parameterValues"]["selected_spans"] = "1"
     assert json_format.MessageToDict(executor_input) == before
 
 

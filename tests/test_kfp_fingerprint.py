@@ -9,7 +9,7 @@ import pytest
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.data.fingerprint import data_files, data_fingerprint, selected_patterns
+from components.data.fingerprint import data_files, data_fingerprint, fingerprinted_spans, selected_patterns
 from components.data.spans import SpanError
 from components.kfp import fingerprint_task
 from components.notify.notice import notice_text, parse_final_status, run_outcome
@@ -44,6 +44,7 @@ def test_the_fingerprint_follows_the_selected_spans_files(tmp_path: Path) -> Non
     (tmp_path / "span-next").mkdir()
     (tmp_path / "span-2" / "README").write_text("x")
     assert data_files(str(tmp_path), SPLITS, "latest").spans == (2,)
+    assert fingerprinted_spans(data_fingerprint(str(tmp_path), SPLITS, "all")) == "1,2"
 
 
 def test_data_without_spans(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""pipeline.layout: remote paths, the layouts `data.split: auto` recognises, span folders against `data.spans`, the
-label offset from the data, and the one rule from the data section to the files ImportExampleGen reads."""
+"""The data-files rule (components.data.layout, through pipeline.layout): remote paths, the layouts `data.split:
+auto` recognises, span folders against `data.spans`, the label offset from the data, and the one rule from the
+data section to the files ImportExampleGen reads."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from components.data.errors import DataError
+from components.data.layout import detect_layout, infer_label_offset
 from components.data.probe import LabelEvidence, Listing
 from components.paths import is_remote
 from pipeline.config import TfxpConfig, build_config
-from pipeline.layout import detect_layout, infer_label_offset, resolve_data, split_patterns
+from pipeline.layout import resolve_data, split_patterns
 from pipeline.pipeline import example_gen_input_config, example_gen_output_config
 from pipeline.runners.diagnose import input_patterns
 

@@ -114,8 +114,8 @@ CASES: dict[str, list[Case]] = {
         case("predict --grpc 127.0.0.1:99999 {image}", "99999"),  # item 5
         case("predict --rest http://127.0.0.1:1 {missing}", "{missing} does not exist"),
         case("predict --rest http://127.0.0.1:1 --labels {binary} {image}", "{binary} is not UTF-8 text"),  # item 14
-        case("predict --rest http://127.0.0.1:1 --examples {dir}", "{dir}/eval"),
-        case("predict --rest http://127.0.0.1:1 --examples {empty}", "{empty}/eval has no records"),
+        case("predict --rest http://127.0.0.1:1 --examples {dir}", "cannot tell how the data in {dir} is split"),
+        case("predict --rest http://127.0.0.1:1 --examples {empty}", "{empty} (eval) has no records"),
         case("predict {image}", "pass exactly one of --grpc"),
     ],
     "loadtest": [

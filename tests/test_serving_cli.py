@@ -14,10 +14,10 @@ from pathlib import Path
 
 import portpicker
 import pytest
+from layout_fixtures import LAYOUTS, write_layout
 from serving_fixtures import random_png, tiny_classifier, write_model_version
 from typer.testing import CliRunner
 
-from components.data.tfrecords import make_example, write_shards
 from pipeline.cli import app
 from pipeline.cli.options import check_output_file
 from serving.client import GrpcClient, RetryPolicy
@@ -83,25 +83,32 @@ def test_predict_prints_top_k_with_label_names(
         assert "(version 1) via gRPC" in output
 
 
-def test_predict_classifies_eval_examples_and_shows_the_true_label(server: ModelServer, tmp_path: Path) -> None:
-    images = [random_png(8, 1, seed) for seed in range(3)]
-    records = [make_example(image, label).SerializeToString() for label, image in enumerate(images)]
-    write_shards(tmp_path / "data" / "eval", records, 1, lambda record: record)
-    (tmp_path / "labels.txt").write_text("\n".join(LABELS) + "\n")
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_predict_classifies_examples_of_every_layout_tfxp_run_reads(
+    server: ModelServer, tmp_path: Path, name: str
+) -> None:
+    layout = LAYOUTS[name]
+    root = write_layout(tmp_path / "data", layout)
+    sets = [value for override in layout.overrides for value in ("--set", override)]
     code, output = run_cli(
-        "predict", "--examples", str(tmp_path / "data"), "--count", "2", "--grpc", server.grpc_target,
-        "--model-name", "pets", "--labels", str(tmp_path / "labels.txt"), "--top-k", "1",
+        "predict", "--examples", str(root), "--count", "9", "--grpc", server.grpc_target, "--model-name", "pets",
+        "--labels", str(root / "labels.txt"), "--top-k", "1", *sets,
     )  # fmt: skip
     assert code == 0, output
-    lines = [line for line in output.splitlines() if "/eval #" in line]
-    assert [line.rsplit("[true: ", 1)[1] for line in lines] == ["cat]", "dog]"]
+    split = "eval" if "eval" in layout.splits else "all"
+    newest = f"span-{layout.spans[-1]}/" if layout.spans else ""
+    files = [path for path in layout.splits[split] if path.startswith(newest)]
+    truths = [layout.names()[label] for path in sorted(files) for label in layout.files[path]]
+    lines = [line for line in output.splitlines() if " #" in line]
+    assert [line.rsplit("[true: ", 1)[1] for line in lines] == [f"{truth}]" for truth in truths]
+    assert all(line.startswith(f"{root} ({split}") for line in lines)
 
 
 def test_predict_explains_bad_targets_and_models(server: ModelServer, image_files: list[Path]) -> None:
     code, output = run_cli("predict", "--grpc", server.grpc_target)
     assert code == 2 and "pass image files or --examples DIR" in output
     code, output = run_cli("predict", "--examples", str(image_files[0].parent), "--grpc", server.grpc_target)
-    assert code == 2 and "has no part-NNNNN-of-MMMMM.tfrecord.gz files" in output.replace("\n", " ")
+    assert code == 2 and "is split: found nothing (no TFRecords that tfxp recognises)" in plain(output)
     code, output = run_cli("predict", str(image_files[0]))
     assert code == 2 and "pass exactly one of --grpc HOST:PORT and --rest URL" in output
     code, output = run_cli("predict", str(image_files[0]), "--grpc", server.grpc_target, "--model-name", "nope")

@@ -56,6 +56,20 @@ def test_span_folders_are_span_and_a_number() -> None:
     assert span_dir_name(4) == "span-4"
 
 
+@pytest.mark.parametrize(
+    "name", ["span-5.tmp", "span-5.partial", "span-٣", "span-²", "span-5\n", "span- 5", f"span-{2**63}", "span-+5"]
+)
+def test_staged_and_odd_names_are_not_spans(name: str) -> None:
+    assert span_number(name) is None
+    assert find_spans([name, "span-1"]) == {1: "span-1"}
+
+
+def test_span_numbers_reach_int64() -> None:
+    assert span_number(f"span-{2**63 - 1}") == 2**63 - 1
+    with pytest.raises(SpanError, match="from 0 to 9223372036854775807"):
+        span_dir_name(2**63)
+
+
 def test_two_folders_of_the_same_span_are_an_error() -> None:
     with pytest.raises(SpanError, match="folders span-03 and span-3 are both span 3; keep one"):
         find_spans(["span-3", "span-03"])

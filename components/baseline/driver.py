@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from components.artifact_files import read_bytes
+from components.paths import read_bytes
 from components.baseline.served import served_fingerprint
 from components.baseline.spec import BASE_PATH_KEY, FINGERPRINT_KEY, LABELS_PATH_KEY
 from components.fingerprint_driver import FingerprintDriver

@@ -25,8 +25,23 @@ from components.data.spans import (
     find_spans,
     format_spans,
     parse_policy,
+    parse_spans,
     select_spans,
 )
+
+
+SPANS_PREFIX = "spans "
+
+
+def fingerprinted_spans(fingerprint: str) -> str:
+    """The spans a fingerprint was taken of (`3,4` of `spans 3,4: 4 files, ...`); "" for data without spans.
+
+    ImportExampleGen on Kubeflow reads these (`components.kfp.entrypoint`), so it reads what the InputFingerprint
+    task fingerprinted even when a span arrives between the two tasks.
+    """
+    if not fingerprint.startswith(SPANS_PREFIX):
+        return ""
+    return format_spans(parse_spans(fingerprint[len(SPANS_PREFIX) :].partition(":")[0]))
 
 
 @dataclass(frozen=True)
@@ -46,7 +61,7 @@ class DataFiles:
         digest = hashlib.sha256()
         for path, size, mtime in self.files:
             digest.update(f"{path}\0{size}\0{mtime}\n".encode())
-        spans = f"spans {format_spans(self.spans)}: " if self.spans else ""
+        spans = f"{SPANS_PREFIX}{format_spans(self.spans)}: " if self.spans else ""
         total = sum(size for _, size, _ in self.files)
         return f"{spans}{len(self.files)} files, {total} bytes, sha256 {digest.hexdigest()[:16]}"
 

@@ -1,8 +1,8 @@
 """Looking at a data directory before a run: what is in it, and what its first examples say about their labels.
 
-The runners (`tfxp run` before LocalDagRunner, `tfxp compile` before KubeflowV2DagRunner) call these and hand the
-results to `pipeline.layout`, which holds the rules; the pipeline factory itself never reads the disk. Local paths
-are listed with `os.scandir`; bucket paths (`gs://...`) with `tf.io.gfile`, whose listing marks folders with a
+The data-files rule (`components.data.layout`) asks these questions for every reader: the runners (`tfxp run`
+before LocalDagRunner, `tfxp compile` before KubeflowV2DagRunner), `tfxp data inspect`, `tfxp predict --examples`
+and edge; the pipeline factory itself never reads the disk. Local paths are listed with `os.scandir`; bucket paths (`gs://...`) with `tf.io.gfile`, whose listing marks folders with a
 trailing `/`, so a bucket of 1,000 shards costs one listing call, not a call per shard.
 """
 
@@ -67,6 +67,13 @@ def list_dir(path: str) -> Listing:
     )
 
 
+def glob_files(pattern: str) -> list[str]:
+    """The files (not folders) matching `pattern`, sorted, through `tf.io.gfile` as ImportExampleGen globs."""
+    import tensorflow as tf
+
+    return sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
+
+
 def sample_label_evidence(pattern: str, count: int = 64) -> list[LabelEvidence]:
     """Label, `image/class/synset` and `image/class/text` of the first `count` examples of the files matching
     `pattern` (sorted; compression from the file name, as ImportExampleGen reads them).
@@ -106,7 +113,7 @@ def _evidence(example: object) -> LabelEvidence | None:
 
 
 class FileProbe:
-    """Answers `pipeline.layout.resolve_data`'s questions from the file system (local paths or buckets)."""
+    """Answers `components.data.layout`'s questions from the file system (local paths or buckets)."""
 
     def list_dir(self, path: str) -> Listing:
         return list_dir(path)
@@ -116,3 +123,6 @@ class FileProbe:
 
     def label_names(self, path: str) -> list[str]:
         return read_label_map(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return glob_files(pattern)

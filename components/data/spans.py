@@ -1,8 +1,9 @@
 """Spans: data that arrives over time as `DIR/span-{SPAN}/`, and which spans a run reads (`data.spans`).
 
-A span folder is named `span-` and a non-negative integer (`span-7`, `span-007`), TFX's `{SPAN}` convention; each
-holds one of the layouts `pipeline.layout` recognises. Other `span-*` entries (`span-next`, `span-3.tmp`) are not
-spans and are ignored, so a writer may stage a span under another name and rename it into place.
+A span folder is named `span-` and a non-negative integer in ASCII digits within int64 (`span-7`, `span-007`),
+TFX's `{SPAN}` convention; each holds one of the layouts `components.data.layout` recognises. Other `span-*` entries
+(`span-next`, `span-3.tmp`) are not spans and are never read, listed into a fingerprint or counted, so a writer
+may stage a span under another name and rename it into place.
 
 The policy follows TFX's `range_config_pb2.RollingRange`: N reads the spans in [newest - N + 1, newest], so a gap
 shortens the window instead of reaching further back; `latest` is N = 1 and `all` reads every span. This module is
@@ -24,10 +25,16 @@ SPAN_PREFIX = "span-"
 # The glob over every span folder: ImportExampleGen's split patterns start with it, so TFX's input fingerprint
 # covers every span and a new span changes it (a rerun on the same spans is a cache hit).
 SPAN_GLOB = f"{SPAN_PREFIX}*"
-_SPAN_NAME = re.compile(rf"^{SPAN_PREFIX}(\d+)$")
+# ASCII digits only (`\d` would take `span-٣`), the whole name (`$` would take `span-5\n`), within int64 (the
+# Examples artifact's `span` property is an MLMD int).
+_SPAN_NAME = re.compile(rf"{SPAN_PREFIX}([0-9]+)", re.ASCII)
+MAX_SPAN = 2**63 - 1
 
 # Custom property of the Examples artifact: the spans it holds, `3,4,5` (`format_spans`).
 SPANS_PROPERTY = "spans"
+# ImportExampleGen's execution property: the spans to read, `3,4,5`, chosen where its input fingerprint was taken
+# (`components.example_gen.driver` locally, the InputFingerprint task on Kubeflow).
+SELECTED_SPANS_KEY = "selected_spans"
 
 # `data.spans` values besides a window size N.
 NO_SPANS = "none"
@@ -42,15 +49,19 @@ class SpanError(TfxpError, ValueError):
 
 def span_dir_name(span: int) -> str:
     """`span-3` for span 3 (what `tfxp data --span 3` writes)."""
-    if span < 0:
-        raise SpanError(f"span numbers are non-negative integers, got {span}")
+    if not 0 <= span <= MAX_SPAN:
+        raise SpanError(f"span numbers are integers from 0 to {MAX_SPAN}, got {span}")
     return f"{SPAN_PREFIX}{span}"
 
 
 def span_number(name: str) -> int | None:
-    """The span of a folder name (`span-007` → 7); None for anything else."""
-    match = _SPAN_NAME.match(name)
-    return int(match.group(1)) if match else None
+    """The span of a folder name (`span-007` → 7); None for anything else: a staged name (`span-5.tmp`,
+    `span-5.partial`), non-ASCII digits, or a number beyond int64."""
+    match = _SPAN_NAME.fullmatch(name)
+    if match is None:
+        return None
+    number = int(match.group(1))
+    return number if number <= MAX_SPAN else None
 
 
 def find_spans(names: Iterable[str]) -> dict[int, str]:

@@ -1,6 +1,9 @@
-"""The on-disk image data format: ImageNet-style tf.Examples in sharded GZIP TFRecords.
+"""The image data format `tfxp data` writes: ImageNet-style tf.Examples in sharded GZIP TFRecords.
 
     DIR/train/part-00000-of-00002.tfrecord.gz    DIR/eval/part-...    DIR/labels.txt
+
+Which files of a data directory a reader reads (this layout and the others `tfxp run` reads) is
+`components.data.layout`'s rule.
 
 Each example has `image/encoded` (JPEG or PNG bytes), `image/class/label` (int64, 0-based)
 and optionally `image/class/text` (the names are in `components.contract`, as is the reader and writer
@@ -107,21 +110,7 @@ def write_shards(
     return paths
 
 
-def split_files(directory: Path, split: str) -> list[Path]:
-    """The shard files of one split, sorted; empty when the split folder has none."""
-    split_dir = directory / split
-    if not split_dir.is_dir():
-        return []
-    return sorted(path for path in split_dir.iterdir() if SHARD_PATTERN.match(path.name))
-
-
-def find_splits(directory: Path) -> list[str]:
-    """Splits present under `directory`: train and eval first, then any other folder with shards."""
-    names = [path.name for path in sorted(directory.iterdir()) if path.is_dir() and split_files(directory, path.name)]
-    return [split for split in SPLITS if split in names] + [name for name in names if name not in SPLITS]
-
-
-def iter_examples(files: Iterable[Path]) -> Iterator[tf.train.Example]:
+def iter_examples(files: Iterable[str | Path]) -> Iterator[tf.train.Example]:
     """Reads every tf.Example of the given TFRecord files, in file order (compression from each name)."""
     import tensorflow as tf
 
@@ -131,28 +120,34 @@ def iter_examples(files: Iterable[Path]) -> Iterator[tf.train.Example]:
             yield tf.train.Example.FromString(serialized)
 
 
-def read_label_ids(files: Sequence[Path], batch_size: int = 4096) -> Iterator[list[int]]:
+def read_label_ids(files: Sequence[str | Path], batch_size: int = 4096) -> Iterator[list[int]]:
     """Yields batches of `image/class/label` values, parsing only that feature (fast counting).
 
-    Files are read in parallel, so the order is not the file order; use `iter_examples` for that.
+    Files are read in parallel (compression from each name, as ImportExampleGen reads them), so the order is not
+    the file order; use `iter_examples` for that.
 
     Raises:
-        DataError: a file is not a GZIP TFRecord of examples with one int64 label.
+        DataError: a file is not a TFRecord of examples with one int64 label.
     """
     import tensorflow as tf
 
     spec = {LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
-    dataset = (
-        tf.data.TFRecordDataset([str(path) for path in files], compression_type=COMPRESSION, num_parallel_reads=4)
-        .batch(batch_size)
-        .map(lambda batch: tf.io.parse_example(batch, spec)[LABEL_KEY])
-    )
-    try:
-        for labels in dataset.as_numpy_iterator():
-            yield labels.tolist()
-    except tf.errors.OpError as error:
-        names = ", ".join(path.name for path in files[:3]) + (", ..." if len(files) > 3 else "")
-        raise DataError(
-            f"cannot read labels from {files[0].parent} ({names}): {error.message.splitlines()[0]}; expected GZIP "
-            f"TFRecords of tf.Examples with an int64 `{LABEL_KEY}`, as `tfxp data` writes"
-        ) from None
+    by_compression: dict[str, list[str]] = {}
+    for path in files:
+        by_compression.setdefault(compression_for(path), []).append(str(path))
+    for compression, paths in sorted(by_compression.items()):
+        dataset = (
+            tf.data.TFRecordDataset(paths, compression_type=compression, num_parallel_reads=4)
+            .batch(batch_size)
+            .map(lambda batch: tf.io.parse_example(batch, spec)[LABEL_KEY])
+        )
+        try:
+            for labels in dataset.as_numpy_iterator():
+                yield labels.tolist()
+        except tf.errors.OpError as error:
+            names = ", ".join(Path(path).name for path in paths[:3]) + (", ..." if len(paths) > 3 else "")
+            kind = "GZIP TFRecords" if compression else "uncompressed TFRecords (the names do not end in .gz)"
+            raise DataError(
+                f"cannot read labels from {Path(paths[0]).parent} ({names}): {error.message.splitlines()[0]}; "
+                f"expected {kind} of tf.Examples with an int64 `{LABEL_KEY}`, as `tfxp data` writes"
+            ) from None

@@ -1,7 +1,8 @@
 """SpanImportExampleGen: TFX's ImportExampleGen plus the `spans` policy its executor applies (see executor.py).
 
-It is a `FileBasedExampleGen`, so both runners treat it as ImportExampleGen (TFX's file-fingerprint driver, the
-Kubeflow V2 compiler's ExampleGen container); only the executor and one string parameter differ.
+It is a `FileBasedExampleGen`, so both runners treat it as ImportExampleGen (the Kubeflow V2 compiler's ExampleGen
+container); the driver (the selected spans' fingerprint, see driver.py), the executor and one string parameter
+differ.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 
 from components.data.spans import NO_SPANS, parse_policy
+from components.example_gen.driver import SpanDriver
 from components.example_gen.executor import SPANS_KEY, Executor
 
 
@@ -34,7 +36,7 @@ class SpanImportExampleGen(ImportExampleGen):
 
     Args:
         input_base: The data directory (`data.path`).
-        input_config: The input splits (`pipeline.layout.split_patterns`; with spans they start with `span-*/`).
+        input_config: The input splits (`components.data.layout.split_patterns`; with spans they start with `span-*/`).
         output_config: Hash-bucket output splits, or None when the input splits are the output splits.
         spans: `data.spans`: `none`, `latest`, `all` or N (the newest N spans).
 
@@ -43,6 +45,7 @@ class SpanImportExampleGen(ImportExampleGen):
     """
 
     SPEC_CLASS = SpanImportExampleGenSpec
+    DRIVER_CLASS = SpanDriver
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
     def __init__(

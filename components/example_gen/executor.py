@@ -3,11 +3,13 @@
 TFX's own span support cannot do this: ExampleGen's RangeConfig takes a single span (`RollingRange.num_spans`
 must be 1), and the resolvers that gather several spans do not run on open-source KFP. The selection therefore
 happens here, inside the component, on LocalDagRunner and on Kubeflow alike. The split patterns it receives are
-plain globs over every span (`span-*/train/*`), so TFX's input fingerprint changes when a span arrives and a run
-on the same spans is a cache hit. The executor lists the span folders under `input_base`, keeps the ones the
-policy selects (`components.data.spans.select_spans`), reads `span-N/<pattern>` of each (compression from the
-file name, as ImportExampleGen does) and records the spans on the Examples artifact: `spans` ("3,4,5") and
-TFX's `span` (the newest).
+plain globs over every span (`span-*/train/*`). The input fingerprint that keys the cache is not TFX's glob over
+them (which would count staged `span-5.tmp/` folders and spans outside the window) but the files of the selected
+spans (`components.data.fingerprint`), taken from one listing together with the selection (`selected_spans`):
+by the driver (`components.example_gen.driver`) on LocalDagRunner, by the InputFingerprint task on Kubeflow. The
+executor reads exactly those spans (without `selected_spans`, it lists and selects itself), reads
+`span-N/<pattern>` of each (compression from the file name, as ImportExampleGen does) and records the spans on
+the Examples artifact: `spans` ("3,4,5") and TFX's `span` (the newest).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from tfx.types import standard_component_specs
 
 from components.data.spans import (
     NO_SPANS,
+    SELECTED_SPANS_KEY,
     SPAN_GLOB,
     SPANS_PROPERTY,
     SpanError,
     find_spans,
     format_spans,
     parse_policy,
+    parse_spans,
     select_spans,
 )
 
@@ -86,8 +90,16 @@ class Executor(import_executor.Executor):
             self._span_folders = None
             super().Do(input_dict, output_dict, exec_properties)
             return
-        folders = list_span_folders(exec_properties[standard_component_specs.INPUT_BASE_KEY])
-        spans = select_spans(folders, policy)
+        input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+        folders = list_span_folders(input_base)
+        selected = exec_properties.get(SELECTED_SPANS_KEY)
+        spans = parse_spans(selected) if selected else select_spans(folders, policy)
+        missing = [span for span in spans if span not in folders]
+        if missing:
+            raise SpanError(
+                f"span {missing[0]} was selected (and fingerprinted) under {input_base}, but its folder is gone; "
+                "spans must stay in place while a run reads them: run again"
+            )
         self._span_folders = [folders[span] for span in spans]
         super().Do(input_dict, output_dict, exec_properties)
         for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:

@@ -25,7 +25,9 @@ them on the way in and out, then calls TFX's runner unchanged (`kubeflow_v2_run_
    local path. `gs://` stays direct (TensorFlow streams it; Beam on Dataflow needs it).
 
 Parameters named `tfxp_cache_*` exist only to key KFP's cache (see `components.kfp.fingerprint_task`); they
-are removed before TFX parses the execution properties. Vertex AI's executor input passes through unchanged.
+are removed before TFX parses the execution properties, and the spans the data fingerprint was taken of become
+ImportExampleGen's `selected_spans`, so it reads what keyed its cache. Vertex AI's executor input passes through
+unchanged.
 
 Example (the compiled command of every TFX task):
     python -m components.kfp.entrypoint --executor_class_path ... --json_serialized_invocation_args '{{$}}' \
@@ -42,7 +44,10 @@ from typing import Any
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.data.fingerprint import fingerprinted_spans
+from components.data.spans import SELECTED_SPANS_KEY
 from components.errors import TfxpError
+from components.kfp.fingerprint_task import DATA_OUTPUT
 from components.kfp.launcher_paths import local_path_for_uri, opens_directly
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
@@ -68,12 +73,14 @@ class AdaptedInput:
         restored_types: Input keys whose empty type was restored from the inputs spec.
         dropped_outputs: Launcher-managed output keys removed.
         dropped_parameters: Cache-key parameters removed.
+        selected_spans: The spans handed to ImportExampleGen from the data fingerprint (`3,4`), or "".
     """
 
     local_to_remote: dict[str, str] = field(default_factory=dict)
     restored_types: list[str] = field(default_factory=list)
     dropped_outputs: list[str] = field(default_factory=list)
     dropped_parameters: list[str] = field(default_factory=list)
+    selected_spans: str = ""
 
 
 def _has_type(schema: pipeline_spec_pb2.ArtifactTypeSchema) -> bool:
@@ -130,9 +137,14 @@ def adapt_executor_input(
             continue
         for artifact in artifacts:
             _local(artifact, adapted, launcher_root)
-    for name in sorted(executor_input.inputs.parameter_values):
+    values = executor_input.inputs.parameter_values
+    for name in sorted(values):
         if name.startswith(CACHE_KEY_PREFIX):
-            del executor_input.inputs.parameter_values[name]
+            if name == DATA_OUTPUT and (spans := fingerprinted_spans(values[name].string_value)):
+                # ImportExampleGen reads the spans the InputFingerprint task fingerprinted, not a later listing.
+                values[SELECTED_SPANS_KEY].string_value = spans
+                adapted.selected_spans = spans
+            del values[name]
             adapted.dropped_parameters.append(name)
     return adapted
 

@@ -26,7 +26,9 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from components.contract import IMAGE_KEY
+from components.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
+from components.data.layout import class_problems
+from components.data.probe import LabelEvidence
 from components.image_formats import ACCEPTED_TEXT, HEADER_BYTES, UNKNOWN, detect_image_format, served_format_error
 
 # TFDV's ImageStatsGenerator (`tensorflow_data_validation/statistics/generators/image_stats_generator.py`): the
@@ -44,7 +46,13 @@ NOT_IMAGES_HINT = (
     f"{IMAGE_KEY} must hold encoded images the model accepts ({ACCEPTED_TEXT}); re-create the records from "
     "image files (`tfxp data from-folder SRC --out DIR`)"
 )
+CLASSES_HINT = (
+    "the examples are of other classes than the label map: point data.labels at their label map, or keep these "
+    "examples out of data.path (a span of other classes belongs in another directory; `tfxp data` refuses to "
+    "write one beside this label map)"
+)
 _READ_BATCH = 1024
+_CLASS_FEATURES = {LABEL_KEY: tf.int64, SYNSET_KEY: tf.string, TEXT_KEY: tf.string}
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,51 @@ def count_refused_images(file_pattern: str, compression: str = "GZIP") -> Refuse
         values += len(heads)
         refused.update(name for name in map(refused_format, heads) if name is not None)
     return RefusedImages(values, refused)
+
+
+def names_classes(statistics: statistics_pb2.DatasetFeatureStatistics) -> bool:
+    """Whether any example of the split carries an `image/class/synset` or `image/class/text` (else its classes
+    cannot be matched with the label map, and `read_class_evidence` need not read the split)."""
+    for feature in statistics.features:
+        name = feature.name or "/".join(feature.path.step)
+        kind = feature.WhichOneof("stats")
+        named = name in (SYNSET_KEY, TEXT_KEY) and kind in ("bytes_stats", "string_stats")
+        if named and getattr(feature, kind).common_stats.num_non_missing > 0:
+            return True
+    return False
+
+
+def read_class_evidence(file_pattern: str, compression: str = "GZIP") -> Counter[LabelEvidence]:
+    """How many examples of a split carry each (label, synset, text), every example read (only those features).
+
+    Examples without exactly one label are left out (the schema reports them).
+    """
+    files = tf.io.gfile.glob(file_pattern)
+    features = {key: tf.io.RaggedFeature(dtype) for key, dtype in _CLASS_FEATURES.items()}
+
+    def firsts(records: tf.Tensor) -> dict[str, tf.Tensor]:
+        parsed = tf.io.parse_example(records, features)
+        first = {key: value.to_tensor(shape=[None, 1])[:, 0] for key, value in parsed.items()}
+        return {**first, "labels": parsed[LABEL_KEY].row_lengths()}
+
+    dataset = tf.data.TFRecordDataset(files, compression_type=compression).batch(_READ_BATCH)
+    seen = Counter[LabelEvidence]()
+    for batch in dataset.map(firsts, num_parallel_calls=tf.data.AUTOTUNE).as_numpy_iterator():
+        for count, label, synset, text in zip(
+            batch["labels"], batch[LABEL_KEY], batch[SYNSET_KEY], batch[TEXT_KEY], strict=True
+        ):
+            if count == 1:
+                seen[LabelEvidence(int(label), _decoded(synset), _decoded(text))] += 1
+    return seen
+
+
+def _decoded(value: bytes) -> str:
+    return value.decode("utf-8", "replace").strip()
+
+
+def class_mismatches(split: str, evidence: Counter[LabelEvidence], names: list[str], label_offset: int) -> list[str]:
+    """`components.data.layout.class_problems` of a split, one line each, naming the split and the fix."""
+    return [f"split '{split}': {problem}; {CLASSES_HINT}" for problem in class_problems(evidence, names, label_offset)]
 
 
 def data_problems(

@@ -5,8 +5,11 @@ reads that mark, so the Trainer would train on bad data. tfxp fails the componen
 anomalies in words.
 
 Before the schema, it checks what no schema expresses (`components.validation.data_checks`): a split with 0
-records, and `image/encoded` values that are not images the model accepts. The second reads TFDV's image
-statistics and, where they flag values, the split's examples (the optional `examples` input).
+records, `image/encoded` values that are not images the model accepts, and examples of other classes than the
+label map. The second reads TFDV's image statistics and, where they flag values, the split's examples (the
+optional `examples` input); the third reads every example's label, synset and text and matches them with the
+label map by the synset-or-text rule `data.label_offset: auto` uses (`components.data.layout.class_problems`), so
+a span of other classes is refused on LocalDagRunner and Kubeflow alike.
 """
 
 from __future__ import annotations
@@ -22,18 +25,26 @@ from tfx.components.example_validator.component import ExampleValidator
 from tfx.components.statistics_gen import stats_artifact_utils
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ChannelParameter
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import io_utils, json_utils
 
-from components.contract import LABEL_KEY
+from components.contract import LABEL_KEY, read_label_map
 from components.errors import TfxpError
-from components.validation.data_checks import count_refused_images, data_problems
+from components.validation.data_checks import (
+    class_mismatches,
+    count_refused_images,
+    data_problems,
+    names_classes,
+    read_class_evidence,
+)
 from components.validation.label_map_schema import CONTRACT_FEATURES
 
 ANOMALIES_FILE = "SchemaDiff.pb"
 # A feature in the eval split that the train split (the schema's source) lacks; only the contract's features
 # matter, so for any other feature this is not a problem.
 _NEW_COLUMN = anomalies_pb2.AnomalyInfo.SCHEMA_NEW_COLUMN
+LABELS_PATH_KEY = "labels_path"
+LABEL_OFFSET_KEY = "label_offset"
 _OUT_OF_RANGE = (anomalies_pb2.AnomalyInfo.INT_TYPE_SMALL_INT, anomalies_pb2.AnomalyInfo.INT_TYPE_BIG_INT)
 LABEL_RANGE_HINT = (
     f"labels outside the label map: check data.labels and data.label_offset ({LABEL_KEY} minus the offset must "
@@ -80,6 +91,8 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
         examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
         unusable: list[str] = []
         empty_split = False
+        labels_path = exec_properties.get(LABELS_PATH_KEY) or ""
+        names = read_label_map(labels_path) if labels_path and examples else []
         for split in artifact_utils.decode_split_names(statistics.split_names):
             datasets = stats_artifact_utils.load_statistics(statistics, split).proto().datasets
             split_statistics = datasets[0] if datasets else statistics_pb2.DatasetFeatureStatistics()
@@ -89,6 +102,10 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
                 pattern = os.path.join(artifact_utils.get_split_uri(examples, split), "*")
                 counter = functools.partial(count_refused_images, pattern)
             unusable.extend(data_problems(split, split_statistics, counter))
+            if names and names_classes(split_statistics):
+                evidence = read_class_evidence(os.path.join(artifact_utils.get_split_uri(examples, split), "*"))
+                offset = int(exec_properties.get(LABEL_OFFSET_KEY) or 0)
+                unusable.extend(class_mismatches(split, evidence, names, offset))
         if unusable and empty_split:  # an empty split also shows as schema anomalies that would mislead
             raise DataValidationError(
                 "the examples cannot be trained on, so training was not started:\n  - " + "\n  - ".join(unusable)
@@ -115,11 +132,17 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
 
 
 class StrictExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):
-    """ExampleValidator's spec plus the examples, read only where the statistics flag image values."""
+    """ExampleValidator's spec plus the examples (their images judged where the statistics flag them, their
+    classes matched with the label map) and the label map with its offset."""
 
     INPUTS = {  # noqa: RUF012  (TFX's ComponentSpec API)
         **standard_component_specs.ExampleValidatorSpec.INPUTS,
         standard_component_specs.EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
+    }
+    PARAMETERS = {  # noqa: RUF012  (TFX's ComponentSpec API)
+        **standard_component_specs.ExampleValidatorSpec.PARAMETERS,
+        LABELS_PATH_KEY: ExecutionParameter(type=str, optional=True),
+        LABEL_OFFSET_KEY: ExecutionParameter(type=int, optional=True),
     }
 
 
@@ -132,6 +155,9 @@ class StrictExampleValidator(ExampleValidator):
         examples: ExampleGen's output; lets the check tell images the model accepts that TFDV does not know
             (WebP) from values that are not images. Without it, TFDV's verdict stands.
         exclude_splits: Splits not to validate.
+        labels_path: The label map (`data.labels_path`); with `examples`, examples of other classes are refused.
+            Empty = their classes are not checked.
+        label_offset: The first label (`data.label_offset`, resolved).
     """
 
     SPEC_CLASS = StrictExampleValidatorSpec
@@ -143,12 +169,16 @@ class StrictExampleValidator(ExampleValidator):
         schema: types.BaseChannel,
         examples: types.BaseChannel | None = None,
         exclude_splits: list[str] | None = None,
+        labels_path: str = "",
+        label_offset: int = 0,
     ) -> None:
         spec = StrictExampleValidatorSpec(
             statistics=statistics,
             schema=schema,
             examples=examples,
             exclude_splits=json_utils.dumps(exclude_splits or []),
+            labels_path=labels_path,
+            label_offset=label_offset,
             anomalies=types.Channel(type=standard_artifacts.ExampleAnomalies),
         )
         base_component.BaseComponent.__init__(self, spec=spec)  # ExampleValidator's would build its own spec

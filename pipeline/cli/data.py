@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.console import console
-from pipeline.cli.options import existing_dir, output_dir, path_rule
+from pipeline.cli.options import ConfigOption, SetOption, existing_dir, load_cli_config, output_dir, path_rule
 
 if TYPE_CHECKING:
     from components.data.dataset import DatasetSummary
@@ -152,19 +152,36 @@ def inspect(
         Path,
         typer.Argument(
             parser=path_rule("existing_dir", hint="create one with `tfxp data digits --out DIR`"),
-            help="A data set written by `tfxp data`.",
+            help="A data directory in any layout `tfxp run` reads (or a directory of span-N folders).",
         ),
     ],
+    config_file: ConfigOption = None,
+    overrides: SetOption = None,
 ) -> None:
-    """Print example counts per split and label (and per span, for a directory of spans)."""
-    from components.data.inspect import inspect_dataset, inspect_spans
+    """Print example counts per split and label (and per span, for a directory of spans).
 
-    spans = inspect_spans(directory)
-    if not spans:
-        print_summary(inspect_dataset(directory), str(directory))
+    DIRECTORY is read as `tfxp run` reads data.path: layout and label offset detected, or as the config's data
+    section sets them (`--set data.label_offset=1`, `--set data.train_pattern=... --set data.eval_pattern=...`).
+    """
+    from dataclasses import replace
+
+    from components.data.inspect import inspect_data
+    from pipeline.layout import data_spec
+
+    spec = replace(data_spec(load_cli_config(config_file, overrides).data), path=str(directory))
+    inspection = inspect_data(directory, spec)
+    spec = inspection.data.spec
+    files = (
+        f"{spec.file_pattern}, split by hash buckets in a run"
+        if spec.split == "hash"
+        else f"train {spec.train_pattern}, eval {spec.eval_pattern}"
+    )
+    console.print(f"{directory}: {files}; label offset {spec.first_label}", highlight=False, markup=False)
+    if not inspection.spans:
+        print_summary(inspection.total, str(directory))
         return
-    print_spans(spans, str(directory))
-    print_summary(merge_summaries(directory, list(spans.values())), f"{directory}, all {len(spans)} spans")
+    print_spans(inspection.spans, str(directory))
+    print_summary(inspection.total, f"{directory}, all {len(inspection.spans)} spans")
 
 
 def print_spans(spans: dict[int, DatasetSummary], title: str) -> None:
@@ -179,19 +196,3 @@ def print_spans(spans: dict[int, DatasetSummary], title: str) -> None:
         shards = sum(summary.shards.values())
         table.add_row(str(span), *(str(summary.split_total(split)) for split in splits), str(shards))
     console.print(table)
-
-
-def merge_summaries(directory: Path, summaries: list[DatasetSummary]) -> DatasetSummary:
-    """The counts of several spans added up (same label map)."""
-    from components.data.dataset import DatasetSummary
-
-    counts: dict[str, dict[str, int]] = {}
-    shards: dict[str, int] = {}
-    for summary in summaries:
-        for split, by_name in summary.counts.items():
-            total = counts.setdefault(split, {})
-            for name, count in by_name.items():
-                total[name] = total.get(name, 0) + count
-        for split, count in summary.shards.items():
-            shards[split] = shards.get(split, 0) + count
-    return DatasetSummary(directory, summaries[0].label_names, counts, shards)

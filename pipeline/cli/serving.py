@@ -217,24 +217,33 @@ def _read_images(paths: list[Path]) -> list[bytes]:
     return images
 
 
-def _read_examples(directory: Path, count: int) -> tuple[list[str], list[bytes], list[int]]:
-    from components.contract import IMAGE_KEY, LABEL_KEY
-    from components.data.tfrecords import iter_examples as read_examples
-    from components.data.tfrecords import split_files
+def _read_examples(
+    directory: Path, count: int, config: TfxpConfig, labels_file: Path | None
+) -> tuple[list[str], list[bytes], list[int]]:
+    from dataclasses import replace
 
-    files = split_files(directory, "eval")
-    if not files:
-        raise UserError(f"{directory}/eval has no part-NNNNN-of-MMMMM.tfrecord.gz files; make one with `tfxp data`")
+    from components.contract import IMAGE_KEY, LABEL_KEY
+    from components.data.layout import HASH_SPLIT, read_directory
+    from components.data.probe import FileProbe
+    from components.data.spans import LATEST
+    from components.data.tfrecords import iter_examples as read_examples
+    from pipeline.layout import data_spec
+
+    # DIR read as `tfxp run` reads data.path (the config's data section), its newest span when it has spans.
+    labels = str(labels_file) if labels_file is not None else config.data.labels
+    data = read_directory(replace(data_spec(config.data), path=str(directory), labels=labels), FileProbe(), LATEST)
+    split = "eval" if "eval" in data.files else HASH_SPLIT
+    where = f"{directory} ({split}{', span ' + str(max(data.spans)) if data.spans else ''})"
     names, images, truths = [], [], []
-    for index, example in enumerate(read_examples(files)):
+    for index, example in enumerate(read_examples(data.files[split])):
         if index == count:
             break
         features = example.features.feature
-        names.append(f"{directory}/eval #{index}")
+        names.append(f"{where} #{index}")
         images.append(features[IMAGE_KEY].bytes_list.value[0])
-        truths.append(int(features[LABEL_KEY].int64_list.value[0]))
+        truths.append(int(features[LABEL_KEY].int64_list.value[0]) - data.spec.first_label)
     if not names:
-        raise UserError(f"{directory}/eval has no records to classify; check the data with `tfxp data inspect`")
+        raise UserError(f"{where} has no records to classify; check the data with `tfxp data inspect`")
     return names, images, truths
 
 
@@ -248,7 +257,7 @@ def predict(
         typer.Option(
             "--examples",
             parser=existing_dir,
-            help="Or classify images from a data set's eval split (DIR/eval/*.tfrecord.gz).",
+            help="Or classify images from a data directory's eval split (any layout `tfxp run` reads).",
         ),
     ] = None,
     count: Annotated[int, typer.Option("--count", min=1, help="Images taken from --examples.")] = 5,
@@ -282,7 +291,7 @@ def predict(
     if bool(images) == (examples is not None):
         raise UserError("pass image files or --examples DIR (a data set written by `tfxp data`), not both or neither")
     names, payload, truths = (
-        _read_examples(examples, count)
+        _read_examples(examples, count, config, labels_file)
         if examples is not None
         else ([str(p) for p in images or []], _read_images(images or []), [])
     )

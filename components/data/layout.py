@@ -1,0 +1,481 @@
+"""The one rule from a data directory to the files a reader reads: layouts, span folders, split patterns and the
+label offset. `tfxp run` and `tfxp compile` (through `pipeline.layout`), `tfxp data inspect`, `tfxp predict
+--examples`, the edge commands and bench/ all read data through it, so each reads every layout the others read.
+
+Layouts `auto` recognises, in `data.path` or in every `span-N/` folder of it (README, "Data layouts"):
+
+    train/ + eval/ folders           train/*, eval/*                (what `tfxp data` writes)
+    train/ + validation/ folders     train/*, validation/*
+    train-* + validation-* files     train-*, validation-*          (TensorFlow's ImageNet build scripts)
+    files matching data.file_pattern one set, split by hash buckets (`data.split: hash`)
+
+Anything else, two of these at once, or a train split without an eval split is an error that lists what was found
+and the keys to set (`data.train_pattern` and `data.eval_pattern`, or `data.split`).
+
+The rule is plain Python over a `DataProbe` (`components.data.probe.FileProbe` answers from local disk or a
+bucket), so it is tested without files and never imports TensorFlow itself.
+
+Example:
+    spec = resolve_spec(DataSpec("data/imagenet"), FileProbe())  # split folders, train-*, validation-*, offset 1
+    files_to_read(spec, FileProbe()).files["eval"]  # ["data/imagenet/validation-00000-of-00128", ...]
+    read_directory(DataSpec("data/stream"), FileProbe()).by_span  # every span-N/ folder, as above
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from components.contract import LABELS_FILE
+from components.data.errors import DataError
+from components.data.probe import LabelEvidence, Listing
+from components.data.spans import ALL, NO_SPANS, SPAN_GLOB, SpanError, find_spans, select_spans, span_dir_name
+from components.paths import is_remote
+
+# tfxp's own layout (`tfxp data`), and what `data.split: folders` reads without patterns.
+DEFAULT_TRAIN_PATTERN = "train/*"
+DEFAULT_EVAL_PATTERN = "eval/*"
+DEFAULT_FILE_PATTERN = "*.tfrecord*"
+# Split names as folders (`train/`) or file-name prefixes (`train-00000-of-01024`); eval data goes by either name.
+TRAIN_NAME = "train"
+EVAL_NAMES = ("eval", "validation")
+# The split a hash-split layout reads before ExampleGen cuts it into train and eval by hash buckets.
+HASH_SPLIT = "all"
+# Examples read to tell 0-based from 1-based labels.
+LABEL_SAMPLE = 64
+
+
+class DataProbe(Protocol):
+    """What the rule may ask about the data (`components.data.probe.FileProbe` answers from the disk)."""
+
+    def list_dir(self, path: str) -> Listing:
+        """Names in `path`; raises OSError when it cannot be listed."""
+        ...
+
+    def label_evidence(self, pattern: str, count: int) -> list[LabelEvidence]:
+        """Label, synset and text of the first `count` examples of the files matching `pattern`."""
+        ...
+
+    def label_names(self, path: str) -> list[str]:
+        """The label map's class names (`components.contract.read_label_map`)."""
+        ...
+
+    def glob(self, pattern: str) -> list[str]:
+        """The files matching `pattern` (folders left out), sorted."""
+        ...
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The keys of the config's `data` section that decide which files are read (see `pipeline.config.DataSection`
+    for each key's meaning); `auto` values are made concrete by `resolve_spec`.
+
+    Example:
+        DataSpec("data/stream", spans="all")  # every span-N/ folder, layout and label offset detected
+    """
+
+    path: str
+    split: str = "auto"
+    train_pattern: str = ""
+    eval_pattern: str = ""
+    file_pattern: str = DEFAULT_FILE_PATTERN
+    spans: str | int = NO_SPANS
+    label_offset: str | int = "auto"
+    labels: str = ""
+
+    @property
+    def root(self) -> str:
+        return self.path.rstrip("/")
+
+    @property
+    def labels_path(self) -> str:
+        """`labels`, or `labels.txt` in `path`."""
+        return self.labels or f"{self.root}/{LABELS_FILE}"
+
+    @property
+    def first_label(self) -> int:
+        """`label_offset` as a number: an unresolved `auto` reads as 0."""
+        return self.label_offset if isinstance(self.label_offset, int) else 0
+
+
+@dataclass(frozen=True)
+class DataLayout:
+    """A recognised layout: `split` and the train and eval globs (relative to the folder it was found in).
+
+    Attributes:
+        description: How the README names it, e.g. `train-* + validation-* files`.
+        split: `folders` (the globs are the splits) or `hash` (one set of files, split by hash buckets).
+        train_pattern: The train glob (`folders` only).
+        eval_pattern: The eval glob (`folders` only).
+    """
+
+    description: str
+    split: str
+    train_pattern: str = ""
+    eval_pattern: str = ""
+
+
+def _flat_prefix(name: str) -> str | None:
+    for split in (TRAIN_NAME, *EVAL_NAMES):
+        if name.startswith(f"{split}-"):
+            return split
+    return None
+
+
+def _pair(present: Sequence[str], kind: str) -> tuple[str, str] | str:
+    """(train, eval) names among `present`, or why they are not a pair."""
+    evals = [name for name in EVAL_NAMES if name in present]
+    if TRAIN_NAME not in present:
+        return f"{kind} for {' and '.join(evals)} but none for train"
+    if not evals:
+        return f"{kind} for train but none for eval or validation"
+    if len(evals) > 1:
+        return f"{kind} for both eval and validation, so the eval split is ambiguous"
+    return TRAIN_NAME, evals[0]
+
+
+def detect_layout(listing: Listing, file_pattern: str, where: str, spanned: bool = False) -> DataLayout:
+    """The layout of one folder's listing (see the module docstring for the rule).
+
+    Args:
+        listing: The folder's entries.
+        file_pattern: `data.file_pattern`, the TFRecords of a hash-split layout.
+        where: The folder, named in errors.
+        spanned: The folder is a span folder (errors say the patterns are relative to each span folder).
+
+    Raises:
+        DataError: nothing recognisable, two layouts at once, or a train split without one eval split; the
+            message lists what was found and the keys to set.
+
+    Example:
+        detect_layout(Listing(frozenset(), frozenset({"train-00000-of-00002", "validation-00000-of-00001"})),
+                      "*.tfrecord*", "data/imagenet").train_pattern  # "train-*"
+    """
+    folders = sorted(name for name in listing.dirs if name in (TRAIN_NAME, *EVAL_NAMES))
+    flat: dict[str, list[str]] = {}
+    for name in sorted(listing.files):
+        if (prefix := _flat_prefix(name)) is not None:
+            flat.setdefault(prefix, []).append(name)
+    loose = sorted(name for name in listing.files if _flat_prefix(name) is None and fnmatch.fnmatch(name, file_pattern))
+    found = [f"{name}/ (folder)" for name in folders]
+    found += [f"{prefix}-* files ({len(names)}, e.g. {names[0]})" for prefix, names in flat.items()]
+    if loose:
+        found.append(f"files matching data.file_pattern {file_pattern} ({len(loose)}, e.g. {loose[0]})")
+    kinds = [kind for kind, present in (("folders", folders), ("files", flat), ("hash", loose)) if present]
+    if len(kinds) == 1 and kinds[0] == "hash":
+        return DataLayout(f"files matching {file_pattern}, split by hash buckets", "hash")
+    if len(kinds) == 1:
+        pair = _pair(folders if kinds[0] == "folders" else list(flat), kinds[0])
+        if isinstance(pair, tuple):
+            train, evaluation = pair
+            if kinds[0] == "folders":
+                return DataLayout(f"{train}/ + {evaluation}/ folders", "folders", f"{train}/*", f"{evaluation}/*")
+            return DataLayout(f"{train}-* + {evaluation}-* files", "folders", f"{train}-*", f"{evaluation}-*")
+        problem = pair
+    elif kinds:
+        problem = "more than one layout at once"
+    else:
+        problem = "no TFRecords that tfxp recognises"
+    relative = "each span folder" if spanned else "data.path"
+    raise DataError(
+        f"cannot tell how the data in {where} is split: found {', '.join(found) or 'nothing'} ({problem}). "
+        "data.split=auto reads train/ + eval/ or train/ + validation/ folders, train-* + validation-* files, or "
+        f"files matching data.file_pattern split by hash buckets; for anything else set data.train_pattern and "
+        f"data.eval_pattern (globs relative to {relative}, e.g. `--set data.train_pattern='train/*.tfrecord' "
+        "--set data.eval_pattern='val/*.tfrecord'`), or data.split=hash"
+    )
+
+
+def class_named(item: LabelEvidence, index: dict[str, int]) -> str | None:
+    """The label map's class an example names: its `image/class/synset` when that is a class of the map (ImageNet's
+    maps are synsets), else its `image/class/text` when that is one; None when it names no class of the map.
+
+    The one synset-or-text rule: `data.label_offset: auto` (`infer_label_offset`) and the pipeline's validator
+    (`class_problems`) both match examples to the label map with it.
+    """
+    if item.synset in index:
+        return item.synset
+    return item.text if item.text in index else None
+
+
+def infer_label_offset(evidence: Sequence[LabelEvidence], names: Sequence[str], where: str) -> int | None:
+    """The label offset the examples show, matching their classes with the label map (`class_named`): an example
+    of class `names[i]` labelled `i + 1` shows offset 1. None when no example names a class of the label map.
+
+    Raises:
+        DataError: the examples show different offsets, or a negative one (the label map does not fit the data).
+    """
+    index = {name: position for position, name in enumerate(names)}
+    offsets: dict[int, tuple[LabelEvidence, str]] = {}
+    for item in evidence:
+        name = class_named(item, index)
+        if name is not None:
+            offsets.setdefault(item.label - index[name], (item, name))
+    if not offsets:
+        return None
+    if len(offsets) > 1 or min(offsets) < 0:
+        shown = "; ".join(f"label {item.label} is {name!r}, line {index[name] + 1}" for item, name in offsets.values())
+        raise DataError(
+            f"data.label_offset=auto: the first examples in {where} do not match the label map with one offset "
+            f"({shown}); check data.labels, or set data.label_offset (0 for labels that start at 0, 1 for "
+            "ImageNet's build scripts)"
+        )
+    return next(iter(offsets))
+
+
+def class_problems(
+    evidence: Sequence[LabelEvidence] | Mapping[LabelEvidence, int], names: Sequence[str], label_offset: int
+) -> list[str]:
+    """Why examples do not belong to the label map, by the synset-or-text rule (`class_named`): an example whose
+    synset or text names no class of the map (a span of other classes), or whose label is not its class's line
+    (minus `label_offset`). Examples with neither synset nor text cannot be judged and are not counted.
+    `evidence` is one item an example, or each distinct item with its number of examples.
+
+    Returns:
+        One line a problem, with counts and up to five examples each; [] when every judged example fits.
+
+    Example:
+        class_problems([LabelEvidence(0, text="cat")], ["0", "1"], 0)
+        # ["examples of classes that are not in the label map: 1 ('cat' (label 0))"]
+    """
+    index = {name: position for position, name in enumerate(names)}
+    unknown: dict[str, int] = {}
+    misplaced: dict[tuple[str, int], int] = {}
+    counted = evidence.items() if isinstance(evidence, Mapping) else ((item, 1) for item in evidence)
+    for item, count in counted:
+        if not (item.synset or item.text):
+            continue
+        name = class_named(item, index)
+        if name is None:
+            shown_as = f"{item.synset or item.text!r} (label {item.label})"
+            unknown[shown_as] = unknown.get(shown_as, 0) + count
+        elif item.label - label_offset != index[name]:
+            misplaced[(name, item.label)] = misplaced.get((name, item.label), 0) + count
+
+    def shown(items: list[str]) -> str:
+        return ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+
+    problems = []
+    if unknown:
+        problems.append(
+            f"examples of classes that are not in the label map: {sum(unknown.values())} ({shown(sorted(unknown))})"
+        )
+    if misplaced:
+        cases = [
+            f"{name!r} labelled {label}, but line {index[name] + 1} of the label map is label {index[name] + label_offset}"
+            for name, label in sorted(misplaced)
+        ]
+        problems.append(f"examples labelled otherwise than their class: {sum(misplaced.values())} ({shown(cases)})")
+    return problems
+
+
+def _cannot_look(key: str, path: str, error: OSError) -> DataError:
+    return DataError(
+        f"{key} is auto, but data.path {path} cannot be read from here ({error}); set it explicitly: "
+        + (
+            "data.train_pattern and data.eval_pattern (e.g. `train-*` and `validation-*`), or data.split=hash"
+            if key == "data.split"
+            else "data.label_offset=0 for labels that start at 0, 1 for ImageNet's build scripts"
+        )
+    )
+
+
+def _span_map(spec: DataSpec, listing: Listing) -> dict[int, str]:
+    try:
+        return find_spans(listing.dirs)
+    except SpanError as error:
+        raise DataError(f"data.path {spec.root}: {error}") from None
+
+
+def span_folders(spec: DataSpec, listing: Listing) -> list[str]:
+    """The span folders to look into (every span, each must hold the same layout); [] for unspanned data.
+
+    Raises:
+        DataError: span folders without `data.spans`, `data.spans` without span folders, or a policy that does
+            not fit them.
+    """
+    spans = _span_map(spec, listing)
+    if spec.spans == NO_SPANS:
+        if spans:
+            shown = ", ".join(list(spans.values())[:5]) + (", ..." if len(spans) > 5 else "")
+            raise DataError(
+                f"data.path {spec.path} holds span folders ({shown}) but data.spans is none; set data.spans to "
+                "latest, all or N (the newest N spans), e.g. `--set data.spans=all`"
+            )
+        return []
+    if not spans:
+        raise DataError(
+            f"data.spans is {spec.spans} but data.path {spec.path} has no span folders (span-N, e.g. "
+            f"{span_dir_name(1)}); set data.spans=none for data without spans, or write spans with "
+            "`tfxp data digits --out DIR --span N`"
+        )
+    try:
+        select_spans(spans, spec.spans)  # the policy is valid for these spans
+    except SpanError as error:
+        raise DataError(f"data.spans: {error}") from None
+    return [spans[number] for number in sorted(spans)]
+
+
+def _resolve_layout(spec: DataSpec, listing: Listing, folders: list[str], probe: DataProbe) -> DataLayout:
+    root = spec.root
+    if not folders:
+        return detect_layout(listing, spec.file_pattern, root)
+    layouts = {}
+    for folder in folders:
+        try:
+            inside = probe.list_dir(f"{root}/{folder}")
+        except OSError as error:
+            raise DataError(f"cannot list the span folder {root}/{folder}: {error}") from None
+        layouts[folder] = detect_layout(inside, spec.file_pattern, f"{root}/{folder}", spanned=True)
+    kinds = {(layout.split, layout.train_pattern, layout.eval_pattern) for layout in layouts.values()}
+    if len(kinds) > 1:
+        shown = "; ".join(f"{folder}: {layout.description}" for folder, layout in layouts.items())
+        raise DataError(
+            f"the span folders of {root} hold different layouts ({shown}); every span must hold the same one, "
+            "or set data.train_pattern and data.eval_pattern to globs that fit every span folder"
+        )
+    return next(iter(layouts.values()))
+
+
+def resolve_spec(spec: DataSpec, probe: DataProbe | None = None) -> DataSpec:
+    """`spec` with `split` (and its patterns) and `label_offset` made concrete, span folders checked.
+
+    Each `auto` is resolved from what `probe` reports about `path`; with no probe, or a path it cannot list, an
+    `auto` that needs the data is an error naming the keys to set. Explicit values are kept as they are. Span
+    folders are checked against `spans` whenever the path is listed: always for a local path, for a bucket when
+    an `auto` needs the listing.
+
+    Returns:
+        The spec with `split` `folders` (and both patterns) or `hash`, and a numeric `label_offset`.
+
+    Raises:
+        DataError: a layout that is not recognised, span folders that do not fit `spans`, an `auto` that cannot
+            look at the data, or examples that do not match the label map; each names the keys to set.
+    """
+    root = spec.root
+    listing: Listing | None = None
+    unreadable = OSError("no data probe")
+    # Local listings are free; a bucket is listed only when an `auto` needs it.
+    needed = "auto" in (spec.label_offset, spec.split) or not is_remote(root)
+    if probe is not None and needed:
+        try:
+            listing = probe.list_dir(root)
+        except OSError as error:
+            unreadable = error
+    folders = span_folders(spec, listing) if listing is not None else []
+    resolved = spec
+    if spec.split == "auto" and spec.train_pattern:
+        resolved = replace(resolved, split="folders")
+    elif spec.split == "auto":
+        if listing is None or probe is None:
+            raise _cannot_look("data.split", root, unreadable)
+        layout = _resolve_layout(spec, listing, folders, probe)
+        resolved = replace(
+            resolved, split=layout.split, train_pattern=layout.train_pattern, eval_pattern=layout.eval_pattern
+        )
+    elif spec.split == "folders" and not spec.train_pattern:
+        resolved = replace(resolved, train_pattern=DEFAULT_TRAIN_PATTERN, eval_pattern=DEFAULT_EVAL_PATTERN)
+    if spec.label_offset == "auto":
+        if listing is None or probe is None:
+            raise _cannot_look("data.label_offset", root, unreadable)
+        # The newest span's first train files (all the files of a hash split).
+        folder = f"{root}/{folders[-1]}" if folders else root
+        pattern = f"{folder}/{resolved.file_pattern if resolved.split == 'hash' else resolved.train_pattern}"
+        evidence = probe.label_evidence(pattern, LABEL_SAMPLE)
+        offset = infer_label_offset(evidence, probe.label_names(spec.labels_path), pattern)
+        resolved = replace(resolved, label_offset=0 if offset is None else offset)
+    return resolved
+
+
+def split_patterns(spec: DataSpec) -> dict[str, str]:
+    """ImportExampleGen's input splits: split name → glob relative to `path`.
+
+    `hash` reads one split `all` of `file_pattern` (only the TFRecords: `labels.txt` and the data set manifest live
+    beside them), which ExampleGen then splits by hash buckets. Any other split reads `train_pattern` and
+    `eval_pattern` as the `train` and `eval` splits, tfxp's `train/*` and `eval/*` when they are empty (so an
+    unresolved `auto` reads as tfxp's own layout). With `spans` set every pattern is prefixed with the glob over
+    all span folders, `span-*/`; the ExampleGen driver and executor read only the spans the policy selects
+    (`components.example_gen`).
+
+    Example:
+        split_patterns(spec)  # {"train": "train-*", "eval": "validation-*"} for ImageNet's flat files
+        split_patterns(spec)  # {"train": "span-*/train/*", "eval": "span-*/eval/*"} with spans=all
+    """
+    prefix = f"{SPAN_GLOB}/" if spec.spans != NO_SPANS else ""
+    if spec.split == "hash":
+        return {HASH_SPLIT: prefix + spec.file_pattern}
+    return {
+        "train": prefix + (spec.train_pattern or DEFAULT_TRAIN_PATTERN),
+        "eval": prefix + (spec.eval_pattern or DEFAULT_EVAL_PATTERN),
+    }
+
+
+@dataclass(frozen=True)
+class SplitFiles:
+    """The files a reader reads, by the same rule as ImportExampleGen.
+
+    Attributes:
+        spec: The resolved spec.
+        spans: Selected span number → folder name, ascending; empty for data without span folders.
+        files: Split name (`train`, `eval`, or `all` for a hash split) → the files, sorted; per span when `spans`
+            (`by_span`), concatenated here in span order.
+        by_span: Span number → split name → files.
+    """
+
+    spec: DataSpec
+    spans: dict[int, str]
+    files: dict[str, list[str]]
+    by_span: dict[int, dict[str, list[str]]] = field(default_factory=dict)
+
+
+def files_to_read(spec: DataSpec, probe: DataProbe) -> SplitFiles:
+    """The files of every split under a resolved `spec` (`resolve_spec`), as ImportExampleGen reads them.
+
+    Raises:
+        DataError: a split (of a selected span) with no files, naming the folder and the pattern.
+    """
+    root = spec.root
+    patterns = {split: pattern.removeprefix(f"{SPAN_GLOB}/") for split, pattern in split_patterns(spec).items()}
+    spans: dict[int, str] = {}
+    folders: list[tuple[int | None, str]] = [(None, root)]
+    if spec.spans != NO_SPANS:
+        present = _span_map(spec, probe.list_dir(root))
+        spans = {number: present[number] for number in select_spans(present, spec.spans)}
+        folders = [(number, posixpath.join(root, folder)) for number, folder in spans.items()]
+    files: dict[str, list[str]] = {split: [] for split in patterns}
+    by_span: dict[int, dict[str, list[str]]] = {}
+    for number, folder in folders:
+        for split, pattern in patterns.items():
+            matched = probe.glob(posixpath.join(folder, pattern))
+            if not matched:
+                raise DataError(
+                    f"{folder} has no {split} files matching {pattern}; every split (and every span) needs files: "
+                    "check data.path, or set data.train_pattern and data.eval_pattern"
+                )
+            files[split].extend(matched)
+            if number is not None:
+                by_span.setdefault(number, {})[split] = matched
+    return SplitFiles(spec, spans, files, by_span)
+
+
+def read_directory(spec: DataSpec, probe: DataProbe, spans: str | int = ALL) -> SplitFiles:
+    """The files a reader of the data directory `spec.path` reads (`tfxp data inspect`, `tfxp predict
+    --examples`, edge): layout and label offset resolved as `tfxp run` resolves them (`resolve_spec`), and a
+    directory of span folders read by `spans` when `spec.spans` is `none` (a reader takes the directory as it is).
+
+    Raises:
+        DataError: `spec.path` cannot be listed, or see `resolve_spec` and `files_to_read`.
+
+    Example:
+        read_directory(DataSpec("data/imagenet"), FileProbe()).files["eval"]  # the validation-* files
+    """
+    try:
+        listing = probe.list_dir(spec.root)
+    except OSError as error:
+        raise DataError(f"cannot list the data directory {spec.path}: {error}; pass a directory of TFRecords") from None
+    if spec.spans == NO_SPANS and _span_map(spec, listing):
+        spec = replace(spec, spans=spans)
+    return files_to_read(resolve_spec(spec, probe), probe)
