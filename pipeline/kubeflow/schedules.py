@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.kubeflow.answers import require_id
 from pipeline.kubeflow.cron import ScheduleInputError, Trigger, format_seconds
 from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
 from pipeline.kubeflow.pipelines import doc_from_api, get_version
@@ -206,6 +207,7 @@ def create_schedule(
             **source,
         ),
     )
+    require_id(created.recurring_run_id, "recurring_run_id", "POST /apis/v2beta1/recurringruns", client.host)
     return CreatedSchedule(_schedule(created), described, tuple(warnings), root or "")
 
 
