@@ -163,7 +163,7 @@ def create_schedule(
         raise ScheduleInputError("give either a compiled pipeline file or --pipeline NAME, not both or neither")
     check_max_concurrency(max_concurrency)
     raw = dict(params or {})
-    warnings: list[str] = []
+    warnings: list[str] = trigger.warnings(catchup=catchup)
     source: dict[str, Any]
     if package is not None:
         doc = read_package(package)
