@@ -16,11 +16,23 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from typing import Any
 
 from pipeline.kubeflow.auth import HOST_HINT
 from pipeline.kubeflow.runs import SubmitError
+
+# The ids each creating endpoint must answer with, because kfp or tfxp sends them on in the next request (kfp's
+# `create_run_from_pipeline_package` posts the run with the experiment id it got, unchecked).
+_REQUIRED_IDS = (
+    ("POST", re.compile(r".*/apis/v2beta1/experiments"), ("experiment_id",)),
+    ("POST", re.compile(r".*/apis/v2beta1/runs"), ("run_id",)),
+    ("POST", re.compile(r".*/apis/v2beta1/pipelines"), ("pipeline_id",)),
+    ("POST", re.compile(r".*/apis/v2beta1/pipelines/upload_version"), ("pipeline_id", "pipeline_version_id")),
+    ("POST", re.compile(r".*/apis/v2beta1/pipelines/upload"), ("pipeline_id",)),
+    ("POST", re.compile(r".*/apis/v2beta1/recurringruns"), ("recurring_run_id",)),
+)
 
 
 class UnexpectedAnswerError(SubmitError):
@@ -62,10 +74,11 @@ def _endpoint(method: str, url: str) -> str:
 def check_kfp_answers(client: Any, host: str, timeout: float) -> None:
     """Makes every request of a `kfp.Client` check its answer, and gives each a socket timeout.
 
-    A 2xx answer whose body is not a JSON object raises `UnexpectedAnswerError` (naming the endpoint and the start
-    of the body) before kfp reads fields from it. Requests without a timeout of their own (kfp sets none) get
-    `timeout` seconds for connecting and for each read, so a request abandoned at the whole-call deadline
-    (`pipeline.kubeflow.deadline`) ends when the server goes silent.
+    A 2xx answer whose body is not a JSON object, or an answer of a creating endpoint without the id it creates,
+    raises `UnexpectedAnswerError` (naming the endpoint and what came back) before kfp reads fields from it.
+    Requests without a timeout of their own (kfp sets none) get `timeout` seconds for connecting and for each read,
+    so a request abandoned at the whole-call deadline (`pipeline.kubeflow.deadline`) ends when the server goes
+    silent.
 
     Args:
         client: A `kfp.Client`.
@@ -87,10 +100,16 @@ def check_kfp_answers(client: Any, host: str, timeout: float) -> None:
                 answer = json.loads(response.data)
             except ValueError:
                 answer = None
+            endpoint = _endpoint(method, url)
             if not isinstance(answer, dict):
                 content_type = response.getheader("content-type") or "no content type"
                 came_back = f"HTTP {response.status} ({content_type}) {_shown(response.data)}"
-                raise unexpected_answer(host, _endpoint(method, url), came_back, "a JSON object")
+                raise unexpected_answer(host, endpoint, came_back, "a JSON object")
+            path = urllib.parse.urlsplit(url).path
+            for wanted_method, pattern, fields in _REQUIRED_IDS:
+                if method == wanted_method and pattern.fullmatch(path):
+                    for field in fields:
+                        require_id(answer.get(field), field, endpoint, host)
         return response
 
     rest.request = request

@@ -73,8 +73,8 @@ def _type_problem(where: str, kind: str, value: struct_pb2.Value) -> str | None:
 
 def find_cycles(dependencies: Mapping[str, set[str]]) -> list[list[str]]:
     """One shortest cycle per group of tasks that depend on each other (strongly connected components), each as
-    task names from its smallest name back to it: `[["a", "b", "a"]]`. Tasks that only wait behind a cycle are
-    not on it."""
+    task names from its smallest name back to it, each waiting for the next: `[["a", "b", "a"]]`. Tasks that only
+    wait behind a cycle are not on it."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -134,12 +134,12 @@ def find_cycles(dependencies: Mapping[str, set[str]]) -> list[list[str]]:
                 if child in group and child not in parents:
                     parents[child] = node
                     queue.append(child)
-        path = [start]
+        back = []
         node = found or start
         while node != start:
-            path.append(node)
+            back.append(node)
             node = parents[node]
-        cycles.append([*path, start])
+        cycles.append([start, *reversed(back), start])
     return cycles
 
 
@@ -225,8 +225,8 @@ def spec_problems(spec: pipeline_spec_pb2.PipelineSpec) -> list[str]:
         dependencies = {name: set(task.dependent_tasks) & set(tasks) for name, task in tasks.items()}
         for cycle in find_cycles(dependencies):
             problems.append(
-                f"the tasks {' → '.join(cycle)}{where} depend on each other in a cycle, so none of them can start; "
-                "remove one of those dependentTasks"
+                f"the tasks {' → '.join(cycle)}{where} depend on each other in a cycle (each waits for the next), so "
+                "none of them can start; remove one of those dependentTasks"
             )
 
     walk(spec.root.dag, "", spec.root.input_definitions.parameters)
