@@ -5,9 +5,9 @@ PyYAML's `safe_load` builds an alias (`*name`) as a second reference to the anch
 "billion laughs" file loads quickly, and then anything that walks the result (protobuf's `ParseDict`, `json.dumps`,
 a POST of the spec) expands it to gigabytes. An anchor aliased inside itself (`&a [*a]`) builds a cycle that
 those walkers recurse on forever. This loader composes the node graph first, counting what each alias would
-expand to, and refuses a document that would expand by more than `MAX_ALIAS_NODES` nodes, uses more than
-`MAX_ALIASES` aliases, aliases an anchor inside itself, or nests deeper than `MAX_DEPTH`; the error names the file
-and the line. A few aliases (`<<: *defaults` in a config) stay well within the budget.
+expand to (a long text counts a node per `SCALAR_CHARS_PER_NODE` characters), and refuses a document that would
+expand by more than `MAX_ALIAS_NODES` nodes, uses more than `MAX_ALIASES` aliases, aliases an anchor inside itself,
+or nests deeper than `MAX_DEPTH`; the error names the file and the line. A few aliases (`<<: *defaults` in a config) stay well within the budget.
 
 Example:
     documents = read_yaml_all(Path("pipeline.yaml"))       # list of documents
@@ -26,6 +26,8 @@ import yaml
 # use, far below what hurts (a 9×9 alias bomb expands to 387 million nodes).
 MAX_ALIASES = 100
 MAX_ALIAS_NODES = 10_000
+# A scalar counts one node more per this many characters.
+SCALAR_CHARS_PER_NODE = 100
 # Nesting depth of collections; PyYAML's composer recurses once per level.
 MAX_DEPTH = 200
 
@@ -56,7 +58,9 @@ class _Bounded:
         if known is not None:
             return known
         weight = 1
-        if isinstance(node, yaml.SequenceNode):
+        if isinstance(node, yaml.ScalarNode):
+            weight += len(node.value) // SCALAR_CHARS_PER_NODE  # a long text aliased many times is a bomb too
+        elif isinstance(node, yaml.SequenceNode):
             weight += sum(self._weight(child) for child in node.value)
         elif isinstance(node, yaml.MappingNode):
             weight += sum(self._weight(key) + self._weight(value) for key, value in node.value)

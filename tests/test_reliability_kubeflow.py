@@ -260,6 +260,15 @@ def test_an_alias_bomb_in_a_config_names_the_file_and_line(tmp_path: Path) -> No
         ("a: " + "[" * 300 + "]" * 300 + "\n", r"line 1: lists and mappings nest deeper than 200 levels"),
         ("a: &x 1\nb: [" + ", ".join(["*x"] * (MAX_ALIASES + 1)) + "]\n", r"line 2: more than 100 YAML aliases"),
         ("x: " + _bomb(3) + "\ny: " + _bomb(3).replace("&l", "&m").replace("*l", "*m"), "expand to more than"),
+        ("a: &a " + "x" * 100_000 + "\nb: [" + ", ".join(["*a"] * 20) + "]\n", "line 2: YAML aliases .* expand"),
+        (
+            "a: &a {k: ["
+            + ", ".join(["x"] * 50)
+            + "]}\nb: &b {<<: *a, j: ["
+            + ", ".join(["*a"] * 60)
+            + "]}\nc: [*b, *b, *b, *b]\n",
+            "expand to more than",
+        ),
     ],
 )
 def test_recursive_deep_and_many_aliases_are_refused(text: str, message: str) -> None:
