@@ -7,7 +7,8 @@ a POST of the spec) expands it to gigabytes. An anchor aliased inside itself (`&
 those walkers recurse on forever. This loader composes the node graph first, counting what each alias would
 expand to (a long text counts a node per `SCALAR_CHARS_PER_NODE` characters), and refuses a document that would
 expand by more than `MAX_ALIAS_NODES` nodes, uses more than `MAX_ALIASES` aliases, aliases an anchor inside itself,
-or nests deeper than `MAX_DEPTH`; the error names the file and the line. A few aliases (`<<: *defaults` in a config) stay well within the budget.
+or nests deeper than `MAX_DEPTH`; the error names the file and the line. A few aliases (`<<: *defaults` in a
+config) stay well within the budget.
 
 Example:
     documents = read_yaml_all(Path("pipeline.yaml"))       # list of documents

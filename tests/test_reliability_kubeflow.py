@@ -581,3 +581,11 @@ def test_an_input_its_dag_does_not_declare_is_refused(tmp_path: Path) -> None:
     spec = _failing_spec(["Alpha"])
     spec["root"]["dag"]["tasks"]["Alpha"]["inputs"] = {"parameters": {"count": {"componentInputParameter": "cuont"}}}
     _run_and_refuse(tmp_path, spec, "task Alpha: input parameter count takes cuont, which its DAG does not declare")
+
+
+def test_a_dag_that_runs_itself_is_refused(tmp_path: Path) -> None:
+    spec = _failing_spec(["Alpha"])
+    inner = {"Inner": {"componentRef": {"name": "loop"}, "taskInfo": {"name": "Inner"}}}
+    spec["components"]["loop"] = {"dag": {"tasks": inner}}
+    spec["root"]["dag"]["tasks"]["Alpha"]["componentRef"] = {"name": "loop"}
+    _run_and_refuse(tmp_path, spec, "task Inner (in DAG loop) runs DAG loop inside itself")

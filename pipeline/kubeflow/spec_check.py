@@ -170,6 +170,7 @@ def spec_problems(spec: pipeline_spec_pb2.PipelineSpec) -> list[str]:
             if problem:
                 problems.append(problem)
     walked: set[str] = set()
+    inside: list[str] = []  # the DAG components being walked, outermost first
 
     def walk(dag: pipeline_spec_pb2.DagSpec, where: str, inputs: Mapping[str, Any]) -> None:
         tasks = dag.tasks
@@ -211,9 +212,13 @@ def spec_problems(spec: pipeline_spec_pb2.PipelineSpec) -> list[str]:
                     if problem:
                         problems.append(problem)
             if component.WhichOneof("implementation") == "dag":
-                if reference not in walked:
+                if reference in inside:
+                    problems.append(f"{label} runs DAG {reference} inside itself, which would never end")
+                elif reference not in walked:
                     walked.add(reference)
+                    inside.append(reference)
                     walk(component.dag, f" (in DAG {reference})", declared)
+                    inside.pop()
                 continue
             executor = executors.get(component.executor_label)
             kind = executor.WhichOneof("spec") if executor is not None else None
