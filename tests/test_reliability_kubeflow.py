@@ -27,6 +27,7 @@ import yaml
 from kfp_fake import API, FakeKfp, clear_kfp_environment, serve, spec_dict
 from typer.testing import CliRunner
 
+from components.notify.notice import post_notice
 from components.yaml_files import MAX_ALIASES, YamlLimitError, load_yaml, load_yaml_all
 from pipeline.cli import app
 from pipeline.config import ConfigError, load_config
@@ -231,6 +232,16 @@ def test_a_trickling_server_fails_within_the_request_timeout(part: str, slow_pat
     assert f"Kubeflow Pipelines at {url} did not answer within 1.5 s" in output
     assert "--request-timeout" in output
     assert elapsed < 1.5 + 1.5
+
+
+def test_a_trickling_notice_receiver_fails_within_the_timeout() -> None:
+    # The status line and headers trickle (the body is never read: the status is all the notice needs).
+    with _trickler("/hook", "header") as url:
+        started = time.monotonic()
+        result = post_notice(f"{url}/hook", {"text": "run failed"}, timeout=1.0)
+        elapsed = time.monotonic() - started
+    assert not result.delivered and "no answer within 1 s" in result.error
+    assert elapsed < 2.0
 
 
 # --- YAML aliases and nesting ---------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.kubeflow.deadline import with_deadline
+from components.deadline import with_deadline
 from pipeline.kubeflow.runs import NoAnswerError, SubmitError
 
 TOKEN_ENV = "TFXP_KFP_TOKEN"

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.deadline import with_deadline
 from pipeline.kubeflow.answers import check_kfp_answers, require_id
 from pipeline.kubeflow.auth import (
     KfpAuth,
@@ -34,7 +35,6 @@ from pipeline.kubeflow.auth import (
     run_url,
     unreachable_error,
 )
-from pipeline.kubeflow.deadline import with_deadline
 from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
 from pipeline.kubeflow.preflight import ServerInfo, check_exit_handler_support, run_pipeline_root
 from pipeline.kubeflow.runs import (
