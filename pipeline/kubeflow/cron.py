@@ -7,6 +7,11 @@ minute 2 of every hour in January. `parse_cron` therefore reads five fields as a
 `0 ` (second zero), and checks each field the way robfig/cron does: numbers in range, `*` and `?`, lists
 (`1,15`), ranges (`1-5`), steps (`*/10`, `0-30/5`, `5/15` = from 5 to the maximum), and the names `JAN`-`DEC`
 and `SUN`-`SAT` in the month and day-of-week fields only. It has no `L`, `W`, `#`, and Sunday is 0 (not 7).
+The grammar is robfig/cron v1.2.0's (the version in KFP's go.mod; `Parse` = 5 or 6 fields with seconds first,
+parser.go:174-186; `getRange`, parser.go:207-269), with what KFP would accept but misread refused too: ASCII
+digits only (Go's `strconv.Atoi` takes no other), numbers of at most 9 digits, steps no larger than the field,
+dates that exist in no chosen month (Feb 30, Apr 31), and intervals beyond a year. `Trigger.warnings` says what
+is legal but surprising: a date only leap years have, and a past `--start` with catch-up on.
 
 Example:
     parse_cron("30 2 * * 1").expression         # "0 30 2 * * 1" (converted)
@@ -23,8 +28,9 @@ from dataclasses import dataclass
 # robfig/cron's descriptors (besides `@every`, which tfxp takes as --every).
 DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
 MIN_INTERVAL_SECONDS = 60
-# The longest --every: a year. KFP adds the interval to Unix seconds in an int64 (periodic_schedule.go:46), so
-# 99999999999999999999w would overflow there; rarer runs are a cron date (e.g. '0 3 1 1 *' yearly).
+# The longest --every: a year. KFP adds the interval to Unix seconds in an int64
+# (backend/src/crd/controller/scheduledworkflow/util/periodic_schedule.go:60), so 99999999999999999999w would
+# overflow there; rarer runs are a cron date (e.g. '0 3 1 1 *' yearly).
 MAX_INTERVAL_SECONDS = 366 * 86400
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -127,7 +133,7 @@ def _calendar_problem(
     # the AND case a date must exist: KFP's API accepts "0 0 0 30 2 *" (its check is `cron.Parse` only,
     # backend/src/apiserver/server/api_converter.go:2088-2092), and robfig's `Next` then finds no such date, gives
     # up after five years and returns the zero time (spec.go:70-75), which the controller takes as the next run
-    # (backend/src/crd/controller/scheduledworkflow/util/cron_schedule.go:94).
+    # (backend/src/crd/controller/scheduledworkflow/util/cron_schedule.go:97).
     (day_set, day_star), (_, week_star) = days, weekdays
     if not (day_star or week_star):
         return None, None
@@ -344,7 +350,7 @@ class Trigger:
     def warnings(self, *, catchup: bool, now: datetime.datetime | None = None) -> list[str]:
         """What the trigger will do that the user may not expect: a cron date that exists only in leap years, and a
         `--start` in the past with catch-up on, for which KFP starts every run it "missed" since then, one after
-        the other (`cron_schedule.go:94-99`, `periodic_schedule.go:46`: with catch-up the next run is the one after
+        the other (`cron_schedule.go:97-110`, `periodic_schedule.go:60`: with catch-up the next run is the one after
         the last, from the start time)."""
         notes = list(self.cron.warnings) if self.cron else []
         now = now or datetime.datetime.now(datetime.timezone.utc)
