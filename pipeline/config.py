@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -41,6 +40,7 @@ from components.k8s.names import check_resource_name
 from components.k8s.quantity import INT64_MAX, CpuQuantity, MemoryQuantity
 from components.paths import is_relative
 from components.trainer.options import TrainerOptions
+from components.yaml_files import Yaml12Loader, YamlLimitError, load_yaml
 from edge.options import EdgeOptions
 from serving.options import ServingOptions
 
@@ -49,25 +49,9 @@ class ConfigError(TfxpError, ValueError):
     """A configuration problem: names the key, the value and what is expected."""
 
 
-class _Yaml12Loader(yaml.SafeLoader):
-    """SafeLoader whose booleans are YAML 1.2's `true`/`false` only.
-
-    PyYAML follows YAML 1.1, where `on`, `off`, `yes` and `no` are booleans too, so `trainer.xla: on` would
-    arrive as True instead of the setting "on".
-    """
-
-
-_Yaml12Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
-def _load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Yaml12Loader)
+def _load_yaml(text: str, source: str) -> Any:
+    # YAML 1.2 booleans only (`trainer.xla: on` stays the text "on"); aliases bounded (components.yaml_files).
+    return load_yaml(text, source, Yaml12Loader)
 
 
 class PipelineSection(ConfigSection):
@@ -325,7 +309,7 @@ def parse_override(override: str) -> tuple[list[str], Any]:
     if not sep or not key.strip():
         raise ConfigError(f"--set {override!r}: expected `section.key=value`, e.g. `--set trainer.train_steps=100`")
     try:
-        value = _load_yaml(raw) if raw.strip() else ""
+        value = _load_yaml(raw, f"--set {override}") if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value
@@ -378,11 +362,13 @@ def load_config(path: Path | None = None, overrides: Sequence[str] = ()) -> Tfxp
     source = "defaults"
     if path is not None:
         try:
-            loaded = _load_yaml(path.read_text())
+            loaded = _load_yaml(path.read_text(), f"config file {path}")
         except OSError as error:
             raise ConfigError(f"cannot read config file {path}: {error.strerror}; pass an existing --config") from None
         except UnicodeDecodeError:
             raise ConfigError(f"config file {path} is not UTF-8 text; --config takes a YAML file") from None
+        except YamlLimitError as error:
+            raise ConfigError(str(error)) from None
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
         if loaded is None:

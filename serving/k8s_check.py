@@ -37,11 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from components.errors import TfxpError
 from components.k8s.names import RESERVED_NAMESPACES, name_problem
 from components.k8s.quantity import INT32_MAX, INT64_MAX, QuantityError, parse_quantity
+from components.yaml_files import read_yaml, read_yaml_all
 
 KUBERNETES_VERSION = "1.33"  # the schemas kubernetes-validate checks against
 CHECKOV_CONFIG = Path(__file__).with_name("checkov.yaml")
@@ -120,7 +119,7 @@ def load_manifests(out_dir: Path) -> list[tuple[str, Manifest]]:
     """(path relative to `out_dir`, object) for every YAML document under kubernetes/ and kserve/."""
     documents = []
     for path in sorted(out_dir.glob("kubernetes/*.yaml")) + sorted(out_dir.glob("kserve/*.yaml")):
-        for document in yaml.safe_load_all(path.read_text()):
+        for document in read_yaml_all(path):
             if document:
                 documents.append((str(path.relative_to(out_dir)), document))
     return documents
@@ -293,7 +292,7 @@ def find_checkov() -> str | None:
 
 def checkov_exceptions(config: Path = CHECKOV_CONFIG) -> dict[str, tuple[str, str]]:
     """check id → (`skip-check` or `soft-fail-on`, the reason on its line) from checkov's config file."""
-    listed = yaml.safe_load(config.read_text())
+    listed = read_yaml(config)
     reasons = dict(re.findall(r"^\s*-\s*(CKV\w+)\s*#\s*(.*?)\s*$", config.read_text(), flags=re.MULTILINE))
     return {
         check_id: (kind, reasons.get(check_id, ""))

@@ -162,6 +162,8 @@ class FakeKfp:
     polls: int = 0
     tag_name: str | None = "2.16.0"
     runtime_configs: list[dict[str, Any]] = field(default_factory=list)
+    # (method, path) → (status, content type, body) sent as it is, e.g. a proxy's HTML page with 200.
+    raw_answers: dict[tuple[str, str], tuple[int, str, bytes]] = field(default_factory=dict)
 
     def calls(self, method: str, path: str) -> list[Recorded]:
         return [request for request in self.requests if request.method == method and request.path == path]
@@ -351,10 +353,14 @@ def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
             fake.requests.append(request)
             if fake.hang == (request.method, request.path):
                 time.sleep(3)  # longer than the client's deadline
-            status, payload = fake.answer(request)
-            data = json.dumps(payload).encode()
+            content_type = "application/json"
+            if (request.method, request.path) in fake.raw_answers:
+                status, content_type, data = fake.raw_answers[(request.method, request.path)]
+            else:
+                status, payload = fake.answer(request)
+                data = json.dumps(payload).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

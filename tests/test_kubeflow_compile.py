@@ -41,6 +41,7 @@ from pipeline.kubeflow.spec import (
     load_pipeline_doc,
     pipeline_tasks,
 )
+from pipeline.kubeflow.spec_check import spec_problems
 from pipeline.layout import output_layout, resolve_data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -379,6 +380,8 @@ def test_notify_url_adds_an_exit_handler_that_sees_the_whole_run(
     # What `tfxp submit` checks the server's version for; a spec without notify_url has none.
     assert exit_handler_tasks(spec) == ["RunNotice"]
     assert exit_handler_tasks(_doc(default_compiled).pipeline_spec) == []
+    # run-spec's whole-spec check (pipeline.kubeflow.spec_check) passes what tfxp compiles, exit handler or not.
+    assert spec_problems(spec) == [] and spec_problems(_doc(default_compiled).pipeline_spec) == []
     notice = root["RunNotice"]
     assert list(notice.dependent_tasks) == ["tfx-dag"]
     assert notice.trigger_policy.strategy == notice.trigger_policy.ALL_UPSTREAM_TASKS_COMPLETED

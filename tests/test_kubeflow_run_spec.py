@@ -367,6 +367,8 @@ def test_a_failure_lets_its_wave_finish_and_starts_no_new_wave(tmp_path: Path, t
     spec = _spec(with_exit_handler=False)
     tasks = spec["root"]["dag"]["tasks"]
     tasks["consume2"] = json.loads(json.dumps(tasks["consume"]).replace('"fail"}', '"never"}'))
+    # KFP's driver refuses an input its DAG does not declare (backend/src/v2/driver/resolve.go:396).
+    spec["root"]["inputDefinitions"]["parameters"]["never"] = {"parameterType": "BOOLEAN", "defaultValue": False}
     tasks["late"] = {**json.loads(json.dumps(tasks["consume2"])), "dependentTasks": ["consume2", "produce"]}
     run = _run(tmp_path, spec, {"fail": "true"}, run_id="r4")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from components.paths import read_bytes
 from components.baseline.served import served_fingerprint
 from components.baseline.spec import BASE_PATH_KEY, FINGERPRINT_KEY, LABELS_PATH_KEY
 from components.fingerprint_driver import FingerprintDriver
+from components.paths import read_bytes
 
 
 class ServedModelDriver(FingerprintDriver):

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from components.deadline import with_deadline
 from components.errors import TfxpError
 from components.paths import name_of
 from components.publish import push_identity
@@ -250,7 +251,7 @@ def post_notice(url: str, payload: Mapping[str, Any], timeout: float = 10.0) -> 
     Args:
         url: An http(s) URL.
         payload: From `notice_payload`.
-        timeout: Seconds for connecting and for the answer.
+        timeout: Seconds for the whole call (connecting, sending, the answer), however slowly the receiver answers.
 
     Returns:
         Whether the receiver answered 2xx, and otherwise why not.
@@ -263,9 +264,14 @@ def post_notice(url: str, payload: Mapping[str, Any], timeout: float = 10.0) -> 
         headers={"Content-Type": "application/json", "User-Agent": "tfxp-notice"},
         method="POST",
     )
-    try:
+
+    def send() -> int:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            code = response.status
+            return int(response.status)
+
+    try:
+        # `timeout` bounds the whole call: a receiver that trickles its answer byte by byte trips no socket timeout.
+        code = with_deadline(send, timeout, TimeoutError(f"no answer within {timeout:g} s"))
     except urllib.error.HTTPError as error:
         return NoticeResult(delivered=False, status_code=error.code, error=f"{url} answered HTTP {error.code}")
     except (urllib.error.URLError, OSError) as error:  # unreachable, refused, timed out

@@ -7,6 +7,11 @@ Credentials come only from the environment, never from flags (which land in shel
                                 re-read before every request, so the kubelet's refreshes apply)
     TFXP_KFP_COOKIE             a session cookie for an auth proxy, e.g. `authservice_session=...`
 
+They go to the host given and nowhere else: a redirect to another origin (scheme, host and port) is refused, not
+followed, because urllib would resend `Authorization` and `Cookie` there (an auth proxy that bounces to a login
+host, or a hostile one). kfp.Client's own calls go through urllib3, which drops those headers on a redirect to
+another host (`urllib3.util.Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT`).
+
 Example:
     auth = KfpAuth.from_env()
     host = check_host("http://localhost:8080")
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.deadline import with_deadline
 from pipeline.kubeflow.runs import NoAnswerError, SubmitError
 
 TOKEN_ENV = "TFXP_KFP_TOKEN"
@@ -157,7 +163,8 @@ def _while(doing: str) -> str:
 def no_answer_error(host: str, seconds: float, doing: str = "") -> NoAnswerError:
     """The error for a host that did not answer within `seconds` (while `doing`, when given)."""
     return NoAnswerError(
-        f"Kubeflow Pipelines at {host} did not answer within {seconds:g} s{_while(doing)}; {HOST_HINT}"
+        f"Kubeflow Pipelines at {host} did not answer within {seconds:g} s{_while(doing)}; {HOST_HINT}; "
+        "a slow server needs a larger --request-timeout"
     )
 
 
@@ -179,6 +186,52 @@ def api_error(host: str, auth: KfpAuth, status: int, doing: str, detail: str = "
     return SubmitError(f"Kubeflow Pipelines at {host} answered HTTP {status} while {doing}: {detail}")
 
 
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of `url`, lower-case, with the scheme's default port filled in: what a redirect may not
+    change for credentials to follow it."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+class RedirectRefusedError(SubmitError):
+    """The server redirected a request that carries credentials to another origin."""
+
+
+class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects within the request's origin only; refuses one to another origin (`RedirectRefusedError`),
+    so the request's `Authorization` and `Cookie` headers never reach a host they were not meant for."""
+
+    def __init__(self, option: str = "--host") -> None:
+        self.option = option
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        target = urllib.parse.urljoin(req.full_url, newurl)
+        if origin(target) != origin(req.full_url):
+            fp.close()
+            raise RedirectRefusedError(
+                f"{req.full_url} answered HTTP {code}, a redirect to {target}, another origin; tfxp sends the "
+                f"KFP credentials only to the {self.option} given, so it does not follow: if {target} is the KFP "
+                f"API, pass its address as {self.option}; if it is a login page, the credentials were refused "
+                f"({AUTH_HINT})"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _fetch(url: str, headers: Mapping[str, str], timeout: float) -> bytes:
+    # Like kfp's own HTTP client, ignore *_proxy variables; redirects stay within the origin.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), SameOriginRedirects())
+    with opener.open(urllib.request.Request(url, headers=dict(headers)), timeout=timeout) as response:
+        body: bytes = response.read(1 << 16)
+    return body
+
+
 def check_api(host: str, auth: KfpAuth, timeout: float) -> dict[str, Any]:
     """Asks the API's health endpoint, with the credentials, before kfp.Client does.
 
@@ -188,8 +241,8 @@ def check_api(host: str, auth: KfpAuth, timeout: float) -> dict[str, Any]:
 
     Args:
         host: The API address from `check_host`.
-        auth: The credentials to send.
-        timeout: Seconds to wait for the answer.
+        auth: The credentials to send (to `host` only: a redirect elsewhere is refused).
+        timeout: Seconds the whole call may take (`--request-timeout`), however slowly the server trickles.
 
     Returns:
         The health endpoint's JSON object (`commit_sha`, `tag_name`, `multi_user`, ...; see
@@ -203,11 +256,8 @@ def check_api(host: str, auth: KfpAuth, timeout: float) -> dict[str, Any]:
         headers = auth.headers()
     except OSError as error:
         raise auth.token_file_error(error) from None
-    # Like kfp's own HTTP client, ignore *_proxy variables.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
-            body = response.read(1 << 16)
+        body = with_deadline(lambda: _fetch(url, headers, timeout), timeout, no_answer_error(host, timeout))
     except urllib.error.HTTPError as error:
         raise api_error(host, auth, error.code, f"checking {url}", error.reason) from None
     except (urllib.error.URLError, OSError) as error:

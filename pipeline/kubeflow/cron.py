@@ -7,6 +7,11 @@ minute 2 of every hour in January. `parse_cron` therefore reads five fields as a
 `0 ` (second zero), and checks each field the way robfig/cron does: numbers in range, `*` and `?`, lists
 (`1,15`), ranges (`1-5`), steps (`*/10`, `0-30/5`, `5/15` = from 5 to the maximum), and the names `JAN`-`DEC`
 and `SUN`-`SAT` in the month and day-of-week fields only. It has no `L`, `W`, `#`, and Sunday is 0 (not 7).
+The grammar is robfig/cron v1.2.0's (the version in KFP's go.mod; `Parse` = 5 or 6 fields with seconds first,
+parser.go:174-186; `getRange`, parser.go:207-269), with what KFP would accept but misread refused too: ASCII
+digits only (Go's `strconv.Atoi` takes no other), numbers of at most 9 digits, steps no larger than the field,
+dates that exist in no chosen month (Feb 30, Apr 31), and intervals beyond a year. `Trigger.warnings` says what
+is legal but surprising: a date only leap years have, and a past `--start` with catch-up on.
 
 Example:
     parse_cron("30 2 * * 1").expression         # "0 30 2 * * 1" (converted)
@@ -25,6 +30,10 @@ from components.errors import TfxpError
 # robfig/cron's descriptors (besides `@every`, which tfxp takes as --every).
 DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
 MIN_INTERVAL_SECONDS = 60
+# The longest --every: a year. KFP adds the interval to Unix seconds in an int64
+# (backend/src/crd/controller/scheduledworkflow/util/periodic_schedule.go:60), so 99999999999999999999w would
+# overflow there; rarer runs are a cron date (e.g. '0 3 1 1 *' yearly).
+MAX_INTERVAL_SECONDS = 366 * 86400
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -46,10 +55,14 @@ class _Field:
     def number(self, token: str) -> int:
         if token.lower() in self.names:
             return self.first_name + self.names.index(token.lower())
-        if not token.isdigit():
-            named = f" or a name {self.names[0].upper()}-{self.names[-1].upper()}" if self.names else ""
-            raise ValueError(f"{token!r} is not a number{named}")
-        return int(token)
+        return _ascii_number(
+            token, "a number" + (f" or a name {self.names[0].upper()}-{self.names[-1].upper()}" if self.names else "")
+        )
+
+    @property
+    def span(self) -> int:
+        """How many values the field has (60 seconds, 12 months, ...)."""
+        return self.high - self.low + 1
 
     def allowed(self) -> str:
         names = f" or {self.names[0].upper()}-{self.names[-1].upper()}" if self.names else ""
@@ -66,15 +79,36 @@ _FIELDS = (
 )
 
 
-def _check_item(item: str, field: _Field) -> None:
-    # One list item: range ["/" step], where range is "*", "?", N or N-M (robfig/cron's getRange).
+def _ascii_number(token: str, what: str, longest: int = 9) -> int:
+    # robfig/cron reads numbers with Go's strconv.Atoi, which takes ASCII digits only; Python's isdigit() and int()
+    # also take other scripts' digits (Arabic-Indic ٣, superscript ²). Long ones are refused before int() reads them.
+    if not (token.isascii() and token.isdigit()):
+        other_script = " (only ASCII digits 0-9 count)" if token.isdigit() or token.isnumeric() else ""
+        raise ValueError(f"{token!r} is not {what}{other_script}")
+    if len(token) > longest:
+        raise ValueError(f"{token[:12]}... has {len(token)} digits, too many for {what}")
+    return int(token)
+
+
+def _check_item(item: str, field: _Field) -> tuple[set[int], bool]:
+    # One list item: range ["/" step], where range is "*", "?", N or N-M (robfig/cron v1.2.0 parser.go:207-269,
+    # `getRange`). Returns the values it selects, and whether it is `*` or `?` (robfig's star bit, set whatever
+    # the step, parser.go:217-220), which decides how day of month and day of week combine (spec.go:149-158).
     range_part, *steps = item.split("/")
     if len(steps) > 1:
         raise ValueError(f"{item!r} has more than one /")
-    if steps and not (steps[0].isdigit() and int(steps[0]) > 0):
-        raise ValueError(f"the step in {item!r} must be a positive number")
+    step = 1
+    if steps:
+        if not (steps[0].isascii() and steps[0].isdigit()) or not steps[0].strip("0"):
+            raise ValueError(f"the step in {item!r} must be a positive number of ASCII digits 0-9")
+        step = _ascii_number(steps[0], "a step")
+        if step > field.span:
+            raise ValueError(
+                f"the step {step} in {item!r} is larger than the field's {field.span} values, so only its start "
+                f"would ever match; use a step of 1 to {field.span}, or the single value"
+            )
     if range_part in ("*", "?"):
-        return
+        return set(range(field.low, field.high + 1, step)), True
     bounds = range_part.split("-")
     if len(bounds) > 2:
         raise ValueError(f"{item!r} has more than one -")
@@ -86,6 +120,38 @@ def _check_item(item: str, field: _Field) -> None:
             raise ValueError(f"{value} is outside {field.low}-{field.high}{sunday}")
     if start > end:
         raise ValueError(f"the range {range_part!r} runs backwards")
+    return set(range(start, end + 1, step)), False
+
+
+# Days in each month; February has 29 in leap years.
+_MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
+
+
+def _calendar_problem(
+    text: str, days: tuple[set[int], bool], months: set[int], weekdays: tuple[set[int], bool]
+) -> tuple[str | None, str | None]:
+    # (error, warning) for the days the expression selects. robfig/cron ANDs day of month and day of week when
+    # either is `*`/`?`, else ORs them (v1.2.0 spec.go:149-158); in the OR case every month has each weekday. In
+    # the AND case a date must exist: KFP's API accepts "0 0 0 30 2 *" (its check is `cron.Parse` only,
+    # backend/src/apiserver/server/api_converter.go:2088-2092), and robfig's `Next` then finds no such date, gives
+    # up after five years and returns the zero time (spec.go:70-75), which the controller takes as the next run
+    # (backend/src/crd/controller/scheduledworkflow/util/cron_schedule.go:97).
+    (day_set, day_star), (_, week_star) = days, weekdays
+    if not (day_star or week_star):
+        return None, None
+    dates = [(month, day) for month in sorted(months) for day in sorted(day_set) if day <= _MONTH_DAYS[month]]
+    if not dates:
+        named = ", ".join(_MONTHS[month - 1].capitalize() for month in sorted(months))
+        days_text = ", ".join(str(day) for day in sorted(day_set))
+        return (
+            f"--cron {text!r} names no real date: day {days_text} does not exist in {named}; KFP would accept "
+            "it, but its cron library finds no such day, so the recurring run would never fire as meant. Pick "
+            "a day every chosen month has (1-28 exist in all; KFP's cron has no L for a month's last day)",
+            None,
+        )
+    if dates == [(2, 29)]:
+        return None, f"--cron {text!r} fires only on February 29, so once every four years"
+    return None, None
 
 
 @dataclass(frozen=True)
@@ -93,10 +159,12 @@ class CronExpression:
     """Attributes:
     given: The expression as the user wrote it.
     expression: What KFP gets: six fields, seconds first (or a descriptor such as `@daily`).
+    warnings: What it does that the user may not expect (fires only in leap years).
     """
 
     given: str
     expression: str
+    warnings: tuple[str, ...] = ()
 
     @property
     def converted(self) -> bool:
@@ -136,19 +204,28 @@ def parse_cron(text: str) -> CronExpression:
             f"--cron {text!r} has {len(fields)} fields; KFP takes six (second minute hour day-of-month month "
             "day-of-week, e.g. '0 0 2 * * *' for 02:00 daily) or a five-field crontab line, which tfxp converts"
         )
+    selected: list[tuple[set[int], bool]] = []
     for value, field in zip(fields, _FIELDS, strict=True):
         try:
             items = value.split(",")
             if "" in items:
                 raise ValueError("has an empty list item")
+            values: set[int] = set()
+            star = False
             for item in items:
-                _check_item(item, field)
+                item_values, item_star = _check_item(item, field)
+                values |= item_values
+                star = star or item_star
+            selected.append((values, star))
         except ValueError as error:
             raise ScheduleInputError(
                 f"--cron {text!r}: the {field.name} field {value!r}: {error}; it takes {field.allowed()}, with "
                 f"{_SYNTAX} (KFP's robfig/cron has no L, W or #)"
             ) from None
-    return CronExpression(given, " ".join(fields))
+    problem, warning = _calendar_problem(text, selected[3], selected[4][0], selected[5])
+    if problem:
+        raise ScheduleInputError(problem)
+    return CronExpression(given, " ".join(fields), (warning,) if warning else ())
 
 
 def parse_duration(text: str, minimum: int = MIN_INTERVAL_SECONDS) -> int:
@@ -166,19 +243,28 @@ def parse_duration(text: str, minimum: int = MIN_INTERVAL_SECONDS) -> int:
         5400
     """
     compact = text.strip().lower().replace(" ", "")
-    parts = re.findall(r"(\d+)([a-z]+)", compact)
-    if not compact or "".join(number + unit for number, unit in parts) != compact:
+    # ASCII digits only (re's \d also matches other scripts' digits, which int() reads), at most 9 per number.
+    parts = re.findall(r"([0-9]+)([a-z]+)", compact, flags=re.ASCII)
+    if not compact or not compact.isascii() or "".join(number + unit for number, unit in parts) != compact:
         raise ScheduleInputError(
-            f"--every {text!r} is not an interval; write a number and a unit (s, m, h, d, w), e.g. 30m, 6h, 1d, 1h30m"
+            f"--every {text!r} is not an interval; write a number and a unit (s, m, h, d, w), e.g. 30m, 6h, 1d, "
+            "1h30m (ASCII digits 0-9 only)"
         )
     unknown = sorted({unit for _, unit in parts if unit not in _UNITS})
     if unknown:
         raise ScheduleInputError(f"--every {text!r}: unknown unit {', '.join(unknown)}; use s, m, h, d or w")
+    if any(len(number) > 9 for number, _ in parts):
+        raise ScheduleInputError(f"--every {text!r}: a number that long is no interval; the longest is 366d")
     seconds = sum(int(number) * _UNITS[unit] for number, unit in parts)
     if seconds < minimum:
         raise ScheduleInputError(
             f"--every {text!r} is {seconds} s; a pipeline run takes minutes, so use at least {minimum} s "
             f"(e.g. --every 1h); runs that start faster than they finish only queue up behind --max-concurrency"
+        )
+    if seconds > MAX_INTERVAL_SECONDS:
+        raise ScheduleInputError(
+            f"--every {text!r} is {format_seconds(seconds)}, longer than the longest interval, 366d; "
+            "for rarer runs use --cron with a date, e.g. --cron '0 3 1 1 *' (03:00 on January 1)"
         )
     return seconds
 
@@ -262,6 +348,26 @@ class Trigger:
             start=rfc3339(start_time) if start_time else None,
             end=rfc3339(end_time) if end_time else None,
         )
+
+    def warnings(self, *, catchup: bool, now: datetime.datetime | None = None) -> list[str]:
+        """What the trigger will do that the user may not expect: a cron date that exists only in leap years, and a
+        `--start` in the past with catch-up on, for which KFP starts every run it "missed" since then, one after
+        the other (`cron_schedule.go:97-110`, `periodic_schedule.go:60`: with catch-up the next run is the one after
+        the last, from the start time)."""
+        notes = list(self.cron.warnings) if self.cron else []
+        now = now or datetime.datetime.now(datetime.timezone.utc)
+        if catchup and self.start:
+            started = parse_time(self.start)
+            if started < now:
+                missed = ""
+                if self.interval_seconds:
+                    count = int((now - started).total_seconds() // self.interval_seconds)
+                    missed = f" (about {count} run{'s' * (count != 1)} queued behind --max-concurrency)"
+                notes.append(
+                    f"--start {self.start} is in the past and catch-up is on, so KFP will start every run due since "
+                    f"then{missed}; pass --no-catchup to start only from now, or a --start in the future"
+                )
+        return notes
 
     def describe(self) -> str:
         """`cron 0 0 2 * * *` or `every 6h`, plus the window when there is one."""

@@ -54,6 +54,7 @@ from pipeline.kubeflow.backend import (
 from pipeline.kubeflow.local_task import TaskContext, TaskInputError, UpstreamState
 from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
 from pipeline.kubeflow.spec import load_pipeline_doc
+from pipeline.kubeflow.spec_check import check_runnable
 
 SUCCEEDED, CACHED, FAILED, SKIPPED = "SUCCEEDED", "CACHED", "FAILED", "SKIPPED"
 # The run's record, under the state folder: runs/<run id>.json.
@@ -436,7 +437,9 @@ def run_spec(
 
     Raises:
         pipeline.kubeflow.params.ParamError: unknown parameters, or values that do not fit their types.
-        RunSpecError: a spec feature run-spec does not run, or a root the backend cannot hold.
+        RunSpecError: a spec that cannot run (every problem `spec_check.spec_problems` finds: structure,
+            dependencies, cycles, value types), a spec feature run-spec does not run, or a root the backend
+            cannot hold; all before the first task.
         pipeline.kubeflow.spec.SpecPatchError: the file is not a compiled KFP pipeline spec.
     """
     if backend not in BACKENDS:
@@ -450,6 +453,10 @@ def run_spec(
         raise RunSpecError(str(error)) from None
     doc = load_pipeline_doc(spec_path)
     spec = doc.pipeline_spec
+    try:
+        check_runnable(spec, str(spec_path))  # the whole spec, before the first task
+    except ValueError as error:
+        raise RunSpecError(str(error)) from None
     values = pipeline_arguments(spec, params or {})
     try:
         state.mkdir(parents=True, exist_ok=True)

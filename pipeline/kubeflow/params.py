@@ -7,7 +7,7 @@ read that from the spec as YAML/JSON (a file's first document, or the `pipeline_
 pipeline version) and turn `k=v` strings into the typed values the API's `runtime_config.parameters` takes.
 
 Example:
-    parameters = pipeline_parameters(yaml.safe_load(Path("pipeline.yaml").read_text()))
+    parameters = pipeline_parameters(read_yaml_all(Path("pipeline.yaml"))[0])  # components.yaml_files
     arguments = typed_arguments(parse_param_entries(["train_steps=500"]), parameters)   # {"train_steps": 500}
 """
 

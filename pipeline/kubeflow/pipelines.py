@@ -24,6 +24,7 @@ from typing import Any
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from pipeline.kubeflow.answers import require_id
 from pipeline.kubeflow.auth import ui_url
 from pipeline.kubeflow.runs import SubmitError, api_time, http_status
 from pipeline.kubeflow.spec import PipelineDoc
@@ -121,10 +122,10 @@ class UploadResult:
     url: str
 
 
-def _version(version: Any) -> PipelineVersion:
+def _version(version: Any, client: KfpRunClient, endpoint: str) -> PipelineVersion:
     return PipelineVersion(
-        pipeline_id=str(version.pipeline_id),
-        version_id=str(version.pipeline_version_id),
+        pipeline_id=require_id(version.pipeline_id, "pipeline_id", endpoint, client.host),
+        version_id=require_id(version.pipeline_version_id, "pipeline_version_id", endpoint, client.host),
         name=str(version.display_name or version.name or ""),
         created=api_time(version.created_at),
         spec=version.pipeline_spec,
@@ -173,7 +174,9 @@ def pipeline_id(client: KfpRunClient, name: str) -> str | None:
             "pipeline by its name: rename or delete all but one in the KFP UI, or use another --name (see `tfxp "
             f"pipeline list --host {client.host}{_namespace_option(client)}`)"
         )
-    return str(found[0].pipeline_id) if found else None
+    return (
+        require_id(found[0].pipeline_id, "pipeline_id", "GET /apis/v2beta1/pipelines", client.host) if found else None
+    )
 
 
 def require_pipeline(client: KfpRunClient, name: str) -> str:
@@ -229,7 +232,8 @@ def list_pipeline_versions(
             pipeline_id, page_size=limit, sort_by="created_at desc", filter=_name_filter(name) if name else None
         ),
     )
-    return [_version(version) for version in response.pipeline_versions or []]
+    endpoint = f"GET /apis/v2beta1/pipelines/{pipeline_id}/versions"
+    return [_version(version, client, endpoint) for version in response.pipeline_versions or []]
 
 
 def get_version(client: KfpRunClient, pipeline: str, version: str | None = None) -> PipelineVersion:
@@ -253,7 +257,7 @@ def get_version(client: KfpRunClient, pipeline: str, version: str | None = None)
         f"reading version {chosen.name} of pipeline {pipeline}",
         lambda: api.get_pipeline_version(found_id, chosen.version_id),
     )
-    return _version(full)
+    return _version(full, client, f"GET /apis/v2beta1/pipelines/{found_id}/versions/{chosen.version_id}")
 
 
 def _held_version(
@@ -269,7 +273,11 @@ def _held_version(
     api = client.api()
     held = client.call(
         f"reading version {version} of pipeline {pipeline}",
-        lambda: _version(api.get_pipeline_version(found_id, existing[0].version_id)),
+        lambda: _version(
+            api.get_pipeline_version(found_id, existing[0].version_id),
+            client,
+            f"GET /apis/v2beta1/pipelines/{found_id}/versions/{existing[0].version_id}",
+        ),
     )
     stored = doc_from_api(held.spec)
     if stored is None or spec_digest(stored) != digest:
@@ -287,7 +295,7 @@ def _create_pipeline(client: KfpRunClient, name: str) -> str:
     api = client.api()
     body = kfp_server_api.V2beta1Pipeline(display_name=name, namespace=client.namespace)
     created = client.call(f"creating pipeline {name}", lambda: api.pipelines.pipeline_service_create_pipeline(body))
-    return str(created.pipeline_id)
+    return require_id(created.pipeline_id, "pipeline_id", "POST /apis/v2beta1/pipelines", client.host)
 
 
 def _upload_version(
@@ -301,7 +309,8 @@ def _upload_version(
         )
 
     try:
-        return _version(client.call(f"uploading version {version} of pipeline {pipeline}", send))
+        uploaded = client.call(f"uploading version {version} of pipeline {pipeline}", send)
+        return _version(uploaded, client, "POST /apis/v2beta1/pipelines/upload_version")
     except SubmitError as error:
         if error.__cause__ is not None and http_status(error.__cause__) == 409:
             raise SubmitError(

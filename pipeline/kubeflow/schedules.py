@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.kubeflow.answers import require_id
 from pipeline.kubeflow.cron import ScheduleInputError, Trigger, format_seconds
 from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
 from pipeline.kubeflow.pipelines import doc_from_api, get_version
@@ -162,7 +163,7 @@ def create_schedule(
         raise ScheduleInputError("give either a compiled pipeline file or --pipeline NAME, not both or neither")
     check_max_concurrency(max_concurrency)
     raw = dict(params or {})
-    warnings: list[str] = []
+    warnings: list[str] = trigger.warnings(catchup=catchup)
     source: dict[str, Any]
     if package is not None:
         doc = read_package(package)
@@ -206,6 +207,7 @@ def create_schedule(
             **source,
         ),
     )
+    require_id(created.recurring_run_id, "recurring_run_id", "POST /apis/v2beta1/recurringruns", client.host)
     return CreatedSchedule(_schedule(created), described, tuple(warnings), root or "")
 
 

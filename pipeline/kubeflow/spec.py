@@ -25,6 +25,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.errors import TfxpError
 from components.kfp.entrypoint import ENTRYPOINT, TFX_ENTRYPOINT
+from components.yaml_files import YamlLimitError, read_yaml_all
 from pipeline.kubeflow.pod import Resources, Toleration, cpu_cores, image_warnings, memory_gigabytes
 
 ContainerSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
@@ -101,17 +102,22 @@ class PipelineDoc:
 
 
 def load_pipeline_doc(path: Path) -> PipelineDoc:
-    """Reads a compiled pipeline YAML the way `kfp.Client.create_run_from_pipeline_package` does.
+    """Reads a compiled pipeline YAML the way `kfp.Client.create_run_from_pipeline_package` does, but with aliases
+    and nesting bounded (`components.yaml_files`): `tfxp submit`, `pipeline upload` and `schedule create` call
+    this before they hand the file to kfp, whose own `yaml.safe_load` is unbounded.
 
     The first YAML document is the `PipelineSpec`; later documents merge into the `PlatformSpec`.
 
     Raises:
-        SpecPatchError: the file is not YAML, or not a KFP pipeline spec (e.g. TFX's `pipeline.json` wrapper).
+        SpecPatchError: the file is not YAML, has an alias bomb, or is not a KFP pipeline spec (e.g. TFX's
+            `pipeline.json` wrapper).
     """
     try:
-        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+        documents = [doc for doc in read_yaml_all(path) if doc is not None]
     except UnicodeDecodeError:
         raise SpecPatchError(f"{path} is not text; compile a pipeline with `tfxp compile --out {path}`") from None
+    except YamlLimitError as error:
+        raise SpecPatchError(f"{error}; tfxp compile writes no aliases, so recompile with `tfxp compile`") from None
     except yaml.YAMLError as error:
         raise SpecPatchError(f"{path} is not YAML ({error}); compile it with `tfxp compile --out {path}`") from None
     if not documents or not isinstance(documents[0], dict):

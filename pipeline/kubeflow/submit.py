@@ -17,7 +17,6 @@ import contextlib
 import datetime
 import io
 import tempfile
-import threading
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Any, TypeVar
 
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from components.deadline import with_deadline
+from pipeline.kubeflow.answers import check_kfp_answers, require_id
 from pipeline.kubeflow.auth import (
     KfpAuth,
     api_error,
@@ -53,27 +54,6 @@ from pipeline.kubeflow.runs import (
 from pipeline.kubeflow.spec import PipelineDoc, load_pipeline_doc, pipeline_tasks, write_pipeline_doc
 
 T = TypeVar("T")
-
-
-def _with_deadline(call: Callable[[], T], seconds: float, on_timeout: SubmitError) -> T:
-    # kfp.Client has no timeouts of its own; run the call on a daemon thread and stop waiting at the
-    # deadline (the abandoned thread dies with the process).
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as error:
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, name="tfxp-kfp-call", daemon=True)
-    thread.start()
-    thread.join(max(seconds, 0.0))
-    if thread.is_alive():
-        raise on_timeout
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 def read_package(package: Path) -> PipelineDoc:
@@ -162,7 +142,7 @@ class KfpRunClient:
             # in the worker (an abandoned worker would restore a stale sys.stdout when it finally ends).
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
-                return _with_deadline(call, seconds, on_timeout)
+                return with_deadline(call, seconds, on_timeout)
         except SubmitError:
             raise
         except Exception as error:
@@ -213,7 +193,8 @@ class KfpRunClient:
         return root, notes
 
     def api(self) -> Any:
-        """The connected `kfp.Client` (the health check runs first, once)."""
+        """The connected `kfp.Client` (the health check runs first, once), whose answers are checked
+        (`pipeline.kubeflow.answers.check_kfp_answers`)."""
         if self._client is None:
             import kfp
 
@@ -221,7 +202,9 @@ class KfpRunClient:
             kwargs = self.auth.client_kwargs()
             if self.namespace:
                 kwargs["namespace"] = self.namespace
-            self._client = self.call("connecting", lambda: kfp.Client(host=self.host, **kwargs))
+            client = self.call("connecting", lambda: kfp.Client(host=self.host, **kwargs))
+            check_kfp_answers(client, self.host, self.request_timeout)
+            self._client = client
         return self._client
 
     def experiment_id(self, name: str, *, create: bool) -> str:
@@ -240,7 +223,7 @@ class KfpRunClient:
                 f"finding or creating experiment {name}",
                 lambda: client.create_experiment(name=name, namespace=self.namespace),
             )
-            return str(experiment.experiment_id)
+            return require_id(experiment.experiment_id, "experiment_id", "POST /apis/v2beta1/experiments", self.host)
 
         def find() -> Any:
             try:
@@ -251,7 +234,7 @@ class KfpRunClient:
         experiment = self.call(f"finding experiment {name}", find)
         if experiment is None:
             raise SubmitError(f"no experiment named {name!r} at {self.host}; check --experiment (names are exact)")
-        return str(experiment.experiment_id)
+        return require_id(experiment.experiment_id, "experiment_id", "GET /apis/v2beta1/experiments", self.host)
 
     def submit(
         self,
@@ -317,9 +300,10 @@ class KfpRunClient:
                 result = create(uncached)
         else:
             result = create(package)
+        run_id = require_id(result.run_id, "run_id", "POST /apis/v2beta1/runs", self.host)
         return SubmittedRun(
-            run_id=result.run_id,
-            url=run_url(self.host, result.run_id),
+            run_id=run_id,
+            url=run_url(self.host, run_id),
             experiment=experiment,
             tasks=tuple(sorted(pipeline_tasks(doc.pipeline_spec))),
             pipeline_root=root or "",

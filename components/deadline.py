@@ -1,0 +1,44 @@
+"""A whole-call deadline for blocking HTTP calls, which socket timeouts alone do not give.
+
+A socket timeout (urllib's `timeout=`, urllib3's `Timeout(total=...)`, which kfp_server_api builds from
+`_request_timeout`, `kfp_server_api/rest.py:143-149`) bounds each connect and each read, not the call: a server
+that sends one header byte every 2 s never trips a 3 s timeout and holds the call for as long as it likes.
+`kfp.Client` passes no `_request_timeout` at all, so its calls have no socket timeout either. `with_deadline`
+runs the call on a daemon thread and stops waiting at the deadline; the abandoned thread ends with its socket
+(the callers also set socket timeouts, so a silent server frees it) or with the process.
+
+Example:
+    body = with_deadline(lambda: fetch(url), 3.0, no_answer_error(host, 3.0))
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def with_deadline(call: Callable[[], T], seconds: float, on_timeout: BaseException) -> T:
+    """`call()`'s result, or `on_timeout` raised when it has not returned within `seconds`.
+
+    Raises:
+        BaseException: `on_timeout`, or whatever `call` raised.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="tfxp-http-call", daemon=True)
+    thread.start()
+    thread.join(max(seconds, 0.0))
+    if thread.is_alive():
+        raise on_timeout
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
