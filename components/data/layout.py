@@ -2,7 +2,7 @@
 label offset. `tfxp run` and `tfxp compile` (through `pipeline.layout`), `tfxp data inspect`, `tfxp predict
 --examples`, the edge commands and bench/ all read data through it, so each reads every layout the others read.
 
-Layouts `auto` recognises, in `data.path` or in every `span-N/` folder of it (README, "Data layouts"):
+Layouts `auto` recognises, in `data.path` or in every `span-N/` folder of it (docs/data.md, "Data layouts, read as they are"):
 
     train/ + eval/ folders           train/*, eval/*                (what `tfxp data` writes)
     train/ + validation/ folders     train/*, validation/*
@@ -106,7 +106,7 @@ class DataLayout:
     """A recognised layout: `split` and the train and eval globs (relative to the folder it was found in).
 
     Attributes:
-        description: How the README names it, e.g. `train-* + validation-* files`.
+        description: How docs/data.md names it, e.g. `train-* + validation-* files`.
         split: `folders` (the globs are the splits) or `hash` (one set of files, split by hash buckets).
         train_pattern: The train glob (`folders` only).
         eval_pattern: The eval glob (`folders` only).

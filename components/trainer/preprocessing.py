@@ -3,7 +3,7 @@
 An encoded image in a format the model accepts (`components.image_formats`: JPEG, PNG, GIF, BMP, WebP) becomes
 float32 pixels in [0, 1], resized to `image_size` × `image_size` with `channels` channels; other formats are
 refused in-graph with an InvalidArgumentError naming the detected format. EXIF orientation is not applied: the
-pixels are used as stored (README, "The model contract"). Normalisation beyond [0, 1] happens inside the Keras
+pixels are used as stored (docs/architecture.md, "Model contract"). Normalisation beyond [0, 1] happens inside the Keras
 model, so the TFLite model (which is converted from the `serving_preprocessed` signature) and every SavedModel
 signature share it too.
 
