@@ -85,8 +85,8 @@ LabelOffset = Annotated[str | int, PlainValidator(_label_offset)]
 
 class DataSection(ConfigSection):
     """Attributes:
-    path: Directory of TFRecords, read as they are (docs/data.md, "Data layouts, read as they are"): `train/` + `eval/` or `train/` +
-      `validation/` folders, flat `train-*` + `validation-*` shards (TensorFlow's ImageNet build scripts), or
+    path: Directory of TFRecords, read as they are (docs/data.md, "Data layouts"): `train/` + `eval/` or
+      `train/` + `validation/` folders, flat `train-*` + `validation-*` shards (TensorFlow's ImageNet build scripts), or
       TFRecords directly inside it (split by hash buckets); or span folders `span-N/` each holding one of those.
     labels: Label map file, one class a line (a name, or a WordNet synset and optionally its description);
       empty = `<path>/labels.txt`.
