@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,10 +34,13 @@ class LabeledImages:
     Attributes:
         images: float32 [N, H, W, C] in [0, 1] (the `serving_preprocessed` input).
         labels: int64 [N], 0-based (after subtracting the label offset).
+        digest: SHA-256 of the serialized records, in order: the sample's identity (what went into a calibrated
+            model), the same whatever the process-wide TensorFlow, Python and NumPy seeds are.
     """
 
     images: np.ndarray
     labels: np.ndarray
+    digest: str = ""
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -99,7 +103,8 @@ def load_split(
         limit: Read at most this many examples; None or 0 = all.
         label_offset: Subtracted from `image/class/label` (1 for 1-based label sets).
         shuffle: Draw a seeded random sample instead of the first examples (calibration data should cover
-            every class, and shards are often written class by class).
+            every class, and shards are often written class by class); the sample depends on `seed` and the
+            records alone, not on any process-wide seed.
         seed: Seed for `shuffle`.
 
     Returns:
@@ -110,18 +115,15 @@ def load_split(
             or labels below zero after the offset.
     """
     files = split_files(examples, split)
-    if shuffle:
-        files = list(np.random.default_rng(seed).permutation(files))
-    dataset = tf.data.TFRecordDataset(files, compression_type=_compression(files[0]))
-    if shuffle:
-        # A bounded buffer: enough to mix classes without holding a large split in memory.
-        dataset = dataset.shuffle(max(1024, 4 * (limit or 0)), seed=seed)
-    if limit:
-        dataset = dataset.take(limit)
+    records = _sample_records(files, limit, shuffle, seed, split)
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update(len(record).to_bytes(8, "little") + record)
     images, labels = [], []
     try:
         for batch_images, batch_labels in (
-            dataset.batch(_BATCH)
+            tf.data.Dataset.from_tensor_slices(tf.constant(records, dtype=tf.string))
+            .batch(_BATCH)
             .map(functools.partial(_parse_and_preprocess, spec=spec), num_parallel_calls=tf.data.AUTOTUNE)
             .prefetch(tf.data.AUTOTUNE)
         ):
@@ -132,12 +134,44 @@ def load_split(
             f"cannot read the `{split}` examples in {files[0]} and siblings: {error.message.splitlines()[0]}; "
             f"each record must be a tf.Example with `{IMAGE_KEY}` (JPEG/PNG bytes) and `{LABEL_KEY}` (int64)"
         ) from None
-    if not labels:
-        raise EdgeError(f"the `{split}` split under {examples} holds no records ({len(files)} empty files)")
-    result = LabeledImages(images=np.concatenate(images), labels=np.concatenate(labels).astype(np.int64))
+    result = LabeledImages(
+        images=np.concatenate(images), labels=np.concatenate(labels).astype(np.int64), digest=digest.hexdigest()
+    )
     if result.labels.min() < 0:
         raise EdgeError(
             f"label {int(result.labels.min() + label_offset)} in the `{split}` split is below the label offset "
             f"{label_offset}; labels must be ≥ the offset (set data.label_offset to 0 for 0-based labels)"
         )
     return result
+
+
+def _sample_records(files: list[str], limit: int | None, shuffle: bool, seed: int, split: str) -> list[bytes]:
+    """The serialized records of the sample, in the order they are used.
+
+    The sample is drawn with NumPy generators of their own (`seed`), never with tf.data's shuffle: that one mixes
+    the op seed with the process-wide `tf.random.set_seed`, which the Trainer sets, so a cached Trainer (no seed
+    set in this process) drew another calibration sample and so made another int8 model.
+    """
+    rng = np.random.default_rng(seed)
+    if shuffle:
+        files = [files[index] for index in rng.permutation(len(files))]
+    dataset = tf.data.TFRecordDataset(files, compression_type=_compression(files[0]))
+    # A bounded pool when sampling: enough to mix classes (shards are often class by class) without reading a
+    # large split whole.
+    pool = max(1024, 4 * limit) if shuffle and limit else limit
+    if pool:
+        dataset = dataset.take(pool)
+    records: list[bytes] = []
+    try:
+        for batch in dataset.batch(1024):
+            records.extend(batch.numpy().tolist())
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
+        raise EdgeError(
+            f"cannot read the `{split}` records in {files[0]} and siblings: {error.message.splitlines()[0]}; "
+            "the split must hold TFRecord files (GZIP or uncompressed)"
+        ) from None
+    if not records:
+        raise EdgeError(f"the `{split}` split in {files[0]} and siblings holds no records ({len(files)} empty files)")
+    if shuffle:
+        records = [records[index] for index in rng.permutation(len(records))]
+    return records[:limit] if limit else records

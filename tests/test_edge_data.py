@@ -8,6 +8,7 @@ dir so the session builds each thing once.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -167,6 +168,19 @@ def test_load_split_shuffled_sample_is_seeded_and_covers_classes(data_dir: Path)
     np.testing.assert_array_equal(first.labels, again.labels)
     assert not np.array_equal(first.images, in_order.images)
     assert set(first.labels.tolist()) == {0, 1, 2, 3}
+
+
+def test_the_shuffled_sample_does_not_depend_on_process_wide_seeds(data_dir: Path) -> None:
+    # The Trainer sets these seeds; a cached Trainer leaves them unset: the calibration sample must not change.
+    random.seed(1), np.random.seed(1), tf.random.set_seed(1)
+    first = load_split(data_dir, "train", SPEC, limit=40, shuffle=True)
+    random.seed(2), np.random.seed(2), tf.random.set_seed(2)
+    second = load_split(data_dir, "train", SPEC, limit=40, shuffle=True)
+    other_seed = load_split(data_dir, "train", SPEC, limit=40, shuffle=True, seed=1)
+
+    np.testing.assert_array_equal(first.images, second.images)
+    assert first.digest == second.digest and len(first.digest) == 64
+    assert other_seed.digest != first.digest
 
 
 def test_load_split_applies_the_label_offset(tmp_path: Path) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import tensorflow as tf
 from pydantic import ValidationError
 from test_edge_data import shared_model, write_dataset
 from tfx import types
@@ -106,13 +109,40 @@ def test_blessed_model_is_converted_gated_and_pushed(tmp_path: Path, model_artif
     assert 0 < metrics["edge_latency_p50_ms"] <= metrics["edge_latency_p99_ms"]
 
 
-def test_a_rerun_with_the_same_model_bytes_reuses_the_pushed_version(tmp_path: Path, model_artifact, examples) -> None:
-    quick = {"mode": "none", "io_dtype": "int8", "eval_samples": 8}
+def test_a_rerun_over_the_same_inputs_reuses_the_version_without_converting(
+    tmp_path: Path, model_artifact, examples, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick = {"eval_samples": 8}
+    random.seed(1), np.random.seed(1), tf.random.set_seed(1)  # as a Trainer run in this process sets them
     first, _ = _run(tmp_path, model_artifact, examples, run="1", **quick)
-    second, _ = _run(tmp_path, model_artifact, examples, run="2", **quick)
+    random.seed(7), np.random.seed(7), tf.random.set_seed(7)  # a cached Trainer: other process-wide seeds
 
-    assert len(list((tmp_path / "edge" / "digits").iterdir())) == 1
+    def no_conversion(*args: Any, **kwargs: Any) -> bytes:
+        raise AssertionError("the model was converted again")
+
+    monkeypatch.setattr("edge.export.convert", no_conversion)
+    second, second_blessing = _run(tmp_path, model_artifact, examples, run="2", **quick)
+
+    versions = list((tmp_path / "edge" / "digits").iterdir())
+    assert len(versions) == 1
     assert second.get_string_custom_property("pushed_path") == first.get_string_custom_property("pushed_path")
+    assert second.get_string_custom_property("reused_version") == versions[0].name
+    assert (Path(second.uri) / "model.tflite").read_bytes() == (versions[0] / "model.tflite").read_bytes()
+    assert (Path(second_blessing.uri) / "BLESSED").exists()
+    fields = edge_summary(second.uri)
+    assert fields["edge"]["status"] == "already_published"
+    assert fields["edge"]["version"] == versions[0].name
+    assert fields["edge"]["reason"].startswith(f"already published as version {versions[0].name}")
+    assert fields["metrics"] == edge_summary(first.uri)["metrics"]
+
+
+def test_another_edge_mode_publishes_another_version(tmp_path: Path, model_artifact, examples) -> None:
+    first, _ = _run(tmp_path, model_artifact, examples, run="1", eval_samples=8)
+    second, _ = _run(tmp_path, model_artifact, examples, run="2", mode="dynamic", io_dtype="int8", eval_samples=8)
+
+    assert len(list((tmp_path / "edge" / "digits").iterdir())) == 2
+    assert second.get_string_custom_property("pushed_path") != first.get_string_custom_property("pushed_path")
+    assert edge_summary(second.uri)["edge"]["status"] == "pushed"
 
 
 def test_model_not_blessed_by_the_evaluator_is_skipped(tmp_path: Path, model_artifact, examples) -> None:
