@@ -6,7 +6,8 @@ a `tfxp data` directory (`DIR/<split>/part-*.tfrecord.gz`) and a TFX Examples ar
 Example:
     spec = PreprocessingSpec(image_size=32, channels=1)
     calibration = load_split("data/digits", "train", spec, limit=200, shuffle=True)
-    calibration.images.shape  # (200, 32, 32, 1), float32 in [0, 1]
+    calibration.images.shape  # (200, 32, 32, 1), float32 in [0, 1]: what the SavedModel takes
+    calibration.frames.shape  # (200, 32, 32, 3), uint8 RGB: what the device model takes
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ _BATCH = 64
 
 @dataclass(frozen=True)
 class LabeledImages:
-    """Preprocessed images with their 0-based labels.
+    """Preprocessed images and camera frames of the same examples, with their 0-based labels.
 
     Attributes:
         images: float32 [N, H, W, C] in [0, 1] (the `serving_preprocessed` input).
+        frames: uint8 [N, H, W, 3] RGB at the model's size (the device model's input, `edge.camera`): decoded
+            to RGB and resized bilinear, as an app's classifier resizes a camera frame.
         labels: int64 [N], 0-based (after subtracting the label offset).
         digest: SHA-256 of the serialized records, in order: the sample's identity (what went into a calibrated
             model), the same whatever the process-wide TensorFlow, Python and NumPy seeds are.
@@ -40,6 +43,7 @@ class LabeledImages:
 
     images: np.ndarray
     labels: np.ndarray
+    frames: np.ndarray
     digest: str = ""
 
     def __len__(self) -> int:
@@ -77,12 +81,27 @@ def _compression(path: str) -> str:
         return "GZIP" if handle.read(2) == _GZIP_MAGIC else ""
 
 
-def _parse_and_preprocess(records: tf.Tensor, spec: PreprocessingSpec) -> tuple[tf.Tensor, tf.Tensor]:
+def camera_frame(image_bytes: tf.Tensor, image_size: int) -> tf.Tensor:
+    """One encoded image as a camera frame at the model's size: RGB uint8 [image_size, image_size, 3]."""
+    rgb = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
+    resized = tf.image.resize(tf.cast(rgb, tf.float32), [image_size, image_size], method="bilinear")
+    frame = tf.cast(tf.round(tf.clip_by_value(resized, 0.0, 255.0)), tf.uint8)
+    return tf.ensure_shape(frame, (image_size, image_size, 3))
+
+
+def _parse_and_preprocess(records: tf.Tensor, spec: PreprocessingSpec) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     # Runs inside tf.data's graph, batches in parallel: decoding eagerly, one op at a time, cost ~100x the
     # model's own time per image (issue 15).
     features = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string), LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
     parsed = tf.io.parse_example(records, features)
-    return preprocess_image_bytes(parsed[IMAGE_KEY], spec), parsed[LABEL_KEY]
+    images = preprocess_image_bytes(parsed[IMAGE_KEY], spec)  # checks the formats first
+    frames = tf.map_fn(
+        lambda image_bytes: camera_frame(image_bytes, spec.image_size),
+        parsed[IMAGE_KEY],
+        fn_output_signature=tf.TensorSpec((spec.image_size, spec.image_size, 3), tf.uint8),
+        parallel_iterations=16,
+    )
+    return images, frames, parsed[LABEL_KEY]
 
 
 def load_split(
@@ -119,15 +138,16 @@ def load_split(
     digest = hashlib.sha256()
     for record in records:
         digest.update(len(record).to_bytes(8, "little") + record)
-    images, labels = [], []
+    images, frames, labels = [], [], []
     try:
-        for batch_images, batch_labels in (
+        for batch_images, batch_frames, batch_labels in (
             tf.data.Dataset.from_tensor_slices(tf.constant(records, dtype=tf.string))
             .batch(_BATCH)
             .map(functools.partial(_parse_and_preprocess, spec=spec), num_parallel_calls=tf.data.AUTOTUNE)
             .prefetch(tf.data.AUTOTUNE)
         ):
             images.append(batch_images.numpy())
+            frames.append(batch_frames.numpy())
             labels.append(batch_labels.numpy() - label_offset)
     except tf.errors.InvalidArgumentError as error:
         raise EdgeError(
@@ -135,7 +155,10 @@ def load_split(
             f"each record must be a tf.Example with `{IMAGE_KEY}` (JPEG/PNG bytes) and `{LABEL_KEY}` (int64)"
         ) from None
     result = LabeledImages(
-        images=np.concatenate(images), labels=np.concatenate(labels).astype(np.int64), digest=digest.hexdigest()
+        images=np.concatenate(images),
+        labels=np.concatenate(labels).astype(np.int64),
+        frames=np.concatenate(frames),
+        digest=digest.hexdigest(),
     )
     if result.labels.min() < 0:
         raise EdgeError(

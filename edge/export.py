@@ -263,7 +263,7 @@ def export_edge_model(
     tflite = convert(
         saved_model,
         options.mode,
-        calibration.images if calibration is not None else None,
+        calibration.frames if calibration is not None else None,
         options.supported_ops,
         options.io_dtype,
         keep_tensor_names=options.keep_tensor_names,
@@ -274,7 +274,7 @@ def export_edge_model(
             f"{saved_model} has {len(labels)} labels in {LABELS_ASSET} but {model.num_classes} outputs; "
             "the label map must have one line per class"
         )
-    # A subset is a seeded sample (shards are often sorted by class); both models see the same images.
+    # A subset is a seeded sample (shards are often sorted by class); both models see the same examples.
     eval_data = load_split(
         examples,
         eval_split,
@@ -297,12 +297,14 @@ def export_edge_model(
         "input": model.input.to_json(),
         "outputs": {name: info.to_json() for name, info in model.outputs.items()},
         "normalization": {
-            "pixel_range": [0.0, 1.0],
+            "pixel_range": [0.0, 255.0],
             "image_size": spec.image_size,
-            "channels": spec.channels,
-            "steps": "decode JPEG/PNG to `channels` channels, resize bilinear to image_size × image_size, scale "
-            "pixels to [0, 1]; any further normalisation is inside the model. A quantized input takes "
-            "q = round(x / scale) + zero_point.",
+            "color_space": "RGB",
+            "model_channels": spec.channels,
+            "steps": "give RGB frames [1, image_size, image_size, 3] with pixels 0..255 as they are (resize "
+            "bilinear to image_size × image_size first; MediaPipe's ImageClassifier does it itself); scaling to "
+            "[0, 1], gray conversion (ITU-R 601 luma) for one-channel models and any further normalisation are "
+            "inside the model.",
         },
         "labels_file": LABELS_FILE,
         "num_classes": len(labels),

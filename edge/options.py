@@ -42,7 +42,9 @@ class EdgeOptions(ConfigSection):
     Attributes:
         enabled: Run the EdgeExporter in the pipeline.
         mode: `none` (float32), `dynamic`, `float16` or `int8` (full integer).
-        io_dtype: Input/output type of an int8 model: `int8`, `uint8` or `float32`.
+        io_dtype: The device model's input type, camera frames [1, H, W, 3] RGB: `uint8` (what cameras and
+          MediaPipe give), `float32` (pixel values 0..255 as floats) or, with mode int8 only, `int8` (which
+          MediaPipe cannot feed). A full-integer model's output has it too. Was int8 and for mode int8 only.
         representative_samples: Train examples used to calibrate int8 quantization.
         supported_ops: `builtins`, or `builtins+select_tf` to allow TF ops (needs the Flex delegate).
         max_accuracy_drop: Largest accuracy loss (absolute) of the TFLite model vs the SavedModel.
@@ -62,7 +64,7 @@ class EdgeOptions(ConfigSection):
 
     enabled: bool = True
     mode: ModeName = "int8"
-    io_dtype: IoDtype = "int8"
+    io_dtype: IoDtype = "uint8"
     representative_samples: int = Field(200, ge=1)
     supported_ops: SupportedOps = "builtins"
     max_accuracy_drop: float = Field(0.01, ge=0, le=1)
@@ -75,7 +77,10 @@ class EdgeOptions(ConfigSection):
     verify_required: bool = True
 
     @model_validator(mode="after")
-    def _io_dtype_needs_int8(self) -> EdgeOptions:
-        if self.mode != "int8" and self.io_dtype != "int8":
-            raise ValueError(f"edge.io_dtype={self.io_dtype} applies to edge.mode=int8 only")
+    def _int8_io_needs_int8(self) -> EdgeOptions:
+        if self.mode != "int8" and self.io_dtype == "int8":
+            raise ValueError(
+                f"edge.io_dtype=int8 applies to edge.mode=int8 only (edge.mode is {self.mode}); "
+                "set edge.io_dtype to uint8 (the default) or float32"
+            )
         return self

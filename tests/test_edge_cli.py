@@ -63,7 +63,7 @@ def test_convert_eval_and_bench_an_int8_model(saved_model: Path, data_dir: Path,
     benched = runner.invoke(app, ["edge", "bench", str(out), "--runs", "20", "--warmup", "2"])
     assert benched.exit_code == 0, benched.output
     assert re.search(
-        r"input uint8 \[-1, 16, 16, 1\]; batch 1, 2 threads, 20 runs: p50 [0-9.]+ ms", _flat(benched.output)
+        r"input uint8 \[1, 16, 16, 3\]; batch 1, 2 threads, 20 runs: p50 [0-9.]+ ms", _flat(benched.output)
     )
 
 

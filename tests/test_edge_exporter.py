@@ -138,7 +138,7 @@ def test_a_rerun_over_the_same_inputs_reuses_the_version_without_converting(
 
 def test_another_edge_mode_publishes_another_version(tmp_path: Path, model_artifact, examples) -> None:
     first, _ = _run(tmp_path, model_artifact, examples, run="1", eval_samples=8)
-    second, _ = _run(tmp_path, model_artifact, examples, run="2", mode="dynamic", io_dtype="int8", eval_samples=8)
+    second, _ = _run(tmp_path, model_artifact, examples, run="2", mode="dynamic", eval_samples=8)
 
     assert len(list((tmp_path / "edge" / "digits").iterdir())) == 2
     assert second.get_string_custom_property("pushed_path") != first.get_string_custom_property("pushed_path")
@@ -214,8 +214,9 @@ def test_edge_options_check_mode_ops_and_io_dtype() -> None:
         EdgeOptions(mode="int4")
     with pytest.raises(ValidationError, match=r"supported_ops"):
         EdgeOptions(supported_ops="everything")  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match=r"edge.io_dtype=uint8 applies to edge.mode=int8 only"):
-        EdgeOptions(mode="float16", io_dtype="uint8")
+    with pytest.raises(ValidationError, match=r"edge.io_dtype=int8 applies to edge.mode=int8 only.*uint8 \(the"):
+        EdgeOptions(mode="float16", io_dtype="int8")
+    assert EdgeOptions(mode="float16").io_dtype == EdgeOptions().io_dtype == "uint8"
 
 
 def test_edge_summary_of_a_missing_artifact_says_so(tmp_path: Path) -> None:

@@ -52,7 +52,9 @@ def convert_command(
     mode: Annotated[str, typer.Option("--mode", help="none, dynamic, float16 or int8 (full integer).")] = "int8",
     examples: ExamplesOption = None,
     samples: Annotated[int, typer.Option("--samples", min=1, help="Train examples to calibrate int8 with.")] = 200,
-    io_dtype: Annotated[str, typer.Option("--io-dtype", help="int8 mode: int8, uint8 or float32 I/O.")] = "int8",
+    io_dtype: Annotated[
+        str, typer.Option("--io-dtype", help="Frame type: uint8, float32 (pixels 0..255) or, int8 mode only, int8.")
+    ] = "uint8",
     supported_ops: Annotated[
         str, typer.Option("--supported-ops", help="builtins, or builtins+select_tf for TF ops (Flex delegate).")
     ] = "builtins",
@@ -77,7 +79,7 @@ def convert_command(
     tflite = convert(
         saved_model,
         mode,
-        calibration.images if calibration is not None else None,
+        calibration.frames if calibration is not None else None,
         supported_ops=supported_ops,
         io_dtype=io_dtype,
         keep_tensor_names=keep_tensor_names,
@@ -112,9 +114,7 @@ def eval_command(
 
     labels = _labels_near(model, examples)  # first: a bad label map fails before the evaluation
     tflite = TfliteModel.load(model, threads=threads)
-    height, width, channels = tflite.image_shape
-    if height != width:
-        raise EdgeError(f"{model} takes {height}×{width} images; tfxp preprocessing makes square images")
+    height, channels = _input_size(tflite.image_shape, model)
     data = load_split(examples, split, PreprocessingSpec(height, channels), limit=limit, label_offset=label_offset)
     result = evaluate(tflite, data)
     table = Table(title=f"{model} on {examples} ({split}, {result.count} examples)", title_justify="left")
@@ -197,16 +197,16 @@ def verify_command(
 
     from components.trainer.preprocessing import PreprocessingSpec
     from edge.data import load_split
-    from edge.runtime import read_tflite
+    from edge.runtime import TfliteModel, read_tflite
 
     content = read_tflite(model)
-    height, channels = _input_size(content, model)
+    height, channels = _input_size(TfliteModel(content, where=str(model)).image_shape, model)
     data = load_split(
         examples, "eval", PreprocessingSpec(height, channels), limit=samples, label_offset=label_offset, shuffle=True
     )
     run = verify_on_arch(
         content,
-        data.images,
+        data.frames,
         data.labels,
         core.name,
         kernels=kernels,
@@ -226,12 +226,13 @@ def verify_command(
     console.print(f"passed: {figures}", highlight=False)
 
 
-def _input_size(content: bytes, model: Path) -> tuple[int, int]:
-    from edge.runtime import TfliteModel
-
-    height, width, channels = TfliteModel(content, where=str(model)).image_shape
-    if height != width:
-        raise EdgeError(f"{model} takes {height}×{width} images; tfxp preprocessing makes square images")
+def _input_size(image_shape: tuple[int, int, int], model: Path) -> tuple[int, int]:
+    height, width, channels = image_shape
+    if height != width or channels != 3:
+        raise EdgeError(
+            f"{model} takes {height}×{width}×{channels} inputs; tfxp device models take square RGB frames "
+            "(convert it again with `tfxp edge convert`)"
+        )
     return height, channels
 
 
