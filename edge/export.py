@@ -22,12 +22,14 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from components.contract import (
@@ -43,13 +45,14 @@ from components.contract import (
 )
 from components.publish import find_published, list_versions, next_version, publish_version
 from components.trainer.preprocessing import PreprocessingSpec
+from edge.app_client import MetadataSpec, agreement, classify, with_model_metadata
 from edge.benchmark import benchmark
 from edge.data import LabeledImages, load_split
 from edge.errors import EdgeError
-from edge.evaluate import evaluate, evaluate_saved_model
+from edge.evaluate import accuracy_of, evaluate_saved_model
 from edge.options import EdgeOptions
 from edge.quantize import convert, get_mode
-from edge.runtime import TfliteModel
+from edge.runtime import TensorInfo, TfliteModel
 
 EDGE_FILES = (EDGE_MODEL_FILE, LABELS_FILE, EDGE_METADATA_FILE)
 METADATA_FORMAT = "tfxp.edge/1"
@@ -58,7 +61,7 @@ METADATA_FORMAT = "tfxp.edge/1"
 CONVERSION_FORMAT = "tfxp.edge-conversion/1"
 # The `edge` options that shape the device model; the others gate (`max_accuracy_drop`, `verify`, ...) or time
 # it (`threads`) and do not make another model.
-MODEL_OPTIONS = ("mode", "io_dtype", "representative_samples", "supported_ops", "keep_tensor_names")
+MODEL_OPTIONS = ("mode", "io_dtype", "representative_samples", "supported_ops", "keep_tensor_names", "app_client")
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,80 @@ class EdgeExport:
     @property
     def blessed(self) -> bool:
         return self.gate.blessed
+
+
+@dataclass(frozen=True)
+class AppDescription:
+    """What the model's own metadata says about it (`edge.app_client.MetadataSpec`)."""
+
+    name: str
+    mode: str
+    examples: str
+    saved_model: dict[str, str]
+    accuracy: float
+    saved_model_accuracy: float
+    count: int
+
+    def metadata_spec(self, frame: TensorInfo, spec: PreprocessingSpec) -> MetadataSpec:
+        size = spec.image_size
+        gray = ", gray conversion (ITU-R 601 luma)" if spec.channels == 1 else ""
+        return MetadataSpec(
+            name=self.name,
+            version=f"tfxp {_tfxp_version()}, edge.mode {self.mode}, SavedModel {self.saved_model['path']} "
+            f"(fingerprint {self.saved_model['fingerprint'] or 'none'})",
+            description=f"Image classifier ({self.mode}). Trained and evaluated on {self.examples}: top-1 accuracy "
+            f"{self.accuracy:.4f} in LiteRT, {self.saved_model_accuracy:.4f} as SavedModel, on {self.count} eval "
+            "examples.",
+            input_description=f"RGB frame [1, {size}, {size}, 3], {frame.dtype}, pixels 0..255 as the camera gives "
+            f"them; scaling{gray} and normalisation are inside the model.",
+        )
+
+
+@dataclass(frozen=True)
+class AppCheck:
+    """MediaPipe ImageClassifier on the eval frames against LiteRT's top-1."""
+
+    passed: bool
+    reason: str
+    details: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"client": "mediapipe", "passed": self.passed, "reason": self.reason, **self.details}
+
+
+def check_app_client(
+    tflite: bytes, eval_data: LabeledImages, ours: np.ndarray, labels: list[str], options: EdgeOptions
+) -> AppCheck:
+    """Runs MediaPipe's ImageClassifier on the eval frames; passes when its top-1 is LiteRT's on at least
+    `edge.min_app_agreement` of them and the labels it read from the model's metadata are ours."""
+    client = classify(tflite, eval_data.frames)
+    agreed = agreement(ours, client.indices)
+    expected = tuple(labels[index] for index in client.indices)
+    labels_ok = client.labels == expected
+    accuracy = float(np.mean(client.indices == eval_data.labels)) if len(eval_data) else 0.0
+    passed = agreed >= options.min_app_agreement and labels_ok
+    reason = (
+        f"MediaPipe {client.version} ImageClassifier agrees with LiteRT on {agreed:.4f} of {len(eval_data)} eval "
+        f"frames (edge.min_app_agreement {options.min_app_agreement}), accuracy {accuracy:.4f}"
+    )
+    if not labels_ok:
+        reason += "; the labels it read from the model's metadata are not the label map's"
+    if not passed:
+        reason += "; not pushed"
+    details = {"mediapipe": client.version, "agreement": agreed, "accuracy": accuracy, "count": len(eval_data)}
+    return AppCheck(passed=passed, reason=reason, details={**details, "labels_from_metadata": labels_ok})
+
+
+def combine_gates(gate: GateResult, check: AppCheck) -> GateResult:
+    """The accuracy gate's verdict with the MediaPipe check's: blessed only when both pass."""
+    return GateResult(blessed=gate.blessed and check.passed, drop=gate.drop, reason=f"{gate.reason}; {check.reason}")
+
+
+def _tfxp_version() -> str:
+    try:
+        return importlib.metadata.version("tfxp")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def read_labels(saved_model: Path) -> list[str]:
@@ -237,6 +314,7 @@ def export_edge_model(
     train_split: str = "train",
     eval_split: str = "eval",
     inputs: EdgeInputs | None = None,
+    model_name: str = "",
 ) -> EdgeExport:
     """Converts, evaluates both models on the same eval examples, benchmarks and gates.
 
@@ -249,6 +327,7 @@ def export_edge_model(
         train_split: Split the int8 calibration images come from. Defaults to `train`.
         eval_split: Split both models are evaluated on. Defaults to `eval`.
         inputs: `edge_inputs` of the same arguments, when the caller read them already.
+        model_name: The name in the model's metadata; defaults to the SavedModel directory's name.
 
     Returns:
         The export; nothing is written.
@@ -284,8 +363,25 @@ def export_edge_model(
         shuffle=options.eval_samples > 0,
     )
     reference = evaluate_saved_model(saved_model, eval_data)
-    result = evaluate(model, eval_data)
+    predictions = model.predict(eval_data.frames)
+    result = accuracy_of(predictions, eval_data.labels)
     gate = accuracy_gate(reference.accuracy, result.accuracy, options.max_accuracy_drop)
+    app_check = None
+    if options.app_client == "mediapipe":
+        # Metadata changes no tensor, so LiteRT's figures hold for the bytes with it; MediaPipe runs on those.
+        description = AppDescription(
+            name=model_name or Path(saved_model).name,
+            mode=mode.name,
+            examples=str(examples),
+            saved_model=inputs.recipe["saved_model"],
+            accuracy=result.accuracy,
+            saved_model_accuracy=reference.accuracy,
+            count=result.count,
+        )
+        tflite = with_model_metadata(tflite, labels, description.metadata_spec(model.input, spec))
+        model = TfliteModel(tflite, threads=options.threads, where=f"the {options.mode} TFLite model of {saved_model}")
+        app_check = check_app_client(tflite, eval_data, np.argmax(predictions, axis=-1), labels, options)
+        gate = combine_gates(gate, app_check)
     speed = benchmark(model, runs=benchmark_runs)
     metadata = {
         "format": METADATA_FORMAT,
@@ -326,6 +422,7 @@ def export_edge_model(
         "blessed": gate.blessed,
         "reason": gate.reason,
         "pushed_path": None,
+        "app_client": app_check.to_json() if app_check is not None else None,
     }
     return EdgeExport(tflite=tflite, labels=labels, metadata=metadata, gate=gate)
 

@@ -25,6 +25,7 @@ ModeName = Annotated[str, registered("quantization mode", MODE_NAMES)]
 IoDtype = Literal["int8", "uint8", "float32"]
 SupportedOps = Literal["builtins", "builtins+select_tf"]
 VerifyArch = Literal["aarch64"]
+AppClient = Literal["mediapipe", "none"]
 
 
 def _named_core(cpu: str) -> str:
@@ -58,6 +59,10 @@ class EdgeOptions(ConfigSection):
           whose SME gave wrong int8 results; see the README).
         min_arch_agreement: Smallest fraction of eval examples whose top-1 class must be the same on the target
           as on the host; the target's accuracy must also stay within `max_accuracy_drop` of the SavedModel.
+        app_client: `mediapipe` writes TFLite Model Metadata into the model (labels, normalization, color space,
+          name, version, description) and requires MediaPipe's ImageClassifier to give the same top-1 as LiteRT
+          on the eval examples (needs `.venv-mediapipe`, made by `make setup`); `none` does neither.
+        min_app_agreement: Smallest fraction of eval examples whose top-1 from MediaPipe must be LiteRT's.
         verify_required: When the check cannot run (no qemu-user-static/mmdebstrap, offline), the model is not
           pushed; false pushes it with the check recorded as not run. A check that ran and failed always blocks.
     """
@@ -75,6 +80,8 @@ class EdgeOptions(ConfigSection):
     verify_cpu: VerifyCpu = "cortex-a76"
     min_arch_agreement: float = Field(0.995, ge=0, le=1)
     verify_required: bool = True
+    app_client: AppClient = "mediapipe"
+    min_app_agreement: float = Field(0.99, ge=0, le=1)
 
     @model_validator(mode="after")
     def _int8_io_needs_int8(self) -> EdgeOptions:

@@ -240,12 +240,15 @@ def strip_tensor_names(tflite: bytes) -> bytes:
     Only debuggers read those names: interpreters address tensors by index and apps by signature key. Dropping
     them saves about 60 bytes per tensor, the same in every mode, which on a small model is a visible share
     of an int8 file (on the digits model 2.9 KB of 95 KB). LiteRT's own `flatbuffer_utils.strip_strings` drops
-    the signatures as well, which is why this keeps them.
+    the signatures as well, which is why this keeps them, and the input and output tensors' names.
     """
     model = flatbuffer_utils.read_model_from_bytearray(bytearray(tflite))
     for subgraph in model.subgraphs or []:
-        for tensor in subgraph.tensors or []:
-            tensor.name = None
+        # The input and output tensors keep theirs: metadata writers and readers look tensors up by name.
+        keep = {*(subgraph.inputs or []), *(subgraph.outputs or [])}
+        for index, tensor in enumerate(subgraph.tensors or []):
+            if index not in keep:
+                tensor.name = None
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 

@@ -8,6 +8,7 @@ dir so the session builds each thing once.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -19,10 +20,16 @@ import tf_keras as keras
 
 from components.trainer.export import export_saved_model
 from components.trainer.preprocessing import PreprocessingSpec
+from edge.app_client import MEDIAPIPE_VENV, PYTHON_ENV
 from edge.data import load_split, split_files
 from edge.errors import EdgeError
 
 LABELS = ["top", "bottom", "left", "right"]
+MEDIAPIPE_PYTHON = Path(os.environ.get(PYTHON_ENV) or MEDIAPIPE_VENV / "bin" / "python")
+needs_mediapipe = pytest.mark.skipif(
+    not MEDIAPIPE_PYTHON.is_file(),
+    reason=f"no MediaPipe venv ({MEDIAPIPE_PYTHON}); `make setup` creates .venv-mediapipe, or set ${PYTHON_ENV}",
+)
 SPEC = PreprocessingSpec(image_size=16, channels=1)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from pydantic import ValidationError
-from test_edge_data import shared_model, write_dataset
+from test_edge_data import needs_mediapipe, shared_model, write_dataset
 from tfx import types
 from tfx.types import standard_artifacts
 
@@ -20,10 +20,18 @@ from components.edge_exporter.artifacts import EdgeBlessing, EdgeModel
 from components.edge_exporter.component import EdgeExporter
 from components.edge_exporter.executor import Executor
 from components.edge_exporter.summary import edge_summary
+from edge.app_client import ClientResult, read_metadata
 from edge.errors import EdgeError
 from edge.options import EdgeOptions
 
-OPTIONS: dict[str, Any] = {"mode": "int8", "io_dtype": "uint8", "representative_samples": 64, "max_accuracy_drop": 0.02}
+# MediaPipe (edge.app_client) has tests of its own below, which need .venv-mediapipe.
+OPTIONS: dict[str, Any] = {
+    "mode": "int8",
+    "io_dtype": "uint8",
+    "representative_samples": 64,
+    "max_accuracy_drop": 0.02,
+    "app_client": "none",
+}
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +151,48 @@ def test_another_edge_mode_publishes_another_version(tmp_path: Path, model_artif
     assert len(list((tmp_path / "edge" / "digits").iterdir())) == 2
     assert second.get_string_custom_property("pushed_path") != first.get_string_custom_property("pushed_path")
     assert edge_summary(second.uri)["edge"]["status"] == "pushed"
+
+
+@needs_mediapipe
+@pytest.mark.parametrize("mode", ["int8", "none"])
+def test_the_pushed_model_carries_its_metadata_and_mediapipe_agrees_with_litert(
+    tmp_path: Path, model_artifact, examples, mode: str
+) -> None:
+    edge_model, _ = _run(tmp_path, model_artifact, examples, mode=mode, app_client="mediapipe")
+
+    metadata = json.loads((Path(edge_model.uri) / "edge_metadata.json").read_text())
+    check = metadata["app_client"]
+    print(f"{mode}: {check['reason']}; {metadata['size_bytes']} bytes")
+    assert edge_model.get_int_custom_property("pushed") == 1, metadata["reason"]
+    assert check["passed"] and check["agreement"] >= 0.99 and check["labels_from_metadata"]
+    assert check["count"] == 120 and check["mediapipe"] == "1.2.2"
+    pushed = Path(edge_model.get_string_custom_property("pushed_path")) / "model.tflite"
+    inside = read_metadata(pushed.read_bytes())
+    assert inside["files"]["labels.txt"]["lines"] == ["top", "bottom", "left", "right"]
+    assert inside["metadata"]["name"] == "digits"
+    assert f"edge.mode {mode}" in inside["metadata"]["version"]
+    (tensor,) = inside["metadata"]["subgraph_metadata"][0]["input_tensor_metadata"]
+    assert tensor["content"]["content_properties"]["color_space"] == "RGB"
+    assert tensor["process_units"][0]["options"] == {"mean": [0.0], "std": [1.0]}  # frames as they are
+    assert "RGB frame [1, 16, 16, 3], uint8" in tensor["description"]
+
+
+def test_a_client_that_disagrees_with_litert_blocks_the_push(
+    tmp_path: Path, model_artifact, examples, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def wrong_answers(tflite: bytes, frames: np.ndarray) -> ClientResult:
+        indices = np.zeros(len(frames), np.int64)  # "top" for every frame
+        return ClientResult(indices, np.ones(len(frames), np.float32), ("top",) * len(frames), "1.2.2")
+
+    monkeypatch.setattr("edge.export.with_model_metadata", lambda tflite, labels, spec: tflite)
+    monkeypatch.setattr("edge.export.classify", wrong_answers)
+    edge_model, edge_blessing = _run(tmp_path, model_artifact, examples, app_client="mediapipe", eval_samples=40)
+
+    assert not (tmp_path / "edge").exists()
+    assert (Path(edge_blessing.uri) / "NOT_BLESSED").exists()
+    reason = edge_model.get_string_custom_property("reason")
+    assert "MediaPipe 1.2.2 ImageClassifier agrees with LiteRT on 0.2" in reason
+    assert reason.endswith("not pushed")
 
 
 def test_model_not_blessed_by_the_evaluator_is_skipped(tmp_path: Path, model_artifact, examples) -> None:

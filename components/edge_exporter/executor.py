@@ -39,8 +39,9 @@ NOT_BLESSED_UPSTREAM = "skipped: the Evaluator did not bless the model, so no de
 
 
 class Executor(base_executor.BaseExecutor):
-    """Converts, evaluates against the SavedModel, gates on the accuracy drop (and, with `edge.verify`, on the
-    check on the emulated target) and pushes when blessed."""
+    """Converts, evaluates against the SavedModel, gates on the accuracy drop, on MediaPipe's ImageClassifier
+    agreeing with LiteRT (`edge.app_client`) and, with `edge.verify`, on the check on the emulated target, and
+    pushes when blessed; a version made from the same inputs is reused instead."""
 
     def Do(  # noqa: N802  (TFX's executor API; TFX calls this)
         self,
@@ -79,7 +80,10 @@ class Executor(base_executor.BaseExecutor):
             edge_model.set_string_custom_property("mode", metadata["mode"])
             edge_model.set_string_custom_property("reused_version", metadata["reused_version"])
             return
-        export = export_edge_model(Path(saved_model), examples.uri, options, label_offset=label_offset, inputs=inputs)
+        name = str(exec_properties[PUSH_BASE_KEY]).rstrip("/").rsplit("/", 1)[-1]  # <edge base>/<model>
+        export = export_edge_model(
+            Path(saved_model), examples.uri, options, label_offset=label_offset, inputs=inputs, model_name=name
+        )
         if options.verify:  # on the emulated target too; blessed only when that check passed (edge_metadata.json)
             export = verify_export(export, Path(saved_model), examples.uri, options, label_offset)
 

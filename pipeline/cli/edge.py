@@ -66,6 +66,13 @@ def convert_command(
             help="Keep the tensor debug names (for Netron); stripped by default, signatures stay.",
         ),
     ] = False,
+    metadata: Annotated[
+        bool,
+        typer.Option(
+            "--metadata/--no-metadata",
+            help="Write TFLite Model Metadata (labels, normalization, color space) with the .venv-mediapipe writer.",
+        ),
+    ] = True,
 ) -> None:
     """Convert SAVED_MODEL to TFLite; int8 calibrates on --samples train images from --examples."""
     from edge.data import load_split
@@ -74,8 +81,10 @@ def convert_command(
 
     calibration = None
     if get_mode(mode).needs_representative_data and examples is not None:
-        spec = read_preprocessing(saved_model)
-        calibration = load_split(examples, "train", spec, limit=samples, label_offset=label_offset, shuffle=True)
+        preprocessing = read_preprocessing(saved_model)
+        calibration = load_split(
+            examples, "train", preprocessing, limit=samples, label_offset=label_offset, shuffle=True
+        )
     tflite = convert(
         saved_model,
         mode,
@@ -84,6 +93,21 @@ def convert_command(
         io_dtype=io_dtype,
         keep_tensor_names=keep_tensor_names,
     )
+    if metadata:
+        from edge.app_client import MetadataSpec, with_model_metadata
+        from edge.export import read_labels
+        from edge.runtime import TfliteModel
+
+        size = read_preprocessing(saved_model)
+        frame = TfliteModel(tflite, where=str(saved_model)).input
+        spec = MetadataSpec(
+            name=saved_model.name,
+            version=f"tfxp edge convert, mode {mode}, SavedModel {saved_model}",
+            description=f"Image classifier ({mode}), converted by `tfxp edge convert`; not evaluated.",
+            input_description=f"RGB frame [1, {size.image_size}, {size.image_size}, 3], {frame.dtype}, pixels "
+            "0..255 as the camera gives them; scaling and normalisation are inside the model.",
+        )
+        tflite = with_model_metadata(tflite, read_labels(saved_model), spec)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(tflite)
@@ -105,18 +129,35 @@ def eval_command(
     limit: Annotated[int, typer.Option("--limit", min=0, help="Evaluate at most this many examples; 0 = all.")] = 0,
     threads: ThreadsOption = 2,
     label_offset: LabelOffsetOption = 0,
+    client: Annotated[
+        str,
+        typer.Option(
+            "--client",
+            help="Also run this app-side client on the same frames and compare its top-1 with LiteRT's: mediapipe "
+            "(ImageClassifier, from .venv-mediapipe), or none.",
+        ),
+    ] = "none",
+    min_agreement: Annotated[
+        float, typer.Option("--min-agreement", min=0, max=1, help="With --client: exit 1 below this agreement.")
+    ] = 0.99,
 ) -> None:
-    """Accuracy and per-class accuracy of MODEL on a split, with LiteRT."""
+    """Accuracy and per-class accuracy of MODEL on a split, with LiteRT (and MediaPipe with --client)."""
+    import numpy as np
+
     from components.trainer.preprocessing import PreprocessingSpec
     from edge.data import load_split
-    from edge.evaluate import evaluate
-    from edge.runtime import TfliteModel
+    from edge.evaluate import accuracy_of
+    from edge.runtime import TfliteModel, read_tflite
 
     labels = _labels_near(model, examples)  # first: a bad label map fails before the evaluation
-    tflite = TfliteModel.load(model, threads=threads)
+    tflite_bytes = read_tflite(model)
+    tflite = TfliteModel(tflite_bytes, threads=threads, where=str(model))
     height, channels = _input_size(tflite.image_shape, model)
     data = load_split(examples, split, PreprocessingSpec(height, channels), limit=limit, label_offset=label_offset)
-    result = evaluate(tflite, data)
+    if client not in ("none", "mediapipe"):
+        raise EdgeError(f"unknown --client {client}; pass mediapipe or none")
+    predictions = tflite.predict(data.frames)
+    result = accuracy_of(predictions, data.labels)
     table = Table(title=f"{model} on {examples} ({split}, {result.count} examples)", title_justify="left")
     table.add_column("class", justify="right")
     table.add_column("name")
@@ -126,6 +167,21 @@ def eval_command(
     table.add_section()
     table.add_row("", "all", f"{result.accuracy:.4f}", style="bold")
     console.print(table)
+    if client == "mediapipe":
+        from edge.app_client import agreement, classify
+
+        answer = classify(tflite_bytes, data.frames)
+        agreed = agreement(np.argmax(predictions, axis=-1), answer.indices)
+        accuracy = float(np.mean(answer.indices == data.labels))
+        line = (
+            f"MediaPipe {answer.version} ImageClassifier: top-1 agrees with LiteRT on "
+            f"{round(agreed * result.count)}/{result.count} frames ({agreed:.4f}), accuracy {accuracy:.4f}; "
+            f"labels from the model's metadata: {', '.join(sorted(set(answer.labels)))}"
+        )
+        if agreed < min_agreement:
+            console.print(f"[bold red]FAILED[/]: {line}, below --min-agreement {min_agreement}", highlight=False)
+            raise typer.Exit(1)
+        console.print(line, highlight=False)
 
 
 def _labels_near(model: Path, examples: Path) -> list[str]:
@@ -134,6 +190,40 @@ def _labels_near(model: Path, examples: Path) -> list[str]:
         if candidate.is_file():
             return read_label_map(candidate)
     return []
+
+
+@edge_app.command("inspect")
+@user_errors(EdgeError)
+def inspect_command(
+    model: Annotated[Path, typer.Argument(parser=existing_file, help="A .tflite model.")],
+    json_output: Annotated[bool, typer.Option("--json", help="Print the metadata as JSON.")] = False,
+) -> None:
+    """The TFLite Model Metadata inside MODEL: name, version, description, input, labels (tflite-support's reader)."""
+    import json
+
+    from edge.app_client import read_metadata
+    from edge.runtime import read_tflite
+
+    found = read_metadata(read_tflite(model))
+    if json_output:
+        console.print_json(json.dumps(found))
+        return
+    metadata = found["metadata"]
+    (graph,) = metadata.get("subgraph_metadata", [{}])
+    lines = [f"{model}: {metadata.get('name', '')} ({metadata.get('version', '')})", metadata.get("description", "")]
+    for tensor in graph.get("input_tensor_metadata", []):
+        units = [unit.get("options", {}) for unit in tensor.get("process_units", [])]
+        color = tensor.get("content", {}).get("content_properties", {}).get("color_space", "")
+        lines.append(
+            f"input {tensor.get('name')}: {tensor.get('description', '')} color space {color}, normalization {units}"
+        )
+    for tensor in graph.get("output_tensor_metadata", []):
+        files = [entry.get("name") for entry in tensor.get("associated_files", [])]
+        lines.append(f"output {tensor.get('name')}: {tensor.get('description', '')} labels in {files}")
+    for name, packed in found["files"].items():
+        lines.append(f"{name} ({len(packed['lines'])} lines): {', '.join(packed['lines'])}")
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
 
 
 @edge_app.command("bench")
