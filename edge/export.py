@@ -52,6 +52,7 @@ from edge.errors import EdgeError
 from edge.evaluate import accuracy_of, evaluate_saved_model
 from edge.options import EdgeOptions
 from edge.quantize import convert, get_mode
+from edge.release import RELEASE_FILE, release_record
 from edge.runtime import TensorInfo, TfliteModel
 
 EDGE_FILES = (EDGE_MODEL_FILE, LABELS_FILE, EDGE_METADATA_FILE)
@@ -454,7 +455,8 @@ def push_edge_model(export: EdgeExport, out_dir: str | Path, model_base: str | P
 
     The version's identity is `export.metadata["identity"]` (see the module docstring): a model made from inputs
     published before is not published again, and its version is the pushed path. On buckets `model.tflite` is
-    moved in last, so a reader that waits for it sees complete labels and metadata.
+    moved in last, so a reader that waits for it sees complete labels and metadata. The version also gets
+    `release.json` (`edge.release`), the record an OTA service reads.
 
     Args:
         export: A blessed export.
@@ -473,6 +475,9 @@ def push_edge_model(export: EdgeExport, out_dir: str | Path, model_base: str | P
     # The version is chosen first: its path goes into edge_metadata.json, which is pushed with the model.
     version = next_version(os.path.basename(path) for path in list_versions(base))
     write_edge_model(export, out_dir, f"{base}/{version}")
+    with tf.io.gfile.GFile(f"{out_dir}/{RELEASE_FILE}", "w") as handle:  # the OTA service's record, pushed along
+        record = release_record(export.tflite, export.labels, export.metadata)
+        handle.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return publish_version(out_dir, base, identity, last_file=EDGE_MODEL_FILE, version=version)
 
 
@@ -491,7 +496,9 @@ def reuse_published(version_dir: str, out_dir: str | Path) -> dict[str, Any]:
     version = os.path.basename(version_dir.rstrip("/"))
     tf.io.gfile.makedirs(str(out_dir))
     try:
-        for name in (EDGE_MODEL_FILE, LABELS_FILE):
+        for name in (EDGE_MODEL_FILE, LABELS_FILE, RELEASE_FILE):
+            if name == RELEASE_FILE and not tf.io.gfile.exists(f"{version_dir}/{name}"):
+                continue  # a version pushed before release records
             tf.io.gfile.copy(f"{version_dir}/{name}", f"{out_dir}/{name}", overwrite=True)
         with tf.io.gfile.GFile(f"{version_dir}/{EDGE_METADATA_FILE}") as handle:
             published = json.loads(handle.read())

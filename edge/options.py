@@ -90,4 +90,10 @@ class EdgeOptions(ConfigSection):
                 f"edge.io_dtype=int8 applies to edge.mode=int8 only (edge.mode is {self.mode}); "
                 "set edge.io_dtype to uint8 (the default) or float32"
             )
+        if self.io_dtype == "int8" and self.app_client == "mediapipe":
+            raise ValueError(
+                "edge.io_dtype=int8 makes a model MediaPipe cannot feed (its ImageClassifier takes uint8 or float32 "
+                "frames), so edge.app_client=mediapipe would block every push; set edge.io_dtype to uint8 (the "
+                "default), or edge.app_client to none"
+            )
         return self

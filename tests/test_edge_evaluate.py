@@ -147,7 +147,7 @@ def test_read_preprocessing_falls_back_to_the_signature_shape(saved_model: Path,
 
 
 def test_export_measures_gates_and_writes_the_edge_model(saved_model: Path, data_dir: Path, tmp_path: Path) -> None:
-    options = EdgeOptions(mode="int8", io_dtype="int8", representative_samples=64)
+    options = EdgeOptions(mode="int8", io_dtype="int8", representative_samples=64, app_client="none")
     export = export_edge_model(saved_model, data_dir, options, benchmark_runs=10)
     write_edge_model(export, tmp_path / "edge")
 
@@ -176,20 +176,34 @@ def test_export_measures_gates_and_writes_the_edge_model(saved_model: Path, data
 def test_push_is_a_complete_new_version_and_a_repush_reuses_it(int8_model: bytes, tmp_path: Path) -> None:
     identity = "edge:" + hashlib.sha256(b"what went into the model").hexdigest()
     gate = GateResult(blessed=True, drop=0.0, reason="within")
-    export = EdgeExport(tflite=int8_model, labels=LABELS, metadata={"identity": identity}, gate=gate)
+    metadata = {
+        "identity": identity,
+        "mode": "int8",
+        "input": TfliteModel(int8_model).input.to_json(),
+        "accuracy": {"tflite": 0.99, "saved_model": 1.0, "eval_examples": 120},
+    }
+    export = EdgeExport(tflite=int8_model, labels=LABELS, metadata=metadata, gate=gate)
     base = tmp_path / "edge" / "digits"
 
     target = push_edge_model(export, tmp_path / "artifact", base)
     again = push_edge_model(export, tmp_path / "rerun", base)
 
     assert again == target and list_versions(base) == [target]  # no staging left behind, no duplicate
-    assert sorted(path.name for path in Path(target).iterdir()) == sorted([*EDGE_FILES, PUSH_RECORD])
+    assert sorted(path.name for path in Path(target).iterdir()) == sorted([*EDGE_FILES, PUSH_RECORD, "release.json"])
+    release = json.loads((Path(target) / "release.json").read_text())
+    assert release["sha256"] == hashlib.sha256(int8_model).hexdigest() and release["size_bytes"] == len(int8_model)
+    assert release["input"]["shape"] == [1, 16, 16, 3] and release["input"]["dtype"] == "uint8"
+    assert release["labels"]["sha256"] == hashlib.sha256(b"top\nbottom\nleft\nright\n").hexdigest()
+    assert release["min_litert_version"] and release["min_litert_version"][0].isdigit()
+    assert release["accuracy"]["host_litert"] == 0.99
     assert (Path(target) / "model.tflite").read_bytes() == int8_model
     for pushed in (Path(target), tmp_path / "artifact", tmp_path / "rerun"):
         assert json.loads((pushed / "edge_metadata.json").read_text())["pushed_path"] == target
     assert find_published(base, identity) == target
     # The same bytes from other inputs are another version: the identity is what went in, not the bytes.
-    other = EdgeExport(tflite=int8_model, labels=LABELS, metadata={"identity": "edge:" + "0" * 64}, gate=gate)
+    other = EdgeExport(
+        tflite=int8_model, labels=LABELS, metadata={**metadata, "identity": "edge:" + "0" * 64}, gate=gate
+    )
     assert int(Path(push_edge_model(other, tmp_path / "other", base)).name) > int(Path(target).name)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from pydantic import ValidationError
 from test_edge_data import needs_mediapipe, shared_model, write_dataset
 from tfx import types
 from tfx.types import standard_artifacts
+from typer.testing import CliRunner
 
 from components.edge_exporter.artifacts import EdgeBlessing, EdgeModel
 from components.edge_exporter.component import EdgeExporter
@@ -23,6 +26,7 @@ from components.edge_exporter.summary import edge_summary
 from edge.app_client import ClientResult, read_metadata
 from edge.errors import EdgeError
 from edge.options import EdgeOptions
+from pipeline.cli import app
 
 # MediaPipe (edge.app_client) has tests of its own below, which need .venv-mediapipe.
 OPTIONS: dict[str, Any] = {
@@ -95,6 +99,7 @@ def test_blessed_model_is_converted_gated_and_pushed(tmp_path: Path, model_artif
         "edge_metadata.json",
         "labels.txt",
         "model.tflite",
+        "release.json",
         "tfxp_push.json",
     ]
     assert (pushed / "model.tflite").read_bytes() == (Path(edge_model.uri) / "model.tflite").read_bytes()
@@ -103,6 +108,12 @@ def test_blessed_model_is_converted_gated_and_pushed(tmp_path: Path, model_artif
     assert edge_model.get_string_custom_property("mode") == "int8"
     assert edge_blessing.get_int_custom_property("blessed") == 1
     assert (Path(edge_blessing.uri) / "BLESSED").exists()
+
+    listed = CliRunner().invoke(app, ["edge", "versions", str(tmp_path)], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0, listed.output
+    assert re.search(rf"digits\s+│\s+{pushed.name}\s+│\s+int8\s+│\s+uint8 1×16×16×3", listed.output)
+    release = json.loads((pushed / "release.json").read_text())
+    assert release["sha256"] == hashlib.sha256((pushed / "model.tflite").read_bytes()).hexdigest()
 
     fields = edge_summary(edge_model.uri)
     assert fields["edge_model_path"] == f"{pushed}/model.tflite"
@@ -267,6 +278,9 @@ def test_edge_options_check_mode_ops_and_io_dtype() -> None:
     with pytest.raises(ValidationError, match=r"edge.io_dtype=int8 applies to edge.mode=int8 only.*uint8 \(the"):
         EdgeOptions(mode="float16", io_dtype="int8")
     assert EdgeOptions(mode="float16").io_dtype == EdgeOptions().io_dtype == "uint8"
+    with pytest.raises(ValidationError, match=r"edge.io_dtype=int8 makes a model MediaPipe cannot feed"):
+        EdgeOptions(io_dtype="int8")
+    assert EdgeOptions(io_dtype="int8", app_client="none").io_dtype == "int8"
 
 
 def test_edge_summary_of_a_missing_artifact_says_so(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""`tfxp edge convert | eval | bench | verify`: device models made outside the pipeline.
+"""`tfxp edge convert | eval | inspect | versions | bench | verify`: device models made outside the pipeline,
+and the versions the pipeline published.
 
 The work happens in `edge` (TFLite conversion, LiteRT evaluation and benchmark); these handlers parse
 options and print summaries.
@@ -224,6 +225,42 @@ def inspect_command(
         lines.append(f"{name} ({len(packed['lines'])} lines): {', '.join(packed['lines'])}")
     for line in lines:
         console.print(line, highlight=False, markup=False)
+
+
+@edge_app.command("versions")
+@user_errors(EdgeError)
+def versions_command(
+    out: Annotated[Path, typer.Argument(parser=existing_dir, help="The pipeline's output dir OUT (or OUT/edge).")],
+) -> None:
+    """The published device model versions under OUT/edge, with their release records (release.json)."""
+    from edge.release import list_releases
+
+    base = out / "edge" if (out / "edge").is_dir() else out
+    releases = list_releases(str(base))
+    if not releases:
+        raise EdgeError(f"no published device models under {base}; run the pipeline with edge.enabled=true first")
+    table = Table(title=f"device models under {base}", title_justify="left")
+    for column in ("model", "version", "mode", "input", "KiB", "sha256", "LiteRT acc", "MediaPipe agr", "min LiteRT"):
+        table.add_column(column, justify="right" if column in ("KiB", "LiteRT acc", "MediaPipe agr") else "left")
+    for release in releases:
+        record = release.record
+        if record is None:
+            table.add_row(release.model, release.version, "—", "no release.json", "", "", "", "", "")
+            continue
+        frame = record["input"]
+        agreement = record["accuracy"]["mediapipe_agreement"]
+        table.add_row(
+            release.model,
+            release.version,
+            record["mode"],
+            f"{frame['dtype']} {'×'.join(str(dim) for dim in frame['shape'])}",
+            f"{record['size_bytes'] / 1024:.1f}",
+            record["sha256"][:12],
+            f"{record['accuracy']['host_litert']:.4f}",
+            "—" if agreement is None else f"{agreement:.4f}",
+            record["min_litert_version"] or "—",
+        )
+    console.print(table)
 
 
 @edge_app.command("bench")
