@@ -75,10 +75,10 @@ class Executor(base_executor.BaseExecutor):
         inputs = edge_inputs(Path(saved_model), examples.uri, options, label_offset=label_offset)
         published = find_edge_version(exec_properties[PUSH_BASE_KEY], inputs.identity)
         if published is not None:
-            metadata = reuse_published(published, edge_model.uri)
-            _record(edge_model, edge_blessing, True, metadata["reason"], published, metadata["accuracy"]["drop"])
-            edge_model.set_string_custom_property("mode", metadata["mode"])
-            edge_model.set_string_custom_property("reused_version", metadata["reused_version"])
+            reused = reuse_published(published, edge_model.uri)
+            _record(edge_model, edge_blessing, True, reused["reason"], published, reused["accuracy"]["drop"])
+            edge_model.set_string_custom_property("mode", reused["mode"])
+            edge_model.set_string_custom_property("reused_version", reused["reused_version"])
             return
         name = str(exec_properties[PUSH_BASE_KEY]).rstrip("/").rsplit("/", 1)[-1]  # <edge base>/<model>
         export = export_edge_model(
