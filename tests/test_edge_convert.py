@@ -214,3 +214,26 @@ def test_a_saved_model_without_the_preprocessed_signature_is_rejected(tmp_path: 
 
     with pytest.raises(EdgeError, match=r"has no `serving_preprocessed` signature \(it has \['serving_default'\]\)"):
         convert(tmp_path, "none")
+
+
+def test_a_three_channel_model_gets_the_rgb_frames_scaled_and_not_grayed(tmp_path: Path) -> None:
+    import tf_keras as keras
+
+    from components.trainer.export import export_saved_model
+    from components.trainer.preprocessing import PreprocessingSpec
+
+    spec = PreprocessingSpec(image_size=8, channels=3)
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input(spec.shape)
+    x = keras.layers.Conv2D(4, 3, activation="relu")(inputs)
+    outputs = keras.layers.Dense(3, activation="softmax")(keras.layers.GlobalAveragePooling2D()(x))
+    export_saved_model(keras.Model(inputs, outputs), str(tmp_path / "rgb"), spec, ["r", "g", "b"])
+    frames = np.random.default_rng(1).integers(0, 256, (5, 8, 8, 3)).astype(np.uint8)
+
+    model = TfliteModel(convert(tmp_path / "rgb", "none"))
+    expected = tf.saved_model.load(str(tmp_path / "rgb")).signatures["serving_preprocessed"](
+        images=tf.constant(frames.astype(np.float32) / 255.0)
+    )["probabilities"]
+
+    assert (model.input.dtype, model.input.shape) == ("uint8", (1, 8, 8, 3))
+    np.testing.assert_allclose(model.predict(frames), expected.numpy(), atol=1e-5)
