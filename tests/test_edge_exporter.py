@@ -27,6 +27,8 @@ from edge.app_client import ClientResult, read_metadata
 from edge.errors import EdgeError
 from edge.options import EdgeOptions
 from pipeline.cli import app
+from pipeline.cli.console import console
+from pipeline.cli.run import _print_summary
 
 # MediaPipe (edge.app_client) has tests of its own below, which need .venv-mediapipe.
 OPTIONS: dict[str, Any] = {
@@ -153,6 +155,10 @@ def test_a_rerun_over_the_same_inputs_reuses_the_version_without_converting(
     assert fields["edge"]["version"] == versions[0].name
     assert fields["edge"]["reason"].startswith(f"already published as version {versions[0].name}")
     assert fields["metrics"] == edge_summary(first.uri)["metrics"]
+    summary = {"components": {}, "status": "succeeded", "metrics": fields["metrics"], "wall_seconds": 1.0, **fields}
+    with console.capture() as printed:
+        _print_summary(summary, "run-summary.json")
+    assert f"edge (int8): already published as version {versions[0].name}\n" in printed.get()
 
 
 def test_another_edge_mode_publishes_another_version(tmp_path: Path, model_artifact, examples) -> None:
