@@ -30,6 +30,14 @@ COPY edge ./edge
 # tensorflow[and-cuda] adds the CUDA/cuDNN wheels for the A100 Trainer; the same TF version as the project.
 RUN pip install -c constraints.txt "tensorflow[and-cuda]==2.21.0" . \
     && python -c "import tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor, components.trainer.run_fn, components.pusher.executor, components.edge_exporter.executor"
+# MediaPipe's ImageClassifier (the EdgeExporter's client check) and tflite-support (the model metadata writer) need
+# absl-py >= 2, which TFX excludes: a venv of their own, pinned by constraints-mediapipe.txt as `make setup` does;
+# edge/app_client.py finds it through TFXP_MEDIAPIPE_PYTHON.
+COPY constraints-mediapipe.txt ./
+RUN python -m venv /opt/tfxp/.venv-mediapipe \
+    && /opt/tfxp/.venv-mediapipe/bin/pip install -c constraints-mediapipe.txt mediapipe tflite-support \
+    && /opt/tfxp/.venv-mediapipe/bin/python -c "import mediapipe.tasks.python.vision, tflite_support.metadata_writers.image_classifier"
+ENV TFXP_MEDIAPIPE_PYTHON=/opt/tfxp/.venv-mediapipe/bin/python
 # Non-root, with a numeric UID so Kubernetes' runAsNonRoot can verify it. KFP's launcher writes artifacts
 # under /gcs, /minio and /s3, which a non-root user cannot create at run time.
 RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin tfxp \

@@ -10,12 +10,16 @@ STAMP := $(VENV)/.tfxp-setup
 # so it gets a venv of its own; serving/k8s_check.py finds it there.
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.tfxp-setup
+# MediaPipe (the device model's client check) and tflite-support (its metadata writer) need absl-py >= 2, which TFX
+# excludes: a venv of their own too; edge/app_client.py runs edge/mediapipe_guest.py there.
+MEDIAPIPE_VENV := .venv-mediapipe
+MEDIAPIPE_STAMP := $(MEDIAPIPE_VENV)/.tfxp-setup
 DATA := data/digits
 OUT := tfxp_output
 PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup checkov demo demo-continuous test lint unit bench clean help
+.PHONY: setup checkov mediapipe demo demo-continuous test lint unit bench clean help
 .DEFAULT_GOAL := help
 
 help:
@@ -24,10 +28,10 @@ help:
 	@echo "make test   - set up if needed, lint (ruff, mypy, import-linter), run all tests"
 	@echo "make lint   - ruff + mypy + import-linter"
 	@echo "make bench  - benchmarks under bench/ (JSON in bench/results/)"
-	@echo "make setup  - create .venv with the pinned stack (and the glibc compat step where needed), and .venv-checkov"
+	@echo "make setup  - create .venv with the pinned stack (and the glibc compat step where needed), .venv-checkov and .venv-mediapipe"
 
 # The stamp is older than any install input => the venv is stale and setup runs again.
-setup: $(STAMP) $(CHECKOV_STAMP)
+setup: $(STAMP) $(CHECKOV_STAMP) $(MEDIAPIPE_STAMP)
 $(STAMP): pyproject.toml constraints.txt scripts/glibc_compat.py scripts/glibc_compat_shim.cc
 	@test -n "$(PYTHON)" || { echo "no python3.11 or python3 on PATH; install Python 3.11 (Debian/Ubuntu: python3.11 python3.11-venv)"; exit 1; }
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else \
@@ -49,15 +53,23 @@ $(CHECKOV_STAMP): constraints-checkov.txt
 	$(CHECKOV_VENV)/bin/pip install --quiet -c constraints-checkov.txt checkov
 	@touch $(CHECKOV_STAMP)
 
+mediapipe: $(MEDIAPIPE_STAMP)
+$(MEDIAPIPE_STAMP): constraints-mediapipe.txt
+	@test -n "$(PYTHON)" || { echo "no python3.11 or python3 on PATH"; exit 1; }
+	rm -rf $(MEDIAPIPE_VENV)
+	$(PYTHON) -m venv $(MEDIAPIPE_VENV)
+	$(MEDIAPIPE_VENV)/bin/pip install --quiet -c constraints-mediapipe.txt mediapipe tflite-support
+	@touch $(MEDIAPIPE_STAMP)
+
 $(DATA)/labels.txt: | $(STAMP)
 	$(TFXP) data digits --out $(DATA)
 
-demo: $(STAMP) $(DATA)/labels.txt
+demo: $(STAMP) $(MEDIAPIPE_STAMP) $(DATA)/labels.txt
 	$(TFXP) run --config configs/default.yaml --output $(OUT)
 	scripts/demo_serve.sh $(TFXP) $(DATA) $(OUT)/serving/digits
 
 # Four spans arrive one by one (the fourth with wrong labels); each run is gated against the served model.
-demo-continuous: $(STAMP)
+demo-continuous: $(STAMP) $(MEDIAPIPE_STAMP)
 	$(PY) scripts/demo_continuous.py --tfxp $(TFXP) --data data/digits-stream --out $(OUT)_continuous
 
 lint: $(STAMP)
@@ -66,10 +78,10 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-unit: $(STAMP) $(CHECKOV_STAMP)
+unit: $(STAMP) $(CHECKOV_STAMP) $(MEDIAPIPE_STAMP)
 	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
 
-test: lint $(CHECKOV_STAMP)
+test: lint $(CHECKOV_STAMP) $(MEDIAPIPE_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -109,7 +109,7 @@ def measure_model(
     from edge.runtime import TfliteModel
 
     spec = read_preprocessing(saved_model)
-    calibration = load_split(data, "train", spec, limit=samples, shuffle=True).images
+    calibration = load_split(data, "train", spec, limit=samples, shuffle=True).frames
     results: dict[str, Any] = {"image_size": spec.image_size, "channels": spec.channels, "modes": {}}
     models: dict[str, TfliteModel] = {}
     for mode in MODES:

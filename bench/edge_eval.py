@@ -82,17 +82,20 @@ def eager_load_split(examples: Path, split: str, spec: Any) -> Any:
 
     from components.contract import IMAGE_KEY, LABEL_KEY
     from components.trainer.preprocessing import preprocess_image_bytes
-    from edge.data import LabeledImages, example_files
+    from edge.data import LabeledImages, camera_frame, example_files
 
     files = example_files(examples, split)
     features = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string), LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
     dataset = dataset.batch(64).map(lambda records: tf.io.parse_example(records, features))
-    images, labels = [], []
+    images, frames, labels = [], [], []
     for batch in dataset:
         images.append(preprocess_image_bytes(batch[IMAGE_KEY], spec).numpy())
+        frames.append(np.stack([camera_frame(image, spec.image_size).numpy() for image in batch[IMAGE_KEY]]))
         labels.append(batch[LABEL_KEY].numpy())
-    return LabeledImages(images=np.concatenate(images), labels=np.concatenate(labels).astype(np.int64))
+    return LabeledImages(
+        images=np.concatenate(images), labels=np.concatenate(labels).astype(np.int64), frames=np.concatenate(frames)
+    )
 
 
 def time_evaluation(saved_model: Path, tflite: Any, data: Path, loader: Any, spec: Any) -> dict[str, float]:
@@ -127,7 +130,7 @@ def measure(saved_model: Path, datasets: dict[int, Path], repeats: int) -> dict[
     spec = read_preprocessing(saved_model)
     options = EdgeOptions(mode="int8")
     calibration = load_split(datasets[1], "train", spec, limit=options.representative_samples, shuffle=True)
-    tflite = TfliteModel(convert(saved_model, "int8", calibration.images), threads=options.threads)
+    tflite = TfliteModel(convert(saved_model, "int8", calibration.frames), threads=options.threads)
     loaders = {"before": eager_load_split, "after": load_split}
     for data in datasets.values():  # warm-up: the first call traces and loads the SavedModel
         time_evaluation(saved_model, tflite, data, load_split, spec)

@@ -4,11 +4,15 @@ Plain TensorFlow + LiteRT, no TFX (the EdgeExporter component and `tfxp edge` ar
 
 - `edge.options`: the `edge` config section (`EdgeOptions`) and the quantization modes' names.
 - `edge.quantize`: `convert(saved_model, mode, representative_data, supported_ops)`, modes as a registry.
+- `edge.camera`: the device model's input, RGB camera frames `[1, H, W, 3]`, built around `serving_preprocessed`.
 - `edge.data`: labelled images of one split, decoded with the trainer's shared preprocessing.
 - `edge.runtime`: a LiteRT interpreter (XNNPACK, configurable threads) behind `TfliteModel`.
 - `edge.evaluate`: accuracy and per-class accuracy of a TFLite model and of its SavedModel.
 - `edge.benchmark`: latency p50/p99 at batch 1 and model size.
-- `edge.export`: the whole device export: convert, evaluate, gate on the accuracy drop, write, push.
+- `edge.export`: the whole device export: its version identity, convert, evaluate, gate, write, push.
+- `edge.app_client`: TFLite Model Metadata and MediaPipe's ImageClassifier, run in `.venv-mediapipe`
+  (`edge.mediapipe_guest` on that side).
+- `edge.release`: `release.json` of each published version, and the listing `tfxp edge versions` prints.
 - `edge.verify`: the model on an emulated ARM64 core vs the host (cores, cpuinfo, SME refusal, comparison);
   `edge.arch` prepares and runs that runtime (qemu-user, Debian arm64, `edge.arm_guest` on both sides);
   `edge.arch_gate` makes it the EdgeExporter's check (`edge.verify`).

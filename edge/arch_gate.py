@@ -77,7 +77,7 @@ def verify_export(
         shuffle=options.eval_samples > 0,
     )
     check = check_arch(
-        export.tflite, eval_data.images, eval_data.labels, export.metadata["accuracy"]["saved_model"], options
+        export.tflite, eval_data.frames, eval_data.labels, export.metadata["accuracy"]["saved_model"], options
     )
     return apply_check(export, check, options)
 

@@ -61,7 +61,8 @@ def probe() -> dict[str, Any]:
 def run(
     model: Path, inputs: np.ndarray, signature: str, input_name: str, output_name: str, kernels: str, threads: int
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """The raw `output_name` tensor for every input (in batches of 32), and facts about the run."""
+    """The raw `output_name` tensor for every input (in batches of 32, or of the input's fixed batch size),
+    and facts about the run."""
     import ai_edge_litert
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
@@ -71,7 +72,11 @@ def run(
         experimental_op_resolver_type=OpResolverType[RESOLVERS[kernels]],
     )
     runner = interpreter.get_signature_runner(signature)
-    batches = [runner(**{input_name: inputs[start : start + 32]})[output_name] for start in range(0, len(inputs), 32)]
+    fixed = int(runner.get_input_details()[input_name]["shape_signature"][0])
+    size = 32 if fixed == -1 else fixed  # a device model takes one frame [1, H, W, 3]
+    batches = [
+        runner(**{input_name: inputs[start : start + size]})[output_name] for start in range(0, len(inputs), size)
+    ]
     details = runner.get_output_details()[output_name]
     scale, zero_point = details["quantization"]
     facts = {

@@ -70,8 +70,8 @@ class BenchmarkResult:
 
 
 def batch_one_input(model: TfliteModel, seed: int = 0) -> np.ndarray:
-    """One random image [1, H, W, C] in [0, 1], already in the model's input type."""
-    image = np.random.default_rng(seed).random((1, *model.image_shape), dtype=np.float32)
+    """One random frame [1, H, W, C], pixels 0..255, already in the model's input type."""
+    image = np.random.default_rng(seed).integers(0, 256, (1, *model.image_shape)).astype(np.float32)
     return model.quantize_input(image)
 
 

@@ -6,12 +6,14 @@ Reads the data contract's tf.Examples (`image/encoded`, `image/class/label`) fro
 Example:
     spec = PreprocessingSpec(image_size=32, channels=1)
     calibration = load_split("data/digits", "train", spec, limit=200, shuffle=True)
-    calibration.images.shape  # (200, 32, 32, 1), float32 in [0, 1]
+    calibration.images.shape  # (200, 32, 32, 1), float32 in [0, 1]: what the SavedModel takes
+    calibration.frames.shape  # (200, 32, 32, 3), uint8 RGB: what the device model takes
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,15 +33,21 @@ _BATCH = 64
 
 @dataclass(frozen=True)
 class LabeledImages:
-    """Preprocessed images with their 0-based labels.
+    """Preprocessed images and camera frames of the same examples, with their 0-based labels.
 
     Attributes:
         images: float32 [N, H, W, C] in [0, 1] (the `serving_preprocessed` input).
+        frames: uint8 [N, H, W, 3] RGB at the model's size (the device model's input, `edge.camera`): decoded
+            to RGB and resized bilinear, as an app's classifier resizes a camera frame.
         labels: int64 [N], 0-based (after subtracting the label offset).
+        digest: SHA-256 of the serialized records, in order: the sample's identity (what went into a calibrated
+            model), the same whatever the process-wide TensorFlow, Python and NumPy seeds are.
     """
 
     images: np.ndarray
     labels: np.ndarray
+    frames: np.ndarray
+    digest: str = ""
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -88,12 +96,27 @@ def _compression(path: str) -> str:
         return "GZIP" if handle.read(2) == _GZIP_MAGIC else ""
 
 
-def _parse_and_preprocess(records: tf.Tensor, spec: PreprocessingSpec) -> tuple[tf.Tensor, tf.Tensor]:
+def camera_frame(image_bytes: tf.Tensor, image_size: int) -> tf.Tensor:
+    """One encoded image as a camera frame at the model's size: RGB uint8 [image_size, image_size, 3]."""
+    rgb = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
+    resized = tf.image.resize(tf.cast(rgb, tf.float32), [image_size, image_size], method="bilinear")
+    frame = tf.cast(tf.round(tf.clip_by_value(resized, 0.0, 255.0)), tf.uint8)
+    return tf.ensure_shape(frame, (image_size, image_size, 3))
+
+
+def _parse_and_preprocess(records: tf.Tensor, spec: PreprocessingSpec) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     # Runs inside tf.data's graph, batches in parallel: decoding eagerly, one op at a time, cost ~100x the
     # model's own time per image (issue 15).
     features = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string), LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
     parsed = tf.io.parse_example(records, features)
-    return preprocess_image_bytes(parsed[IMAGE_KEY], spec), parsed[LABEL_KEY]
+    images = preprocess_image_bytes(parsed[IMAGE_KEY], spec)  # checks the formats first
+    frames = tf.map_fn(
+        lambda image_bytes: camera_frame(image_bytes, spec.image_size),
+        parsed[IMAGE_KEY],
+        fn_output_signature=tf.TensorSpec((spec.image_size, spec.image_size, 3), tf.uint8),
+        parallel_iterations=16,
+    )
+    return images, frames, parsed[LABEL_KEY]
 
 
 def load_split(
@@ -114,7 +137,8 @@ def load_split(
         limit: Read at most this many examples; None or 0 = all.
         label_offset: Subtracted from `image/class/label` (1 for 1-based label sets).
         shuffle: Draw a seeded random sample instead of the first examples (calibration data should cover
-            every class, and shards are often written class by class).
+            every class, and shards are often written class by class); the sample depends on `seed` and the
+            records alone, not on any process-wide seed.
         seed: Seed for `shuffle`.
 
     Returns:
@@ -125,34 +149,67 @@ def load_split(
             or labels below zero after the offset.
     """
     files = example_files(examples, split)
-    if shuffle:
-        files = list(np.random.default_rng(seed).permutation(files))
-    dataset = tf.data.TFRecordDataset(files, compression_type=_compression(files[0]))
-    if shuffle:
-        # A bounded buffer: enough to mix classes without holding a large split in memory.
-        dataset = dataset.shuffle(max(1024, 4 * (limit or 0)), seed=seed)
-    if limit:
-        dataset = dataset.take(limit)
-    images, labels = [], []
+    records = _sample_records(files, limit, shuffle, seed, split)
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update(len(record).to_bytes(8, "little") + record)
+    images, frames, labels = [], [], []
     try:
-        for batch_images, batch_labels in (
-            dataset.batch(_BATCH)
+        for batch_images, batch_frames, batch_labels in (
+            tf.data.Dataset.from_tensor_slices(tf.constant(records, dtype=tf.string))
+            .batch(_BATCH)
             .map(functools.partial(_parse_and_preprocess, spec=spec), num_parallel_calls=tf.data.AUTOTUNE)
             .prefetch(tf.data.AUTOTUNE)
         ):
             images.append(batch_images.numpy())
+            frames.append(batch_frames.numpy())
             labels.append(batch_labels.numpy() - label_offset)
     except tf.errors.InvalidArgumentError as error:
         raise EdgeError(
             f"cannot read the `{split}` examples in {files[0]} and siblings: {error.message.splitlines()[0]}; "
             f"each record must be a tf.Example with `{IMAGE_KEY}` (JPEG/PNG bytes) and `{LABEL_KEY}` (int64)"
         ) from None
-    if not labels:
-        raise EdgeError(f"the `{split}` split under {examples} holds no records ({len(files)} empty files)")
-    result = LabeledImages(images=np.concatenate(images), labels=np.concatenate(labels).astype(np.int64))
+    result = LabeledImages(
+        images=np.concatenate(images),
+        labels=np.concatenate(labels).astype(np.int64),
+        frames=np.concatenate(frames),
+        digest=digest.hexdigest(),
+    )
     if result.labels.min() < 0:
         raise EdgeError(
             f"label {int(result.labels.min() + label_offset)} in the `{split}` split is below the label offset "
             f"{label_offset}; labels must be ≥ the offset (set data.label_offset to 0 for 0-based labels)"
         )
     return result
+
+
+def _sample_records(files: list[str], limit: int | None, shuffle: bool, seed: int, split: str) -> list[bytes]:
+    """The serialized records of the sample, in the order they are used.
+
+    The sample is drawn with NumPy generators of their own (`seed`), never with tf.data's shuffle: that one mixes
+    the op seed with the process-wide `tf.random.set_seed`, which the Trainer sets, so a cached Trainer (no seed
+    set in this process) drew another calibration sample and so made another int8 model.
+    """
+    rng = np.random.default_rng(seed)
+    if shuffle:
+        files = [files[index] for index in rng.permutation(len(files))]
+    dataset = tf.data.TFRecordDataset(files, compression_type=_compression(files[0]))
+    # A bounded pool when sampling: enough to mix classes (shards are often class by class) without reading a
+    # large split whole.
+    pool = max(1024, 4 * limit) if shuffle and limit else limit
+    if pool:
+        dataset = dataset.take(pool)
+    records: list[bytes] = []
+    try:
+        for batch in dataset.batch(1024):
+            records.extend(batch.numpy().tolist())
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
+        raise EdgeError(
+            f"cannot read the `{split}` records in {files[0]} and siblings: {error.message.splitlines()[0]}; "
+            "the split must hold TFRecord files (GZIP or uncompressed)"
+        ) from None
+    if not records:
+        raise EdgeError(f"the `{split}` split in {files[0]} and siblings holds no records ({len(files)} empty files)")
+    if shuffle:
+        records = [records[index] for index in rng.permutation(len(records))]
+    return records[:limit] if limit else records

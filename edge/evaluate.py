@@ -1,10 +1,11 @@
 """Accuracy and per-class accuracy of a TFLite model (LiteRT) and of the SavedModel it came from.
 
-Both run the same preprocessed images, so the difference is the conversion's cost alone.
+Both run the same examples: the SavedModel their preprocessed images, the TFLite model their camera frames (RGB
+pixels at the model's size), so the difference is the cost of the conversion and of taking frames.
 
 Example:
     eval_data = load_split("data/digits", "eval", spec)
-    tflite = evaluate(TfliteModel.load(Path("model.tflite")), eval_data)
+    tflite = evaluate(TfliteModel.load(Path("model.tflite")), eval_data)  # on eval_data.frames
     float_model = evaluate_saved_model(Path("model/Format-Serving"), eval_data)
     drop = float_model.accuracy - tflite.accuracy
 """
@@ -78,14 +79,14 @@ def accuracy_of(probabilities: np.ndarray, labels: np.ndarray) -> EvalResult:
 
 
 def evaluate(model: TfliteModel, data: LabeledImages, batch_size: int = 32) -> EvalResult:
-    """Accuracy of a TFLite model in LiteRT.
+    """Accuracy of a TFLite device model in LiteRT, on the camera frames of `data`.
 
     Args:
         model: The loaded TFLite model (its threads setting applies).
-        data: Preprocessed eval images and labels.
+        data: Eval frames and labels.
         batch_size: Images per interpreter call. Defaults to 32.
     """
-    return accuracy_of(model.predict(data.images, batch_size=batch_size), data.labels)
+    return accuracy_of(model.predict(data.frames, batch_size=batch_size), data.labels)
 
 
 def evaluate_saved_model(

@@ -25,6 +25,7 @@ ModeName = Annotated[str, registered("quantization mode", MODE_NAMES)]
 IoDtype = Literal["int8", "uint8", "float32"]
 SupportedOps = Literal["builtins", "builtins+select_tf"]
 VerifyArch = Literal["aarch64"]
+AppClient = Literal["mediapipe", "none"]
 
 
 def _named_core(cpu: str) -> str:
@@ -42,7 +43,9 @@ class EdgeOptions(ConfigSection):
     Attributes:
         enabled: Run the EdgeExporter in the pipeline.
         mode: `none` (float32), `dynamic`, `float16` or `int8` (full integer).
-        io_dtype: Input/output type of an int8 model: `int8`, `uint8` or `float32`.
+        io_dtype: The device model's input type, camera frames [1, H, W, 3] RGB: `uint8` (what cameras and
+          MediaPipe give), `float32` (pixel values 0..255 as floats) or, with mode int8 only, `int8` (which
+          MediaPipe cannot feed). A full-integer model's output has it too. Was int8 and for mode int8 only.
         representative_samples: Train examples used to calibrate int8 quantization.
         supported_ops: `builtins`, or `builtins+select_tf` to allow TF ops (needs the Flex delegate).
         max_accuracy_drop: Largest accuracy loss (absolute) of the TFLite model vs the SavedModel.
@@ -56,13 +59,17 @@ class EdgeOptions(ConfigSection):
           whose SME gave wrong int8 results; see the README).
         min_arch_agreement: Smallest fraction of eval examples whose top-1 class must be the same on the target
           as on the host; the target's accuracy must also stay within `max_accuracy_drop` of the SavedModel.
+        app_client: `mediapipe` writes TFLite Model Metadata into the model (labels, normalization, color space,
+          name, version, description) and requires MediaPipe's ImageClassifier to give the same top-1 as LiteRT
+          on the eval examples (needs `.venv-mediapipe`, made by `make setup`); `none` does neither.
+        min_app_agreement: Smallest fraction of eval examples whose top-1 from MediaPipe must be LiteRT's.
         verify_required: When the check cannot run (no qemu-user-static/mmdebstrap, offline), the model is not
           pushed; false pushes it with the check recorded as not run. A check that ran and failed always blocks.
     """
 
     enabled: bool = True
     mode: ModeName = "int8"
-    io_dtype: IoDtype = "int8"
+    io_dtype: IoDtype = "uint8"
     representative_samples: int = Field(200, ge=1)
     supported_ops: SupportedOps = "builtins"
     max_accuracy_drop: float = Field(0.01, ge=0, le=1)
@@ -73,9 +80,20 @@ class EdgeOptions(ConfigSection):
     verify_cpu: VerifyCpu = "cortex-a76"
     min_arch_agreement: float = Field(0.995, ge=0, le=1)
     verify_required: bool = True
+    app_client: AppClient = "mediapipe"
+    min_app_agreement: float = Field(0.99, ge=0, le=1)
 
     @model_validator(mode="after")
-    def _io_dtype_needs_int8(self) -> EdgeOptions:
-        if self.mode != "int8" and self.io_dtype != "int8":
-            raise ValueError(f"edge.io_dtype={self.io_dtype} applies to edge.mode=int8 only")
+    def _int8_io_needs_int8(self) -> EdgeOptions:
+        if self.mode != "int8" and self.io_dtype == "int8":
+            raise ValueError(
+                f"edge.io_dtype=int8 applies to edge.mode=int8 only (edge.mode is {self.mode}); "
+                "set edge.io_dtype to uint8 (the default) or float32"
+            )
+        if self.io_dtype == "int8" and self.app_client == "mediapipe":
+            raise ValueError(
+                "edge.io_dtype=int8 makes a model MediaPipe cannot feed (its ImageClassifier takes uint8 or float32 "
+                "frames), so edge.app_client=mediapipe would block every push; set edge.io_dtype to uint8 (the "
+                "default), or edge.app_client to none"
+            )
         return self

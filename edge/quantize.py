@@ -1,10 +1,11 @@
 """SavedModel → TFLite conversion with a registry of quantization modes.
 
-Conversion starts from the `serving_preprocessed` signature (float32 images in [0, 1] → probabilities, classes):
-decoding and resizing stay on the device side, normalisation is inside the model and so inside the TFLite graph.
+Conversion starts from the `serving_preprocessed` signature behind camera frames (`edge.camera`: RGB `[1, H, W, 3]`
+of `io_dtype`, scaled and, for gray models, turned to luma in the graph): decoding and resizing stay on the device
+side (apps' classifiers resize frames themselves), normalisation is inside the model and so inside the TFLite graph.
 
 Example:
-    calibration = load_split("data/digits", "train", spec, limit=200, shuffle=True).images
+    calibration = load_split("data/digits", "train", spec, limit=200, shuffle=True).frames
     tflite = convert("model/Format-Serving", "int8", representative_data=calibration, io_dtype="uint8")
     Path("model.tflite").write_bytes(tflite)
 """
@@ -21,13 +22,15 @@ import numpy as np
 import tensorflow as tf
 from ai_edge_litert.tools import flatbuffer_utils
 
-from components.contract import SAVED_MODEL_FILE, SIGNATURE_PREPROCESSED
+from components.contract import SIGNATURE_PREPROCESSED
+from edge.camera import camera_function
 from edge.errors import EdgeError
 from edge.options import MODE_NAMES, IoDtype, SupportedOps
 
 # The names are the `edge` section's (edge/options.py), declared there once.
 IO_DTYPES: dict[str, tf.DType] = {name: tf.as_dtype(name) for name in get_args(IoDtype)}
 SUPPORTED_OPS: tuple[str, ...] = get_args(SupportedOps)
+_QUANTIZE = 114  # tflite::BuiltinOperator_QUANTIZE (schema.fbs)
 _SELECT_OPS_HINT = (
     "allow them with `edge.supported_ops=builtins+select_tf` (CLI: `--supported-ops builtins+select_tf`); "
     "the device then needs the TF Select (Flex) delegate"
@@ -39,8 +42,8 @@ class ConversionRequest:
     """What a mode's `configure` gets besides the converter.
 
     Attributes:
-        representative_data: float32 [N, H, W, C] calibration images, or None.
-        io_dtype: Input/output type of a full-integer model (`int8`, `uint8`, `float32`).
+        representative_data: Calibration frames [N, H, W, 3], pixels 0..255, or None.
+        io_dtype: The frames' type (`uint8`, `float32`, `int8`); also the output type of a full-integer model.
         select_tf_ops: Whether TF ops outside the TFLite builtins are allowed (Flex).
     """
 
@@ -121,8 +124,8 @@ def _configure_int8(converter: tf.lite.TFLiteConverter, request: ConversionReque
     assert data is not None  # convert() checks needs_representative_data first
 
     def samples() -> Iterator[list[np.ndarray]]:
-        for image in data:
-            yield [image[np.newaxis].astype(np.float32)]
+        for frame in data:
+            yield [frame[np.newaxis].astype(np.float32)]
 
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = samples
@@ -143,26 +146,25 @@ def convert(
     mode: str = "none",
     representative_data: np.ndarray | None = None,
     supported_ops: str = "builtins",
-    io_dtype: str = "int8",
-    signature: str = SIGNATURE_PREPROCESSED,
+    io_dtype: str = "uint8",
     keep_tensor_names: bool = False,
 ) -> bytes:
-    """Converts one signature of a SavedModel to a TFLite flatbuffer.
+    """Converts the `serving_preprocessed` signature of a SavedModel, behind camera frames, to a TFLite flatbuffer.
 
     Args:
         saved_model: SavedModel directory (e.g. a Model artifact's `Format-Serving/`).
         mode: A registered quantization mode: `none`, `dynamic`, `float16` or `int8`. Defaults to `none`.
-        representative_data: float32 [N, H, W, C] images in [0, 1] for int8 calibration (e.g. 200 train
-            images from `edge.data.load_split(..., shuffle=True)`); ignored by the other modes.
+        representative_data: Frames [N, H, W, 3], pixels 0..255, for int8 calibration (e.g. 200 train frames
+            from `edge.data.load_split(..., shuffle=True).frames`); ignored by the other modes.
         supported_ops: `builtins` (default) or `builtins+select_tf` (TF ops through the Flex delegate).
-        io_dtype: Input/output type of an int8 model: `int8` (default), `uint8` or `float32`; other modes
-            keep float32 I/O.
-        signature: Signature to convert. Defaults to `serving_preprocessed`.
+        io_dtype: The frames' type: `uint8` (default; what cameras and MediaPipe give), `float32` (pixel values
+            0..255) or `int8` (full-integer models only). A full-integer model's output has it too; the other
+            modes output float32 probabilities.
         keep_tensor_names: Keep the converter's tensor debug names (useful in Netron); by default they are
             stripped, which saves a few KB per model (see `strip_tensor_names`).
 
     Returns:
-        The TFLite model bytes.
+        The TFLite model bytes: one signature, input `image` [1, H, W, 3], output `probabilities`.
 
     Raises:
         EdgeError: unknown mode, ops setting or I/O type; int8 without representative data; no SavedModel or
@@ -177,20 +179,58 @@ def convert(
         )
     if io_dtype not in IO_DTYPES:
         raise EdgeError(f"unknown io_dtype {io_dtype!r} (edge.io_dtype / --io-dtype); choose one of {list(IO_DTYPES)}")
-    if quantization.needs_representative_data and (representative_data is None or len(representative_data) == 0):
+    integer = quantization.needs_representative_data
+    if io_dtype == "int8" and not integer:
+        raise EdgeError(
+            f"io_dtype int8 (edge.io_dtype / --io-dtype) needs the full-integer mode int8, not {mode!r}; "
+            "frames are uint8 (the default) or float32"
+        )
+    if integer and (representative_data is None or len(representative_data) == 0):
         raise EdgeError(
             f"mode {mode!r} needs representative data to calibrate activation ranges, and none was given; "
             "pass train examples (CLI: `--examples DIR`; pipeline: the Examples input) with "
             "edge.representative_samples ≥ 1, or pick mode `dynamic` or `float16`, which need none"
         )
-    converter = _converter(Path(saved_model), signature)
+    # A full-integer model is converted from float frames and quantized at its input to io_dtype; the float
+    # modes take io_dtype frames as they are (a uint8 input is cast in the graph).
+    frames = camera_function(Path(saved_model), "float32" if integer else io_dtype)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([frames.function], frames.loaded)
     request = ConversionRequest(representative_data, io_dtype, supported_ops == "builtins+select_tf")
     quantization.configure(converter, request)
     try:
         tflite = bytes(converter.convert())
     except Exception as error:  # ConverterError, RuntimeError from calibration: both carry the op names
-        raise _conversion_error(error, saved_model, signature, mode, request) from None
+        raise _conversion_error(error, saved_model, SIGNATURE_PREPROCESSED, mode, request) from None
+    if integer and io_dtype == "uint8":
+        tflite = pin_pixel_input(tflite)
     return tflite if keep_tensor_names else strip_tensor_names(tflite)
+
+
+def pin_pixel_input(tflite: bytes) -> bytes:
+    """The same full-integer model with its uint8 input read as pixel values: scale 1, zero point 0.
+
+    Calibration gives the input the range the calibration frames had (e.g. 0..254 → scale 0.996), but apps and
+    MediaPipe hand a uint8 input the camera's bytes as they are, ignoring its quantization. The converter
+    puts a QUANTIZE op (uint8 → the int8 the graph computes in) behind a uint8 input; that op requantizes from
+    whatever the input's parameters say, so stating the real ones (1 pixel per step, 0 at 0) keeps the model
+    right for raw bytes; pixel values beyond the calibrated range saturate there, as they would have anyway.
+
+    Raises:
+        EdgeError: the input is not consumed by QUANTIZE ops only (a converter that changed how it builds uint8
+            inputs), so the input cannot take raw bytes; use edge.io_dtype float32 then.
+    """
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(tflite))
+    (subgraph,) = model.subgraphs
+    (index,) = subgraph.inputs
+    codes = [model.operatorCodes[op.opcodeIndex] for op in subgraph.operators if index in list(op.inputs)]
+    if not codes or any(max(code.builtinCode, code.deprecatedBuiltinCode) != _QUANTIZE for code in codes):
+        raise EdgeError(
+            "the int8 model's uint8 input is not followed by a QUANTIZE op, so it cannot take raw camera bytes; "
+            "set edge.io_dtype to float32 (frames as float pixel values)"
+        )
+    parameters = subgraph.tensors[index].quantization
+    parameters.scale, parameters.zeroPoint = [1.0], [0]
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
 def strip_tensor_names(tflite: bytes) -> bytes:
@@ -200,28 +240,16 @@ def strip_tensor_names(tflite: bytes) -> bytes:
     Only debuggers read those names: interpreters address tensors by index and apps by signature key. Dropping
     them saves about 60 bytes per tensor, the same in every mode, which on a small model is a visible share
     of an int8 file (on the digits model 2.9 KB of 95 KB). LiteRT's own `flatbuffer_utils.strip_strings` drops
-    the signatures as well, which is why this keeps them.
+    the signatures as well, which is why this keeps them, and the input and output tensors' names.
     """
     model = flatbuffer_utils.read_model_from_bytearray(bytearray(tflite))
     for subgraph in model.subgraphs or []:
-        for tensor in subgraph.tensors or []:
-            tensor.name = None
+        # The input and output tensors keep theirs: metadata writers and readers look tensors up by name.
+        keep = {*(subgraph.inputs or []), *(subgraph.outputs or [])}
+        for index, tensor in enumerate(subgraph.tensors or []):
+            if index not in keep:
+                tensor.name = None
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
-
-
-def _converter(saved_model: Path, signature: str) -> tf.lite.TFLiteConverter:
-    if not tf.saved_model.contains_saved_model(str(saved_model)):
-        raise EdgeError(
-            f"{saved_model} is not a SavedModel directory (no {SAVED_MODEL_FILE}); pass the model's serving "
-            "directory, e.g. OUT/serving/<model>/<version>/ or a Model artifact's Format-Serving/"
-        )
-    try:
-        return tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=[signature])
-    except ValueError as error:  # "Invalid signature key 'x' found. Valid keys are 'a,b'."
-        raise EdgeError(
-            f"SavedModel {saved_model} has no `{signature}` signature ({error}); the model contract requires "
-            "`serving_preprocessed` (float32 images [None, H, W, C] → probabilities, classes)"
-        ) from None
 
 
 def unsupported_ops(message: str) -> list[str]:

@@ -1,11 +1,12 @@
-"""A TFLite model in the LiteRT interpreter (XNNPACK, configurable threads), fed float images in [0, 1].
+"""A TFLite model in the LiteRT interpreter (XNNPACK, configurable threads), fed camera frames.
 
-Quantized inputs and outputs are converted here with the model's own scale and zero point, so callers always
-pass `serving_preprocessed` images and get float probabilities, whatever the mode.
+Callers pass the real input values, for a tfxp device model RGB frames with pixels 0..255 (`edge.camera`), and
+get float probabilities, whatever the mode: a quantized input or output is converted here with the model's own
+scale and zero point (for a uint8 device model that is the identity, `edge.quantize.pin_pixel_input`).
 
 Example:
     model = TfliteModel.load(Path("model.tflite"), threads=2)
-    probabilities = model.predict(images)  # float32 [N, num_classes]
+    probabilities = model.predict(frames)  # uint8 [N, H, W, 3] → float32 [N, num_classes]
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class TfliteModel:
         if len(inputs) != 1:
             raise EdgeError(
                 f"{where} signature `{self.signature_key}` has inputs {sorted(inputs)}; an image classifier "
-                "takes one input, float32 images [N, H, W, C]"
+                "takes one input, frames [1, H, W, 3]"
             )
         self.input = _tensor_info(*next(iter(inputs.items())))
         self.outputs = {name: _tensor_info(name, details) for name, details in self.runner.get_output_details().items()}
@@ -136,13 +137,13 @@ class TfliteModel:
 
     def _pick_signature(self, where: str) -> str:
         signatures = list(self.interpreter.get_signature_list())
-        if SIGNATURE_PREPROCESSED in signatures:
-            return SIGNATURE_PREPROCESSED
         if len(signatures) == 1:
             return signatures[0]
+        if SIGNATURE_PREPROCESSED in signatures:
+            return SIGNATURE_PREPROCESSED
         raise EdgeError(
-            f"{where} has signatures {signatures}; expected `{SIGNATURE_PREPROCESSED}` (or exactly one signature), as "
-            "written by converting a SavedModel with `tfxp edge convert`"
+            f"{where} has signatures {signatures}; expected exactly one, as written by converting a SavedModel "
+            "with `tfxp edge convert`"
         )
 
     def _pick_probabilities(self, where: str) -> TensorInfo:
@@ -166,10 +167,20 @@ class TfliteModel:
     def num_classes(self) -> int:
         return self.probabilities.shape[-1]
 
+    @property
+    def batch_size(self) -> int | None:
+        """The input's fixed batch size (1 for a device model), or None when it takes any."""
+        batch = self.input.shape[0]
+        return None if batch == -1 else batch
+
     def quantize_input(self, images: np.ndarray) -> np.ndarray:
-        """Float images → the input tensor's type (rounded, clipped to the integer range when quantized)."""
+        """Real input values (pixels 0..255 for a device model) → the input tensor's type (rounded, clipped to
+        the integer range when quantized)."""
         images = np.asarray(images, dtype=np.float32)
         if not self.input.quantized:
+            if np.issubdtype(np.dtype(self.input.dtype), np.integer):
+                limits = np.iinfo(self.input.dtype)
+                return np.clip(np.round(images), limits.min, limits.max).astype(self.input.dtype)
             return images.astype(self.input.dtype)
         limits = np.iinfo(self.input.dtype)
         quantized = np.round(images / self.input.scale) + self.input.zero_point
@@ -180,11 +191,12 @@ class TfliteModel:
         return self.runner(**{self.input.name: model_input})[self.probabilities.name]
 
     def predict(self, images: np.ndarray, batch_size: int = 32) -> np.ndarray:
-        """Probabilities for float32 images [N, H, W, C] in [0, 1].
+        """Probabilities for images [N, H, W, C] in the model's real input values.
 
         Args:
-            images: Preprocessed images (the `serving_preprocessed` input).
-            batch_size: Images per interpreter call (the input is resized to it). Defaults to 32.
+            images: For a tfxp device model RGB frames [N, H, W, 3], pixels 0..255 (`LabeledImages.frames`).
+            batch_size: Images per interpreter call (the input is resized to it); a model with a fixed batch
+                (a device model's 1) is called with that. Defaults to 32.
 
         Returns:
             float32 [N, num_classes] (dequantized when the output is quantized).
@@ -195,8 +207,9 @@ class TfliteModel:
         if images.ndim != 4 or tuple(images.shape[1:]) != self.image_shape:
             raise EdgeError(
                 f"images of shape {list(images.shape)} do not fit the TFLite input {list(self.input.shape)}; "
-                "preprocess with the model's image size and channels"
+                "pass frames at the model's image size"
             )
+        batch_size = self.batch_size or batch_size
         outputs = []
         for start in range(0, len(images), batch_size):
             raw = self.invoke(self.quantize_input(images[start : start + batch_size]))

@@ -11,7 +11,7 @@ as 10 %, outputs off by up to 255 quantization steps) while float models were fi
 emulation or the kernels are at fault is not known, and `max` is no device: the check runs on a named core.
 
 Example:
-    run = verify_on_arch(Path("model.tflite").read_bytes(), data.images, data.labels, "cortex-a76")
+    run = verify_on_arch(Path("model.tflite").read_bytes(), data.frames, data.labels, "cortex-a76")
     run.comparison.agreement  # 1.0
     run.comparison.max_steps  # 0 or 1 for an int8 model
 """
@@ -311,8 +311,8 @@ def verify_on_arch(
 
     Args:
         model: TFLite flatbuffer.
-        images: Preprocessed float images [N, H, W, C] in [0, 1]; quantized once here, so both sides get the
-            same input bytes.
+        images: The model's real inputs, for a device model frames [N, H, W, 3] with pixels 0..255
+            (`LabeledImages.frames`); quantized once here, so both sides get the same input bytes.
         labels: int [N], 0-based.
         cpu: A core of `CORES` (`max` is refused, see `check_cpu`).
         kernels: `xnnpack` (LiteRT's default), `builtin` or `reference`, pinned on both sides.

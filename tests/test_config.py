@@ -145,9 +145,10 @@ def test_unregistered_edge_mode_lists_the_registered_ones() -> None:
         build_config({"edge": {"mode": "int4"}})
 
 
-def test_edge_io_dtype_applies_to_int8_only() -> None:
-    with pytest.raises(ConfigError, match=r"\n  edge.io_dtype=uint8 applies to edge.mode=int8 only$"):
-        build_config({}, ["edge.mode=float16", "edge.io_dtype=uint8"])
+def test_edge_io_dtype_int8_applies_to_int8_only() -> None:
+    with pytest.raises(ConfigError, match=r"\n  edge.io_dtype=int8 applies to edge.mode=int8 only \(edge.mode is f"):
+        build_config({}, ["edge.mode=float16", "edge.io_dtype=int8"])
+    assert build_config({}, ["edge.mode=float16"]).edge.io_dtype == "uint8"
 
 
 def test_loading_a_config_imports_no_tensorflow() -> None:

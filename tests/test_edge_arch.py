@@ -116,7 +116,7 @@ def test_the_runner_on_the_host_pins_the_kernels_and_returns_raw_outputs(
     from edge.runtime import TfliteModel
 
     model = TfliteModel(float_model, threads=1)
-    images = np.random.default_rng(0).uniform(size=(40, 16, 16, 1)).astype(np.float32)
+    images = np.random.default_rng(0).integers(0, 256, size=(40, 16, 16, 3)).astype(np.uint8)
     job = arch.RunnerJob.write(tmp_path, float_model, model.quantize_input(images), model, kernels, threads=1)
 
     result = arch.run_on_host(job, tmp_path / "host")

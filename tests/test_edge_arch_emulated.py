@@ -63,8 +63,8 @@ def digits_models(digits_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     labels = (digits_dir / "labels.txt").read_text().split()
     saved_model = tmp_path_factory.mktemp("digits") / "model"
     export_saved_model(model, str(saved_model), SPEC, labels)
-    calibration = load_split(digits_dir, "train", SPEC, limit=200, shuffle=True).images
-    return {"int8": convert(saved_model, "int8", calibration), "float": convert(saved_model, "none")}
+    calibration = load_split(digits_dir, "train", SPEC, limit=200, shuffle=True).frames
+    return {"int8": convert(saved_model, "int8", calibration, io_dtype="int8"), "float": convert(saved_model, "none")}
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_the_runtime_is_prepared_once_and_then_reused(runtime: arch.ArmRuntime) 
 def test_digits_int8_model_agrees_with_the_host_on_each_core(
     runtime: arch.ArmRuntime, digits_models: dict[str, bytes], digits_eval: LabeledImages, cpu: str
 ) -> None:
-    run = verify.verify_on_arch(digits_models["int8"], digits_eval.images, digits_eval.labels, cpu)
+    run = verify.verify_on_arch(digits_models["int8"], digits_eval.frames, digits_eval.labels, cpu)
     result = run.comparison
     print(f"int8 {cpu}: {result}")
 
@@ -105,7 +105,7 @@ def test_digits_int8_model_agrees_with_the_host_on_each_core(
 def test_digits_float_model_agrees_with_the_host(
     runtime: arch.ArmRuntime, digits_models: dict[str, bytes], digits_eval: LabeledImages, cpu: str
 ) -> None:
-    result = verify.verify_on_arch(digits_models["float"], digits_eval.images, digits_eval.labels, cpu).comparison
+    result = verify.verify_on_arch(digits_models["float"], digits_eval.frames, digits_eval.labels, cpu).comparison
     print(f"float {cpu}: {result}")
 
     assert result.agreement == 1.0
@@ -124,7 +124,7 @@ def test_a_cpuinfo_claiming_features_the_core_lacks_is_caught_and_explained(
     monkeypatch.setattr(verify, "render_cpuinfo", lambda core, count: render(verify.CORES["cortex-a76"], count))
 
     with pytest.raises(arch.TargetFailedError) as caught:
-        verify.verify_on_arch(digits_models["int8"], digits_eval.images[:8], digits_eval.labels[:8], "cortex-a53")
+        verify.verify_on_arch(digits_models["int8"], digits_eval.frames[:8], digits_eval.labels[:8], "cortex-a53")
 
     message = str(caught.value)
     assert "the model did not run on emulated cortex-a53: killed by SIGILL" in message

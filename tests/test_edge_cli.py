@@ -1,4 +1,4 @@
-"""`tfxp edge convert | eval | bench` through Typer's CliRunner."""
+"""`tfxp edge convert | eval | inspect | bench` through Typer's CliRunner."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_edge_data import shared_data, shared_model
+from test_edge_data import MEDIAPIPE_PYTHON, needs_mediapipe, shared_data, shared_model
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -45,6 +45,7 @@ def test_convert_eval_and_bench_an_int8_model(saved_model: Path, data_dir: Path,
             "50",
             "--io-dtype",
             "uint8",
+            "--no-metadata",
             "--out",
             str(out),
         ],
@@ -63,8 +64,44 @@ def test_convert_eval_and_bench_an_int8_model(saved_model: Path, data_dir: Path,
     benched = runner.invoke(app, ["edge", "bench", str(out), "--runs", "20", "--warmup", "2"])
     assert benched.exit_code == 0, benched.output
     assert re.search(
-        r"input uint8 \[-1, 16, 16, 1\]; batch 1, 2 threads, 20 runs: p50 [0-9.]+ ms", _flat(benched.output)
+        r"input uint8 \[1, 16, 16, 3\]; batch 1, 2 threads, 20 runs: p50 [0-9.]+ ms", _flat(benched.output)
     )
+
+
+@needs_mediapipe
+def test_convert_writes_metadata_that_inspect_prints_and_mediapipe_agrees_in_eval(
+    saved_model: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "model.tflite"
+    arguments = ["edge", "convert", str(saved_model), "--mode", "int8", "--examples", str(data_dir), "--out", str(out)]
+    assert (converted := runner.invoke(app, arguments)).exit_code == 0, converted.output
+
+    inspected = runner.invoke(app, ["edge", "inspect", str(out)])
+    assert inspected.exit_code == 0, inspected.output
+    text = _flat(inspected.output)
+    assert "labels.txt (4 lines): top, bottom, left, right" in text
+    assert "color space RGB" in text and "'mean': [0.0], 'std': [1.0]" in text
+
+    evaluated = runner.invoke(app, ["edge", "eval", str(out), "--examples", str(data_dir), "--client", "mediapipe"])
+    assert evaluated.exit_code == 0, evaluated.output
+    assert re.search(
+        r"MediaPipe 1\.2\.2 ImageClassifier: top-1 agrees with LiteRT on 1[12]\d/120", _flat(evaluated.output)
+    )
+    assert "labels from the model's metadata: bottom, left, right, top" in _flat(evaluated.output)
+
+
+def test_inspect_of_a_model_without_metadata_says_so(tmp_path: Path, saved_model: Path) -> None:
+    out = tmp_path / "bare.tflite"
+    converted = runner.invoke(
+        app, ["edge", "convert", str(saved_model), "--mode", "none", "--no-metadata", "--out", str(out)]
+    )
+    assert converted.exit_code == 0, converted.output
+    if not MEDIAPIPE_PYTHON.is_file():
+        pytest.skip(f"no MediaPipe venv ({MEDIAPIPE_PYTHON}); `make setup` creates .venv-mediapipe")
+
+    result = runner.invoke(app, ["edge", "inspect", str(out)])
+    assert result.exit_code == 2
+    assert "does not have metadata" in _flat(result.output)
 
 
 def test_convert_int8_without_examples_explains_the_fix(saved_model: Path, tmp_path: Path) -> None:

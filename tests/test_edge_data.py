@@ -8,6 +8,8 @@ dir so the session builds each thing once.
 
 from __future__ import annotations
 
+import os
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,10 +20,16 @@ import tf_keras as keras
 
 from components.trainer.export import export_saved_model
 from components.trainer.preprocessing import PreprocessingSpec
+from edge.app_client import MEDIAPIPE_VENV, PYTHON_ENV
 from edge.data import example_files, load_split
 from edge.errors import EdgeError
 
 LABELS = ["top", "bottom", "left", "right"]
+MEDIAPIPE_PYTHON = Path(os.environ.get(PYTHON_ENV) or MEDIAPIPE_VENV / "bin" / "python")
+needs_mediapipe = pytest.mark.skipif(
+    not MEDIAPIPE_PYTHON.is_file(),
+    reason=f"no MediaPipe venv ({MEDIAPIPE_PYTHON}); `make setup` creates .venv-mediapipe, or set ${PYTHON_ENV}",
+)
 SPEC = PreprocessingSpec(image_size=16, channels=1)
 
 
@@ -184,6 +192,19 @@ def test_load_split_shuffled_sample_is_seeded_and_covers_classes(data_dir: Path)
     np.testing.assert_array_equal(first.labels, again.labels)
     assert not np.array_equal(first.images, in_order.images)
     assert set(first.labels.tolist()) == {0, 1, 2, 3}
+
+
+def test_the_shuffled_sample_does_not_depend_on_process_wide_seeds(data_dir: Path) -> None:
+    # The Trainer sets these seeds; a cached Trainer leaves them unset: the calibration sample must not change.
+    random.seed(1), np.random.seed(1), tf.random.set_seed(1)
+    first = load_split(data_dir, "train", SPEC, limit=40, shuffle=True)
+    random.seed(2), np.random.seed(2), tf.random.set_seed(2)
+    second = load_split(data_dir, "train", SPEC, limit=40, shuffle=True)
+    other_seed = load_split(data_dir, "train", SPEC, limit=40, shuffle=True, seed=1)
+
+    np.testing.assert_array_equal(first.images, second.images)
+    assert first.digest == second.digest and len(first.digest) == 64
+    assert other_seed.digest != first.digest
 
 
 def test_load_split_applies_the_label_offset(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def eval_data(data_dir: Path) -> LabeledImages:
 
 @pytest.fixture(scope="module")
 def int8_model(saved_model: Path, data_dir: Path) -> bytes:
-    calibration = load_split(data_dir, "train", SPEC, limit=100, shuffle=True).images
+    calibration = load_split(data_dir, "train", SPEC, limit=100, shuffle=True).frames
     return convert(saved_model, "int8", calibration, io_dtype="uint8")
 
 
@@ -80,18 +80,16 @@ def test_int8_model_matches_the_saved_model_on_eval(saved_model: Path, int8_mode
 
 
 def test_quantized_predictions_track_float_probabilities(saved_model: Path, int8_model: bytes, eval_data) -> None:
-    float_probabilities = TfliteModel(convert(saved_model, "none")).predict(eval_data.images[:16])
-    int8_probabilities = TfliteModel(int8_model).predict(eval_data.images[:16], batch_size=5)
+    float_probabilities = TfliteModel(convert(saved_model, "none")).predict(eval_data.frames[:16])
+    int8_probabilities = TfliteModel(int8_model).predict(eval_data.frames[:16], batch_size=5)
 
     assert int8_probabilities.dtype == np.float32
     np.testing.assert_allclose(int8_probabilities, float_probabilities, atol=0.05)
 
 
 def test_predict_rejects_images_of_another_size(int8_model: bytes) -> None:
-    with pytest.raises(
-        EdgeError, match=r"images of shape \[2, 8, 8, 1\] do not fit the TFLite input \[-1, 16, 16, 1\]"
-    ):
-        TfliteModel(int8_model).predict(np.zeros((2, 8, 8, 1), np.float32))
+    with pytest.raises(EdgeError, match=r"images of shape \[2, 8, 8, 3\] do not fit the TFLite input \[1, 16, 16, 3\]"):
+        TfliteModel(int8_model).predict(np.zeros((2, 8, 8, 3), np.uint8))
 
 
 def test_a_file_that_is_not_tflite_is_rejected(tmp_path: Path) -> None:
@@ -149,7 +147,7 @@ def test_read_preprocessing_falls_back_to_the_signature_shape(saved_model: Path,
 
 
 def test_export_measures_gates_and_writes_the_edge_model(saved_model: Path, data_dir: Path, tmp_path: Path) -> None:
-    options = EdgeOptions(mode="int8", io_dtype="int8", representative_samples=64)
+    options = EdgeOptions(mode="int8", io_dtype="int8", representative_samples=64, app_client="none")
     export = export_edge_model(saved_model, data_dir, options, benchmark_runs=10)
     write_edge_model(export, tmp_path / "edge")
 
@@ -159,7 +157,11 @@ def test_export_measures_gates_and_writes_the_edge_model(saved_model: Path, data
     assert (tmp_path / "edge" / "model.tflite").read_bytes() == export.tflite
     assert metadata["input"]["dtype"] == "int8"
     assert metadata["input"]["quantization"]["zero_point"] == -128
-    assert metadata["normalization"]["pixel_range"] == [0.0, 1.0]
+    assert metadata["input"]["shape"] == [1, 16, 16, 3]
+    assert metadata["normalization"]["pixel_range"] == [0.0, 255.0]
+    assert metadata["normalization"]["color_space"] == "RGB"
+    assert metadata["made_from"]["options"]["mode"] == "int8"
+    assert metadata["identity"].startswith("edge:")
     assert metadata["representative_samples"] == 64
     assert metadata["accuracy"]["eval_examples"] == 120
     assert metadata["accuracy"]["drop"] == pytest.approx(
@@ -172,21 +174,36 @@ def test_export_measures_gates_and_writes_the_edge_model(saved_model: Path, data
 
 
 def test_push_is_a_complete_new_version_and_a_repush_reuses_it(int8_model: bytes, tmp_path: Path) -> None:
-    sha256 = hashlib.sha256(int8_model).hexdigest()
+    identity = "edge:" + hashlib.sha256(b"what went into the model").hexdigest()
     gate = GateResult(blessed=True, drop=0.0, reason="within")
-    export = EdgeExport(tflite=int8_model, labels=LABELS, metadata={"sha256": sha256}, gate=gate)
+    metadata = {
+        "identity": identity,
+        "mode": "int8",
+        "input": TfliteModel(int8_model).input.to_json(),
+        "accuracy": {"tflite": 0.99, "saved_model": 1.0, "eval_examples": 120},
+    }
+    export = EdgeExport(tflite=int8_model, labels=LABELS, metadata=metadata, gate=gate)
     base = tmp_path / "edge" / "digits"
 
     target = push_edge_model(export, tmp_path / "artifact", base)
     again = push_edge_model(export, tmp_path / "rerun", base)
 
     assert again == target and list_versions(base) == [target]  # no staging left behind, no duplicate
-    assert sorted(path.name for path in Path(target).iterdir()) == sorted([*EDGE_FILES, PUSH_RECORD])
+    assert sorted(path.name for path in Path(target).iterdir()) == sorted([*EDGE_FILES, PUSH_RECORD, "release.json"])
+    release = json.loads((Path(target) / "release.json").read_text())
+    assert release["sha256"] == hashlib.sha256(int8_model).hexdigest() and release["size_bytes"] == len(int8_model)
+    assert release["input"]["shape"] == [1, 16, 16, 3] and release["input"]["dtype"] == "uint8"
+    assert release["labels"]["sha256"] == hashlib.sha256(b"top\nbottom\nleft\nright\n").hexdigest()
+    assert release["min_litert_version"] and release["min_litert_version"][0].isdigit()
+    assert release["accuracy"]["host_litert"] == 0.99
     assert (Path(target) / "model.tflite").read_bytes() == int8_model
     for pushed in (Path(target), tmp_path / "artifact", tmp_path / "rerun"):
         assert json.loads((pushed / "edge_metadata.json").read_text())["pushed_path"] == target
-    assert find_published(base, sha256) == target
-    other = EdgeExport(tflite=int8_model + b"\0", labels=LABELS, metadata={"sha256": "0" * 64}, gate=gate)
+    assert find_published(base, identity) == target
+    # The same bytes from other inputs are another version: the identity is what went in, not the bytes.
+    other = EdgeExport(
+        tflite=int8_model, labels=LABELS, metadata={**metadata, "identity": "edge:" + "0" * 64}, gate=gate
+    )
     assert int(Path(push_edge_model(other, tmp_path / "other", base)).name) > int(Path(target).name)
 
 

@@ -25,8 +25,11 @@ from components.edge_exporter.spec import (
 from edge.arch_gate import verify_export
 from edge.export import (
     METADATA_FORMAT,
+    edge_inputs,
     export_edge_model,
+    find_edge_version,
     push_edge_model,
+    reuse_published,
     write_edge_model,
     write_metadata,
 )
@@ -36,8 +39,9 @@ NOT_BLESSED_UPSTREAM = "skipped: the Evaluator did not bless the model, so no de
 
 
 class Executor(base_executor.BaseExecutor):
-    """Converts, evaluates against the SavedModel, gates on the accuracy drop (and, with `edge.verify`, on the
-    check on the emulated target) and pushes when blessed."""
+    """Converts, evaluates against the SavedModel, gates on the accuracy drop, on MediaPipe's ImageClassifier
+    agreeing with LiteRT (`edge.app_client`) and, with `edge.verify`, on the check on the emulated target, and
+    pushes when blessed; a version made from the same inputs is reused instead."""
 
     def Do(  # noqa: N802  (TFX's executor API; TFX calls this)
         self,
@@ -66,7 +70,20 @@ class Executor(base_executor.BaseExecutor):
         examples = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
         options = EdgeOptions.model_validate_json(exec_properties[OPTIONS_KEY])
         label_offset = exec_properties[LABEL_OFFSET_KEY]
-        export = export_edge_model(Path(saved_model), examples.uri, options, label_offset=label_offset)
+        # The same SavedModel, model-shaping options and calibration sample make the same model: a version
+        # published from them is reused, not converted again (an int8 conversion is not byte-reproducible).
+        inputs = edge_inputs(Path(saved_model), examples.uri, options, label_offset=label_offset)
+        published = find_edge_version(exec_properties[PUSH_BASE_KEY], inputs.identity)
+        if published is not None:
+            reused = reuse_published(published, edge_model.uri)
+            _record(edge_model, edge_blessing, True, reused["reason"], published, reused["accuracy"]["drop"])
+            edge_model.set_string_custom_property("mode", reused["mode"])
+            edge_model.set_string_custom_property("reused_version", reused["reused_version"])
+            return
+        name = str(exec_properties[PUSH_BASE_KEY]).rstrip("/").rsplit("/", 1)[-1]  # <edge base>/<model>
+        export = export_edge_model(
+            Path(saved_model), examples.uri, options, label_offset=label_offset, inputs=inputs, model_name=name
+        )
         if options.verify:  # on the emulated target too; blessed only when that check passed (edge_metadata.json)
             export = verify_export(export, Path(saved_model), examples.uri, options, label_offset)
 

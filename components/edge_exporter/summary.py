@@ -26,7 +26,8 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
 
     Returns:
         `edge_model_path`: the pushed `model.tflite` (None when not pushed);
-        `edge`: {`status` (`pushed`, `not_blessed` or `skipped`), `blessed`, `reason`, `mode`, `io_dtype`,
+        `edge`: {`status` (`pushed`, `already_published` (the same inputs made a version before, which stays
+        the device model; `version` names it), `not_blessed` or `skipped`), `blessed`, `reason`, `mode`, `io_dtype`,
         `arch_check` (the `edge.verify` check's status, reason and figures; None when not asked for)};
         `metrics`: `edge_accuracy`, `edge_saved_model_accuracy`, `edge_accuracy_drop`, `edge_size_bytes`,
         `edge_latency_p50_ms`, `edge_latency_p99_ms` (empty when skipped).
@@ -41,6 +42,8 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
         raise EdgeError(f"cannot read the EdgeExporter's {path}: {error}; was the EdgeExporter run?") from None
     pushed = metadata.get("pushed_path")
     status = "skipped" if metadata.get("skipped") else "pushed" if pushed else "not_blessed"
+    if status == "pushed" and metadata.get("reused_version"):
+        status = "already_published"
     fields: dict[str, Any] = {
         "edge_model_path": f"{pushed}/{EDGE_MODEL_FILE}" if pushed else None,
         "edge": {
@@ -50,6 +53,7 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
             "mode": metadata.get("mode"),
             "io_dtype": metadata.get("io_dtype"),
             "arch_check": metadata.get("arch_check"),
+            "version": pushed.rstrip("/").rsplit("/", 1)[-1] if pushed else None,
         },
         "metrics": {},
     }

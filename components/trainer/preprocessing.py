@@ -40,7 +40,8 @@ from components.image_formats import (
 
 _VALID_CHANNELS = (1, 3)
 # ITU-R BT.601 luma, as libjpeg and Pillow's convert("L"); they sum to 1, so gray pixels stay exactly as they are.
-_LUMA_WEIGHTS = (0.299, 0.587, 0.114)
+# The edge model's camera input (edge/camera.py) uses them too.
+LUMA_WEIGHTS = (0.299, 0.587, 0.114)
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,7 @@ def decode_pixels(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
     rgb = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
     if spec.channels == 3:
         return rgb
-    luma = tf.tensordot(tf.cast(rgb, tf.float32), _LUMA_WEIGHTS, axes=1)
+    luma = tf.tensordot(tf.cast(rgb, tf.float32), LUMA_WEIGHTS, axes=1)
     return tf.cast(tf.round(luma), tf.uint8)[..., tf.newaxis]
 
 

@@ -1,4 +1,5 @@
-"""`tfxp edge convert | eval | bench | verify`: device models made outside the pipeline.
+"""`tfxp edge convert | eval | inspect | versions | bench | verify`: device models made outside the pipeline,
+and the versions the pipeline published.
 
 The work happens in `edge` (TFLite conversion, LiteRT evaluation and benchmark); these handlers parse
 options and print summaries.
@@ -51,7 +52,9 @@ def convert_command(
     mode: Annotated[str, typer.Option("--mode", help="none, dynamic, float16 or int8 (full integer).")] = "int8",
     examples: ExamplesOption = None,
     samples: Annotated[int, typer.Option("--samples", min=1, help="Train examples to calibrate int8 with.")] = 200,
-    io_dtype: Annotated[str, typer.Option("--io-dtype", help="int8 mode: int8, uint8 or float32 I/O.")] = "int8",
+    io_dtype: Annotated[
+        str, typer.Option("--io-dtype", help="Frame type: uint8, float32 (pixels 0..255) or, int8 mode only, int8.")
+    ] = "uint8",
     supported_ops: Annotated[
         str, typer.Option("--supported-ops", help="builtins, or builtins+select_tf for TF ops (Flex delegate).")
     ] = "builtins",
@@ -63,6 +66,13 @@ def convert_command(
             help="Keep the tensor debug names (for Netron); stripped by default, signatures stay.",
         ),
     ] = False,
+    metadata: Annotated[
+        bool,
+        typer.Option(
+            "--metadata/--no-metadata",
+            help="Write TFLite Model Metadata (labels, normalization, color space) with the .venv-mediapipe writer.",
+        ),
+    ] = True,
 ) -> None:
     """Convert SAVED_MODEL to TFLite; int8 calibrates on --samples train images from --examples."""
     from edge.data import load_split
@@ -71,16 +81,33 @@ def convert_command(
 
     calibration = None
     if get_mode(mode).needs_representative_data and examples is not None:
-        spec = read_preprocessing(saved_model)
-        calibration = load_split(examples, "train", spec, limit=samples, label_offset=label_offset, shuffle=True)
+        preprocessing = read_preprocessing(saved_model)
+        calibration = load_split(
+            examples, "train", preprocessing, limit=samples, label_offset=label_offset, shuffle=True
+        )
     tflite = convert(
         saved_model,
         mode,
-        calibration.images if calibration is not None else None,
+        calibration.frames if calibration is not None else None,
         supported_ops=supported_ops,
         io_dtype=io_dtype,
         keep_tensor_names=keep_tensor_names,
     )
+    if metadata:
+        from edge.app_client import MetadataSpec, with_model_metadata
+        from edge.export import read_labels
+        from edge.runtime import TfliteModel
+
+        size = read_preprocessing(saved_model)
+        frame = TfliteModel(tflite, where=str(saved_model)).input
+        spec = MetadataSpec(
+            name=saved_model.name,
+            version=f"tfxp edge convert, mode {mode}, SavedModel {saved_model}",
+            description=f"Image classifier ({mode}), converted by `tfxp edge convert`; not evaluated.",
+            input_description=f"RGB frame [1, {size.image_size}, {size.image_size}, 3], {frame.dtype}, pixels "
+            "0..255 as the camera gives them; scaling and normalisation are inside the model.",
+        )
+        tflite = with_model_metadata(tflite, read_labels(saved_model), spec)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(tflite)
@@ -101,20 +128,35 @@ def eval_command(
     limit: Annotated[int, typer.Option("--limit", min=0, help="Evaluate at most this many examples; 0 = all.")] = 0,
     threads: ThreadsOption = 2,
     label_offset: LabelOffsetOption = 0,
+    client: Annotated[
+        str,
+        typer.Option(
+            "--client",
+            help="Also run this app-side client on the same frames and compare its top-1 with LiteRT's: mediapipe "
+            "(ImageClassifier, from .venv-mediapipe), or none.",
+        ),
+    ] = "none",
+    min_agreement: Annotated[
+        float, typer.Option("--min-agreement", min=0, max=1, help="With --client: exit 1 below this agreement.")
+    ] = 0.99,
 ) -> None:
-    """Accuracy and per-class accuracy of MODEL on a split, with LiteRT."""
+    """Accuracy and per-class accuracy of MODEL on a split, with LiteRT (and MediaPipe with --client)."""
+    import numpy as np
+
     from components.trainer.preprocessing import PreprocessingSpec
     from edge.data import load_split
-    from edge.evaluate import evaluate
-    from edge.runtime import TfliteModel
+    from edge.evaluate import accuracy_of
+    from edge.runtime import TfliteModel, read_tflite
 
     labels = _labels_near(model, examples)  # first: a bad label map fails before the evaluation
-    tflite = TfliteModel.load(model, threads=threads)
-    height, width, channels = tflite.image_shape
-    if height != width:
-        raise EdgeError(f"{model} takes {height}×{width} images; tfxp preprocessing makes square images")
+    tflite_bytes = read_tflite(model)
+    tflite = TfliteModel(tflite_bytes, threads=threads, where=str(model))
+    height, channels = _input_size(tflite.image_shape, model)
     data = load_split(examples, split, PreprocessingSpec(height, channels), limit=limit, label_offset=label_offset)
-    result = evaluate(tflite, data)
+    if client not in ("none", "mediapipe"):
+        raise EdgeError(f"unknown --client {client}; pass mediapipe or none")
+    predictions = tflite.predict(data.frames)
+    result = accuracy_of(predictions, data.labels)
     table = Table(title=f"{model} on {examples} ({split}, {result.count} examples)", title_justify="left")
     table.add_column("class", justify="right")
     table.add_column("name")
@@ -124,6 +166,21 @@ def eval_command(
     table.add_section()
     table.add_row("", "all", f"{result.accuracy:.4f}", style="bold")
     console.print(table)
+    if client == "mediapipe":
+        from edge.app_client import agreement, classify
+
+        answer = classify(tflite_bytes, data.frames)
+        agreed = agreement(np.argmax(predictions, axis=-1), answer.indices)
+        accuracy = float(np.mean(answer.indices == data.labels))
+        line = (
+            f"MediaPipe {answer.version} ImageClassifier: top-1 agrees with LiteRT on "
+            f"{round(agreed * result.count)}/{result.count} frames ({agreed:.4f}), accuracy {accuracy:.4f}; "
+            f"labels from the model's metadata: {', '.join(sorted(set(answer.labels)))}"
+        )
+        if agreed < min_agreement:
+            console.print(f"[bold red]FAILED[/]: {line}, below --min-agreement {min_agreement}", highlight=False)
+            raise typer.Exit(1)
+        console.print(line, highlight=False)
 
 
 def _labels_near(model: Path, examples: Path) -> list[str]:
@@ -132,6 +189,74 @@ def _labels_near(model: Path, examples: Path) -> list[str]:
         if candidate.is_file():
             return read_label_map(candidate)
     return []
+
+
+@edge_app.command("inspect")
+def inspect_command(
+    model: Annotated[Path, typer.Argument(parser=existing_file, help="A .tflite model.")],
+    json_output: Annotated[bool, typer.Option("--json", help="Print the metadata as JSON.")] = False,
+) -> None:
+    """The TFLite Model Metadata inside MODEL: name, version, description, input, labels (tflite-support's reader)."""
+    import json
+
+    from edge.app_client import read_metadata
+    from edge.runtime import read_tflite
+
+    found = read_metadata(read_tflite(model))
+    if json_output:
+        console.print_json(json.dumps(found))
+        return
+    metadata = found["metadata"]
+    (graph,) = metadata.get("subgraph_metadata", [{}])
+    lines = [f"{model}: {metadata.get('name', '')} ({metadata.get('version', '')})", metadata.get("description", "")]
+    for tensor in graph.get("input_tensor_metadata", []):
+        units = [unit.get("options", {}) for unit in tensor.get("process_units", [])]
+        color = tensor.get("content", {}).get("content_properties", {}).get("color_space", "")
+        lines.append(
+            f"input {tensor.get('name')}: {tensor.get('description', '')} color space {color}, normalization {units}"
+        )
+    for tensor in graph.get("output_tensor_metadata", []):
+        files = [entry.get("name") for entry in tensor.get("associated_files", [])]
+        lines.append(f"output {tensor.get('name')}: {tensor.get('description', '')} labels in {files}")
+    for name, packed in found["files"].items():
+        lines.append(f"{name} ({len(packed['lines'])} lines): {', '.join(packed['lines'])}")
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
+
+
+@edge_app.command("versions")
+def versions_command(
+    out: Annotated[Path, typer.Argument(parser=existing_dir, help="The pipeline's output dir OUT (or OUT/edge).")],
+) -> None:
+    """The published device model versions under OUT/edge, with their release records (release.json)."""
+    from edge.release import list_releases
+
+    base = out / "edge" if (out / "edge").is_dir() else out
+    releases = list_releases(str(base))
+    if not releases:
+        raise EdgeError(f"no published device models under {base}; run the pipeline with edge.enabled=true first")
+    table = Table(title=f"device models under {base}", title_justify="left")
+    for column in ("model", "version", "mode", "input", "KiB", "sha256", "LiteRT acc", "MediaPipe agr", "min LiteRT"):
+        table.add_column(column, justify="right" if column in ("KiB", "LiteRT acc", "MediaPipe agr") else "left")
+    for release in releases:
+        record = release.record
+        if record is None:
+            table.add_row(release.model, release.version, "—", "no release.json", "", "", "", "", "")
+            continue
+        frame = record["input"]
+        agreement = record["accuracy"]["mediapipe_agreement"]
+        table.add_row(
+            release.model,
+            release.version,
+            record["mode"],
+            f"{frame['dtype']} {'×'.join(str(dim) for dim in frame['shape'])}",
+            f"{record['size_bytes'] / 1024:.1f}",
+            record["sha256"][:12],
+            f"{record['accuracy']['host_litert']:.4f}",
+            "—" if agreement is None else f"{agreement:.4f}",
+            record["min_litert_version"] or "—",
+        )
+    console.print(table)
 
 
 @edge_app.command("bench")
@@ -193,16 +318,16 @@ def verify_command(
 
     from components.trainer.preprocessing import PreprocessingSpec
     from edge.data import load_split
-    from edge.runtime import read_tflite
+    from edge.runtime import TfliteModel, read_tflite
 
     content = read_tflite(model)
-    height, channels = _input_size(content, model)
+    height, channels = _input_size(TfliteModel(content, where=str(model)).image_shape, model)
     data = load_split(
         examples, "eval", PreprocessingSpec(height, channels), limit=samples, label_offset=label_offset, shuffle=True
     )
     run = verify_on_arch(
         content,
-        data.images,
+        data.frames,
         data.labels,
         core.name,
         kernels=kernels,
@@ -222,12 +347,13 @@ def verify_command(
     console.print(f"passed: {figures}", highlight=False)
 
 
-def _input_size(content: bytes, model: Path) -> tuple[int, int]:
-    from edge.runtime import TfliteModel
-
-    height, width, channels = TfliteModel(content, where=str(model)).image_shape
-    if height != width:
-        raise EdgeError(f"{model} takes {height}×{width} images; tfxp preprocessing makes square images")
+def _input_size(image_shape: tuple[int, int, int], model: Path) -> tuple[int, int]:
+    height, width, channels = image_shape
+    if height != width or channels != 3:
+        raise EdgeError(
+            f"{model} takes {height}×{width}×{channels} inputs; tfxp device models take square RGB frames "
+            "(convert it again with `tfxp edge convert`)"
+        )
     return height, channels
 
 

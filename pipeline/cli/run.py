@@ -105,7 +105,9 @@ def _print_summary(summary: dict, summary_path: str) -> None:
     if edge:
         metrics = summary["metrics"]
         detail = f"edge ({edge['mode']}): {edge['status']}"
-        if metrics.get("edge_accuracy") is not None:
+        if edge["status"] == "already_published":
+            detail = f"edge ({edge['mode']}): already published as version {edge.get('version')}"
+        elif metrics.get("edge_accuracy") is not None:
             detail += (
                 f", tflite accuracy {metrics['edge_accuracy']:.4f}"
                 f" vs SavedModel {metrics['edge_saved_model_accuracy']:.4f}"

@@ -1,0 +1,167 @@
+"""The device model as apps load it: TFLite Model Metadata inside it, and MediaPipe's ImageClassifier on it.
+
+Both run `edge/mediapipe_guest.py` in the MediaPipe venv (`.venv-mediapipe`, made by `make setup` from
+`constraints-mediapipe.txt`; `$TFXP_MEDIAPIPE_PYTHON` names another interpreter): MediaPipe 1.2.2 needs
+absl-py ~= 2.3, TFX pins absl-py < 2. The metadata is written with tflite-support's maintained writer for image
+classifiers (the label file, normalization, color space, name, version, description), so MediaPipe reads the
+labels and the input handling from the model itself; `classify` is the client check the EdgeExporter gates on.
+
+Example:
+    with_metadata = with_model_metadata(tflite, labels, MetadataSpec(name="digits", version="...", description="..."))
+    top1 = classify(with_metadata, eval_data.frames).indices  # MediaPipe's top-1 per frame
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from components.contract import LABELS_FILE, write_label_map
+from edge.errors import EdgeError
+
+GUEST = Path(__file__).with_name("mediapipe_guest.py")
+MEDIAPIPE_VENV = Path(__file__).resolve().parents[1] / ".venv-mediapipe"
+PYTHON_ENV = "TFXP_MEDIAPIPE_PYTHON"
+# The model's input takes frames as they are: scaling and gray conversion are in its graph (edge.camera).
+IDENTITY_NORMALIZATION = {"norm_mean": [0.0], "norm_std": [1.0]}
+_TIMEOUT_S = 600
+
+
+class AppClientUnavailableError(EdgeError):
+    """The MediaPipe venv is not there (or its interpreter does not start)."""
+
+
+@dataclass(frozen=True)
+class MetadataSpec:
+    """What the metadata says besides the labels and the input normalization.
+
+    Attributes:
+        name: Model name (e.g. `digits`).
+        version: Where it came from (tfxp version, the SavedModel, the edge mode).
+        description: What it does and how well (dataset, host accuracy).
+        input_description: How to feed it (frame size, type, pixel range).
+        author: Defaults to `tfxp`.
+    """
+
+    name: str
+    version: str
+    description: str
+    input_description: str
+    author: str = "tfxp"
+
+
+@dataclass(frozen=True)
+class ClientResult:
+    """MediaPipe ImageClassifier's answer per frame.
+
+    Attributes:
+        indices: Top-1 class index per frame.
+        scores: Its score.
+        labels: Its label, as MediaPipe read it from the model's metadata.
+        version: The mediapipe package version.
+    """
+
+    indices: np.ndarray
+    scores: np.ndarray
+    labels: tuple[str, ...]
+    version: str
+
+
+def mediapipe_python() -> str:
+    """The MediaPipe venv's interpreter.
+
+    Raises:
+        AppClientUnavailableError: neither `$TFXP_MEDIAPIPE_PYTHON` nor `.venv-mediapipe/bin/python` exists.
+    """
+    configured = os.environ.get(PYTHON_ENV)
+    python = Path(configured) if configured else MEDIAPIPE_VENV / "bin" / "python"
+    if not python.is_file():
+        raise AppClientUnavailableError(
+            f"no MediaPipe venv at {python}: run `make setup` (it creates .venv-mediapipe from "
+            f"constraints-mediapipe.txt), or point ${PYTHON_ENV} at a Python with mediapipe and tflite-support; "
+            "or set edge.app_client=none to export without metadata and without the MediaPipe check"
+        )
+    return str(python)
+
+
+def _run(arguments: Sequence[str], what: str) -> str:
+    command = [mediapipe_python(), str(GUEST), *arguments]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise AppClientUnavailableError(f"cannot run the MediaPipe venv's Python ({command[0]}): {error}") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        last = lines[-1] if lines else f"exit status {done.returncode}"
+        if "ModuleNotFoundError" in last:
+            raise AppClientUnavailableError(f"{command[0]} lacks a package ({last}); run `make setup` again")
+        raise EdgeError(f"{what} failed in MediaPipe's venv: {last}")
+    return done.stdout
+
+
+def with_model_metadata(tflite: bytes, labels: Sequence[str], spec: MetadataSpec) -> bytes:
+    """The model with TFLite Model Metadata: `labels.txt` packed in, identity normalization, RGB, `spec`.
+
+    Raises:
+        AppClientUnavailableError: no MediaPipe venv. EdgeError: the writer refused the model.
+    """
+    with tempfile.TemporaryDirectory(prefix="tfxp-metadata-") as work:
+        root = Path(work)
+        (root / "model.tflite").write_bytes(tflite)
+        write_label_map(root / LABELS_FILE, list(labels))
+        writer_spec = {**asdict(spec), **IDENTITY_NORMALIZATION, "labels_file": str(root / LABELS_FILE)}
+        (root / "spec.json").write_text(json.dumps(writer_spec))
+        _run(
+            ["write", str(root / "model.tflite"), str(root / "out.tflite"), "--spec", str(root / "spec.json")],
+            "writing the model metadata",
+        )
+        return (root / "out.tflite").read_bytes()
+
+
+def read_metadata(tflite: bytes) -> dict[str, Any]:
+    """{`metadata`: the model's metadata as JSON, `files`: {name: {`bytes`, `lines`}}} of the packed files.
+
+    Raises:
+        AppClientUnavailableError: no MediaPipe venv. EdgeError: the model has no metadata.
+    """
+    with tempfile.TemporaryDirectory(prefix="tfxp-metadata-") as work:
+        path = Path(work) / "model.tflite"
+        path.write_bytes(tflite)
+        return dict(json.loads(_run(["inspect", str(path)], "reading the model metadata")))
+
+
+def classify(tflite: bytes, frames: np.ndarray) -> ClientResult:
+    """MediaPipe ImageClassifier's top-1 for each RGB uint8 frame [N, H, W, 3] (given at the model's size, so
+    MediaPipe does not resize them and sees exactly what LiteRT saw).
+
+    Raises:
+        AppClientUnavailableError: no MediaPipe venv. EdgeError: MediaPipe cannot load or run the model.
+    """
+    with tempfile.TemporaryDirectory(prefix="tfxp-mediapipe-") as work:
+        root = Path(work)
+        (root / "model.tflite").write_bytes(tflite)
+        np.save(root / "frames.npy", np.ascontiguousarray(frames, dtype=np.uint8))
+        _run(
+            ["classify", str(root / "model.tflite"), str(root / "frames.npy"), str(root / "out.json")],
+            "MediaPipe ImageClassifier",
+        )
+        result = json.loads((root / "out.json").read_text())
+    return ClientResult(
+        indices=np.asarray(result["indices"], np.int64),
+        scores=np.asarray(result["scores"], np.float32),
+        labels=tuple(result["labels"]),
+        version=str(result["mediapipe"]),
+    )
+
+
+def agreement(ours: np.ndarray, theirs: np.ndarray) -> float:
+    """Fraction of frames whose top-1 class is the same in both (1.0 for none)."""
+    return float(np.mean(np.asarray(ours) == np.asarray(theirs))) if len(ours) else 1.0
