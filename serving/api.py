@@ -87,8 +87,8 @@ class ServingApi:
         finally:
             label = model_name if self.core.model(model_name) is not None else UNKNOWN_MODEL
             self.metrics.request_count.inc(model_name=label, status=status)
-            self.metrics.request_latency.observe(
-                (time.perf_counter() - started) * 1e6, model_name=label, API=api, entrypoint=entrypoint
+            self.metrics.request_latency.labels(model_name=label, API=api, entrypoint=entrypoint).observe(
+                (time.perf_counter() - started) * 1e6
             )
 
     async def _run(
@@ -96,8 +96,8 @@ class ServingApi:
     ) -> dict[str, np.ndarray]:
         started = time.perf_counter()
         result = await servable.submit_async(signature, inputs, outputs)
-        self.metrics.runtime_latency.observe(
-            (time.perf_counter() - started) * 1e6, model_name=servable.name, API=api, runtime="TF2"
+        self.metrics.runtime_latency.labels(model_name=servable.name, API=api, runtime="TF2").observe(
+            (time.perf_counter() - started) * 1e6
         )
         return result
 

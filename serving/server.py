@@ -31,7 +31,7 @@ from serving.api import ServingApi, replay_warmup, version_states
 from serving.batching import BatchingOptions
 from serving.limits import RequestLimits
 from serving.manager import ModelConfig, ServerCore, read_model_config_file
-from serving.metrics import Gauge, ServingMetrics
+from serving.metrics import ServingMetrics
 from serving.rest import create_rest_app
 from serving.rpc import ModelService, PredictionService
 from serving.servable import Servable
@@ -138,13 +138,11 @@ class ModelServer:
             self._load,
             allow_labels_for_unavailable_models=self.options.allow_version_labels_for_unavailable_models,
         )
-        self.metrics.gauges.append(
-            Gauge(
-                "tfxp_serving_model_versions",
-                "Model versions by state.",
-                ["model_name", "state"],
-                lambda: version_states(self.core),
-            )
+        self.metrics.add_gauge(
+            "tfxp_serving_model_versions",
+            "Model versions by state.",
+            ["model_name", "state"],
+            lambda: version_states(self.core),
         )
         self.api = ServingApi(self.core, self.metrics, self.options.request_limits())
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -177,7 +175,7 @@ class ModelServer:
         servable.start(
             self.options.batching,
             self.options.request_threads,
-            on_batch=lambda rows: self.metrics.batch_size.observe(rows, model_name=name),
+            on_batch=self.metrics.batch_size.labels(model_name=name).observe,
         )
         try:
             replay_warmup(servable)
