@@ -29,7 +29,7 @@ from serving import event_loop
 from serving.address import check_port, host_port
 from serving.api import ServingApi, replay_warmup, version_states
 from serving.batching import BatchingOptions
-from serving.limits import RequestLimits
+from serving.limits import DEFAULT_MAX_REQUEST_PIXELS, RequestLimits
 from serving.manager import ModelConfig, ServerCore, read_model_config_file
 from serving.metrics import ServingMetrics
 from serving.rest import create_rest_app
@@ -51,6 +51,7 @@ class ServerOptions:
             tensors it declares once decoded (`serving.limits`); larger ones are refused.
         max_batch_size: Most rows one request may carry, with or without batching; None = the batching
             options' `max_batch_size` when batching is on, else no limit.
+        max_request_pixels: Most pixels the images of one request may declare in total (`serving.limits`).
         poll_interval_seconds: How often the base paths are checked for versions (--file_system_poll_wait_seconds).
         config_poll_interval_seconds: How often models.config is re-read; 0 = never
             (--model_config_file_poll_wait_seconds).
@@ -66,6 +67,7 @@ class ServerOptions:
     rest_port: int | None = 8501
     max_request_bytes: int = 16 * 1024 * 1024
     max_batch_size: int | None = None
+    max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
     poll_interval_seconds: float = 1.0
     config_poll_interval_seconds: float = 0.0
     batching: BatchingOptions | None = None
@@ -85,7 +87,7 @@ class ServerOptions:
         rows = self.max_batch_size
         if rows is None and self.batching is not None:
             rows = self.batching.max_batch_size
-        return RequestLimits(max_bytes=self.max_request_bytes, max_batch_size=rows)
+        return RequestLimits(max_bytes=self.max_request_bytes, max_batch_size=rows, max_pixels=self.max_request_pixels)
 
 
 def set_tensorflow_threads(intra_op: int, inter_op: int) -> None:
