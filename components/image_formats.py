@@ -85,10 +85,11 @@ BMP_BITS_TEMPLATE = (
 # (7680 x 4320 = 33 MP) and refuses the 100 MP bomb; decoding to float costs about 17 bytes a pixel.
 DEFAULT_MAX_IMAGE_PIXELS = 40_000_000
 MAX_PIXELS_SETTING = "trainer.max_image_pixels"
+# No apostrophes: TF's Assert quotes them (`\\'`) in the error message.
 OVERSIZED_TEMPLATE = (
-    "image of {width}x{height} pixels is over the model's limit of {limit} pixels per image ("
+    "image of {width}x{height} pixels is over the limit of {limit} pixels per image the model was exported with ("
     + MAX_PIXELS_SETTING
-    + ", fixed when the model is exported); send it downscaled"
+    + "); send it downscaled"
 )
 PNG_SIZE_OFFSET = 16  # IHDR width, height: big-endian uint32
 GIF_SIZE_OFFSET = 6  # logical screen width, height: little-endian uint16 (what TF's decoder allocates)
