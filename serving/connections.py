@@ -5,10 +5,10 @@ line, or trickle a header byte now and then, each hold a file descriptor until t
 them stopped ordinary requests). `ConnectionGuard` wraps aiohttp's protocol factory:
 
 - at most `max_connections` are open; one more is answered `503` at once, with a JSON error naming
-  `ServerOptions.max_connections`, and closed (TF Serving has no such cap; its proxies do);
+  `serving.max_connections`, and closed (TF Serving has no such cap; its proxies do);
 - a connection's first request must be complete (request line and headers) within `request_timeout` seconds
   of the connection opening, else it gets `408` and is closed. Later requests on a kept-alive connection are
-  bounded by aiohttp's keep-alive timeout (`ServerOptions.idle_timeout_seconds`), which closes a connection
+  bounded by aiohttp's keep-alive timeout (`serving.idle_timeout_seconds`), which closes a connection
   whose next request is not complete by then; bodies are bounded in `serving.rest`.
 
 Example:
@@ -23,8 +23,8 @@ import json
 from collections.abc import Callable
 from typing import Any, cast
 
-CONNECTIONS_SETTING = "ServerOptions.max_connections"
-TIMEOUT_SETTING = "ServerOptions.request_timeout_seconds"
+CONNECTIONS_SETTING = "serving.max_connections"
+TIMEOUT_SETTING = "serving.request_timeout_seconds"
 
 
 def _response(status: str, message: str) -> bytes:

@@ -66,6 +66,11 @@ class ServingOptions(ConfigSection):
         poll_interval_seconds: How often the server checks the base path for new versions.
         config_poll_seconds: How often TF Serving re-reads models.config (moved labels apply without restart).
         max_request_mb: Largest request body the local server accepts.
+        max_connections: Most REST connections the local server keeps open; more are answered 503 at once.
+        request_timeout_seconds: The local server's deadline for a REST request's line and headers (from
+            connecting) and for its body; gRPC's handshake timeout. Stalled or trickling peers get 408.
+        idle_timeout_seconds: The local server closes a kept-alive REST connection, or an idle gRPC one, after
+            this long without a complete request.
         max_request_pixels: Most pixels the images of one request may declare in total on the local server
             (each image's own limit is `trainer.max_image_pixels`, in the model).
         intra_op_threads: TensorFlow threads within one op (TF Serving's --tensorflow_intra_op_parallelism); 0 = TF's.
@@ -112,6 +117,9 @@ class ServingOptions(ConfigSection):
     config_poll_seconds: int = Field(60, ge=0)
     max_request_mb: int = Field(16, ge=1)
     max_request_pixels: int = Field(DEFAULT_MAX_REQUEST_PIXELS, ge=1)
+    max_connections: int = Field(1000, ge=1)
+    request_timeout_seconds: float = Field(30.0, gt=0)
+    idle_timeout_seconds: float = Field(75.0, gt=0)
     intra_op_threads: int = Field(0, ge=0)
     inter_op_threads: int = Field(0, ge=0)
     gpu_max_batch_size: int = Field(128, ge=1)

@@ -159,7 +159,7 @@ async def _read_body(request: web.Request, limit: int, timeout: float) -> bytes:
         raise _too_large(limit) from None
     except TimeoutError:
         raise RequestTimeoutError(
-            f"the request body did not arrive within {timeout:g} seconds (ServerOptions.request_timeout_seconds)"
+            f"the request body did not arrive within {timeout:g} seconds (serving.request_timeout_seconds)"
         ) from None
     return decode_body(raw, encoding, limit)
 

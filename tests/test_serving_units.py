@@ -336,8 +336,14 @@ def test_metrics_render_prometheus_text() -> None:
     text = metrics.render()
     assert ':tensorflow:serving:request_count{model_name="m",status="OK"} 1.0' in text
     # prometheus_client writes labels sorted by name and bucket bounds as Go floats.
-    assert ':tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",le="10.0",model_name="m"} 0.0' in text
-    assert ':tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",le="18.0",model_name="m"} 1.0' in text
+    assert (
+        ':tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",le="10.0",model_name="m"} 0.0'
+        in text
+    )
+    assert (
+        ':tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",le="18.0",model_name="m"} 1.0'
+        in text
+    )
     assert ':tensorflow:serving:request_latency_count{API="Predict",entrypoint="GRPC",model_name="m"} 1.0' in text
     assert "# TYPE :tensorflow:serving:request_latency histogram" in text
     assert "_created" not in text and "request_count_total" not in text

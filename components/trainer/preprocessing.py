@@ -75,7 +75,9 @@ class PreprocessingSpec:
         if self.channels not in _VALID_CHANNELS:
             raise ValueError(f"PreprocessingSpec.channels must be 1 (grayscale) or 3 (RGB), got {self.channels!r}")
         if not isinstance(self.max_image_pixels, int) or self.max_image_pixels < 1:
-            raise ValueError(f"PreprocessingSpec.max_image_pixels must be a positive int, got {self.max_image_pixels!r}")
+            raise ValueError(
+                f"PreprocessingSpec.max_image_pixels must be a positive int, got {self.max_image_pixels!r}"
+            )
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -160,7 +162,9 @@ def _jpeg_dimensions(data: tf.Tensor, is_jpeg: tf.Tensor) -> tuple[tf.Tensor, tf
     ) -> tuple[tf.Tensor, ...]:
         start = tf.minimum(position, length)
         window = tf.strings.substr(
-            tf.strings.join([tf.strings.substr(data, start, tf.fill(tf.shape(start), JPEG_WINDOW)), b"\x00" * JPEG_WINDOW]),
+            tf.strings.join(
+                [tf.strings.substr(data, start, tf.fill(tf.shape(start), JPEG_WINDOW)), b"\x00" * JPEG_WINDOW]
+            ),
             0,
             JPEG_WINDOW,
         )
@@ -207,8 +211,11 @@ def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
     chunk = tf.strings.substr(head, 12, 4)
     vp8l = _number(raw, 21, 4, True)
     webp = [
-        (tf.equal(chunk, "VP8 ") & tf.equal(tf.strings.substr(head, 23, 3), b"\x9d\x01\x2a"),
-         _number(raw, 26, 2, True) % 16384, _number(raw, 28, 2, True) % 16384),
+        (
+            tf.equal(chunk, "VP8 ") & tf.equal(tf.strings.substr(head, 23, 3), b"\x9d\x01\x2a"),
+            _number(raw, 26, 2, True) % 16384,
+            _number(raw, 28, 2, True) % 16384,
+        ),
         (tf.equal(chunk, "VP8L") & tf.equal(raw[:, 20], 0x2F), vp8l % 16384 + 1, (vp8l // 16384) % 16384 + 1),
         (tf.equal(chunk, "VP8X"), _number(raw, 24, 3, True) + 1, _number(raw, 27, 3, True) + 1),
     ]
