@@ -288,7 +288,15 @@ def nest(value: Any, shape: list[int]) -> Any:
 
 
 image_b64 = {"b64": base64.b64encode(IMAGE).decode()}
-b64_values = st.binary(max_size=40).map(lambda data: {"b64": base64.b64encode(data).decode()})
+# Decompression bombs (issue 24): a real 97 KB PNG of 10000 x 10000, and headers of every format declaring
+# sizes around the per-image and per-request limits; the fuzzers mix them into batches of good images.
+bomb_images = st.one_of(
+    st.just(b"png").map(lambda _: png_bomb()),
+    st.builds(header_bomb, st.sampled_from(BOMB_FORMATS), st.integers(1, 16383), st.integers(1, 16383)),
+)
+b64_values = st.binary(max_size=40).map(lambda data: {"b64": base64.b64encode(data).decode()}) | bomb_images.map(
+    lambda data: {"b64": base64.b64encode(data).decode()}
+)
 leaves = (
     st.none()
     | st.booleans()
@@ -379,7 +387,7 @@ GRPC_CODES = {
     grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-VALUE_KINDS = ["none", "float", "int", "int64", "bool", "string", "images", "content"]
+VALUE_KINDS = ["none", "float", "int", "int64", "bool", "string", "images", "bombs", "content"]
 
 
 @st.composite
@@ -391,8 +399,8 @@ def tensor_protos(draw: st.DrawFn, dtype: int = types_pb2.DT_FLOAT) -> tensor_pb
     shape = draw(st.one_of(st.builds(lambda n: [n, SIZE, SIZE, 1][:rank], rows), odd_shapes))
     for size in shape:
         tensor.tensor_shape.dim.add(size=size)
-    usual = "images" if tensor.dtype == types_pb2.DT_STRING else "float"
-    kind = draw(usually(usual, st.sampled_from(VALUE_KINDS)))
+    usual = st.sampled_from(["images", "images", "bombs"]) if tensor.dtype == types_pb2.DT_STRING else st.just("float")
+    kind = draw(st.one_of(usual, usual, usual, st.sampled_from(VALUE_KINDS)))
     count = max(0, min(int(np.prod(shape, dtype=object)), 600))  # as many values as the shape holds, up to 600
     if kind == "float":
         tensor.float_val.extend(draw(st.lists(st.floats(width=32), min_size=1, max_size=1) | st.just([0.5] * count)))
@@ -406,6 +414,8 @@ def tensor_protos(draw: st.DrawFn, dtype: int = types_pb2.DT_FLOAT) -> tensor_pb
         tensor.string_val.extend(draw(st.lists(st.binary(max_size=30), max_size=5)))
     elif kind == "images":
         tensor.string_val.extend([IMAGE] * draw(st.sampled_from([1, min(count, MAX_BATCH + 1)])))
+    elif kind == "bombs":
+        tensor.string_val.extend(draw(st.lists(usually(IMAGE, bomb_images, chance=0.5), min_size=1, max_size=5)))
     elif kind == "content":
         tensor.tensor_content = draw(st.binary(max_size=300))
     return tensor
@@ -680,7 +690,8 @@ def test_thousands_of_stalled_connections_are_shed_and_good_requests_still_answe
     import resource
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    count = min(2000, soft - 200)
+    count = min(2000, soft // 3)
+    fds = PROCESS.num_fds()
     stalled = []
     try:
         for _ in range(count):
@@ -689,8 +700,9 @@ def test_thousands_of_stalled_connections_are_shed_and_good_requests_still_answe
             with contextlib.suppress(OSError):  # refused over the cap, already closed by the server
                 sock.sendall(b"GET /v1/models/m HTT")
         time.sleep(GUARD_TIMEOUT + 1)
-        good_rest_request(guarded)  # the stalled ones were timed out or refused
-        assert guarded.connections is not None and len(guarded.connections.open) <= 2
+        good_rest_request(guarded)
+        # The client's own sockets are still open; the server's ends were refused or timed out, not kept.
+        assert PROCESS.num_fds() - fds < count + 50
     finally:
         for sock in stalled:
             sock.close()
