@@ -706,3 +706,37 @@ def test_thousands_of_stalled_connections_are_shed_and_good_requests_still_answe
     finally:
         for sock in stalled:
             sock.close()
+
+
+# --- issue 23: one Predict behind both transports ----------------------------------------------------------------
+
+
+def test_rest_predict_runs_the_grpc_predict_request_path(model_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from serving.api import ServingApi
+
+    seen: list[predict_pb2.PredictRequest] = []
+    one_predict = ServingApi._predict
+
+    async def recording(self: ServingApi, servable: Any, request: predict_pb2.PredictRequest) -> Any:
+        seen.append(request)
+        return await one_predict(self, servable, request)
+
+    monkeypatch.setattr(ServingApi, "_predict", recording)
+    with ModelServer([ModelConfig("m", model_root / "m")], ServerOptions(grpc_port=0, rest_port=0)) as server:
+        rows = requests.post(f"{server.rest_url}/v1/models/m:predict", json={"instances": [b64(IMAGE)]}, timeout=10)
+        columns = requests.post(
+            f"{server.rest_url}/v1/models/m/versions/1:predict",
+            json={"signature_name": "serving_preprocessed", "inputs": np.full((1, SIZE, SIZE, 1), 0.5).tolist()},
+            timeout=10,
+        )
+        with GrpcClient(server.grpc_target, "m") as client:
+            probabilities = client.predict_images([IMAGE]).probabilities
+    assert rows.status_code == 200 and columns.status_code == 200, (rows.text, columns.text)
+    assert np.allclose(rows.json()["predictions"][0]["probabilities"], probabilities[0])
+    rest_rows, rest_columns, grpc_request = seen
+    assert rest_rows.model_spec.name == "m" and rest_rows.model_spec.signature_name == "serving_default"
+    assert list(rest_rows.inputs["image_bytes"].string_val) == [IMAGE]
+    assert rest_columns.model_spec.version.value == 1
+    assert rest_columns.inputs["images"].dtype == types_pb2.DT_FLOAT
+    assert [dim.size for dim in rest_columns.inputs["images"].tensor_shape.dim] == [1, SIZE, SIZE, 1]
+    assert list(grpc_request.inputs["image_bytes"].string_val) == [IMAGE]
