@@ -6,12 +6,21 @@ The server runs as `tfxp serve` in a subprocess over a model base that this scri
   staging dir `.staging-N`, then renamed to `N`);
 - half-written: a numeric dir `N` appears without `SAVED_MODEL_FILE` and stays incomplete for most of the phase
   (a copy in progress), then gets it;
-- rollback: the newest version is deleted; the server must go back to the one before.
+- rollback: the newest version is deleted; the server must go back to the one before;
+- stalled clients: `--stalled` extra REST connections send half a request line (a fifth of them trickle a
+  header byte every half second) and a few gRPC ones half the HTTP/2 preface; each one the server closes is
+  replaced at once, so the server has to keep timing them out (`serving.request_timeout_seconds` is set to
+  `--stall-timeout`);
+- bomb images: one extra client sends decompression bombs (a real 97 KB PNG of 10000 x 10000, PNG/JPEG/GIF/
+  BMP/WebP headers declaring 9000 x 8000, a bomb within a batch of good images, too many pixels in total)
+  and truncated PNG/JPEG over gRPC and REST; every one must be refused (400 / INVALID_ARGUMENT).
 Phases cycle in that order. Throughout, `--concurrency` closed-loop clients per transport (the engine of
 `tfxp loadtest`) send single-image requests over gRPC and REST at once.
 
 Reported per phase and in total: requests, errors (must be 0), p50/p99 latency per transport, the versions
-that answered (gRPC), and the server's RSS; RSS at start and end; and any half-written version that never
+that answered (gRPC), the server's RSS and open file descriptors, and for the hostile phases what the hostile
+clients got (`hostile`: connections closed by the server, bombs refused, unexpected answers, which must be 0);
+RSS at start and end; and any half-written version that never
 answered once complete. The exit status is 1 when any request failed.
 
 Usage:
@@ -40,12 +49,15 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 # `python bench/soak.py` puts bench/ first on sys.path, where bench/edge.py would shadow the `edge` package.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT / "bench"]
+# The bombs are the reliability tests' own (tests/image_bombs.py).
+sys.path.append(str(ROOT / "tests"))
 
 from components.contract import SAVED_MODEL_FILE  # noqa: E402  (after the sys.path entry)
 from components.publish import version_number  # noqa: E402
 
 MODEL = "soak"
-PHASES = ("steady", "new versions", "half-written", "rollback")
+PHASES = ("steady", "new versions", "half-written", "rollback", "stalled clients", "bomb images")
+HOSTILE = ("stalled clients", "bomb images")
 SERVER_ENTRY = "import sys; sys.argv[0] = 'tfxp'; from pipeline.cli import main; main()"
 
 
@@ -123,7 +135,106 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def start_server(base: Path, workdir: Path, batching: bool) -> tuple[subprocess.Popen[str], str, str]:
+def open_fds(pid: int) -> int:
+    """How many file descriptors the process has open (Linux)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def stalled_clients(rest_url: str, grpc_target: str, count: int, stop: threading.Event) -> dict[str, int]:
+    """Keeps `count` REST connections (and count // 10 gRPC ones) stalled mid-request until `stop`."""
+    import select
+    import socket
+
+    import urllib.parse
+
+    rest = urllib.parse.urlsplit(rest_url)
+    targets = [(rest.hostname or "127.0.0.1", int(rest.port or 80))] * count + [tuple(grpc_target.rsplit(":", 1))] * (
+        count // 10
+    )
+    partial = {"rest": b"POST /v1/models/soak:pre", "grpc": b"PRI * HTTP/2.0\r\n"}
+    stats = {"opened": 0, "closed_by_server": 0, "answered_408": 0, "answered_503": 0}
+    slots: list[tuple[socket.socket, bool] | None] = [None] * len(targets)
+    while not stop.wait(0.5):
+        for index, (host, port) in enumerate(targets):
+            if slots[index] is None:
+                sock = socket.socket()
+                sock.setblocking(False)
+                sock.connect_ex((host, int(port)))
+                slots[index] = (sock, False)
+                stats["opened"] += 1
+        for index, slot in enumerate(slots):
+            assert slot is not None
+            sock, started = slot
+            kind = "rest" if index < count else "grpc"
+            try:
+                if not started:
+                    sock.send(partial[kind])
+                    slots[index] = (sock, True)
+                elif kind == "rest" and index % 5 == 0:
+                    sock.send(b"x")  # trickling a header byte
+                if select.select([sock], [], [], 0)[0]:
+                    data = sock.recv(4096)
+                    stats["answered_408"] += data.startswith(b"HTTP/1.1 408")
+                    stats["answered_503"] += data.startswith(b"HTTP/1.1 503")
+                    raise ConnectionResetError
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                stats["closed_by_server"] += 1
+                sock.close()
+                slots[index] = None
+    for slot in slots:
+        if slot is not None:
+            slot[0].close()
+    return stats
+
+
+def bomb_client(rest_url: str, grpc_target: str, good: bytes, stop: threading.Event) -> dict[str, Any]:
+    """Sends decompression bombs and truncated images until `stop`; every answer must be a refusal."""
+    import base64
+
+    import grpc
+    import requests
+    from image_bombs import BOMB_FORMATS, header_bomb, png_bomb
+    from tensorflow.core.framework import tensor_pb2, types_pb2
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    batches = [[png_bomb()], *([header_bomb(name, 9000, 8000)] for name in BOMB_FORMATS)]
+    batches += [[good, header_bomb("JPEG", 9000, 8000), good], [header_bomb("PNG", 6000, 6000)] * 3]
+    batches += [[good[: len(good) // 2]], [header_bomb("JPEG", 16, 16)[:200]]]
+    stats: dict[str, Any] = {"sent": 0, "refused": 0, "unexpected": []}
+    session = requests.Session()
+    with grpc.insecure_channel(grpc_target) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        while not stop.is_set():
+            batch = batches[stats["sent"] % len(batches)]
+            if stats["sent"] % 2:
+                request = predict_pb2.PredictRequest()
+                request.model_spec.name = MODEL
+                tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=batch)
+                tensor.tensor_shape.dim.add(size=len(batch))
+                request.inputs["image_bytes"].CopyFrom(tensor)
+                try:
+                    stub.Predict(request, timeout=30)
+                    outcome = "OK"
+                except grpc.RpcError as error:
+                    outcome = error.code().name
+                refused = outcome == "INVALID_ARGUMENT"
+            else:
+                body = {"instances": [{"b64": base64.b64encode(image).decode()} for image in batch]}
+                response = session.post(f"{rest_url}/v1/models/{MODEL}:predict", json=body, timeout=30)
+                outcome, refused = str(response.status_code), response.status_code == 400
+            stats["sent"] += 1
+            stats["refused"] += refused
+            if not refused:
+                stats["unexpected"].append(outcome)
+    session.close()
+    return stats
+
+
+def start_server(
+    base: Path, workdir: Path, batching: bool, stall_timeout: float
+) -> tuple[subprocess.Popen[str], str, str]:
     import portpicker
 
     grpc_port, rest_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()
@@ -131,7 +242,7 @@ def start_server(base: Path, workdir: Path, batching: bool) -> tuple[subprocess.
         sys.executable, "-c", SERVER_ENTRY, "serve", "--model-base", str(base), "--model-name", MODEL,
         "--grpc-port", str(grpc_port), "--rest-port", str(rest_port), "--batching" if batching else "--no-batching",
         "--set", "serving.poll_interval_seconds=0.5", "--set", "serving.intra_op_threads=1",
-        "--set", "serving.inter_op_threads=1",
+        "--set", "serving.inter_op_threads=1", "--set", f"serving.request_timeout_seconds={stall_timeout}",
     ]  # fmt: skip
     log = (workdir / "server.out").open("w")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(workdir)}
@@ -156,8 +267,10 @@ def run_phase(
     images: list[bytes],
     concurrency: int,
     mutate: Callable[[threading.Event], list[str]],
+    hostile: Callable[[threading.Event], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Load on every transport for `seconds` while `mutate` changes the model base in another thread."""
+    """Load on every transport for `seconds` while `mutate` changes the model base in another thread, and
+    `hostile` (if any) runs its clients in a third."""
     from serving.loadtest import run_async_load_test
 
     results: dict[str, Any] = {}
@@ -171,13 +284,21 @@ def run_phase(
 
     threads = [threading.Thread(target=load, args=(transport,)) for transport in targets]
     mutator = threading.Thread(target=lambda: events.extend(mutate(stop)))
-    for thread in [*threads, mutator]:
+    hostile_stats: dict[str, Any] = {}
+    others = [mutator]
+    if hostile is not None:
+        others.append(threading.Thread(target=lambda: hostile_stats.update(hostile(stop))))
+    for thread in [*threads, *others]:
         thread.start()
     for thread in threads:
         thread.join()
     stop.set()
-    mutator.join()
-    return {"phase": kind, "events": events, **results}
+    for thread in others:
+        thread.join()
+    phase = {"phase": kind, "events": events, **results}
+    if hostile is not None:
+        phase["hostile"] = hostile_stats
+    return phase
 
 
 def mutation(kind: str, base: ModelBase, seconds: float, publish_every: float) -> Callable[[threading.Event], list]:
@@ -199,7 +320,14 @@ def mutation(kind: str, base: ModelBase, seconds: float, publish_every: float) -
         removed = base.rollback()
         return [f"rolled back: deleted {removed}"] if removed is not None else ["rollback skipped: one version"]
 
-    return {"steady": steady, "new versions": new_versions, "half-written": half_written, "rollback": rollback}[kind]
+    return {
+        "steady": steady,
+        "new versions": new_versions,
+        "half-written": half_written,
+        "rollback": rollback,
+        "stalled clients": steady,
+        "bomb images": steady,
+    }[kind]
 
 
 def summarise(phases: list[dict[str, Any]], transports: list[Transport]) -> dict[str, Any]:
@@ -223,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--publish-every", type=float, default=3.0, help="Seconds between new versions.")
     parser.add_argument("--concurrency", type=int, default=4, help="Requests in flight per transport.")
     parser.add_argument("--no-batching", action="store_true", help="Serve without server-side batching.")
+    parser.add_argument("--stalled", type=int, default=300, help="Stalled REST connections kept open.")
+    parser.add_argument(
+        "--stall-timeout", type=float, default=2.0, help="The server's serving.request_timeout_seconds."
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -237,10 +369,13 @@ def main(argv: list[str] | None = None) -> int:
         images = digit_pngs()
         base = ModelBase(workdir / "models" / MODEL, export_source(workdir))
         base.publish()
-        server, grpc_target, rest_url = start_server(base.base, workdir, batching=not args.no_batching)
+        server, grpc_target, rest_url = start_server(
+            base.base, workdir, batching=not args.no_batching, stall_timeout=args.stall_timeout
+        )
         try:
             wait_until_serving(grpc_target, images[0], server)
             report["rss_mb_start"] = rss_mb(server.pid)
+            report["fds_start"] = open_fds(server.pid)
             targets: dict[Transport, str] = {"grpc": grpc_target, "rest": rest_url}
             phases = []
             count = max(1, round(args.seconds / args.phase_seconds))
@@ -248,8 +383,14 @@ def main(argv: list[str] | None = None) -> int:
             for index in range(count):
                 kind = PHASES[index % len(PHASES)]
                 change = mutation(kind, base, args.phase_seconds, args.publish_every)
-                phase = run_phase(kind, args.phase_seconds, targets, images, args.concurrency, change)
+                hostile: Callable[[threading.Event], dict[str, Any]] | None = None
+                if kind == "stalled clients":
+                    hostile = lambda stop: stalled_clients(rest_url, grpc_target, args.stalled, stop)  # noqa: E731
+                elif kind == "bomb images":
+                    hostile = lambda stop: bomb_client(rest_url, grpc_target, images[0], stop)  # noqa: E731
+                phase = run_phase(kind, args.phase_seconds, targets, images, args.concurrency, change, hostile)
                 phase["rss_mb"] = rss_mb(server.pid)
+                phase["fds"] = open_fds(server.pid)
                 phases.append(phase)
                 print(
                     f"{index + 1:>3} {kind:<13} "
@@ -259,10 +400,13 @@ def main(argv: list[str] | None = None) -> int:
                         for t in transports
                     )
                     + f"  RSS {phase['rss_mb']:.0f} MiB  versions {sorted(phase['grpc']['versions'])}"
-                    + f"  {'; '.join(phase['events'])}",
+                    + f"  fds {phase['fds']}  {'; '.join(phase['events'])}"
+                    + (f"  hostile {json.dumps(phase['hostile'])}" if "hostile" in phase else ""),
                     flush=True,
                 )
+            time.sleep(args.stall_timeout + 1)  # the last stalled connections time out
             report["rss_mb_end"] = rss_mb(server.pid)
+            report["fds_end"] = open_fds(server.pid)
             report["server_alive"] = server.poll() is None
         finally:
             server.send_signal(signal.SIGINT)
@@ -282,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     report["totals"] = summarise(phases, transports)
     report["errors"] = sum(total["errors"] for total in report["totals"].values())
     report["requests"] = sum(total["requests"] for total in report["totals"].values())
+    report["hostile_unexpected"] = sum(len(phase.get("hostile", {}).get("unexpected", [])) for phase in phases)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     for transport, total in report["totals"].items():
         print(
@@ -291,14 +436,15 @@ def main(argv: list[str] | None = None) -> int:
     growth = report["rss_mb_end"] - report["rss_mb_start"]
     print(
         f"total {report['requests']} requests, {report['errors']} errors; server RSS {report['rss_mb_start']:.0f} → "
-        f"{report['rss_mb_end']:.0f} MiB ({growth:+.0f})"
+        f"{report['rss_mb_end']:.0f} MiB ({growth:+.0f}); open fds {report['fds_start']} → {report['fds_end']}; "
+        f"hostile requests answered other than refused: {report['hostile_unexpected']}"
     )
     if report["half_written_versions_never_served"]:
         print(f"half-written versions never served after completion: {report['half_written_versions_never_served']}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "soak.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"→ {args.out / 'soak.json'} ({report['wall_seconds']} s)")
-    return 1 if report["errors"] else 0
+    return 1 if report["errors"] or report["hostile_unexpected"] else 0
 
 
 if __name__ == "__main__":

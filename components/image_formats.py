@@ -79,6 +79,102 @@ BMP_BITS_TEMPLATE = (
 )
 
 
+# Decoded-size limit: every accepted format states its width and height before its pixel data, so the model
+# refuses an image whose header promises more than `max_image_pixels` pixels before DecodeImage allocates them
+# (a 97 KB PNG can declare 10000 x 10000 and cost gigabytes). 40 MP keeps every camera photo and an 8K frame
+# (7680 x 4320 = 33 MP) and refuses the 100 MP bomb; decoding to float costs about 17 bytes a pixel.
+DEFAULT_MAX_IMAGE_PIXELS = 40_000_000
+MAX_PIXELS_SETTING = "trainer.max_image_pixels"
+# No apostrophes: TF's Assert quotes them (`\\'`) in the error message.
+OVERSIZED_TEMPLATE = (
+    "image of {width}x{height} pixels is over the limit of {limit} pixels per image the model was exported with ("
+    + MAX_PIXELS_SETTING
+    + "); send it downscaled"
+)
+PNG_SIZE_OFFSET = 16  # IHDR width, height: big-endian uint32
+GIF_SIZE_OFFSET = 6  # logical screen width, height: little-endian uint16 (what TF's decoder allocates)
+BMP_SIZE_OFFSET = 18  # width, height: little-endian int32 (height < 0 = top-down), as TF's decoder reads them
+WEBP_CHUNK_OFFSET = 12  # "VP8 ", "VP8L" or "VP8X"
+JPEG_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # SOFn; C4/C8/CC are DHT, JPG, DAC
+JPEG_NO_LENGTH_MARKERS = frozenset((0x01, *range(0xD0, 0xD9)))  # TEM, RSTn, SOI: no length field
+JPEG_MAX_STEPS = 1024  # markers, fill bytes and stray bytes walked to the frame header; real files take < 30
+JPEG_NO_FRAME_MESSAGE = (
+    f"JPEG whose frame header (SOFn, where its size is) is not within its first {JPEG_MAX_STEPS} markers and "
+    "bytes; the model reads the size before decoding: re-encode the image"
+)
+JPEG_WINDOW = 9  # bytes read at each step: marker, length, and SOFn's precision, height and width
+EXHAUSTED = "exhausted"
+
+
+def _webp_dimensions(head: bytes) -> tuple[int, int] | None:
+    chunk = head[WEBP_CHUNK_OFFSET : WEBP_CHUNK_OFFSET + 4]
+    if chunk == b"VP8 " and head[23:26] == b"\x9d\x01\x2a":
+        return int.from_bytes(head[26:28], "little") & 0x3FFF, int.from_bytes(head[28:30], "little") & 0x3FFF
+    if chunk == b"VP8L" and head[20] == 0x2F:
+        bits = int.from_bytes(head[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X":
+        return int.from_bytes(head[24:27], "little") + 1, int.from_bytes(head[27:30], "little") + 1
+    return None
+
+
+def jpeg_dimensions(data: bytes) -> tuple[int, int] | str | None:
+    """The SOFn frame header's (width, height), walking markers as libjpeg does, one step per marker, fill
+    byte or stray byte (libjpeg skips the last two); None when the data ends first, `EXHAUSTED` when
+    `JPEG_MAX_STEPS` steps do not reach it. The model walks the same steps in-graph."""
+    position = 2  # after SOI
+    for _ in range(JPEG_MAX_STEPS):
+        window = data[position : position + JPEG_WINDOW]
+        if len(window) < JPEG_WINDOW:
+            return None
+        if window[0] != 0xFF or window[1] == 0xFF:
+            position += 1
+        elif window[1] in JPEG_SOF_MARKERS:
+            return int.from_bytes(window[7:9], "big"), int.from_bytes(window[5:7], "big")
+        elif window[1] in JPEG_NO_LENGTH_MARKERS:
+            position += 2
+        else:
+            position += 2 + int.from_bytes(window[2:4], "big")
+    return EXHAUSTED
+
+
+def image_dimensions(data: bytes) -> tuple[int, int] | None:
+    """(width, height) an accepted image's header declares, read without decoding; None for other data or a
+    header cut short. The model reads the same fields in-graph (`components.trainer.preprocessing`)."""
+    name, head = detect_image_format(data), header(data)
+    if name == "PNG":
+        if head[12:16] != b"IHDR":
+            return None
+        offset = PNG_SIZE_OFFSET
+        return int.from_bytes(head[offset : offset + 4], "big"), int.from_bytes(head[offset + 4 : offset + 8], "big")
+    if name == "GIF":
+        offset = GIF_SIZE_OFFSET
+        return int.from_bytes(head[offset : offset + 2], "little"), int.from_bytes(
+            head[offset + 2 : offset + 4], "little"
+        )
+    if name == "BMP":
+        offset = BMP_SIZE_OFFSET
+        width = int.from_bytes(head[offset : offset + 4], "little", signed=True)
+        return abs(width), abs(int.from_bytes(head[offset + 4 : offset + 8], "little", signed=True))
+    if name == "WebP":
+        return _webp_dimensions(head)
+    if name == "JPEG":
+        dimensions = jpeg_dimensions(data)
+        return dimensions if isinstance(dimensions, tuple) else None
+    return None
+
+
+def oversized_error(data: bytes, max_pixels: int) -> str | None:
+    """The model's refusal of an image whose header declares more than `max_pixels` pixels (or a JPEG whose
+    size it cannot find, `JPEG_NO_FRAME_MESSAGE`), else None."""
+    if detect_image_format(data) == "JPEG" and jpeg_dimensions(data) == EXHAUSTED:
+        return JPEG_NO_FRAME_MESSAGE
+    dimensions = image_dimensions(data)
+    if dimensions is None or dimensions[0] * dimensions[1] <= max_pixels:
+        return None
+    return OVERSIZED_TEMPLATE.format(width=dimensions[0], height=dimensions[1], limit=max_pixels)
+
+
 def header(data: bytes) -> bytes:
     """The first `HEADER_BYTES` bytes of `data`, zero-padded: what every check reads."""
     return data[:HEADER_BYTES].ljust(HEADER_BYTES, b"\x00")

@@ -35,8 +35,8 @@ from serving.json_tensor import outputs_to_json, parse_json_body, predict_inputs
 from serving.limits import RequestLimits, declared_arrays, declared_tensor_protos
 from serving.manager import ServerCore, State
 from serving.metrics import ServingMetrics
-from serving.servable import DEFAULT_SIGNATURE, Servable
-from serving.tensors import tensor_proto_to_ndarray, write_tensor_proto
+from serving.servable import DEFAULT_SIGNATURE, Servable, Signature
+from serving.tensors import packed_tensor_proto, tensor_proto_to_ndarray, write_tensor_proto
 from serving.warmup import read_warmup_requests
 
 SIGNATURE_DEF = "signature_def"
@@ -87,8 +87,8 @@ class ServingApi:
         finally:
             label = model_name if self.core.model(model_name) is not None else UNKNOWN_MODEL
             self.metrics.request_count.inc(model_name=label, status=status)
-            self.metrics.request_latency.observe(
-                (time.perf_counter() - started) * 1e6, model_name=label, API=api, entrypoint=entrypoint
+            self.metrics.request_latency.labels(model_name=label, API=api, entrypoint=entrypoint).observe(
+                (time.perf_counter() - started) * 1e6
             )
 
     async def _run(
@@ -96,8 +96,8 @@ class ServingApi:
     ) -> dict[str, np.ndarray]:
         started = time.perf_counter()
         result = await servable.submit_async(signature, inputs, outputs)
-        self.metrics.runtime_latency.observe(
-            (time.perf_counter() - started) * 1e6, model_name=servable.name, API=api, runtime="TF2"
+        self.metrics.runtime_latency.labels(model_name=servable.name, API=api, runtime="TF2").observe(
+            (time.perf_counter() - started) * 1e6
         )
         return result
 
@@ -111,11 +111,7 @@ class ServingApi:
                 raise InvalidArgumentError("Missing ModelSpec")
             version, label = _version_of(request.model_spec)
             with self.core.acquire(request.model_spec.name, version, label) as servable:
-                signature = servable.signature_for_predict(request.model_spec.signature_name)
-                self.limits.check(declared_tensor_protos(request.inputs), signature.batch_inputs)
-                inputs = {alias: tensor_proto_to_ndarray(proto, alias) for alias, proto in request.inputs.items()}
-                servable.validate_inputs(signature, inputs)
-                outputs = await self._run(servable, signature, inputs, tuple(request.output_filter), "Predict")
+                signature, outputs = await self._predict(servable, request)
                 response = predict_pb2.PredictResponse(
                     model_spec=_model_spec(servable.name, servable.version, request.model_spec.signature_name)
                 )
@@ -124,6 +120,19 @@ class ServingApi:
                 return response
 
         return await self._measured(request.model_spec.name, "Predict", "GRPC", call)
+
+    async def _predict(
+        self, servable: Servable, request: predict_pb2.PredictRequest
+    ) -> tuple[Signature, dict[str, np.ndarray]]:
+        """The one Predict behind both transports (REST turns its JSON into the `PredictRequest` first, as TF
+        Serving's HTTP handler does): limits on what the request declares, decoding, checks, the run."""
+        signature = servable.signature_for_predict(request.model_spec.signature_name)
+        self.limits.check(declared_tensor_protos(request.inputs), signature.batch_inputs)
+        inputs = {alias: tensor_proto_to_ndarray(proto, alias) for alias, proto in request.inputs.items()}
+        servable.validate_inputs(signature, inputs)
+        self.limits.check_images(inputs)
+        outputs = await self._run(servable, signature, inputs, tuple(request.output_filter), "Predict")
+        return signature, outputs
 
     async def classify(
         self, request: classification_pb2.ClassificationRequest, entrypoint: str = "GRPC"
@@ -137,6 +146,7 @@ class ServingApi:
             with self.core.acquire(request.model_spec.name, version, label) as servable:
                 signature, inputs = classify.classification_inputs(servable, request)
                 self.limits.check(declared_arrays(inputs), signature.batch_inputs)
+                self.limits.check_pixels(classify.bytes_values(request.input))
                 outputs = await self._run(servable, signature, inputs, (), "Classify")
                 return classification_pb2.ClassificationResponse(
                     model_spec=_model_spec(servable.name, servable.version, request.model_spec.signature_name),
@@ -200,17 +210,22 @@ class ServingApi:
     # --- REST -------------------------------------------------------------------------------------------------
 
     async def rest_predict(self, name: str, version: int | None, label: str | None, body: bytes) -> dict[str, Any]:
-        """POST /v1/models/<name>[/versions/<v>|/labels/<l>]:predict."""
+        """POST /v1/models/<name>[/versions/<v>|/labels/<l>]:predict: the JSON becomes a `PredictRequest`
+        (`serving.json_tensor` reads it with the signature's dtypes) that runs through `_predict`."""
 
         async def call() -> dict[str, Any]:
             with self.core.acquire(name, version, label) as servable:
                 document = parse_json_body(body)
-                signature = servable.signature_for_rest(signature_name_of(document))
+                signature_name = signature_name_of(document)
+                signature = servable.signature_for_rest(signature_name)
                 input_types = {alias: info.dtype for alias, info in signature.inputs.items()}
                 inputs, fmt = predict_inputs_from_json(document, input_types)
-                self.limits.check(declared_arrays(inputs), signature.batch_inputs)
-                servable.validate_inputs(signature, inputs)
-                outputs = await self._run(servable, signature, inputs, (), "Predict")
+                request = predict_pb2.PredictRequest(
+                    model_spec=_model_spec(servable.name, servable.version, signature_name)
+                )
+                for alias, array in inputs.items():
+                    request.inputs[alias].CopyFrom(packed_tensor_proto(array, input_types[alias]))
+                _, outputs = await self._predict(servable, request)
                 return outputs_to_json(outputs, fmt)
 
         return await self._measured(name, "Predict", "REST", call)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -73,6 +73,21 @@ def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:
     array = np.empty(len(examples), dtype=object)
     array[:] = examples
     return array
+
+
+def bytes_values(request_input: input_pb2.Input) -> Iterator[bytes]:
+    """Every bytes feature value of a Classify `Input`'s examples and context (where its images are)."""
+    kind = request_input.WhichOneof("kind")
+    if kind == "example_list":
+        examples = list(request_input.example_list.examples)
+    elif kind == "example_list_with_context":
+        with_context = request_input.example_list_with_context
+        examples = [with_context.context, *with_context.examples]
+    else:
+        examples = []
+    for example in examples:
+        for feature in example.features.feature.values():
+            yield from feature.bytes_list.value
 
 
 def classification_inputs(

@@ -113,6 +113,14 @@ class RequestTooLargeError(ResourceExhaustedError):
         return 413
 
 
+class RequestTimeoutError(DeadlineExceededError):
+    """A REST body that did not arrive within the server's read timeout; REST answers 408 (Request Timeout)."""
+
+    @property
+    def http_status(self) -> int:
+        return 408
+
+
 class UnsupportedMediaTypeError(InvalidArgumentError):
     """A REST body in an encoding the server does not decode (e.g. `Content-Encoding: br`); REST answers 415."""
 

@@ -11,7 +11,12 @@ request's declared sizes first:
 - rows: dim 0 of an input whose signature leaves it open (the batch dimension) may not exceed the
   per-request batch limit (`serving.max_batch_size`), with server-side batching or without it.
 
-Both answer INVALID_ARGUMENT (HTTP 400) naming the declared shape and the limit. JSON bodies are bounded too:
+- pixels: the width x height every image among a request's string values declares in its header
+  (`components.image_formats.image_dimensions`), summed, may not exceed `serving.max_request_pixels`, so a
+  few small files that decode to gigabytes are refused before any is decoded (the model's graph refuses each
+  image over its own per-image limit, `trainer.max_image_pixels`, in TF Serving too).
+
+All answer INVALID_ARGUMENT (HTTP 400) naming the declared shape or size and the limit. JSON bodies are bounded too:
 at most `MAX_JSON_DEPTH` levels of nesting (checked in `serving.json_tensor.parse_json_body`).
 
 Example:
@@ -22,18 +27,21 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
+from components.image_formats import image_dimensions
 from serving.errors import InvalidArgumentError
+from serving.options import DEFAULT_MAX_REQUEST_PIXELS
 from serving.tensors import dtype_of, shape_string
 
 MAX_JSON_DEPTH = 64
 BYTES_SETTING = "serving.max_request_mb"
 BATCH_SETTING = "serving.max_batch_size"
+PIXELS_SETTING = "serving.max_request_pixels"
 _REFERENCE_BYTES = 8  # what numpy holds per element of a string (object) array
 
 
@@ -73,6 +81,17 @@ def declared_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, Declared]:
     return {alias: Declared(array.shape, array.nbytes) for alias, array in arrays.items()}
 
 
+def declared_pixels(values: Iterable[object]) -> tuple[int, int]:
+    """(images, pixels): how many of `values` are images of an accepted format, and the width x height their
+    headers declare in total; other values (text, serialized examples) count nothing."""
+    images = pixels = 0
+    for value in values:
+        if isinstance(value, bytes) and (dimensions := image_dimensions(value)) is not None:
+            images += 1
+            pixels += dimensions[0] * dimensions[1]
+    return images, pixels
+
+
 def byte_size(nbytes: int) -> str:
     """`nbytes` for people: `512 B`, `16 MiB`, `2 GiB`, `256 TiB`."""
     value, unit = float(nbytes), "B"
@@ -90,16 +109,37 @@ class RequestLimits:
     Attributes:
         max_bytes: Most bytes one request's tensors may take once decoded (and its body on the wire).
         max_batch_size: Most rows (dim 0 of batch inputs) one request may carry; None = no limit.
+        max_pixels: Most pixels the images among one request's string values may declare in total.
     """
 
     max_bytes: int = 16 * 1024 * 1024
     max_batch_size: int | None = None
+    max_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
 
     def __post_init__(self) -> None:
         if self.max_bytes < 1:
             raise ValueError(f"max_bytes must be >= 1, got {self.max_bytes}")
         if self.max_batch_size is not None and self.max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 or None, got {self.max_batch_size}")
+        if self.max_pixels < 1:
+            raise ValueError(f"max_pixels must be >= 1, got {self.max_pixels}")
+
+    def check_pixels(self, values: Iterable[object]) -> None:
+        """Refuses a request whose images declare more than `max_pixels` pixels in total, before any is decoded.
+
+        Raises:
+            InvalidArgumentError: naming the images, their pixels and the limit's setting.
+        """
+        images, pixels = declared_pixels(values)
+        if pixels > self.max_pixels:
+            raise InvalidArgumentError(
+                f"the request's {images} image(s) declare {pixels} pixels in total, over this server's limit of "
+                f"{self.max_pixels} pixels per request ({PIXELS_SETTING}); send fewer or smaller images"
+            )
+
+    def check_images(self, inputs: Mapping[str, np.ndarray]) -> None:
+        """`check_pixels` over every string input of a request."""
+        self.check_pixels(value for array in inputs.values() if array.dtype == object for value in array.flat)
 
     def check(self, declared: Mapping[str, Declared], batch_inputs: Collection[str] = ()) -> None:
         """Refuses a request whose tensors are too large, before they are decoded.

@@ -23,6 +23,9 @@ from serving.k8s_names import kubernetes_name
 
 Namespace = Annotated[str, AfterValidator(check_namespace)]
 Label = Annotated[str, AfterValidator(check_label)]
+# Per request on the local server (`serving.limits`): 2.5 images at the model's default per-image limit, or 48
+# full-HD frames; at about 17 bytes a decoded pixel, 1.7 GB at most.
+DEFAULT_MAX_REQUEST_PIXELS = 100_000_000
 
 
 class ServingOptions(ConfigSection):
@@ -49,6 +52,13 @@ class ServingOptions(ConfigSection):
         poll_interval_seconds: How often the server checks the base path for new versions.
         config_poll_seconds: How often TF Serving re-reads models.config (moved labels apply without restart).
         max_request_mb: Largest request body the local server accepts.
+        max_connections: Most REST connections the local server keeps open; more are answered 503 at once.
+        request_timeout_seconds: The local server's deadline for a REST request's line and headers (from
+            connecting) and for its body; gRPC's handshake timeout. Stalled or trickling peers get 408.
+        idle_timeout_seconds: The local server closes a kept-alive REST connection, or an idle gRPC one, after
+            this long without a complete request.
+        max_request_pixels: Most pixels the images of one request may declare in total on the local server
+            (each image's own limit is `trainer.max_image_pixels`, in the model).
         intra_op_threads: TensorFlow threads within one op (TF Serving's --tensorflow_intra_op_parallelism); 0 = TF's.
         inter_op_threads: TensorFlow ops run in parallel (--tensorflow_inter_op_parallelism); 0 = TF's choice.
         gpu_max_batch_size: GPU batching (batching_parameters_gpu.txt): largest batch.
@@ -94,6 +104,10 @@ class ServingOptions(ConfigSection):
     poll_interval_seconds: float = Field(1.0, gt=0)
     config_poll_seconds: int = Field(60, ge=0)
     max_request_mb: int = Field(16, ge=1)
+    max_request_pixels: int = Field(DEFAULT_MAX_REQUEST_PIXELS, ge=1)
+    max_connections: int = Field(1000, ge=1)
+    request_timeout_seconds: float = Field(30.0, gt=0)
+    idle_timeout_seconds: float = Field(75.0, gt=0)
     intra_op_threads: int = Field(0, ge=0)
     inter_op_threads: int = Field(0, ge=0)
     gpu_max_batch_size: int = Field(128, ge=1)

@@ -17,6 +17,7 @@ Serving would hand such a body to its JSON parser as it is).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -29,6 +30,7 @@ from aiohttp import web
 from serving.errors import (
     InternalError,
     InvalidArgumentError,
+    RequestTimeoutError,
     RequestTooLargeError,
     ServingError,
     UnimplementedError,
@@ -37,6 +39,8 @@ from serving.errors import (
 from serving.limits import BYTES_SETTING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from serving.api import ServingApi
     from serving.metrics import ServingMetrics
 
@@ -59,7 +63,10 @@ def _json(payload: Any, status: int = 200) -> web.Response:
 
 
 def _error(error: ServingError) -> web.Response:
-    return _json({"error": error.message}, status=error.http_status)
+    response = _json({"error": error.message}, status=error.http_status)
+    if isinstance(error, RequestTimeoutError):
+        response.force_close()  # the rest of a stalled body is not waited for
+    return response
 
 
 def _parse_ids(name: str | None, version: str | None, label: str | None) -> tuple[str, int | None, str | None]:
@@ -73,11 +80,24 @@ def _parse_ids(name: str | None, version: str | None, label: str | None) -> tupl
 
 
 def create_rest_app(
-    api: ServingApi, max_request_bytes: int, monitoring_path: str, metrics: ServingMetrics
+    api: ServingApi,
+    max_request_bytes: int,
+    monitoring_path: str,
+    metrics: ServingMetrics,
+    body_timeout: float = 30.0,
+    on_request: Callable[[asyncio.BaseTransport | None], None] | None = None,
 ) -> web.Application:
-    """The aiohttp application serving TF Serving's REST API (and Prometheus metrics at `monitoring_path`)."""
+    """The aiohttp application serving TF Serving's REST API (and Prometheus metrics at `monitoring_path`).
+
+    Args:
+        body_timeout: Seconds a request body may take to arrive (then 408).
+        on_request: Called with the connection's transport when a request's headers are in
+            (`serving.connections.ConnectionGuard.request_started`).
+    """
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        if on_request is not None:
+            on_request(request.transport)
         path = request.raw_path.split("?", 1)[0]
         if monitoring_path and path == monitoring_path and request.method == "GET":
             return web.Response(text=metrics.render(), content_type="text/plain")
@@ -96,7 +116,7 @@ def create_rest_app(
         if method == "POST" and (match := _PREDICTION_PATH.fullmatch(path)):
             name, version, label = _parse_ids(match.group(1), match.group(2), match.group(3))
             _check_version_and_label(version, label)
-            body = await _read_body(request, max_request_bytes)
+            body = await _read_body(request, max_request_bytes, body_timeout)
             verb = match.group(4).lower()
             if verb == "predict":
                 return await api.rest_predict(name, version, label, body)
@@ -127,15 +147,20 @@ def _too_large(limit: int, what: str = "Request body") -> RequestTooLargeError:
     return RequestTooLargeError(f"{what} is over this server's limit of {limit} bytes ({BYTES_SETTING})")
 
 
-async def _read_body(request: web.Request, limit: int) -> bytes:
+async def _read_body(request: web.Request, limit: int, timeout: float) -> bytes:
     size = request.content_length
     if size is not None and size > limit:
         raise _too_large(limit, f"Request body of {size} bytes")
     encoding = request.headers.get("Content-Encoding", "")
     try:
-        raw = await request.read()
+        async with asyncio.timeout(timeout):
+            raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise _too_large(limit) from None
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"the request body did not arrive within {timeout:g} seconds (serving.request_timeout_seconds)"
+        ) from None
     return decode_body(raw, encoding, limit)
 
 

@@ -30,9 +30,10 @@ from serving.address import check_port, host_port, rest_base_url
 from serving.api import ServingApi, replay_warmup, version_states
 from serving.batching import BatchingOptions
 from serving.config_error import ServingConfigError
-from serving.limits import RequestLimits
+from serving.connections import ConnectionGuard
+from serving.limits import DEFAULT_MAX_REQUEST_PIXELS, RequestLimits
 from serving.manager import ModelConfig, ServerCore, read_model_config_file
-from serving.metrics import Gauge, ServingMetrics
+from serving.metrics import ServingMetrics
 from serving.rest import create_rest_app
 from serving.rpc import ModelService, PredictionService
 from serving.servable import Servable
@@ -52,6 +53,7 @@ class ServerOptions:
             tensors it declares once decoded (`serving.limits`); larger ones are refused.
         max_batch_size: Most rows one request may carry, with or without batching; None = the batching
             options' `max_batch_size` when batching is on, else no limit.
+        max_request_pixels: Most pixels the images of one request may declare in total (`serving.limits`).
         poll_interval_seconds: How often the base paths are checked for versions (--file_system_poll_wait_seconds).
         config_poll_interval_seconds: How often models.config is re-read; 0 = never
             (--model_config_file_poll_wait_seconds).
@@ -59,6 +61,12 @@ class ServerOptions:
         request_threads: Threads running unbatched requests.
         grpc_threads: Upper bound on concurrent gRPC requests (--grpc_max_threads).
         monitoring_path: Prometheus metrics path on the REST port (monitoring.config); empty = off.
+        max_connections: Most REST connections open at once; more are answered 503 and closed
+            (`serving.connections`). Keep it under the process's file descriptor limit.
+        request_timeout_seconds: A REST connection's first request line and headers, and each request body,
+            must arrive within this; else 408 and the connection is closed. Also gRPC's handshake timeout.
+        idle_timeout_seconds: A kept-alive REST connection, or an idle gRPC one, is closed after this long
+            without a complete request.
         allow_version_labels_for_unavailable_models: Accept labels on versions not loaded yet.
     """
 
@@ -67,12 +75,16 @@ class ServerOptions:
     rest_port: int | None = 8501
     max_request_bytes: int = 16 * 1024 * 1024
     max_batch_size: int | None = None
+    max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
     poll_interval_seconds: float = 1.0
     config_poll_interval_seconds: float = 0.0
     batching: BatchingOptions | None = None
     request_threads: int = 16
     grpc_threads: int = 256
     monitoring_path: str = "/monitoring/prometheus/metrics"
+    max_connections: int = 1000
+    request_timeout_seconds: float = 30.0
+    idle_timeout_seconds: float = 75.0
     allow_version_labels_for_unavailable_models: bool = False
 
     def __post_init__(self) -> None:
@@ -80,13 +92,18 @@ class ServerOptions:
         if self.rest_port is not None:
             check_port(self.rest_port, "ServerOptions.rest_port", allow_zero=True)
         self.request_limits()  # checks the limits
+        if self.max_connections < 1:
+            raise ValueError(f"ServerOptions.max_connections must be >= 1, got {self.max_connections}")
+        for name in ("request_timeout_seconds", "idle_timeout_seconds"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"ServerOptions.{name} must be > 0, got {getattr(self, name)}")
 
     def request_limits(self) -> RequestLimits:
         """The per-request limits these options set."""
         rows = self.max_batch_size
         if rows is None and self.batching is not None:
             rows = self.batching.max_batch_size
-        return RequestLimits(max_bytes=self.max_request_bytes, max_batch_size=rows)
+        return RequestLimits(max_bytes=self.max_request_bytes, max_batch_size=rows, max_pixels=self.max_request_pixels)
 
 
 def set_tensorflow_threads(intra_op: int, inter_op: int) -> None:
@@ -139,13 +156,11 @@ class ModelServer:
             self._load,
             allow_labels_for_unavailable_models=self.options.allow_version_labels_for_unavailable_models,
         )
-        self.metrics.gauges.append(
-            Gauge(
-                "tfxp_serving_model_versions",
-                "Model versions by state.",
-                ["model_name", "state"],
-                lambda: version_states(self.core),
-            )
+        self.metrics.add_gauge(
+            "tfxp_serving_model_versions",
+            "Model versions by state.",
+            ["model_name", "state"],
+            lambda: version_states(self.core),
         )
         self.api = ServingApi(self.core, self.metrics, self.options.request_limits())
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -156,6 +171,8 @@ class ModelServer:
         self._startup_error: BaseException | None = None
         self._grpc_server: grpc.aio.Server | None = None
         self._rest_runner: object = None
+        self._rest_listener: asyncio.base_events.Server | None = None
+        self.connections: ConnectionGuard | None = None
         self.grpc_port: int | None = None
         self.rest_port: int | None = None
 
@@ -178,7 +195,7 @@ class ModelServer:
         servable.start(
             self.options.batching,
             self.options.request_threads,
-            on_batch=lambda rows: self.metrics.batch_size.observe(rows, model_name=name),
+            on_batch=self.metrics.batch_size.labels(model_name=name).observe,
         )
         try:
             replay_warmup(servable)
@@ -254,6 +271,15 @@ class ModelServer:
                 ("grpc.max_receive_message_length", options.max_request_bytes),
                 ("grpc.max_send_message_length", -1),
                 ("grpc.so_reuseport", 0),
+                # Stalled peers: a connection that never finishes its HTTP/2 handshake, or sits idle, is
+                # closed; at most max_connections at once (more are refused by gRPC core), each with at most
+                # grpc_threads streams.
+                ("grpc.server_handshake_timeout_ms", int(options.request_timeout_seconds * 1000)),
+                ("grpc.max_connection_idle_ms", int(options.idle_timeout_seconds * 1000)),
+                ("grpc.max_allowed_incoming_connections", options.max_connections),
+                ("grpc.max_concurrent_streams", options.grpc_threads),
+                ("grpc.keepalive_time_ms", 60_000),
+                ("grpc.keepalive_timeout_ms", 20_000),
             ],
         )
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
@@ -266,21 +292,43 @@ class ModelServer:
             raise OSError(f"cannot bind gRPC port {host_port(options.host, options.grpc_port)}: {error}") from None
         await self._grpc_server.start()
         if options.rest_port is not None:
-            app = create_rest_app(self.api, options.max_request_bytes, options.monitoring_path, self.metrics)
-            # Bodies reach the app as sent: serving.rest decodes gzip itself, within the size limit.
-            runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
+            runner = web.AppRunner(
+                create_rest_app(
+                    self.api,
+                    options.max_request_bytes,
+                    options.monitoring_path,
+                    self.metrics,
+                    body_timeout=options.request_timeout_seconds,
+                    on_request=lambda transport: guard.request_started(transport),
+                ),
+                access_log=None,
+                handle_signals=False,
+                # Bodies reach the app as sent: serving.rest decodes gzip itself, within the size limit.
+                auto_decompress=False,
+                keepalive_timeout=options.idle_timeout_seconds,
+                # After an early answer (408, 413), what the client still sends is read for this long, not
+                # aiohttp's 10 s, so a stalled body does not hold the connection.
+                lingering_time=0.5,
+            )
             await runner.setup()
-            site = web.TCPSite(runner, options.host, options.rest_port, reuse_port=False)
+            assert runner.server is not None
+            guard = self.connections = ConnectionGuard(
+                runner.server, options.max_connections, options.request_timeout_seconds
+            )
             try:
-                await site.start()
+                self._rest_listener = await asyncio.get_running_loop().create_server(
+                    guard.protocol, options.host, options.rest_port, reuse_port=False
+                )
             except OSError as error:
                 await runner.cleanup()
                 await self._grpc_server.stop(None)
                 raise OSError(f"cannot bind REST port {host_port(options.host, options.rest_port)}: {error}") from None
             self._rest_runner = runner
-            self.rest_port = runner.addresses[0][1]
+            self.rest_port = self._rest_listener.sockets[0].getsockname()[1]
 
     async def _shutdown(self, grace_seconds: float) -> None:
+        if self._rest_listener is not None:
+            self._rest_listener.close()
         if self._rest_runner is not None:
             await self._rest_runner.cleanup()  # type: ignore[attr-defined]
         if self._grpc_server is not None:

@@ -30,6 +30,7 @@ NOT_USER_ERRORS = {
     "DeadlineExceededError",
     "ResourceExhaustedError",
     "RequestTooLargeError",
+    "RequestTimeoutError",
     "UnsupportedMediaTypeError",
     "UnimplementedError",
     "InternalError",

@@ -12,9 +12,11 @@ server with batching and one without; a failure they find is a bug to fix, then 
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import json
 import random
+import socket
 import string
 import time
 from collections.abc import Iterator
@@ -29,6 +31,7 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from image_bombs import BOMB_FORMATS, header_bomb, png_bomb
 from serving_fixtures import random_png, tiny_classifier, write_classification_version, write_model_version
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
@@ -285,7 +288,15 @@ def nest(value: Any, shape: list[int]) -> Any:
 
 
 image_b64 = {"b64": base64.b64encode(IMAGE).decode()}
-b64_values = st.binary(max_size=40).map(lambda data: {"b64": base64.b64encode(data).decode()})
+# Decompression bombs (issue 24): a real 97 KB PNG of 10000 x 10000, and headers of every format declaring
+# sizes around the per-image and per-request limits; the fuzzers mix them into batches of good images.
+bomb_images = st.one_of(
+    st.just(b"png").map(lambda _: png_bomb()),
+    st.builds(header_bomb, st.sampled_from(BOMB_FORMATS), st.integers(1, 16383), st.integers(1, 16383)),
+)
+b64_values = st.binary(max_size=40).map(lambda data: {"b64": base64.b64encode(data).decode()}) | bomb_images.map(
+    lambda data: {"b64": base64.b64encode(data).decode()}
+)
 leaves = (
     st.none()
     | st.booleans()
@@ -376,7 +387,7 @@ GRPC_CODES = {
     grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-VALUE_KINDS = ["none", "float", "int", "int64", "bool", "string", "images", "content"]
+VALUE_KINDS = ["none", "float", "int", "int64", "bool", "string", "images", "bombs", "content"]
 
 
 @st.composite
@@ -388,8 +399,8 @@ def tensor_protos(draw: st.DrawFn, dtype: int = types_pb2.DT_FLOAT) -> tensor_pb
     shape = draw(st.one_of(st.builds(lambda n: [n, SIZE, SIZE, 1][:rank], rows), odd_shapes))
     for size in shape:
         tensor.tensor_shape.dim.add(size=size)
-    usual = "images" if tensor.dtype == types_pb2.DT_STRING else "float"
-    kind = draw(usually(usual, st.sampled_from(VALUE_KINDS)))
+    usual = st.sampled_from(["images", "images", "bombs"]) if tensor.dtype == types_pb2.DT_STRING else st.just("float")
+    kind = draw(st.one_of(usual, usual, usual, st.sampled_from(VALUE_KINDS)))
     count = max(0, min(int(np.prod(shape, dtype=object)), 600))  # as many values as the shape holds, up to 600
     if kind == "float":
         tensor.float_val.extend(draw(st.lists(st.floats(width=32), min_size=1, max_size=1) | st.just([0.5] * count)))
@@ -403,6 +414,8 @@ def tensor_protos(draw: st.DrawFn, dtype: int = types_pb2.DT_FLOAT) -> tensor_pb
         tensor.string_val.extend(draw(st.lists(st.binary(max_size=30), max_size=5)))
     elif kind == "images":
         tensor.string_val.extend([IMAGE] * draw(st.sampled_from([1, min(count, MAX_BATCH + 1)])))
+    elif kind == "bombs":
+        tensor.string_val.extend(draw(st.lists(usually(IMAGE, bomb_images, chance=0.5), min_size=1, max_size=5)))
     elif kind == "content":
         tensor.tensor_content = draw(st.binary(max_size=300))
     return tensor
@@ -452,3 +465,278 @@ def test_a_broadcast_value_within_the_limits_is_answered(endpoint: Endpoint) -> 
         response = stub.Predict(broadcast_request([3, SIZE, SIZE, 1]), timeout=30)
     probabilities = np.asarray(response.outputs["probabilities"].float_val).reshape(3, len(LABELS))
     assert np.allclose(probabilities, probabilities[0])  # three identical images, three identical answers
+
+
+# --- issue 24: decompression bombs ------------------------------------------------------------------------------
+# The model's graph reads each image's declared width x height before decoding (trainer.max_image_pixels,
+# default 40 MP), so TF Serving refuses them too; the local server also caps a request's total
+# (serving.max_request_pixels, default 100 MP). 9000 x 8000 = 72 MP: over the first, under the second.
+
+BOMB_SIDE = (9000, 8000)
+
+
+def b64(data: bytes) -> dict[str, str]:
+    return {"b64": base64.b64encode(data).decode()}
+
+
+def image_request(images: list[bytes]) -> predict_pb2.PredictRequest:
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "m"
+    request.inputs["image_bytes"].CopyFrom(tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=images))
+    request.inputs["image_bytes"].tensor_shape.dim.add(size=len(images))
+    return request
+
+
+def test_a_real_png_bomb_is_refused_before_decoding(endpoint: Endpoint) -> None:
+    bomb = png_bomb()  # 97 KB, 10000 x 10000 once decoded (1.7 GB of RSS, never returned, before the limit)
+    assert len(bomb) < 100_000
+    rss, started = PROCESS.memory_info().rss, time.perf_counter()
+    response = post(endpoint, json.dumps({"instances": [b64(bomb)]}).encode())
+    assert response.status_code == 400, response.text[:300]
+    assert "image of 10000x10000 pixels is over the limit of 40000000 pixels per image" in response.json()["error"]
+    assert "trainer.max_image_pixels" in response.json()["error"]
+    assert time.perf_counter() - started < 5.0
+    assert PROCESS.memory_info().rss - rss < 128 << 20
+    assert_still_serving(endpoint)
+
+
+@pytest.mark.parametrize("format_name", BOMB_FORMATS)
+def test_a_bomb_of_each_format_is_refused_over_both_transports(endpoint: Endpoint, format_name: str) -> None:
+    bomb = header_bomb(format_name, *BOMB_SIDE)
+    code, details = grpc_predict(endpoint, image_request([bomb]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert (
+        "image of 9000x8000 pixels is over the limit of 40000000" in details and "trainer.max_image_pixels" in details
+    )
+    response = post(endpoint, json.dumps({"instances": [b64(bomb)]}).encode())
+    assert response.status_code == 400 and "trainer.max_image_pixels" in response.json()["error"]
+
+
+def test_one_bomb_within_a_batch_fails_the_request_and_not_the_server(endpoint: Endpoint) -> None:
+    batch = [IMAGE, IMAGE, header_bomb("JPEG", *BOMB_SIDE), IMAGE]
+    code, details = grpc_predict(endpoint, image_request(batch))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "trainer.max_image_pixels" in details
+    response = post(endpoint, json.dumps({"inputs": [b64(image) for image in batch]}).encode())
+    assert response.status_code == 400 and "trainer.max_image_pixels" in response.json()["error"]
+    assert_still_serving(endpoint)
+
+
+def test_images_each_under_the_limit_but_too_many_pixels_together_are_refused(endpoint: Endpoint) -> None:
+    batch = [header_bomb(format_name, 6000, 6000) for format_name in ("PNG", "GIF", "BMP")]  # 3 x 36 MP
+    code, details = grpc_predict(endpoint, image_request(batch))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details == (
+        "the request's 3 image(s) declare 108000000 pixels in total, over this server's limit of 100000000 pixels "
+        "per request (serving.max_request_pixels); send fewer or smaller images"
+    )
+    response = post(endpoint, json.dumps({"instances": [b64(image) for image in batch]}).encode())
+    assert response.status_code == 400 and "serving.max_request_pixels" in response.json()["error"]
+
+
+def test_a_jpeg_hiding_its_frame_header_behind_stray_bytes_is_refused(endpoint: Endpoint) -> None:
+    # libjpeg skips stray bytes between segments; the size walk gives up after JPEG_MAX_STEPS and refuses.
+    bomb = header_bomb("JPEG", *BOMB_SIDE)
+    app0_end = 4 + int.from_bytes(bomb[4:6], "big")
+    hidden = bomb[:app0_end] + b"\x00" * 5000 + bomb[app0_end:]
+    code, details = grpc_predict(endpoint, image_request([hidden]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "JPEG whose frame header (SOFn" in details
+
+
+def test_the_exported_graph_itself_refuses_bombs(model_root: Path) -> None:
+    # What TF Serving runs: the SavedModel's serving_default signature, without this server.
+    import tensorflow as tf
+
+    signature = tf.saved_model.load(str(model_root / "m" / "1")).signatures["serving_default"]
+    rss = PROCESS.memory_info().rss
+    for bomb in (png_bomb(), header_bomb("GIF", 65535, 65535), header_bomb("BMP", 40000, 40000)):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"trainer\.max_image_pixels"):
+            signature(image_bytes=tf.constant([bomb]))
+    assert PROCESS.memory_info().rss - rss < 128 << 20
+    assert signature(image_bytes=tf.constant([IMAGE]))["probabilities"].shape == (1, len(LABELS))
+
+
+@FUZZ
+@given(
+    format_name=st.sampled_from(BOMB_FORMATS),
+    width=st.integers(1, 16383),
+    height=st.integers(1, 16383),
+    tail=st.binary(max_size=16),
+)
+def test_the_graph_and_python_read_the_same_declared_size(
+    format_name: str, width: int, height: int, tail: bytes
+) -> None:
+    import tensorflow as tf
+
+    from components.image_formats import image_dimensions, oversized_error
+    from components.trainer.preprocessing import image_size_errors
+
+    bomb = header_bomb(format_name, width, height)
+    cut = bomb[: max(2, len(bomb) - len(tail))] + tail  # now and then a truncated or altered tail
+    assert image_dimensions(bomb) == (width, height)
+    limit = 50_000_000
+    for data in (bomb, cut):
+        in_graph = image_size_errors(tf.constant([data]), limit).numpy()[0].decode()
+        assert in_graph == (oversized_error(data, limit) or "")
+
+
+# --- issue 24: stalled and trickling peers ----------------------------------------------------------------------
+
+GUARD_TIMEOUT, GUARD_IDLE, GUARD_CONNECTIONS = 1.0, 2.0, 12
+
+
+@pytest.fixture(scope="module")
+def guarded(model_root: Path) -> Iterator[ModelServer]:
+    options = ServerOptions(
+        grpc_port=0,
+        rest_port=0,
+        max_connections=GUARD_CONNECTIONS,
+        request_timeout_seconds=GUARD_TIMEOUT,
+        idle_timeout_seconds=GUARD_IDLE,
+    )
+    with ModelServer([ModelConfig("m", model_root / "m")], options) as server:
+        yield server
+
+
+def connect(server: ModelServer) -> socket.socket:
+    assert server.rest_port is not None
+    return socket.create_connection(("127.0.0.1", server.rest_port), timeout=10)
+
+
+def read_until_closed(sock: socket.socket, limit: float) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and how long that took."""
+    started, data = time.perf_counter(), b""
+    sock.settimeout(limit)
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data, time.perf_counter() - started
+
+
+def good_rest_request(server: ModelServer) -> None:
+    response = requests.post(f"{server.rest_url}/v1/models/m:predict", json={"instances": [b64(IMAGE)]}, timeout=10)
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    "partial", [b"POST /v1/models/m:pre", b"", b"POST /v1/models/m:predict HTTP/1.1\r\nHost: x\r\n"]
+)
+def test_a_connection_with_half_a_request_is_timed_out(guarded: ModelServer, partial: bytes) -> None:
+    with connect(guarded) as sock:
+        sock.sendall(partial)
+        data, waited = read_until_closed(sock, limit=GUARD_TIMEOUT + 5)
+    assert waited < GUARD_TIMEOUT + 1.5
+    assert data.startswith(b"HTTP/1.1 408") and b"serving.request_timeout_seconds" in data
+    good_rest_request(guarded)
+
+
+def test_headers_trickled_a_byte_at_a_time_do_not_extend_the_deadline(guarded: ModelServer) -> None:
+    started = time.perf_counter()
+    with connect(guarded) as sock:
+        closed = False
+        for byte in b"POST /v1/models/m:predict HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"a" * 100:
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            time.sleep(0.1)
+            if time.perf_counter() - started > GUARD_TIMEOUT + 3:
+                break
+        if not closed:
+            data, _ = read_until_closed(sock, limit=5)
+            assert data.startswith(b"HTTP/1.1 408")
+    assert time.perf_counter() - started < GUARD_TIMEOUT + 2.5
+
+
+def test_a_body_that_never_finishes_gets_408(guarded: ModelServer) -> None:
+    with connect(guarded) as sock:
+        sock.sendall(b'POST /v1/models/m:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"inst')
+        data, waited = read_until_closed(sock, limit=GUARD_TIMEOUT + 5)
+    assert data.startswith(b"HTTP/1.1 408") and waited < GUARD_TIMEOUT + 1.5
+    assert b"serving.request_timeout_seconds" in data
+
+
+def test_a_kept_alive_connection_that_stalls_in_its_next_request_is_closed(guarded: ModelServer) -> None:
+    body = json.dumps({"instances": [b64(IMAGE)]}).encode()
+    with connect(guarded) as sock:
+        sock.sendall(
+            b"POST /v1/models/m:predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        time.sleep(0.5)
+        sock.sendall(b"POST /v1/mod")  # the next request, never finished
+        data, waited = read_until_closed(sock, limit=GUARD_IDLE + 5)
+    assert data.startswith(b"HTTP/1.1 200") and waited < GUARD_IDLE + 1.5
+
+
+def test_idle_connections_beyond_the_cap_are_refused_at_once_and_the_server_recovers(guarded: ModelServer) -> None:
+    idle = [connect(guarded) for _ in range(GUARD_CONNECTIONS)]
+    try:
+        time.sleep(0.2)
+        extra = [connect(guarded) for _ in range(5)]
+        for sock in extra:
+            data, waited = read_until_closed(sock, limit=2)
+            sock.close()
+            assert data.startswith(b"HTTP/1.1 503") and waited < 1.0
+            assert b"serving.max_connections" in data
+    finally:
+        for sock in idle:
+            sock.close()
+    time.sleep(0.3)
+    good_rest_request(guarded)
+
+
+def test_thousands_of_stalled_connections_are_shed_and_good_requests_still_answered(guarded: ModelServer) -> None:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    count = min(2000, soft // 3)
+    fds = PROCESS.num_fds()
+    stalled = []
+    try:
+        for _ in range(count):
+            sock = connect(guarded)
+            stalled.append(sock)
+            with contextlib.suppress(OSError):  # refused over the cap, already closed by the server
+                sock.sendall(b"GET /v1/models/m HTT")
+        time.sleep(GUARD_TIMEOUT + 1)
+        good_rest_request(guarded)
+        # The client's own sockets are still open; the server's ends were refused or timed out, not kept.
+        assert PROCESS.num_fds() - fds < count + 50
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+# --- issue 23: one Predict behind both transports ----------------------------------------------------------------
+
+
+def test_rest_predict_runs_the_grpc_predict_request_path(model_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from serving.api import ServingApi
+
+    seen: list[predict_pb2.PredictRequest] = []
+    one_predict = ServingApi._predict
+
+    async def recording(self: ServingApi, servable: Any, request: predict_pb2.PredictRequest) -> Any:
+        seen.append(request)
+        return await one_predict(self, servable, request)
+
+    monkeypatch.setattr(ServingApi, "_predict", recording)
+    with ModelServer([ModelConfig("m", model_root / "m")], ServerOptions(grpc_port=0, rest_port=0)) as server:
+        rows = requests.post(f"{server.rest_url}/v1/models/m:predict", json={"instances": [b64(IMAGE)]}, timeout=10)
+        columns = requests.post(
+            f"{server.rest_url}/v1/models/m/versions/1:predict",
+            json={"signature_name": "serving_preprocessed", "inputs": np.full((1, SIZE, SIZE, 1), 0.5).tolist()},
+            timeout=10,
+        )
+        with GrpcClient(server.grpc_target, "m") as client:
+            probabilities = client.predict_images([IMAGE]).probabilities
+    assert rows.status_code == 200 and columns.status_code == 200, (rows.text, columns.text)
+    assert np.allclose(rows.json()["predictions"][0]["probabilities"], probabilities[0])
+    rest_rows, rest_columns, grpc_request = seen
+    assert rest_rows.model_spec.name == "m" and rest_rows.model_spec.signature_name == "serving_default"
+    assert list(rest_rows.inputs["image_bytes"].string_val) == [IMAGE]
+    assert rest_columns.model_spec.version.value == 1
+    assert rest_columns.inputs["images"].dtype == types_pb2.DT_FLOAT
+    assert [dim.size for dim in rest_columns.inputs["images"].tensor_shape.dim] == [1, SIZE, SIZE, 1]
+    assert list(grpc_request.inputs["image_bytes"].string_val) == [IMAGE]

@@ -221,7 +221,7 @@ def test_metrics_count_requests_by_status(endpoint: Endpoint) -> None:
         if line.startswith(":tensorflow:serving:request_count{") and 'status="OK"' in line
     ]
     assert ok and float(ok[0].rsplit(" ", 1)[1]) >= 1
-    assert f'tfxp_serving_model_versions{{model_name="{MODEL}",state="AVAILABLE"}} 1' in text
+    assert f'tfxp_serving_model_versions{{model_name="{MODEL}",state="AVAILABLE"}} 1.0' in text
 
 
 # --- bad requests ----------------------------------------------------------------------------------------------

@@ -332,17 +332,29 @@ def test_error_codes_map_to_tf_servings_http_statuses() -> None:
 def test_metrics_render_prometheus_text() -> None:
     metrics = ServingMetrics()
     metrics.request_count.inc(model_name="m", status="OK")
-    metrics.request_latency.observe(15.0, model_name="m", API="Predict", entrypoint="GRPC")
+    metrics.request_latency.labels(model_name="m", API="Predict", entrypoint="GRPC").observe(15.0)
     text = metrics.render()
-    assert ':tensorflow:serving:request_count{model_name="m",status="OK"} 1' in text
+    assert ':tensorflow:serving:request_count{model_name="m",status="OK"} 1.0' in text
+    # prometheus_client writes labels sorted by name and bucket bounds as Go floats.
     assert (
-        ':tensorflow:serving:request_latency_bucket{model_name="m",API="Predict",entrypoint="GRPC",le="10"} 0' in text
+        ':tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",le="10.0",model_name="m"} 0.0'
+        in text
     )
     assert (
-        ':tensorflow:serving:request_latency_bucket{model_name="m",API="Predict",entrypoint="GRPC",le="18"} 1' in text
+        ':tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",le="18.0",model_name="m"} 1.0'
+        in text
     )
-    assert ':tensorflow:serving:request_latency_count{model_name="m",API="Predict",entrypoint="GRPC"} 1' in text
+    assert ':tensorflow:serving:request_latency_count{API="Predict",entrypoint="GRPC",model_name="m"} 1.0' in text
     assert "# TYPE :tensorflow:serving:request_latency histogram" in text
+    assert "_created" not in text and "request_count_total" not in text
+
+
+def test_each_server_counts_in_its_own_registry() -> None:
+    first, second = ServingMetrics(), ServingMetrics()  # the same names twice: no "Duplicated timeseries"
+    first.request_count.inc(model_name="m", status="OK")
+    first.batch_size.labels(model_name="m").observe(4)
+    assert "request_count{" not in second.render() and "tfxp_serving_batch_size_count{" not in second.render()
+    assert 'tfxp_serving_batch_size_sum{model_name="m"} 4.0' in first.render()
 
 
 # --- event loop ------------------------------------------------------------------------------------------------

@@ -110,3 +110,19 @@ def test_spec_from_bad_json_says_what_is_wrong(text: str, message: str) -> None:
 def test_spec_rejects_bad_values(kwargs: dict[str, int], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PreprocessingSpec(**kwargs)
+
+
+def test_a_spec_written_before_the_pixel_limit_reads_with_the_default() -> None:
+    from components.image_formats import DEFAULT_MAX_IMAGE_PIXELS
+
+    spec = PreprocessingSpec.from_json('{"channels": 1, "image_size": 32}')
+    assert spec.max_image_pixels == DEFAULT_MAX_IMAGE_PIXELS
+    assert '"max_image_pixels": 40000000' in spec.to_json()
+
+
+def test_the_pixel_limit_is_the_specs_own() -> None:
+    spec = PreprocessingSpec(image_size=8, channels=1, max_image_pixels=1000)
+    small, large = (tf.io.encode_png(tf.zeros([side, side, 1], tf.uint8)) for side in (31, 32))  # 961, 1024 px
+    assert preprocess_image_bytes(tf.stack([small]), spec).shape == (1, 8, 8, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="image of 32x32 pixels is over the limit of 1000"):
+        preprocess_image_bytes(tf.stack([small, large]), spec)

@@ -147,7 +147,9 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
 
     def read(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         features = tf.io.parse_single_example(serialized, _FEATURES)
-        return decode_pixels(check_image_formats(features[IMAGE_KEY]), spec), features[LABEL_KEY] - options.label_offset
+        return decode_pixels(check_image_formats(features[IMAGE_KEY], spec.max_image_pixels), spec), features[
+            LABEL_KEY
+        ] - options.label_offset
 
     def finish(index: tf.Tensor, pixels: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         if augment:
@@ -204,7 +206,7 @@ def _read_batch(
 
     images = tf.map_fn(
         lambda element: one_image(*element),
-        (indices, check_image_formats(features[IMAGE_KEY])),
+        (indices, check_image_formats(features[IMAGE_KEY], spec.max_image_pixels)),
         fn_output_signature=tf.TensorSpec(spec.shape, tf.float32),
         parallel_iterations=16,
     )

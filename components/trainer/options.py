@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 
 from components.config_section import ConfigSection, describe_errors, registered
 from components.errors import TfxpError
+from components.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 
 # The model registry's names, declared here without Keras so the config checks `trainer.model` when it loads.
 # components/trainer/models.py registers one builder under each name and refuses any other.
@@ -50,6 +51,8 @@ class TrainerOptions(ConfigSection):
         strategy: `auto`, `default`, `mirrored` or `multi_worker`.
         image_size: Square input size in pixels (images are resized to it).
         channels: 1 (grayscale) or 3 (RGB).
+        max_image_pixels: Largest width x height the exported model decodes: it reads each image's header
+            first and refuses larger ones (INVALID_ARGUMENT) before allocating them, in TF Serving too.
         width: Width multiplier / base filters of the model.
         gpu_memory: `growth`, `default` or `limit_mb:<N>`.
         cache: Cache decoded images in memory (small data sets).
@@ -75,6 +78,7 @@ class TrainerOptions(ConfigSection):
     strategy: Literal["auto", "default", "mirrored", "multi_worker"] = "auto"
     image_size: int = Field(16, ge=8)
     channels: Literal[1, 3] = 1
+    max_image_pixels: int = Field(DEFAULT_MAX_IMAGE_PIXELS, ge=1)
     width: int = Field(16, ge=1)
     gpu_memory: str = Field("growth", pattern=r"^(growth|default|limit_mb:[1-9][0-9]*)$")
     cache: bool = True

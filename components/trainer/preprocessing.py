@@ -28,7 +28,17 @@ from components.image_formats import (
     BMP_BITS_OFFSET,
     BMP_BITS_TEMPLATE,
     BMP_DECODED_BITS,
+    BMP_SIZE_OFFSET,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    GIF_SIZE_OFFSET,
     HEADER_BYTES,
+    JPEG_MAX_STEPS,
+    JPEG_NO_FRAME_MESSAGE,
+    JPEG_NO_LENGTH_MARKERS,
+    JPEG_SOF_MARKERS,
+    JPEG_WINDOW,
+    OVERSIZED_TEMPLATE,
+    PNG_SIZE_OFFSET,
     SIGNATURES,
     UNKNOWN,
     UNKNOWN_MESSAGE,
@@ -51,16 +61,24 @@ class PreprocessingSpec:
     Attributes:
         image_size: Square output size in pixels (height = width).
         channels: 1 (grayscale) or 3 (RGB); decoding converts the image to this many channels.
+        max_image_pixels: Largest width x height an image's header may declare; larger ones are refused before
+            decoding (`components.image_formats.DEFAULT_MAX_IMAGE_PIXELS`). Specs written before it existed
+            read as the default.
     """
 
     image_size: int
     channels: int
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
 
     def __post_init__(self) -> None:
         if not isinstance(self.image_size, int) or isinstance(self.image_size, bool) or self.image_size < 1:
             raise ValueError(f"PreprocessingSpec.image_size must be a positive int, got {self.image_size!r}")
         if self.channels not in _VALID_CHANNELS:
             raise ValueError(f"PreprocessingSpec.channels must be 1 (grayscale) or 3 (RGB), got {self.channels!r}")
+        if not isinstance(self.max_image_pixels, int) or self.max_image_pixels < 1:
+            raise ValueError(
+                f"PreprocessingSpec.max_image_pixels must be a positive int, got {self.max_image_pixels!r}"
+            )
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -85,7 +103,8 @@ class PreprocessingSpec:
         if not isinstance(values, dict):
             raise ValueError(f"preprocessing spec must be a JSON object like {_EXAMPLE}, got {text[:80]!r}")
         fields = {field.name for field in dataclasses.fields(cls)}
-        unknown, missing = sorted(set(values) - fields), sorted(fields - set(values))
+        optional = {field.name for field in dataclasses.fields(cls) if field.default is not dataclasses.MISSING}
+        unknown, missing = sorted(set(values) - fields), sorted(fields - optional - set(values))
         if unknown or missing:
             raise ValueError(
                 f"preprocessing spec has unknown keys {unknown} and missing keys {missing}; "
@@ -105,6 +124,124 @@ def _any(conditions: list[tf.Tensor]) -> tf.Tensor:
     return functools.reduce(tf.logical_or, conditions)
 
 
+def _header(image_bytes: tf.Tensor) -> tf.Tensor:
+    return tf.strings.join([tf.strings.substr(image_bytes, 0, HEADER_BYTES), b"\x00" * HEADER_BYTES])
+
+
+def _format_names(head: tf.Tensor) -> tf.Tensor:
+    def at(offset: int, magic: bytes) -> tf.Tensor:
+        return tf.equal(tf.strings.substr(head, offset, len(magic)), magic)
+
+    name = tf.fill(tf.shape(head), UNKNOWN)
+    for signature in reversed(SIGNATURES):  # the first signature that matches wins, as in detect_image_format
+        name = tf.where(_all([at(offset, magic) for offset, magic in signature.parts]), signature.name, name)
+    return name
+
+
+def _bytes(strings: tf.Tensor, size: int) -> tf.Tensor:
+    """int32 [N, size]: the bytes of N strings of exactly `size` bytes (N may be 0)."""
+    raw = tf.cast(tf.io.decode_raw(strings, tf.uint8), tf.int32)
+    return tf.reshape(raw, [-1, size])
+
+
+def _number(raw: tf.Tensor, offset: int, size: int, little: bool) -> tf.Tensor:
+    """int64 [N]: the unsigned integer in bytes offset..offset+size of `raw` [N, width]."""
+    weights = [256**index for index in range(size)]
+    weights = weights if little else weights[::-1]
+    return tf.reduce_sum(tf.cast(raw[:, offset : offset + size], tf.int64) * weights, axis=1)
+
+
+def _jpeg_dimensions(data: tf.Tensor, is_jpeg: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """In-graph `components.image_formats.jpeg_dimensions` over [N] strings: (width, height, exhausted)."""
+    length = tf.strings.length(data)
+    sof = tf.constant(sorted(JPEG_SOF_MARKERS), tf.int32)
+    no_length = tf.constant(sorted(JPEG_NO_LENGTH_MARKERS), tf.int32)
+    zeros = tf.zeros_like(length, tf.int64)
+
+    def step(
+        count: tf.Tensor, position: tf.Tensor, active: tf.Tensor, width: tf.Tensor, height: tf.Tensor
+    ) -> tuple[tf.Tensor, ...]:
+        start = tf.minimum(position, length)
+        window = tf.strings.substr(
+            tf.strings.join(
+                [tf.strings.substr(data, start, tf.fill(tf.shape(start), JPEG_WINDOW)), b"\x00" * JPEG_WINDOW]
+            ),
+            0,
+            JPEG_WINDOW,
+        )
+        raw = _bytes(window, JPEG_WINDOW)
+        ended = position + JPEG_WINDOW > length
+        stray = tf.not_equal(raw[:, 0], 0xFF) | tf.equal(raw[:, 1], 0xFF)
+        marker = raw[:, 1:2]
+        found = active & ~ended & ~stray & tf.reduce_any(tf.equal(marker, sof), axis=1)
+        width = tf.where(found, _number(raw, 7, 2, little=False), width)
+        height = tf.where(found, _number(raw, 5, 2, little=False), height)
+        size = tf.where(
+            stray,
+            1,
+            tf.where(tf.reduce_any(tf.equal(marker, no_length), axis=1), 2, 2 + raw[:, 2] * 256 + raw[:, 3]),
+        )
+        moving = active & ~ended & ~found
+        return count + 1, tf.where(moving, position + size, position), moving, width, height
+
+    _, _, exhausted, width, height = tf.while_loop(
+        lambda count, position, active, *_: (count < JPEG_MAX_STEPS) & tf.reduce_any(active),
+        step,
+        (tf.constant(0), tf.fill(tf.shape(length), 2), is_jpeg, zeros, zeros),
+        maximum_iterations=JPEG_MAX_STEPS,
+    )
+    return width, height, exhausted
+
+
+def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
+    """In-graph `components.image_formats.oversized_error`: string [N] messages for [N] encoded images whose
+    header declares more than `max_pixels` pixels ("" for the others), read before anything is decoded."""
+    head = _header(image_bytes)
+    name = _format_names(head)
+    raw = _bytes(tf.strings.substr(head, 0, HEADER_BYTES), HEADER_BYTES)
+    zeros = tf.zeros_like(name, tf.int64)
+
+    def signed(value: tf.Tensor) -> tf.Tensor:  # BMP's int32 fields, |value|
+        return tf.abs(tf.where(value >= 2**31, value - 2**32, value))
+
+    dims = {
+        "PNG": (_number(raw, PNG_SIZE_OFFSET, 4, False), _number(raw, PNG_SIZE_OFFSET + 4, 4, False)),
+        "GIF": (_number(raw, GIF_SIZE_OFFSET, 2, True), _number(raw, GIF_SIZE_OFFSET + 2, 2, True)),
+        "BMP": (signed(_number(raw, BMP_SIZE_OFFSET, 4, True)), signed(_number(raw, BMP_SIZE_OFFSET + 4, 4, True))),
+    }
+    chunk = tf.strings.substr(head, 12, 4)
+    vp8l = _number(raw, 21, 4, True)
+    webp = [
+        (
+            tf.equal(chunk, "VP8 ") & tf.equal(tf.strings.substr(head, 23, 3), b"\x9d\x01\x2a"),
+            _number(raw, 26, 2, True) % 16384,
+            _number(raw, 28, 2, True) % 16384,
+        ),
+        (tf.equal(chunk, "VP8L") & tf.equal(raw[:, 20], 0x2F), vp8l % 16384 + 1, (vp8l // 16384) % 16384 + 1),
+        (tf.equal(chunk, "VP8X"), _number(raw, 24, 3, True) + 1, _number(raw, 27, 3, True) + 1),
+    ]
+    width, height = zeros, zeros
+    for format_name, (format_width, format_height) in dims.items():
+        width = tf.where(tf.equal(name, format_name), format_width, width)
+        height = tf.where(tf.equal(name, format_name), format_height, height)
+    png_ok = tf.equal(tf.strings.substr(head, 12, 4), "IHDR")
+    width, height = tf.where(tf.equal(name, "PNG") & ~png_ok, zeros, width), height
+    for condition, format_width, format_height in webp:
+        width = tf.where(tf.equal(name, "WebP") & condition, format_width, width)
+        height = tf.where(tf.equal(name, "WebP") & condition, format_height, height)
+    is_jpeg = tf.equal(name, "JPEG")
+    jpeg_width, jpeg_height, exhausted = tf.cond(
+        tf.reduce_any(is_jpeg),
+        lambda: _jpeg_dimensions(image_bytes, is_jpeg),
+        lambda: (zeros, zeros, tf.zeros_like(is_jpeg)),
+    )
+    width, height = tf.where(is_jpeg, jpeg_width, width), tf.where(is_jpeg, jpeg_height, height)
+    before, between, after = OVERSIZED_TEMPLATE.format(width="\0", height="\0", limit=max_pixels).split("\0")
+    message = tf.strings.join([before, tf.strings.as_string(width), between, tf.strings.as_string(height), after])
+    message = tf.where(width * height > max_pixels, message, "")
+    return tf.where(exhausted, JPEG_NO_FRAME_MESSAGE, message)
+
+
 def image_format_errors(image_bytes: tf.Tensor) -> tf.Tensor:
     """In-graph `components.image_formats.served_format_error`, element-wise.
 
@@ -117,14 +254,12 @@ def image_format_errors(image_bytes: tf.Tensor) -> tf.Tensor:
     Returns:
         String tensor of the same shape: the refusal message, or "" for an accepted format.
     """
-    head = tf.strings.join([tf.strings.substr(image_bytes, 0, HEADER_BYTES), b"\x00" * HEADER_BYTES])
+    head = _header(image_bytes)
 
     def at(offset: int, magic: bytes) -> tf.Tensor:
         return tf.equal(tf.strings.substr(head, offset, len(magic)), magic)
 
-    name = tf.fill(tf.shape(image_bytes), UNKNOWN)
-    for signature in reversed(SIGNATURES):  # the first signature that matches wins, as in detect_image_format
-        name = tf.where(_all([at(offset, magic) for offset, magic in signature.parts]), signature.name, name)
+    name = _format_names(head)
     flags = tf.io.decode_raw(tf.strings.substr(head, WEBP_FLAGS_OFFSET, 1), tf.uint8)[..., 0]
     animated = _all(
         [
@@ -146,20 +281,23 @@ def image_format_errors(image_bytes: tf.Tensor) -> tf.Tensor:
     return tf.where(odd_bmp, tf.strings.join([bmp_before, tf.strings.as_string(bits), bmp_after]), message)
 
 
-def check_image_formats(image_bytes: tf.Tensor) -> tf.Tensor:
-    """`image_bytes`, gated on every element being in a format the model decodes.
+def check_image_formats(image_bytes: tf.Tensor, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> tf.Tensor:
+    """`image_bytes`, gated on every element being in a format the model decodes, of at most `max_pixels`.
 
-    One vectorised check per batch (about 40 string ops): run inside the per-image loop it would cost more
-    than decoding a small PNG.
+    One vectorised check per batch (about 80 string ops, plus a few per marker for JPEGs): run inside the
+    per-image loop it would cost more than decoding a small PNG.
 
     Args:
         image_bytes: String tensor of any shape holding encoded images.
+        max_pixels: Largest width x height a header may declare (`image_size_errors`).
 
     Returns:
         The same tensor; evaluating it raises InvalidArgumentError("assertion failed: [<message>]") with the
         message of the first refused element (`components.image_formats.served_format_error`).
     """
-    messages = tf.reshape(image_format_errors(image_bytes), [-1])
+    flat = tf.reshape(image_bytes, [-1])
+    messages = image_format_errors(flat)
+    messages = tf.where(tf.equal(messages, ""), image_size_errors(flat, max_pixels), messages)
     refused = tf.not_equal(messages, "")
     first = tf.concat([tf.boolean_mask(messages, refused), [""]], axis=0)[0]
     check = tf.debugging.Assert(tf.logical_not(tf.reduce_any(refused)), [first], summarize=1)
@@ -218,7 +356,7 @@ def decode_image(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
     Raises:
         tf.errors.InvalidArgumentError: (when evaluated) a refused format, or corrupt image data.
     """
-    return pixels_to_input(decode_pixels(check_image_formats(image_bytes), spec), spec)
+    return pixels_to_input(decode_pixels(check_image_formats(image_bytes, spec.max_image_pixels), spec), spec)
 
 
 def preprocess_image_bytes(batch: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
@@ -236,7 +374,7 @@ def preprocess_image_bytes(batch: tf.Tensor, spec: PreprocessingSpec) -> tf.Tens
     """
     return tf.map_fn(
         lambda image_bytes: pixels_to_input(decode_pixels(image_bytes, spec), spec),
-        check_image_formats(batch),
+        check_image_formats(batch, spec.max_image_pixels),
         fn_output_signature=tf.TensorSpec(spec.shape, tf.float32),
         parallel_iterations=16,
     )

@@ -103,7 +103,7 @@ def export(
     export_saved_model(
         model,
         export_dir,
-        PreprocessingSpec(run.trainer.image_size, run.trainer.channels),
+        PreprocessingSpec(run.trainer.image_size, run.trainer.channels, run.trainer.max_image_pixels),
         labels,
         warmup,
         label_offset=run.label_offset,

@@ -134,6 +134,10 @@ def serve(
         grpc_port=serving.grpc_port if grpc_port is None else grpc_port,
         rest_port=serving.rest_port if rest_port is None else rest_port,
         max_request_bytes=serving.max_request_mb * 1024 * 1024,
+        max_request_pixels=serving.max_request_pixels,
+        max_connections=serving.max_connections,
+        request_timeout_seconds=serving.request_timeout_seconds,
+        idle_timeout_seconds=serving.idle_timeout_seconds,
         max_batch_size=serving.max_batch_size,  # per request, with --no-batching too
         poll_interval_seconds=serving.poll_interval_seconds,
         config_poll_interval_seconds=float(serving.config_poll_seconds),

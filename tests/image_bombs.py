@@ -1,0 +1,70 @@
+"""Decompression bombs for the serving tests: small files whose headers declare huge images.
+
+`png_bomb` is a real one (every row is there, zlib-compressed zeros: 10000 x 10000 in about 97 KB); the
+others are small valid images whose header is rewritten to declare `width` x `height`, which is what a decoder
+allocates for before it finds the data missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import struct
+import zlib
+
+from PIL import Image
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+@functools.cache
+def png_bomb(width: int = 10000, height: int = 10000) -> bytes:
+    """A complete 8-bit grayscale PNG of zeros: `width` x `height` pixels in a few dozen KB."""
+    rows = zlib.compressobj(9)
+    row = b"\x00" * (width + 1)  # filter byte + pixels
+    data = b"".join(rows.compress(row) for _ in range(height)) + rows.flush()
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
+
+
+def _small(format_name: str, **options: object) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), (90, 40, 200)).save(buffer, format_name, **options)
+    return buffer.getvalue()
+
+
+def header_bomb(format_name: str, width: int, height: int) -> bytes:
+    """A 16 x 16 image of `format_name` (PNG, JPEG, GIF, BMP, WebP, WebP-lossless) declaring width x height."""
+    if format_name == "PNG":
+        data = bytearray(_small("PNG"))
+        data[16:24] = struct.pack(">II", width, height)
+        data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))
+        return bytes(data)
+    if format_name == "JPEG":
+        data = bytearray(_small("JPEG"))
+        sof = data.find(b"\xff\xc0")
+        data[sof + 5 : sof + 9] = struct.pack(">HH", height, width)
+        return bytes(data)
+    if format_name == "GIF":
+        data = bytearray(_small("GIF"))
+        data[6:10] = struct.pack("<HH", width, height)
+        return bytes(data)
+    if format_name == "BMP":
+        data = bytearray(_small("BMP"))
+        data[18:26] = struct.pack("<ii", width, -height)  # top-down: a negative height
+        return bytes(data)
+    if format_name == "WebP-lossless":
+        data = bytearray(_small("WEBP", lossless=True))
+        bits = int.from_bytes(data[21:25], "little") & ~((1 << 28) - 1)
+        data[21:25] = (bits | (width - 1) | ((height - 1) << 14)).to_bytes(4, "little")
+        return bytes(data)
+    if format_name == "WebP":
+        data = bytearray(_small("WEBP"))
+        data[26:30] = struct.pack("<HH", width, height)
+        return bytes(data)
+    raise ValueError(f"no bomb for {format_name}")
+
+
+BOMB_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WebP", "WebP-lossless")
