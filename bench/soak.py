@@ -144,7 +144,6 @@ def stalled_clients(rest_url: str, grpc_target: str, count: int, stop: threading
     """Keeps `count` REST connections (and count // 10 gRPC ones) stalled mid-request until `stop`."""
     import select
     import socket
-
     import urllib.parse
 
     rest = urllib.parse.urlsplit(rest_url)
