@@ -6,15 +6,8 @@ runs (create, get, list, terminate, retry); pipelines (find by name, create, lis
 list, get); recurring runs (create, list, enable, disable, delete) — over an in-memory state, and records every
 request (and the `runtime_config` of every run and recurring run created) so tests assert what the real client sent.
 
-Use it from a test module:
-    @pytest.fixture
-    def fake() -> FakeKfp:
-        return FakeKfp()
-
-    @pytest.fixture
-    def host(fake: FakeKfp) -> Iterator[str]:
-        with serve(fake) as url:
-            yield url
+tests/conftest.py serves it as fixtures: `fake` (a fresh FakeKfp), `host` (the URL it answers on, for `--host`) and
+`no_kfp_credentials` (a test module marks itself `pytest.mark.usefixtures("no_kfp_credentials")`).
 """
 
 from __future__ import annotations
@@ -22,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import email.parser
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -384,6 +378,13 @@ def serve(fake: FakeKfp) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound once, then released): a host that refuses connections."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def clear_kfp_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kfp_fake import API, FakeKfp, clear_kfp_environment, serve, spec_dict
+from kfp_fake import API, FakeKfp, spec_dict
 from typer.testing import CliRunner
 
 from components.notify.notice import post_notice
@@ -38,21 +38,7 @@ from pipeline.kubeflow.spec import SpecPatchError, load_pipeline_doc
 from pipeline.kubeflow.spec_check import find_cycles
 from serving.k8s_check import load_manifests
 
-
-@pytest.fixture(autouse=True)
-def no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_kfp_environment(monkeypatch)
-
-
-@pytest.fixture
-def fake() -> FakeKfp:
-    return FakeKfp()
-
-
-@pytest.fixture
-def host(fake: FakeKfp) -> Iterator[str]:
-    with serve(fake) as url:
-        yield url
+pytestmark = pytest.mark.usefixtures("no_kfp_credentials")
 
 
 def _invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
