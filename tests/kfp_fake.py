@@ -34,6 +34,20 @@ RUN_ID = "3f1e9a2c-run"
 API = "/apis/v2beta1"
 
 
+def ir_document(
+    name: str, components: dict[str, Any], executors: dict[str, Any], root: dict[str, Any]
+) -> dict[str, Any]:
+    """A KFP IR document (a PipelineSpec as plain data) named `name`, with the versions TFX 1.21 writes."""
+    return {
+        "pipelineInfo": {"name": name},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "tfx-1.21.0",
+        "components": components,
+        "deploymentSpec": {"executors": executors},
+        "root": root,
+    }
+
+
 def spec_dict(
     tasks: list[str],
     parameters: dict[str, dict[str, Any]] | None = None,
@@ -71,14 +85,7 @@ def spec_dict(
     root: dict[str, Any] = {"dag": {"tasks": dag}}
     if parameters:
         root["inputDefinitions"] = {"parameters": parameters}
-    spec = {
-        "pipelineInfo": {"name": "tfxp-test"},
-        "schemaVersion": "2.1.0",
-        "sdkVersion": "tfx-1.21.0",
-        "components": components,
-        "deploymentSpec": {"executors": executors},
-        "root": root,
-    }
+    spec = ir_document("tfxp-test", components, executors, root)
     if pipeline_root:
         spec["defaultPipelineRoot"] = pipeline_root
     return spec
