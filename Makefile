@@ -86,7 +86,7 @@ test: lint $(CHECKOV_STAMP) $(MEDIAPIPE_STAMP)
 
 bench: $(STAMP)
 	@mkdir -p bench/results
-	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script --out bench/results || exit 1; done
+	@for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script --out bench/results || exit 1; done
 
 clean:
 	rm -rf $(OUT) $(OUT)_continuous .mypy_cache .ruff_cache .pytest_cache

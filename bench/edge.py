@@ -18,14 +18,14 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _common import bench_parser, command_line, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 # `python bench/edge.py` puts bench/ first on sys.path, where this file would shadow the `edge` package.
@@ -191,8 +191,7 @@ def print_table(name: str, results: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="Directory for edge.json.")
+    parser = bench_parser(__doc__, "edge.json")
     parser.add_argument("--saved-model", type=Path, help="A digits SavedModel (default: train one now).")
     parser.add_argument("--data", type=Path, help="Digits data dir (default: `tfxp data digits` into a temp dir).")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="Config override for training.")
@@ -206,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     report: dict[str, Any] = {
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line(argv),
         "machine": cpu_info(),
         "threads": args.threads,
         "latency": f"batch 1, {args.rounds} interleaved rounds × {args.runs} runs per mode, after 5 warm-up runs",
@@ -247,9 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict for section in ("digits", "mobilenet_v2") for verdict in report[section].get("checks", {}).values()
     ]
     report["all_checks_pass"] = all(verdict["pass"] for verdict in all_checks)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "edge.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\n→ {args.out / 'edge.json'} ({report['wall_seconds']} s); all checks pass: {report['all_checks_pass']}")
+    path = write_report(args.out, "edge.json", report)
+    print(f"\n→ {path} ({report['wall_seconds']} s); all checks pass: {report['all_checks_pass']}")
     return 0
 
 

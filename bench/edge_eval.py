@@ -18,13 +18,13 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _common import bench_parser, command_line, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 # `python bench/edge_eval.py` puts bench/ first on sys.path, where bench/edge.py would shadow the `edge` package.
@@ -154,8 +154,7 @@ def measure(saved_model: Path, datasets: dict[int, Path], repeats: int) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="Directory for edge_eval.json.")
+    parser = bench_parser(__doc__, "edge_eval.json")
     parser.add_argument("--saved-model", type=Path, help="A digits SavedModel (default: train one now).")
     parser.add_argument("--factor", type=int, default=20, help="Copies of the eval split in the large data set.")
     parser.add_argument("--repeats", type=int, default=3, help="Timed repeats; the fastest counts.")
@@ -165,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     report: dict[str, Any] = {
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line(argv),
         "repeats": args.repeats,
     }
     with tempfile.TemporaryDirectory(prefix="tfxp-bench-edge-eval-") as scratch:
@@ -199,9 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     print("export_edge_model (int8, after): " + ", ".join(f"{k} {v:.1f} s" for k, v in exports.items()))
     for name, verdict in report["checks"].items():
         print(f"check {name}: {verdict['value']:.3f} ≤ {verdict['limit']} → {'PASS' if verdict['pass'] else 'FAIL'}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "edge_eval.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"→ {args.out / 'edge_eval.json'} ({report['wall_seconds']} s)")
+    path = write_report(args.out, "edge_eval.json", report)
+    print(f"→ {path} ({report['wall_seconds']} s)")
     return 0
 
 

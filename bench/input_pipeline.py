@@ -26,10 +26,7 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -38,6 +35,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _common import bench_parser, command_line, machine, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -227,8 +226,7 @@ def measure(data: dict[str, Any], images: int, rounds: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="directory for input_pipeline.json")
+    parser = bench_parser(__doc__.split("\n\n")[0], "input_pipeline.json")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved repetitions (medians are reported)")
     parser.add_argument("--images", type=int, default=1024, help="images timed per measurement (224 JPEG)")
     parser.add_argument("--jpeg-images", type=int, default=600, help="JPEGs generated for the data set")
@@ -243,15 +241,14 @@ def main() -> None:
 
     report = {
         "benchmark": "input_pipeline",
-        "command": " ".join([".venv/bin/python", "bench/input_pipeline.py", *sys.argv[1:]]),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
+        "command": command_line(),
+        "machine": machine(),
         "rounds": args.rounds,
         "batch": BATCH,
         "targets": TARGETS,
         "datasets": results,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "input_pipeline.json").write_text(json.dumps(report, indent=2) + "\n")
+    path = write_report(args.out, "input_pipeline.json", report)
     for name, result in results.items():
         medians, ratios = result["median_images_per_second"], result["ratios"]
         print(
@@ -264,7 +261,7 @@ def main() -> None:
             f"bound {result['read_and_decode_bound_images_per_second']:.0f} img/s = "
             f"{ratios['bound_over_ceiling']:.2f} × ceiling, tfxp/bound {ratios['tfxp_over_bound']:.2f}"
         )
-    print(f"wrote {args.out / 'input_pipeline.json'} (load average at the end: {os.getloadavg()[0]:.1f})")
+    print(f"wrote {path} (load average at the end: {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -34,6 +32,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _common import bench_parser, command_line, machine, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("in_process", "grpc_batched", "rest_batched", "grpc_unbatched", "rest_unbatched")
@@ -285,8 +285,7 @@ def _short(run: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="Directory for serving.json.")
+    parser = bench_parser(__doc__.split("\n\n")[0], "serving.json")
     parser.add_argument("--seconds", type=float, default=8.0, help="Measured seconds per configuration and round.")
     parser.add_argument("--rounds", type=int, default=2, help="Interleaved repetitions.")
     parser.add_argument("--concurrency", type=int, default=16, help="Requests in flight (and in-process batch).")
@@ -309,8 +308,8 @@ def main() -> int:
     started = time.time()
     report: dict[str, Any] = {
         "benchmark": "serving",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
+        "command": command_line(),
+        "machine": machine(),
         "concurrency": args.concurrency,
         "seconds": args.seconds,
         "rounds": args.rounds,
@@ -337,9 +336,7 @@ def main() -> int:
             )
     report["wall_seconds"] = time.time() - started
     report["checks"] = checks(report["models"])
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "serving.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    path = write_report(args.out, "serving.json", report)
     print(summary(report))
     print(f"wrote {path}")
     return 0

@@ -29,7 +29,6 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -42,6 +41,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from _common import bench_parser, command_line, write_report
 
 if TYPE_CHECKING:
     from serving.loadtest import Transport
@@ -343,8 +344,7 @@ def summarise(phases: list[dict[str, Any]], transports: list[Transport]) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="Directory for soak.json.")
+    parser = bench_parser(__doc__, "soak.json")
     parser.add_argument("--seconds", type=float, default=180.0, help="Length of the soak (whole phases).")
     parser.add_argument("--phase-seconds", type=float, default=10.0, help="Length of one phase.")
     parser.add_argument("--publish-every", type=float, default=3.0, help="Seconds between new versions.")
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     transports: list[Transport] = ["grpc", "rest"]
     report: dict[str, Any] = {
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line(argv),
         "concurrency_per_transport": args.concurrency,
         "batching": not args.no_batching,
     }
@@ -440,9 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if report["half_written_versions_never_served"]:
         print(f"half-written versions never served after completion: {report['half_written_versions_never_served']}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "soak.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"→ {args.out / 'soak.json'} ({report['wall_seconds']} s)")
+    path = write_report(args.out, "soak.json", report)
+    print(f"→ {path} ({report['wall_seconds']} s)")
     return 1 if report["errors"] or report["hostile_unexpected"] else 0
 
 

@@ -26,10 +26,7 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -38,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
+
+from _common import bench_parser, command_line, machine, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -156,8 +155,7 @@ def comparison_settings(batch: int) -> dict[str, Setting]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="directory for train_throughput.json")
+    parser = bench_parser(__doc__.split("\n\n")[0], "train_throughput.json")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions (medians are reported)")
     parser.add_argument("--steps", type=int, default=40, help="timed steps per configuration and round")
     parser.add_argument("--batch", type=int, default=64, help="batch size per replica")
@@ -207,8 +205,8 @@ def main() -> None:
         }
     report = {
         "benchmark": "train_throughput",
-        "command": " ".join([".venv/bin/python", "bench/train_throughput.py", *sys.argv[1:]]),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
+        "command": command_line(),
+        "machine": machine(),
         "settings": {name: setting.to_json() for name, setting in settings.items()},
         "rounds": args.rounds,
         "steps_per_round": args.steps,
@@ -217,14 +215,13 @@ def main() -> None:
         "ratios": ratios,
         "targets": TARGETS if not one else {"anchor_a100_40gb_resnet50_amp_xla": 2375},
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "train_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
+    path = write_report(args.out, "train_throughput.json", report)
     for name, value in medians.items():
         print(f"{name:14s} {value:9.0f} img/s  (rounds: {', '.join(f'{rate:.0f}' for rate in rates[name])})")
     for name, value in ratios.items():
         target = TARGETS.get(name)
         print(f"{name:28s} {value:5.2f}" + (f"  (target ≥ {target})" if target else ""))
-    print(f"wrote {args.out / 'train_throughput.json'} (load average at the end: {os.getloadavg()[0]:.1f})")
+    print(f"wrote {path} (load average at the end: {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

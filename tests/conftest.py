@@ -1,11 +1,16 @@
-"""Shared fixtures: the embedded digits data set, written once per test session."""
+"""Shared fixtures: the embedded digits data set (written once per test session) and the fake KFP API."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from kfp_fake import FakeKfp
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -18,3 +23,28 @@ def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("data") / "digits"
     write_digits(out)
     return out
+
+
+@pytest.fixture
+def fake() -> FakeKfp:
+    """A fresh in-memory fake of the KFP v2beta1 REST API (tests/kfp_fake.py)."""
+    from kfp_fake import FakeKfp
+
+    return FakeKfp()
+
+
+@pytest.fixture
+def host(fake: FakeKfp) -> Iterator[str]:
+    """The URL `fake` answers on, for `--host`; the server stops after the test."""
+    from kfp_fake import serve
+
+    with serve(fake) as url:
+        yield url
+
+
+@pytest.fixture
+def no_kfp_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No token, cookie or `KF_PIPELINES_*` variable of the developer's environment reaches the test."""
+    from kfp_fake import clear_kfp_environment
+
+    clear_kfp_environment(monkeypatch)

@@ -6,15 +6,8 @@ runs (create, get, list, terminate, retry); pipelines (find by name, create, lis
 list, get); recurring runs (create, list, enable, disable, delete) — over an in-memory state, and records every
 request (and the `runtime_config` of every run and recurring run created) so tests assert what the real client sent.
 
-Use it from a test module:
-    @pytest.fixture
-    def fake() -> FakeKfp:
-        return FakeKfp()
-
-    @pytest.fixture
-    def host(fake: FakeKfp) -> Iterator[str]:
-        with serve(fake) as url:
-            yield url
+tests/conftest.py serves it as fixtures: `fake` (a fresh FakeKfp), `host` (the URL it answers on, for `--host`) and
+`no_kfp_credentials` (a test module marks itself `pytest.mark.usefixtures("no_kfp_credentials")`).
 """
 
 from __future__ import annotations
@@ -22,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import email.parser
 import json
+import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +32,20 @@ from pipeline.kubeflow.auth import COOKIE_ENV, TOKEN_ENV, TOKEN_PATH_ENV
 
 RUN_ID = "3f1e9a2c-run"
 API = "/apis/v2beta1"
+
+
+def ir_document(
+    name: str, components: dict[str, Any], executors: dict[str, Any], root: dict[str, Any]
+) -> dict[str, Any]:
+    """A KFP IR document (a PipelineSpec as plain data) named `name`, with the versions TFX 1.21 writes."""
+    return {
+        "pipelineInfo": {"name": name},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "tfx-1.21.0",
+        "components": components,
+        "deploymentSpec": {"executors": executors},
+        "root": root,
+    }
 
 
 def spec_dict(
@@ -76,14 +85,7 @@ def spec_dict(
     root: dict[str, Any] = {"dag": {"tasks": dag}}
     if parameters:
         root["inputDefinitions"] = {"parameters": parameters}
-    spec = {
-        "pipelineInfo": {"name": "tfxp-test"},
-        "schemaVersion": "2.1.0",
-        "sdkVersion": "tfx-1.21.0",
-        "components": components,
-        "deploymentSpec": {"executors": executors},
-        "root": root,
-    }
+    spec = ir_document("tfxp-test", components, executors, root)
     if pipeline_root:
         spec["defaultPipelineRoot"] = pipeline_root
     return spec
@@ -373,10 +375,19 @@ def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Says nothing when the client hung up first: tests do that on purpose (`FakeKfp.hang`), and socketserver's
+    traceback would land, seconds later, in the output of whatever CLI invocation a later test is capturing."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextlib.contextmanager
 def serve(fake: FakeKfp) -> Iterator[str]:
     """Serves `fake` on a free local port; yields its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    server = _QuietServer(("127.0.0.1", 0), _handler(fake))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -384,6 +395,13 @@ def serve(fake: FakeKfp) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound once, then released): a host that refuses connections."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def clear_kfp_environment(monkeypatch: pytest.MonkeyPatch) -> None:

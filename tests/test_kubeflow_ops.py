@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from kfp_fake import API, FakeKfp, clear_kfp_environment, serve, spec_dict
+from kfp_fake import API, FakeKfp, closed_port, spec_dict
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -28,20 +27,7 @@ PARAMETERS = {
 }
 
 
-@pytest.fixture
-def fake() -> FakeKfp:
-    return FakeKfp()
-
-
-@pytest.fixture
-def host(fake: FakeKfp) -> Iterator[str]:
-    with serve(fake) as url:
-        yield url
-
-
-@pytest.fixture(autouse=True)
-def no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_kfp_environment(monkeypatch)
+pytestmark = pytest.mark.usefixtures("no_kfp_credentials")
 
 
 @pytest.fixture
@@ -62,12 +48,6 @@ class _Result:
 def _invoke(*args: str, env: dict[str, str] | None = None) -> _Result:
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": "250", **(env or {})})
     return _Result(result.exit_code, result.output)
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # --- tfxp pipeline ------------------------------------------------------------------------------------------
@@ -532,7 +512,7 @@ def test_refused_credentials_give_the_auth_hint(
 )
 def test_an_unreachable_host_fails_within_the_timeout(command: list[str]) -> None:
     started = time.monotonic()
-    result = _invoke(*command, "--host", f"http://127.0.0.1:{_closed_port()}", "--request-timeout", "5")
+    result = _invoke(*command, "--host", f"http://127.0.0.1:{closed_port()}", "--request-timeout", "5")
 
     assert result.exit_code == 2
     assert "cannot reach Kubeflow Pipelines" in result.output

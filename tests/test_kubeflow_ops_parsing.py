@@ -46,6 +46,7 @@ def package(tmp_path: Path) -> Path:
         ("0 0 0 1,15 jan-jun/2 *", "0 0 0 1,15 jan-jun/2 *"),
         ("5/15  0-30/5 1-3 * * 0,6", "5/15 0-30/5 1-3 * * 0,6"),
         ("@daily", "@daily"),
+        ("0 0 */13 * *", "0 0 0 */13 * *"),  # a step of 13 in the day of month: legal (13 ≤ 31)
     ],
 )
 def test_cron_expressions_kfp_accepts(given: str, expected: str) -> None:
@@ -74,6 +75,14 @@ def test_cron_expressions_kfp_accepts(given: str, expected: str) -> None:
         ("1,,2 * * * *", "has an empty list item"),
         ("@every 1h", "use --every"),
         ("@fortnightly", "not a descriptor KFP knows"),
+        # numbers are ASCII digits and bounded (issue 24)
+        ("*/99999999999999999999 * * * *", "has 20 digits"),
+        ("0 */61 * * * *", "the step 61 in '\\*/61' is larger than the field's 60 values"),
+        ("\u0665 * * * *", "only ASCII digits 0-9 count"),  # Arabic-Indic five
+        ("0 \u00b2 * * *", "only ASCII digits 0-9 count"),  # superscript two
+        ("0 0 1 1 \u0661", "only ASCII digits 0-9 count"),
+        ("*/\u0665 * * * *", "must be a positive number of ASCII digits"),
+        ("0 0 1-\u0663 * *", "only ASCII digits 0-9 count"),
     ],
 )
 def test_cron_expressions_kfp_refuses_fail_with_the_field(given: str, message: str) -> None:
@@ -83,7 +92,16 @@ def test_cron_expressions_kfp_refuses_fail_with_the_field(given: str, message: s
 
 @pytest.mark.parametrize(
     ("given", "seconds"),
-    [("90s", 90), ("30m", 1800), ("6h", 21600), ("1d", 86400), ("1w", 604800), ("1h30m", 5400), (" 2H ", 7200)],
+    [
+        ("90s", 90),
+        ("30m", 1800),
+        ("6h", 21600),
+        ("1d", 86400),
+        ("1w", 604800),
+        ("1h30m", 5400),
+        (" 2H ", 7200),
+        ("366d", 31622400),
+    ],
 )
 def test_intervals(given: str, seconds: int) -> None:
     assert parse_duration(given) == seconds
@@ -99,6 +117,13 @@ def test_intervals(given: str, seconds: int) -> None:
         ("5y", "unknown unit y"),
         ("30s", "is 30 s; .* use at least 60 s"),
         ("0m", "is 0 s"),
+        # numbers are ASCII digits and bounded (issue 24)
+        ("99999999999999999999w", "a number that long is no interval"),
+        ("400d", "longer than the longest interval, 366d"),
+        ("53w", "longer than the longest interval"),
+        ("\u0661h", "is not an interval"),
+        ("\u0661\u0662h", "is not an interval"),
+        ("1\u00b2h", "is not an interval"),
     ],
 )
 def test_bad_intervals(given: str, message: str) -> None:

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
+from kfp_fake import ir_document
 from typer.testing import CliRunner
 
 from components.notify.notice import (
@@ -169,14 +170,7 @@ def _spec(with_exit_handler: bool = True) -> dict[str, Any]:
         }
     else:
         root["dag"] = {"tasks": tasks}
-    return {
-        "pipelineInfo": {"name": "toy"},
-        "schemaVersion": "2.1.0",
-        "sdkVersion": "tfx-1.21.0",
-        "components": components,
-        "deploymentSpec": {"executors": executors},
-        "root": root,
-    }
+    return ir_document("toy", components, executors, root)
 
 
 def _write(tmp_path: Path, spec: dict[str, Any]) -> Path:

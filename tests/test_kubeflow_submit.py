@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
-from kfp_fake import API, RUN_ID, FakeKfp, clear_kfp_environment, serve, spec_dict
+from kfp_fake import API, RUN_ID, FakeKfp, closed_port, spec_dict
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -35,21 +34,7 @@ from pipeline.kubeflow.runs import (
 from pipeline.kubeflow.spec import load_pipeline_doc
 from pipeline.kubeflow.submit import KfpRunClient
 
-
-@pytest.fixture
-def fake() -> FakeKfp:
-    return FakeKfp()
-
-
-@pytest.fixture
-def host(fake: FakeKfp) -> Iterator[str]:
-    with serve(fake) as url:
-        yield url
-
-
-@pytest.fixture(autouse=True)
-def no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_kfp_environment(monkeypatch)
+pytestmark = pytest.mark.usefixtures("no_kfp_credentials")
 
 
 @pytest.fixture
@@ -226,16 +211,10 @@ def test_wait_polls_through_transient_errors_but_not_others() -> None:
         wait_for_run(refused, "r", timeout=100, clock=lambda: clock[0], sleep=sleep)
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_unreachable_host_is_a_clear_error(package: Path) -> None:
     started = time.monotonic()
     with pytest.raises(SubmitError, match=r"cannot reach Kubeflow Pipelines at http://127.0.0.1:\d+ .*--host"):
-        KfpRunClient(f"http://127.0.0.1:{_closed_port()}", request_timeout=5).submit(package)
+        KfpRunClient(f"http://127.0.0.1:{closed_port()}", request_timeout=5).submit(package)
     assert time.monotonic() - started < 5
 
 
@@ -263,7 +242,7 @@ def test_a_server_that_hangs_mid_submission_fails_within_the_request_timeout(
 
 
 def test_bad_packages_are_refused_before_any_request(tmp_path: Path) -> None:
-    client = KfpRunClient(f"http://127.0.0.1:{_closed_port()}")
+    client = KfpRunClient(f"http://127.0.0.1:{closed_port()}")
     with pytest.raises(SubmitError, match="does not exist; make it with `tfxp compile"):
         client.submit(tmp_path / "missing.yaml")
     wrapper = tmp_path / "pipeline.json"
@@ -313,7 +292,7 @@ def test_cli_wait_exit_codes(
 
 
 def test_cli_submit_to_an_unreachable_host(package: Path) -> None:
-    result = _invoke("submit", str(package), "--host", f"http://127.0.0.1:{_closed_port()}", "--request-timeout", "5")
+    result = _invoke("submit", str(package), "--host", f"http://127.0.0.1:{closed_port()}", "--request-timeout", "5")
 
     assert result.exit_code == 2
     assert "cannot reach Kubeflow Pipelines" in result.output

@@ -110,6 +110,13 @@ def test_the_saved_model_file_is_named_only_in_the_contract() -> None:
     assert not found, "use components.contract.SAVED_MODEL_FILE instead:\n" + "\n".join(found)
 
 
+def _scan(tmp_path: Path, code: str, relative: str = "components/module.py") -> list[str]:
+    """`scheme_tests` of `code` as if it stood at `relative` in the repository."""
+    module = tmp_path / "module.py"
+    module.write_text(code)
+    return scheme_tests(module, relative)
+
+
 @pytest.mark.parametrize(
     "code",
     [
@@ -122,10 +129,8 @@ def test_the_saved_model_file_is_named_only_in_the_contract() -> None:
     ],
 )
 def test_the_scan_finds_scheme_tests(tmp_path: Path, code: str) -> None:
-    module = tmp_path / "module.py"
-    module.write_text(code)
-    assert scheme_tests(module, "components/module.py")
-    assert not scheme_tests(module, PATHS_MODULE)
+    assert _scan(tmp_path, code)
+    assert not _scan(tmp_path, code, relative=PATHS_MODULE)
 
 
 @pytest.mark.parametrize(
@@ -137,9 +142,7 @@ def test_the_scan_finds_scheme_tests(tmp_path: Path, code: str) -> None:
     ],
 )
 def test_the_scan_leaves_prose_and_example_values(tmp_path: Path, code: str) -> None:
-    module = tmp_path / "module.py"
-    module.write_text(code)
-    assert not scheme_tests(module, "components/module.py")
+    assert not _scan(tmp_path, code)
 
 
 def test_the_host_url_parser_is_allowed_by_name_only(tmp_path: Path) -> None:

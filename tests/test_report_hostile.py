@@ -37,6 +37,19 @@ def _section(page: Any, section_id: str) -> Section:
     return next(section for section in page.sections if section.id == section_id)
 
 
+def _page_with_class(name: str) -> str:
+    """The report of a run whose data, confusion matrix and misclassified image show a class called `name`."""
+    facts = RunFacts(
+        "/out",
+        _summary(),
+        splits={"train": {"examples": 3, "classes": {name: 2, "dog": 1}}},
+        confusion={"labels": [name, "dog"], "matrix": [[3, 1], [0, 4]]},
+        misclassified=[{"png": "iVBORw0KGgo=", "true": name, "predicted": "dog", "confidence": 0.9}],
+        misclassified_scanned=10,
+    )
+    return report_html(facts)
+
+
 def test_a_resumed_trainer_shows_the_steps_it_restored_too() -> None:
     training = {"model": "small_resnet", "steps": 30, "steps_restored": 50, "images_per_second": 900.0}
     facts = RunFacts("/out", _summary(metrics={"accuracy": 0.97, "training": training}))
@@ -50,33 +63,14 @@ def test_a_resumed_trainer_shows_the_steps_it_restored_too() -> None:
 
 @pytest.mark.parametrize("control", BIDI)
 def test_bidi_controls_in_class_names_are_shown_not_obeyed(control: str) -> None:
-    spoof = f"cat{control}gpj.exe"
-    facts = RunFacts(
-        "/out",
-        _summary(),
-        splits={"train": {"examples": 3, "classes": {spoof: 2, "dog": 1}}},
-        confusion={"labels": [spoof, "dog"], "matrix": [[3, 1], [0, 4]]},
-        misclassified=[{"png": "iVBORw0KGgo=", "true": spoof, "predicted": "dog", "confidence": 0.9}],
-        misclassified_scanned=10,
-    )
-
-    page = report_html(facts)
+    page = _page_with_class(f"cat{control}gpj.exe")
 
     assert control not in page
     assert f"cat\\u{ord(control):04x}gpj.exe" in page  # in the table, the plots' text and under the image
 
 
 def test_a_300_character_class_name_is_cut_with_the_whole_name_in_its_tooltip() -> None:
-    facts = RunFacts(
-        "/out",
-        _summary(),
-        splits={"train": {"examples": 3, "classes": {LONG: 2, "dog": 1}}},
-        confusion={"labels": [LONG, "dog"], "matrix": [[3, 1], [0, 4]]},
-        misclassified=[{"png": "iVBORw0KGgo=", "true": LONG, "predicted": "dog", "confidence": 0.9}],
-        misclassified_scanned=10,
-    )
-
-    page = report_html(facts)
+    page = _page_with_class(LONG)
 
     cut = "n" * 39 + "…"
     assert f'<td><span class="name" title="{LONG}">{cut}</span></td>' in page

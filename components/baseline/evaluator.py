@@ -7,8 +7,6 @@ served yet. TFX's Evaluator would try to load that empty artifact; without it, i
 
 from __future__ import annotations
 
-from typing import Any
-
 from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.components.evaluator.component import Evaluator
@@ -18,6 +16,7 @@ from tfx.types import standard_component_specs
 from tfx.utils import path_utils
 
 from components.contract import SAVED_MODEL_FILE
+from components.executor_types import ArtifactDict, ExecProperties
 
 
 def holds_model(artifact: types.Artifact) -> bool:
@@ -28,12 +27,7 @@ def holds_model(artifact: types.Artifact) -> bool:
 class BaselineEvaluatorExecutor(evaluator_executor.Executor):
     """TFX's Evaluator executor, minus a `baseline_model` input that holds no model."""
 
-    def Do(  # noqa: N802  (TFX's executor API; TFX calls this)
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: ArtifactDict, output_dict: ArtifactDict, exec_properties: ExecProperties) -> None:  # noqa: N802  (TFX's API)
         key = standard_component_specs.BASELINE_MODEL_KEY
         baselines = input_dict.get(key) or []
         if baselines and not all(holds_model(artifact) for artifact in baselines):

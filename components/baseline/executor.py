@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from tfx import types
 from tfx.dsl.components.base import base_executor
@@ -26,6 +25,7 @@ from components.baseline.spec import (
     SERVED_PATH_PROPERTY,
     SERVED_VERSION_PROPERTY,
 )
+from components.executor_types import ArtifactDict, ExecProperties
 
 logger = logging.getLogger(__name__)
 
@@ -33,12 +33,7 @@ logger = logging.getLogger(__name__)
 class Executor(base_executor.BaseExecutor):
     """Finds the served version, checks it and copies it to `<baseline_model>/Format-Serving`."""
 
-    def Do(  # noqa: N802  (TFX's executor API; TFX calls this)
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: ArtifactDict, output_dict: ArtifactDict, exec_properties: ExecProperties) -> None:  # noqa: N802  (TFX's API)
         """Writes the baseline Model artifact; leaves it empty when no version is served yet, or when the served
         version's label map is not the run's (then `not_compared` says how they differ, and the Evaluator decides
         by `evaluator.min_accuracy` alone: a model of other classes is no measure of this one).

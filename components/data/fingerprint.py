@@ -72,6 +72,21 @@ def _gfile():  # type: ignore[no-untyped-def]
     return tf.io.gfile
 
 
+def list_span_folders(input_base: str) -> dict[int, str]:
+    """Span number → folder name of the span folders directly under `input_base` (none when it is no folder)."""
+    gfile = _gfile()
+    names = [name.rstrip("/") for name in gfile.listdir(input_base)] if gfile.isdir(input_base) else []
+    return find_spans(name for name in names if gfile.isdir(posixpath.join(input_base, name)))
+
+
+def incomplete_span_error(span_folder: str, pattern: str) -> SpanError:
+    """The error for a selected span folder with no files matching `pattern` (a split pattern inside the span)."""
+    return SpanError(
+        f"span folder {span_folder} has no files matching {pattern}; every span the run reads must hold the same "
+        "layout (or remove the incomplete span folder)"
+    )
+
+
 def selected_patterns(
     input_base: str, split_patterns: Sequence[str], spans_policy: str | int
 ) -> tuple[list[int], list[str]]:
@@ -88,9 +103,7 @@ def selected_patterns(
     policy = parse_policy(spans_policy)
     if policy == NO_SPANS:
         return [], [posixpath.join(input_base, pattern) for pattern in split_patterns]
-    gfile = _gfile()
-    names = [name.rstrip("/") for name in gfile.listdir(input_base)] if gfile.isdir(input_base) else []
-    folders = find_spans(name for name in names if gfile.isdir(posixpath.join(input_base, name)))
+    folders = list_span_folders(input_base)
     spans = select_spans(folders, policy)
     patterns: list[str] = []
     for pattern in split_patterns:
@@ -116,10 +129,7 @@ def data_files(input_base: str, split_patterns: Sequence[str], spans_policy: str
         matched = gfile.glob(pattern)
         if spans and not matched:
             # What ImportExampleGen would find only after the cluster started its pods (components.example_gen).
-            raise SpanError(
-                f"span folder {posixpath.dirname(pattern)} has no files matching {posixpath.basename(pattern)}; every "
-                "span the run reads must hold the same layout (or remove the incomplete span folder)"
-            )
+            raise incomplete_span_error(posixpath.dirname(pattern), posixpath.basename(pattern))
         for path in matched:
             if not gfile.isdir(path):
                 stat = gfile.stat(path)

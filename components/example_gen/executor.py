@@ -15,39 +15,32 @@ the Examples artifact: `spans` ("3,4,5") and TFX's `span` (the newest).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import apache_beam as beam
 import tensorflow as tf
-from tfx import types
 from tfx.components.example_gen.import_example_gen import executor as import_executor
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 
+from components.data.fingerprint import incomplete_span_error, list_span_folders
 from components.data.spans import (
     NO_SPANS,
     SELECTED_SPANS_KEY,
     SPAN_GLOB,
     SPANS_PROPERTY,
     SpanError,
-    find_spans,
     format_spans,
     parse_policy,
     parse_spans,
     select_spans,
 )
+from components.executor_types import ArtifactDict, ExecProperties
 
 SPANS_KEY = "spans"
 """The exec property holding `data.spans` (`none`, `latest`, `all` or N, as a string)."""
 SPAN_PROPERTY = "span"
 """TFX's custom property of the Examples artifact (`tfx.components.example_gen.utils.SPAN_PROPERTY_NAME`)."""
-
-
-def list_span_folders(input_base: str) -> dict[int, str]:
-    """Span number → folder name of the span folders directly under `input_base`."""
-    names = [name.rstrip("/") for name in fileio.listdir(input_base)]
-    return find_spans(name for name in names if fileio.isdir(os.path.join(input_base, name)))
 
 
 def span_file_patterns(input_base: str, split_pattern: str, folders: list[str]) -> list[str]:
@@ -62,10 +55,7 @@ def span_file_patterns(input_base: str, split_pattern: str, folders: list[str]) 
     patterns = [os.path.join(input_base, folder, rest) for folder in folders]
     for folder, pattern in zip(folders, patterns, strict=True):
         if not fileio.glob(pattern):
-            raise SpanError(
-                f"span folder {os.path.join(input_base, folder)} has no files matching {rest}; every span the "
-                "run reads must hold the same layout (or remove the incomplete span folder)"
-            )
+            raise incomplete_span_error(os.path.join(input_base, folder), rest)
     return patterns
 
 
@@ -74,12 +64,7 @@ class Executor(import_executor.Executor):
 
     _span_folders: list[str] | None = None
 
-    def Do(  # noqa: N802  (TFX's executor API)
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: ArtifactDict, output_dict: ArtifactDict, exec_properties: ExecProperties) -> None:  # noqa: N802  (TFX's API)
         policy = parse_policy(exec_properties.get(SPANS_KEY) or NO_SPANS)
         if policy == NO_SPANS and _reads_span_folders(exec_properties):
             raise SpanError(
@@ -114,7 +99,7 @@ class Executor(import_executor.Executor):
 
         @beam.ptransform_fn
         def read_selected_spans(
-            pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str
+            pipeline: beam.Pipeline, exec_properties: ExecProperties, split_pattern: str
         ) -> beam.pvalue.PCollection:
             base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
             patterns = span_file_patterns(base, split_pattern, folders)
@@ -133,7 +118,7 @@ class Executor(import_executor.Executor):
         return read_selected_spans
 
 
-def _reads_span_folders(exec_properties: dict[str, Any]) -> bool:
+def _reads_span_folders(exec_properties: ExecProperties) -> bool:
     """Whether the input config's split patterns go through the span folders (`span-*/...`)."""
     from tfx.utils import proto_utils
 

@@ -9,9 +9,7 @@ instead of pushing it twice. The Kubeflow path (a `gs://` serving base) and `tfx
 from __future__ import annotations
 
 import os
-from typing import Any
 
-from tfx import types
 from tfx.components.pusher import executor as pusher_executor
 from tfx.components.pusher.component import Pusher
 from tfx.dsl.components.base import executor_spec
@@ -20,6 +18,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
 from components.contract import SAVED_MODEL_FILE
+from components.executor_types import ArtifactDict, ExecProperties
 from components.publish import find_published, publish_version
 from components.pusher.driver import PushedVersionsDriver
 
@@ -31,12 +30,7 @@ class AtomicPusherExecutor(pusher_executor.Executor):
     """Like TFX's Pusher for file-system destinations, but a version is never seen half-written and a model
     artifact is pushed once (`components.publish`)."""
 
-    def Do(  # noqa: N802  (TFX's executor API)
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: ArtifactDict, output_dict: ArtifactDict, exec_properties: ExecProperties) -> None:  # noqa: N802  (TFX's API)
         self._log_startup(input_dict, output_dict, exec_properties)
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)

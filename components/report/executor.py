@@ -11,7 +11,6 @@ import html
 import json
 import logging
 import posixpath
-from typing import Any
 
 import tensorflow as tf
 from tfx import types
@@ -20,6 +19,7 @@ from tfx.types import artifact_utils
 
 from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
 from components.data.spans import SPANS_PROPERTY
+from components.executor_types import ArtifactDict, ExecProperties
 from components.notify.run_record import RunRecord, run_dir_of, write_run_record
 from components.report import spec as keys
 from components.report.build import REPORT_FILE, report_html
@@ -35,12 +35,7 @@ REPORTS_DIR = "reports"
 class Executor(base_executor.BaseExecutor):
     """Writes `report.html` into the `report` artifact and, when a model was pushed, next to it."""
 
-    def Do(  # noqa: N802  (TFX's executor API; TFX calls this)
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: ArtifactDict, output_dict: ArtifactDict, exec_properties: ExecProperties) -> None:  # noqa: N802  (TFX's API)
         """Writes the report; raises nothing the report itself could cause."""
         self._log_startup(input_dict, output_dict, exec_properties)
         report = artifact_utils.get_single_instance(output_dict[keys.REPORT_KEY])
@@ -73,9 +68,7 @@ class Executor(base_executor.BaseExecutor):
         logger.info("run report: %s/%s%s", report.uri, REPORT_FILE, f" and {published}" if published else "")
 
 
-def _write_run_record(
-    input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any], report_uri: str
-) -> None:
+def _write_run_record(input_dict: ArtifactDict, exec_properties: ExecProperties, report_uri: str) -> None:
     """On Kubeflow, the run record the exit handler reads (`components.notify.run_record`); best effort."""
     run_id, record_dir = exec_properties.get(keys.RUN_ID_KEY), exec_properties.get(keys.RUN_RECORD_DIR_KEY)
     if not (run_id and record_dir):
@@ -101,17 +94,17 @@ def _write_run_record(
         logger.warning("run record: not written under %s: %s", record_dir, error)
 
 
-def _single(input_dict: dict[str, list[types.Artifact]], key: str) -> types.Artifact | None:
+def _single(input_dict: ArtifactDict, key: str) -> types.Artifact | None:
     artifacts = input_dict.get(key) or []
     return artifacts[0] if artifacts else None
 
 
-def _uri(input_dict: dict[str, list[types.Artifact]], key: str) -> str | None:
+def _uri(input_dict: ArtifactDict, key: str) -> str | None:
     artifact = _single(input_dict, key)
     return artifact.uri if artifact is not None else None
 
 
-def report_inputs(input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> ReportInputs:
+def report_inputs(input_dict: ArtifactDict, exec_properties: ExecProperties) -> ReportInputs:
     """What the input artifacts say: their directories and the custom properties the page shows."""
     examples = _single(input_dict, keys.EXAMPLES_KEY)
     blessing = _single(input_dict, keys.BLESSING_KEY)

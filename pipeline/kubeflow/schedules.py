@@ -217,14 +217,8 @@ def list_schedules(client: KfpRunClient, *, experiment: str | None = None, limit
     Raises:
         SubmitError: no such experiment, or as `KfpRunClient.call`.
     """
-    api = client.api()
-    experiment_id = client.experiment_id(experiment, create=False) if experiment else None
-    response = client.call(
-        "listing recurring runs",
-        lambda: api.list_recurring_runs(
-            page_size=limit, sort_by="created_at desc", experiment_id=experiment_id, namespace=client.namespace
-        ),
-    )
+    listing = client.api().list_recurring_runs
+    response = client.list_newest("listing recurring runs", listing, experiment=experiment, limit=limit)
     return [_schedule(recurring) for recurring in response.recurring_runs or []]
 
 

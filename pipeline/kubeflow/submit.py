@@ -207,6 +207,21 @@ class KfpRunClient:
             self._client = client
         return self._client
 
+    def list_newest(self, doing: str, list_call: Callable[..., T], *, experiment: str | None, limit: int) -> T:
+        """The answer of a kfp.Client list call (`list_runs`, `list_recurring_runs`) for the newest `limit` items
+        of the namespace, newest first; only `experiment`'s when given.
+
+        Raises:
+            SubmitError: no such experiment, or as `call`.
+        """
+        experiment_id = self.experiment_id(experiment, create=False) if experiment else None
+        return self.call(
+            doing,
+            lambda: list_call(
+                page_size=limit, sort_by="created_at desc", experiment_id=experiment_id, namespace=self.namespace
+            ),
+        )
+
     def experiment_id(self, name: str, *, create: bool) -> str:
         """The id of the experiment called `name`.
 
@@ -344,14 +359,7 @@ class KfpRunClient:
         Raises:
             SubmitError: no such experiment, or as `call`.
         """
-        client = self.api()
-        experiment_id = self.experiment_id(experiment, create=False) if experiment else None
-        response = self.call(
-            "listing runs",
-            lambda: client.list_runs(
-                page_size=limit, sort_by="created_at desc", experiment_id=experiment_id, namespace=self.namespace
-            ),
-        )
+        response = self.list_newest("listing runs", self.api().list_runs, experiment=experiment, limit=limit)
         return [run_summary(run) for run in response.runs or []]
 
     def terminate(self, run_id: str) -> RunSummary:
