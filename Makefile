@@ -14,6 +14,9 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.tfxp-setup
 # excludes: a venv of their own too; edge/app_client.py runs edge/mediapipe_guest.py there.
 MEDIAPIPE_VENV := .venv-mediapipe
 MEDIAPIPE_STAMP := $(MEDIAPIPE_VENV)/.tfxp-setup
+# What each side venv .venv-NAME installs, pinned by constraints-NAME.txt (the pattern rule below builds them).
+SIDE_PACKAGES_checkov := checkov
+SIDE_PACKAGES_mediapipe := mediapipe tflite-support
 DATA := data/digits
 OUT := tfxp_output
 PYTEST_ARGS ?=
@@ -46,20 +49,13 @@ $(STAMP): pyproject.toml constraints.txt scripts/glibc_compat.py scripts/glibc_c
 	@touch $(STAMP)
 
 checkov: $(CHECKOV_STAMP)
-$(CHECKOV_STAMP): constraints-checkov.txt
-	@test -n "$(PYTHON)" || { echo "no python3.11 or python3 on PATH"; exit 1; }
-	rm -rf $(CHECKOV_VENV)
-	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install --quiet -c constraints-checkov.txt checkov
-	@touch $(CHECKOV_STAMP)
-
 mediapipe: $(MEDIAPIPE_STAMP)
-$(MEDIAPIPE_STAMP): constraints-mediapipe.txt
+.venv-%/.tfxp-setup: constraints-%.txt
 	@test -n "$(PYTHON)" || { echo "no python3.11 or python3 on PATH"; exit 1; }
-	rm -rf $(MEDIAPIPE_VENV)
-	$(PYTHON) -m venv $(MEDIAPIPE_VENV)
-	$(MEDIAPIPE_VENV)/bin/pip install --quiet -c constraints-mediapipe.txt mediapipe tflite-support
-	@touch $(MEDIAPIPE_STAMP)
+	rm -rf .venv-$*
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/pip install --quiet -c $< $(SIDE_PACKAGES_$*)
+	@touch $@
 
 $(DATA)/labels.txt: | $(STAMP)
 	$(TFXP) data digits --out $(DATA)

@@ -53,6 +53,16 @@ def _model_spec(name: str, version: int, signature_name: str | None) -> model_pb
     return spec
 
 
+def _url_model_spec(name: str, version: int | None, label: str | None) -> model_pb2.ModelSpec:
+    """The ModelSpec a REST URL names: /v1/models/<name>, then /versions/<v> or /labels/<l> (never both)."""
+    spec = model_pb2.ModelSpec(name=name)
+    if version is not None:
+        spec.version.value = version
+    elif label:
+        spec.version_label = label
+    return spec
+
+
 def _version_of(spec: model_pb2.ModelSpec) -> tuple[int | None, str | None]:
     choice = spec.WhichOneof("version_choice")
     if choice == "version":
@@ -233,12 +243,7 @@ class ServingApi:
     async def rest_classify(self, name: str, version: int | None, label: str | None, body: bytes) -> dict[str, Any]:
         """POST /v1/models/<name>[/versions/<v>|/labels/<l>]:classify."""
         document = parse_json_body(body)
-        request = classification_pb2.ClassificationRequest()
-        request.model_spec.name = name
-        if version is not None:
-            request.model_spec.version.value = version
-        elif label:
-            request.model_spec.version_label = label
+        request = classification_pb2.ClassificationRequest(model_spec=_url_model_spec(name, version, label))
         request.model_spec.signature_name = signature_name_of(document)
         request.input.CopyFrom(classify.classification_request_from_json(document))
         response = await self.classify(request, entrypoint="REST")
@@ -248,12 +253,9 @@ class ServingApi:
         """GET /v1/models/<name>[/versions/<v>|/labels/<l>]/metadata, in TF Serving's JSON layout."""
         if not name:
             raise InvalidArgumentError("Missing model name in request.")
-        request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=[SIGNATURE_DEF])
-        request.model_spec.name = name
-        if version is not None:
-            request.model_spec.version.value = version
-        elif label:
-            request.model_spec.version_label = label
+        request = get_model_metadata_pb2.GetModelMetadataRequest(
+            model_spec=_url_model_spec(name, version, label), metadata_field=[SIGNATURE_DEF]
+        )
         response = self.get_model_metadata(request)
         signature_map = get_model_metadata_pb2.SignatureDefMap()
         response.metadata[SIGNATURE_DEF].Unpack(signature_map)
@@ -267,12 +269,7 @@ class ServingApi:
         """GET /v1/models/<name>[/versions/<v>|/labels/<l>]."""
         if not name:
             raise InvalidArgumentError("Missing model name in request.")
-        request = get_model_status_pb2.GetModelStatusRequest()
-        request.model_spec.name = name
-        if version is not None:
-            request.model_spec.version.value = version
-        elif label:
-            request.model_spec.version_label = label
+        request = get_model_status_pb2.GetModelStatusRequest(model_spec=_url_model_spec(name, version, label))
         return json_format.MessageToDict(self.get_model_status(request), always_print_fields_with_no_presence=True)
 
 

@@ -168,7 +168,6 @@ class ServingClient(abc.ABC):
         self, inputs: Mapping[str, np.ndarray], signature_name: str, version: int | None, label: str | None
     ) -> tuple[dict[str, np.ndarray], int | None]: ...
 
-    @abc.abstractmethod
     def classify(
         self,
         examples: Sequence[example_pb2.Example],
@@ -178,12 +177,21 @@ class ServingClient(abc.ABC):
         label: str | None = None,
     ) -> list[list[tuple[str, float]]]:
         """TF Serving's Classify: (label, score) pairs per example."""
+        return self._classify(examples, signature_name, version, label)
 
     @abc.abstractmethod
+    def _classify(
+        self, examples: Sequence[example_pb2.Example], signature_name: str, version: int | None, label: str | None
+    ) -> list[list[tuple[str, float]]]: ...
+
     def signature_defs(
         self, *, version: int | None = None, label: str | None = None
     ) -> dict[str, meta_graph_pb2.SignatureDef]:
         """The model's SignatureDefs (GetModelMetadata)."""
+        return self._signature_defs(version, label)
+
+    @abc.abstractmethod
+    def _signature_defs(self, version: int | None, label: str | None) -> dict[str, meta_graph_pb2.SignatureDef]: ...
 
     @abc.abstractmethod
     def status(self, *, version: int | None = None) -> list[VersionStatus]:
@@ -272,13 +280,8 @@ class GrpcClient(ServingClient):
         outputs = {alias: tensor_proto_to_ndarray(proto, alias) for alias, proto in response.outputs.items()}
         return outputs, response.model_spec.version.value if response.model_spec.HasField("version") else None
 
-    def classify(
-        self,
-        examples: Sequence[example_pb2.Example],
-        *,
-        signature_name: str = "",
-        version: int | None = None,
-        label: str | None = None,
+    def _classify(
+        self, examples: Sequence[example_pb2.Example], signature_name: str, version: int | None, label: str | None
     ) -> list[list[tuple[str, float]]]:
         request = classification_pb2.ClassificationRequest(
             model_spec=request_model_spec(self.model_name, signature_name, version, label)
@@ -290,9 +293,7 @@ class GrpcClient(ServingClient):
             for classifications in response.result.classifications
         ]
 
-    def signature_defs(
-        self, *, version: int | None = None, label: str | None = None
-    ) -> dict[str, meta_graph_pb2.SignatureDef]:
+    def _signature_defs(self, version: int | None, label: str | None) -> dict[str, meta_graph_pb2.SignatureDef]:
         request = get_model_metadata_pb2.GetModelMetadataRequest(
             model_spec=request_model_spec(self.model_name, "", version, label), metadata_field=["signature_def"]
         )
@@ -421,22 +422,15 @@ class RestClient(ServingClient):
             self._output_names[signature_name] = sorted(definition.outputs)
         return self._output_names[signature_name]
 
-    def classify(
-        self,
-        examples: Sequence[example_pb2.Example],
-        *,
-        signature_name: str = "",
-        version: int | None = None,
-        label: str | None = None,
+    def _classify(
+        self, examples: Sequence[example_pb2.Example], signature_name: str, version: int | None, label: str | None
     ) -> list[list[tuple[str, float]]]:
         payload: dict[str, Any] = {"signature_name": signature_name} if signature_name else {}
         payload["examples"] = [_example_to_json(example) for example in examples]
         body = self._request("POST", self._url(version, label, ":classify"), payload)
         return [[(str(entry[0]), float(entry[1])) for entry in result] for result in body["results"]]
 
-    def signature_defs(
-        self, *, version: int | None = None, label: str | None = None
-    ) -> dict[str, meta_graph_pb2.SignatureDef]:
+    def _signature_defs(self, version: int | None, label: str | None) -> dict[str, meta_graph_pb2.SignatureDef]:
         body = self._request("GET", self._url(version, label, "/metadata"))
         signature_map = json_format.ParseDict(
             body["metadata"]["signature_def"], get_model_metadata_pb2.SignatureDefMap(), ignore_unknown_fields=True

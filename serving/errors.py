@@ -55,9 +55,22 @@ class Code(enum.Enum):
 
 
 class ServingError(Exception):
-    """A request failed with a status code and TF Serving's message for it."""
+    """A request failed with a status code and TF Serving's message for it.
+
+    A subclass names its code and, where REST answers other than TF Serving's mapping, its HTTP status:
+    `class NotFoundError(ServingError, code=Code.NOT_FOUND)`. `error_for` raises the first subclass given a code.
+    """
 
     code = Code.UNKNOWN
+    _http_status: int | None = None
+
+    def __init_subclass__(cls, *, code: Code | None = None, http_status: int | None = None) -> None:
+        super().__init_subclass__()
+        if code is not None:
+            cls.code = code
+            _ERROR_TYPES.setdefault(code, cls)
+        if http_status is not None:
+            cls._http_status = http_status
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -66,101 +79,60 @@ class ServingError(Exception):
     @property
     def http_status(self) -> int:
         """The HTTP status a REST server answers with."""
-        return self.code.http_status
+        return self._http_status if self._http_status is not None else self.code.http_status
 
 
-class InvalidArgumentError(ServingError):
+_ERROR_TYPES: dict[Code, type[ServingError]] = {}
+
+
+class InvalidArgumentError(ServingError, code=Code.INVALID_ARGUMENT):
     """The request is malformed: bad JSON, unknown input name, wrong dtype or shape, undecodable image."""
 
-    code = Code.INVALID_ARGUMENT
 
-
-class NotFoundError(ServingError):
+class NotFoundError(ServingError, code=Code.NOT_FOUND):
     """Unknown model, or a version that is not loaded (not pushed, excluded by the policy, or unloaded)."""
 
-    code = Code.NOT_FOUND
 
-
-class FailedPreconditionError(ServingError):
+class FailedPreconditionError(ServingError, code=Code.FAILED_PRECONDITION):
     """The request cannot run in the server's current state (e.g. a signature the model does not have)."""
 
-    code = Code.FAILED_PRECONDITION
 
-
-class UnavailableError(ServingError):
+class UnavailableError(ServingError, code=Code.UNAVAILABLE):
     """The server cannot take the request now (not reachable, shutting down, batch queue full); retryable."""
 
-    code = Code.UNAVAILABLE
 
-
-class DeadlineExceededError(ServingError):
+class DeadlineExceededError(ServingError, code=Code.DEADLINE_EXCEEDED):
     """The call did not finish within its timeout."""
 
-    code = Code.DEADLINE_EXCEEDED
 
-
-class ResourceExhaustedError(ServingError):
+class ResourceExhaustedError(ServingError, code=Code.RESOURCE_EXHAUSTED):
     """The request is over a size limit."""
 
-    code = Code.RESOURCE_EXHAUSTED
 
-
-class RequestTooLargeError(ResourceExhaustedError):
+class RequestTooLargeError(ResourceExhaustedError, http_status=413):
     """A request body over the server's size limit; REST answers 413 (Payload Too Large), not 429."""
 
-    @property
-    def http_status(self) -> int:
-        return 413
 
-
-class RequestTimeoutError(DeadlineExceededError):
+class RequestTimeoutError(DeadlineExceededError, http_status=408):
     """A REST body that did not arrive within the server's read timeout; REST answers 408 (Request Timeout)."""
 
-    @property
-    def http_status(self) -> int:
-        return 408
 
-
-class UnsupportedMediaTypeError(InvalidArgumentError):
+class UnsupportedMediaTypeError(InvalidArgumentError, http_status=415):
     """A REST body in an encoding the server does not decode (e.g. `Content-Encoding: br`); REST answers 415."""
 
-    @property
-    def http_status(self) -> int:
-        return 415
 
-
-class UnimplementedError(ServingError):
+class UnimplementedError(ServingError, code=Code.UNIMPLEMENTED):
     """The server does not implement the method."""
 
-    code = Code.UNIMPLEMENTED
 
-
-class InternalError(ServingError):
+class InternalError(ServingError, code=Code.INTERNAL):
     """The model or server failed while handling a valid request."""
 
-    code = Code.INTERNAL
 
-
-class CancelledError(ServingError):
+class CancelledError(ServingError, code=Code.CANCELLED):
     """The call was cancelled."""
 
-    code = Code.CANCELLED
 
-
-_ERROR_TYPES: dict[Code, type[ServingError]] = {
-    error_type.code: error_type
-    for error_type in (
-        InvalidArgumentError,
-        NotFoundError,
-        FailedPreconditionError,
-        UnavailableError,
-        DeadlineExceededError,
-        ResourceExhaustedError,
-        UnimplementedError,
-        InternalError,
-        CancelledError,
-    )
-}
 _BY_GRPC = {code.grpc_code: code for code in Code}
 _BY_NUMBER = {code.number: code for code in Code}
 

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -90,20 +91,16 @@ class ServingMetrics:
         )
         self.registry.register(self.request_count)
         # Microseconds, scale 10, power 1.8, 33 buckets: TF Serving's request_latency and runtime_latency.
-        latency_buckets = exponential_buckets(10, 1.8, 33)
-        self.request_latency = Histogram(
+        latency = functools.partial(Histogram, buckets=exponential_buckets(10, 1.8, 33), registry=self.registry)
+        self.request_latency = latency(
             ":tensorflow:serving:request_latency",
             "Distribution of wall time (in microseconds) for Tensorflow Serving request.",
             ["model_name", "API", "entrypoint"],
-            buckets=latency_buckets,
-            registry=self.registry,
         )
-        self.runtime_latency = Histogram(
+        self.runtime_latency = latency(
             ":tensorflow:serving:runtime_latency",
             "Distribution of wall time (in microseconds) for Tensorflow runtime.",
             ["model_name", "API", "runtime"],
-            buckets=latency_buckets,
-            registry=self.registry,
         )
         self.batch_size = Histogram(
             "tfxp_serving_batch_size",

@@ -7,8 +7,10 @@ implemented (UNIMPLEMENTED, the generated servicer's default).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import grpc
 from tensorflow_serving.apis import (
@@ -33,8 +35,25 @@ class _Reloadable(Protocol):
     def reload(self, config: list[ModelConfig]) -> None: ...
 
 
-async def _abort(context: grpc.aio.ServicerContext, error: ServingError) -> Any:
-    await context.abort(error.code.grpc_code, error.message)
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
+_Service = TypeVar("_Service")
+
+
+def _aborts_on_serving_error(
+    handler: Callable[[_Service, _Request], Awaitable[_Response]],
+) -> Callable[[_Service, _Request, grpc.aio.ServicerContext], Awaitable[_Response]]:
+    """Wraps a handler that takes only the request: a `ServingError` it raises aborts the call with its code."""
+
+    @functools.wraps(handler)
+    async def handle(service: _Service, request: _Request, context: grpc.aio.ServicerContext) -> _Response:
+        try:
+            return await handler(service, request)
+        except ServingError as error:
+            await context.abort(error.code.grpc_code, error.message)
+            raise  # context.abort raises; this line only tells type checkers so
+
+    return handle
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
@@ -43,29 +62,23 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def __init__(self, api: ServingApi) -> None:
         self._api = api
 
+    @_aborts_on_serving_error
     async def Predict(  # noqa: N802 (gRPC method name)
-        self, request: predict_pb2.PredictRequest, context: grpc.aio.ServicerContext
+        self, request: predict_pb2.PredictRequest
     ) -> predict_pb2.PredictResponse:
-        try:
-            return await self._api.predict(request)
-        except ServingError as error:
-            return await _abort(context, error)
+        return await self._api.predict(request)
 
+    @_aborts_on_serving_error
     async def Classify(  # noqa: N802
-        self, request: classification_pb2.ClassificationRequest, context: grpc.aio.ServicerContext
+        self, request: classification_pb2.ClassificationRequest
     ) -> classification_pb2.ClassificationResponse:
-        try:
-            return await self._api.classify(request)
-        except ServingError as error:
-            return await _abort(context, error)
+        return await self._api.classify(request)
 
+    @_aborts_on_serving_error
     async def GetModelMetadata(  # noqa: N802
-        self, request: get_model_metadata_pb2.GetModelMetadataRequest, context: grpc.aio.ServicerContext
+        self, request: get_model_metadata_pb2.GetModelMetadataRequest
     ) -> get_model_metadata_pb2.GetModelMetadataResponse:
-        try:
-            return self._api.get_model_metadata(request)
-        except ServingError as error:
-            return await _abort(context, error)
+        return self._api.get_model_metadata(request)
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
@@ -75,13 +88,11 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         self._api = api
         self._server = server
 
+    @_aborts_on_serving_error
     async def GetModelStatus(  # noqa: N802
-        self, request: get_model_status_pb2.GetModelStatusRequest, context: grpc.aio.ServicerContext
+        self, request: get_model_status_pb2.GetModelStatusRequest
     ) -> get_model_status_pb2.GetModelStatusResponse:
-        try:
-            return self._api.get_model_status(request)
-        except ServingError as error:
-            return await _abort(context, error)
+        return self._api.get_model_status(request)
 
     async def HandleReloadConfigRequest(  # noqa: N802
         self, request: model_management_pb2.ReloadConfigRequest, context: grpc.aio.ServicerContext

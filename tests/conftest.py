@@ -1,4 +1,5 @@
-"""Shared fixtures: the embedded digits data set (written once per test session) and the fake KFP API."""
+"""Shared fixtures: the embedded digits data set (written once per test session), the edge tests' model and data,
+and the fake KFP API."""
 
 from __future__ import annotations
 
@@ -23,6 +24,22 @@ def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("data") / "digits"
     write_digits(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The edge tests' trained classifier, exported as the trainer exports it (built once, tests/test_edge_data.py)."""
+    from test_edge_data import shared_model
+
+    return shared_model(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The edge tests' synthetic data directory (train/, eval/, labels.txt; tests/test_edge_data.py)."""
+    from test_edge_data import shared_data
+
+    return shared_data(tmp_path_factory)
 
 
 @pytest.fixture

@@ -43,26 +43,19 @@ def test_unknown_section_lists_sections() -> None:
         build_config({"trainr": {"x": 1}})
 
 
-def test_wrong_type_in_set_names_key_and_value() -> None:
-    with pytest.raises(ConfigError, match=r"`trainer.train_steps` = 'many': Input should be a valid integer"):
-        build_config({}, ["trainer.train_steps=many"])
-
-
-def test_choice_and_range_errors() -> None:
-    with pytest.raises(ConfigError, match=r"`trainer.precision` = 'fp8'"):
-        build_config({}, ["trainer.precision=fp8"])
-    with pytest.raises(ConfigError, match=r"`evaluator.min_accuracy` = 1.5"):
-        build_config({}, ["evaluator.min_accuracy=1.5"])
-
-
-def test_override_without_equals_is_explained() -> None:
-    with pytest.raises(ConfigError, match=r"expected `section.key=value`"):
-        build_config({}, ["trainer.train_steps"])
-
-
-def test_gpus_without_accelerator_type_is_an_error() -> None:
-    with pytest.raises(ConfigError, match=r"trainer_accelerator.type is empty"):
-        build_config({}, ["kubeflow.trainer_accelerator.count=8"])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.train_steps=many", r"`trainer.train_steps` = 'many': Input should be a valid integer"),
+        ("trainer.precision=fp8", r"`trainer.precision` = 'fp8'"),
+        ("evaluator.min_accuracy=1.5", r"`evaluator.min_accuracy` = 1.5"),
+        ("trainer.train_steps", r"expected `section.key=value`"),
+        ("kubeflow.trainer_accelerator.count=8", r"trainer_accelerator.type is empty"),
+    ],
+)
+def test_a_bad_set_names_the_key_and_what_is_wrong(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_config({}, [override])
 
 
 def test_config_is_frozen() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import tf_keras as keras
-from test_edge_data import shared_data, shared_model
+from test_edge_data import shared_data, shared_model, small_cnn
 
 from components.trainer.export import export_saved_model
 from components.trainer.preprocessing import PreprocessingSpec
@@ -50,14 +50,7 @@ def digits_models(digits_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     """A small CNN trained on the digits (16×16), converted to int8 (int8 I/O) and to float."""
     train = load_split(digits_dir, "train", SPEC)
     keras.utils.set_random_seed(0)
-    inputs = keras.Input(SPEC.shape)
-    x = keras.layers.Rescaling(2.0, offset=-1.0)(inputs)
-    x = keras.layers.Conv2D(16, 3, activation="relu")(x)
-    x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.Conv2D(32, 3, activation="relu")(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    outputs = keras.layers.Dense(10, activation="softmax")(x)
-    model = keras.Model(inputs, outputs)
+    model = small_cnn(SPEC.shape, (16, 32), 10)
     model.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
     model.fit(train.images, train.labels, epochs=15, batch_size=64, verbose=0)
     labels = (digits_dir / "labels.txt").read_text().split()

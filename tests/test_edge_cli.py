@@ -6,22 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-from test_edge_data import MEDIAPIPE_PYTHON, needs_mediapipe, shared_data, shared_model
+from test_edge_data import MEDIAPIPE_PYTHON, needs_mediapipe
 from typer.testing import CliRunner
 
 from pipeline.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_model(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_data(tmp_path_factory)
 
 
 def _flat(text: str) -> str:

@@ -7,18 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_edge_data import SPEC, cached, save_with_matrix_inverse, shared_data, shared_model, train_classifier
+from test_edge_data import SPEC, cached, save_with_matrix_inverse, shared_data, train_classifier
 
 from edge.data import LabeledImages, load_split
 from edge.errors import EdgeError
 from edge.options import MODE_NAMES
 from edge.quantize import MODES, QuantizationMode, convert, get_mode, register_mode, unsupported_ops
 from edge.runtime import TfliteModel
-
-
-@pytest.fixture(scope="module")
-def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

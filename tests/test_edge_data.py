@@ -87,19 +87,23 @@ def write_dataset(root: Path, train_brightness: float = 1.0, tfx_layout: bool = 
     return root
 
 
+def small_cnn(shape: tuple[int, ...], filters: tuple[int, int], classes: int) -> keras.Model:
+    """Two 3×3 convolutions of `filters` channels and a softmax over `classes`; pixels are scaled to -1..1 inside."""
+    inputs = keras.Input(shape)
+    x = keras.layers.Rescaling(2.0, offset=-1.0)(inputs)
+    x = keras.layers.Conv2D(filters[0], 3, activation="relu")(x)
+    x = keras.layers.MaxPooling2D()(x)
+    x = keras.layers.Conv2D(filters[1], 3, activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, keras.layers.Dense(classes, activation="softmax")(x))
+
+
 def train_classifier(seed: int = 0, epochs: int = 8) -> keras.Model:
     """A tiny CNN trained to ~100% on the synthetic data (normalisation inside the model, as in the contract);
     `epochs=0` leaves it untrained (for tests where accuracy does not matter)."""
     keras.utils.set_random_seed(seed)
     images, labels = synthetic_images(320, seed=1)
-    inputs = keras.Input(SPEC.shape)
-    x = keras.layers.Rescaling(2.0, offset=-1.0)(inputs)
-    x = keras.layers.Conv2D(8, 3, activation="relu")(x)
-    x = keras.layers.MaxPooling2D()(x)
-    x = keras.layers.Conv2D(16, 3, activation="relu")(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    outputs = keras.layers.Dense(len(LABELS), activation="softmax")(x)
-    model = keras.Model(inputs, outputs)
+    model = small_cnn(SPEC.shape, (8, 16), len(LABELS))
     model.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy", metrics=["accuracy"])
     if epochs:
         model.fit(images.astype(np.float32) / 255.0, labels, epochs=epochs, batch_size=32, verbose=0)
@@ -137,11 +141,6 @@ def shared_data(factory: pytest.TempPathFactory) -> Path:
 def shared_model(factory: pytest.TempPathFactory) -> Path:
     """The trained classifier as the trainer exports it: three signatures, labels and preprocessing assets."""
     return cached(factory, "saved_model", lambda path: export_saved_model(train_classifier(), str(path), SPEC, LABELS))
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_data(tmp_path_factory)
 
 
 def test_example_files_reads_a_data_directory_and_an_artifact(tmp_path: Path, data_dir: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_edge_data import LABELS, SPEC, shared_data, shared_model, synthetic_images, write_split
+from test_edge_data import LABELS, SPEC, synthetic_images, write_split
 
 from components.publish import PUSH_RECORD, find_published, list_versions
 from edge.benchmark import LatencyStats, benchmark
@@ -30,16 +30,6 @@ from edge.export import (
 from edge.options import EdgeOptions
 from edge.quantize import convert
 from edge.runtime import TfliteModel, read_tflite
-
-
-@pytest.fixture(scope="module")
-def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_model(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_data(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -750,10 +750,23 @@ def test_an_unreachable_receiver_and_a_bad_url() -> None:
 # --- the exit handler component (TFX glue) ---
 
 
+def _notify(tmp_path: Path, **arguments: Any) -> None:
+    """Calls RunNotice's function as the exit task does: pipeline tfxp-digits, its root and serving under tmp_path."""
+    from components.notify.component import RunNotice
+
+    defaults = {
+        "pipeline_name": "tfxp-digits",
+        "pipeline_root": str(tmp_path / "root"),
+        "serving_base": str(tmp_path / "serving"),
+        "run_id": "r1",
+        "run_name": "",
+        "timeout_seconds": 5.0,
+    }
+    RunNotice.test_call(**{**defaults, **arguments})
+
+
 def test_run_notice_reports_blessing_and_this_runs_pushed_version(tmp_path: Path, receiver: Receiver) -> None:
     from google.protobuf import struct_pb2
-
-    from components.notify.component import RunNotice
 
     blessing = tmp_path / "root" / "tfxp-digits" / "run-5" / "Evaluator" / "blessing"
     blessing.mkdir(parents=True)
@@ -770,16 +783,7 @@ def test_run_notice_reports_blessing_and_this_runs_pushed_version(tmp_path: Path
         {"state": "SUCCEEDED", "pipelineTaskName": "tfx-dag", "error": {}}, struct_pb2.Struct()
     )
 
-    RunNotice.test_call(
-        final_status=status,
-        notify_url=receiver.url,
-        pipeline_name="tfxp-digits",
-        pipeline_root=str(tmp_path / "root"),
-        serving_base=str(tmp_path / "serving"),
-        run_id="run-5",
-        run_name="nightly-5",
-        timeout_seconds=5.0,
-    )
+    _notify(tmp_path, final_status=status, notify_url=receiver.url, run_id="run-5", run_name="nightly-5")
 
     [post] = receiver.posts
     assert (
@@ -790,19 +794,13 @@ def test_run_notice_reports_blessing_and_this_runs_pushed_version(tmp_path: Path
 
 
 def test_a_corrupt_run_record_is_said_in_the_notice(tmp_path: Path, receiver: Receiver) -> None:
-    from components.notify.component import RunNotice
-
     (tmp_path / "serving" / "runs").mkdir(parents=True)
     (tmp_path / "serving" / "runs" / "r1.json").write_text('{"run_id": "r1", "deci')
-    RunNotice.test_call(
+    _notify(
+        tmp_path,
         final_status='{"state": "COMPLETE"}',
         notify_url=receiver.url,
-        pipeline_name="tfxp-digits",
         pipeline_root="minio://mlpipeline/v2/artifacts",  # the launcher's: never opened by the notice
-        serving_base=str(tmp_path / "serving"),
-        run_id="r1",
-        run_name="",
-        timeout_seconds=5.0,
     )
     [post] = receiver.posts
     assert post["json"]["status"] == "succeeded"
@@ -811,16 +809,11 @@ def test_a_corrupt_run_record_is_said_in_the_notice(tmp_path: Path, receiver: Re
 
 
 def test_run_notice_never_fails_the_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from components.notify.component import RunNotice
-
-    RunNotice.test_call(
+    _notify(
+        tmp_path / "missing",  # neither a pipeline root nor a serving base
         final_status="not json",
         notify_url="http://127.0.0.1:9/hook",
-        pipeline_name="tfxp-digits",
-        pipeline_root=str(tmp_path / "missing"),
-        serving_base=str(tmp_path / "missing"),
         run_id="r",
-        run_name="",
         timeout_seconds=1.0,
     )
     assert "run notice NOT delivered (http://127.0.0.1:9/hook could not be reached" in caplog.text

@@ -74,6 +74,15 @@ def _model(tmp_path: Path, training: str | None = None) -> Any:
     return model
 
 
+def _evaluated(tmp_path: Path, blessed: int) -> dict[str, Any]:
+    """The inputs of a run that trained and evaluated: the model, its blessing (1 or 0) and the evaluation."""
+    return {
+        "model": _model(tmp_path),
+        "model_blessing": _artifact(standard_artifacts.ModelBlessing, tmp_path / "blessing", blessed=blessed),
+        "evaluation": _artifact(standard_artifacts.ModelEvaluation, tmp_path / "evaluation"),
+    }
+
+
 def _pushed(tmp_path: Path, pushed: bool) -> Any:
     serving = tmp_path / "serving" / "digits"
     if pushed:
@@ -100,9 +109,7 @@ def test_a_pushed_run_has_its_report_in_the_artifact_and_next_to_the_served_vers
     report, page = _run(
         tmp_path,
         CONFIG,
-        model=_model(tmp_path),
-        model_blessing=_artifact(standard_artifacts.ModelBlessing, tmp_path / "blessing", blessed=1),
-        evaluation=_artifact(standard_artifacts.ModelEvaluation, tmp_path / "evaluation"),
+        **_evaluated(tmp_path, blessed=1),
         baseline_model=_artifact(standard_artifacts.Model, tmp_path / "baseline", served_version="", served_path=""),
         pushed_model=_pushed(tmp_path, pushed=True),
         edge_model=edge_model,
@@ -132,9 +139,7 @@ def test_edge_disabled_not_blessed_and_no_baseline_say_so_and_publish_nothing(
     report, page = _run(
         tmp_path,
         config,
-        model=_model(tmp_path),
-        model_blessing=_artifact(standard_artifacts.ModelBlessing, tmp_path / "blessing", blessed=0),
-        evaluation=_artifact(standard_artifacts.ModelEvaluation, tmp_path / "evaluation"),
+        **_evaluated(tmp_path, blessed=0),
         pushed_model=_pushed(tmp_path, pushed=False),
     )
 
@@ -194,12 +199,7 @@ def test_the_published_report_sits_beside_the_versions() -> None:
 def test_a_rerun_that_finds_its_model_already_pushed_keeps_the_pushing_runs_report(
     tmp_path: Path, tfma: dict[str, Any]
 ) -> None:
-    inputs = {
-        "model": _model(tmp_path),
-        "model_blessing": _artifact(standard_artifacts.ModelBlessing, tmp_path / "blessing", blessed=1),
-        "evaluation": _artifact(standard_artifacts.ModelEvaluation, tmp_path / "evaluation"),
-        "pushed_model": _pushed(tmp_path, pushed=True),
-    }
+    inputs = {**_evaluated(tmp_path, blessed=1), "pushed_model": _pushed(tmp_path, pushed=True)}
     published = tmp_path / "serving" / "digits" / "reports" / f"{VERSION}.html"
     _, first = _run(tmp_path, CONFIG, **inputs)
     published.write_text(first + "<!-- the pushing run's -->")

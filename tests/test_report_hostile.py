@@ -4,44 +4,25 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
+from test_report_sections import run_summary, section_of
 
 from components.report.build import build_page, report_html
 from components.report.facts import RunFacts
 from components.report.inputs import NO_METADATA
-from components.report.page import Lead, Missing, Section
+from components.report.page import Lead, Missing
 
 # Unicode's bidi formatting characters: embeddings and overrides, isolates, marks, the Arabic letter mark.
 BIDI = [*"\u202a\u202b\u202c\u202d\u202e", *"\u2066\u2067\u2068\u2069", *"\u200e\u200f\u061c"]
 LONG = "n" * 299 + "!"
 
 
-def _summary(**changes: Any) -> dict[str, Any]:
-    summary: dict[str, Any] = {
-        "status": "succeeded",
-        "blessed": True,
-        "blessing_reason": "pushed: eval accuracy 0.97 ≥ evaluator.min_accuracy 0.9, no served model yet",
-        "pushed_model_dir": "/out/serving/digits/1700000000",
-        "edge_model_path": None,
-        "metrics": {"accuracy": 0.97, "example_count": 359.0},
-        "config": {"pipeline": {"name": "tfxp-digits"}, "evaluator": {"min_accuracy": 0.9}, "edge": {"enabled": False}},
-        "problems": [],
-    }
-    summary.update(changes)
-    return summary
-
-
-def _section(page: Any, section_id: str) -> Section:
-    return next(section for section in page.sections if section.id == section_id)
-
-
 def _page_with_class(name: str) -> str:
     """The report of a run whose data, confusion matrix and misclassified image show a class called `name`."""
     facts = RunFacts(
         "/out",
-        _summary(),
+        run_summary(),
         splits={"train": {"examples": 3, "classes": {name: 2, "dog": 1}}},
         confusion={"labels": [name, "dog"], "matrix": [[3, 1], [0, 4]]},
         misclassified=[{"png": "iVBORw0KGgo=", "true": name, "predicted": "dog", "confidence": 0.9}],
@@ -52,9 +33,9 @@ def _page_with_class(name: str) -> str:
 
 def test_a_resumed_trainer_shows_the_steps_it_restored_too() -> None:
     training = {"model": "small_resnet", "steps": 30, "steps_restored": 50, "images_per_second": 900.0}
-    facts = RunFacts("/out", _summary(metrics={"accuracy": 0.97, "training": training}))
+    facts = RunFacts("/out", run_summary(metrics={"accuracy": 0.97, "training": training}))
 
-    (lead,) = [block for block in _section(build_page(facts), "training").blocks if isinstance(block, Lead)]
+    (lead,) = [block for block in section_of(build_page(facts), "training").blocks if isinstance(block, Lead)]
 
     assert lead.text == (
         "small_resnet: 80 steps (30 this run, 50 restored from an interrupted run's backup) at 900 images/s"
@@ -87,10 +68,10 @@ def test_an_unreadable_output_is_blamed_on_the_read_not_on_a_component_that_did_
         "path": "/root/Trainer/model/5/training_metrics.json",
         "error": "cannot read the training metrics: JSONDecodeError: Expecting value",
     }
-    facts = RunFacts("/out", _summary(problems=[problem]))
+    facts = RunFacts("/out", run_summary(problems=[problem]))
     facts.not_available = {"components": NO_METADATA.format(what="when each component started")}
 
-    missing = [block.text for block in _section(build_page(facts), "training").blocks if isinstance(block, Missing)]
+    missing = [block.text for block in section_of(build_page(facts), "training").blocks if isinstance(block, Missing)]
 
     assert missing == [
         "No training metrics: cannot read the training metrics: JSONDecodeError: Expecting value "
@@ -99,10 +80,10 @@ def test_an_unreadable_output_is_blamed_on_the_read_not_on_a_component_that_did_
 
 
 def test_a_component_the_report_got_nothing_from_is_not_said_to_have_stopped_the_run() -> None:
-    facts = RunFacts("/out", _summary())
+    facts = RunFacts("/out", run_summary())
     facts.not_available = {"components": NO_METADATA.format(what="when each component started")}
 
-    missing = [block.text for block in _section(build_page(facts), "data").blocks if isinstance(block, Missing)]
+    missing = [block.text for block in section_of(build_page(facts), "data").blocks if isinstance(block, Missing)]
 
     assert "No example counts: StatisticsGen did not run in this pipeline (the RunReport got no output of it)." in (
         missing

@@ -35,7 +35,8 @@ def _digits() -> RunFacts:
     return RunFacts.from_json(DIGITS_FACTS.read_text())
 
 
-def _summary(**changes: Any) -> dict[str, Any]:
+def run_summary(**changes: Any) -> dict[str, Any]:
+    """A digits run's summary (run-summary.json) with `changes` applied; test_report_hostile uses it too."""
     summary: dict[str, Any] = {
         "status": "succeeded",
         "blessed": True,
@@ -59,7 +60,7 @@ def _timeline(*steps: tuple[str, str]) -> list[dict[str, Any]]:
     ]
 
 
-def _section(page: Page, section_id: str) -> Section:
+def section_of(page: Page, section_id: str) -> Section:
     return next(section for section in page.sections if section.id == section_id)
 
 
@@ -81,16 +82,16 @@ def test_the_digits_run_shows_every_section_with_its_plots() -> None:
             assert re.search(
                 r"<title id=\"[\w-]+-title\">[^<]+</title><desc id=\"[\w-]+-desc\">[^<]+</desc>", figure.svg
             )
-    assert _texts(_section(page, "data"), Lead) == ["1,797 examples: 1,438 train, 359 eval"]
-    grid = next(b for b in _section(page, "evaluation").blocks if isinstance(b, ImageGrid))
+    assert _texts(section_of(page, "data"), Lead) == ["1,797 examples: 1,438 train, 359 eval"]
+    grid = next(b for b in section_of(page, "evaluation").blocks if isinstance(b, ImageGrid))
     assert grid.images and all(image.alt.startswith("eval image of class") for image in grid.images)
     assert not [b for section in page.sections for b in section.blocks if isinstance(b, Missing)]
 
 
 def test_decision_names_the_pushed_version_reason_baseline_and_config() -> None:
-    facts = RunFacts("/out", _summary(metrics={"accuracy": 0.97, "baseline_accuracy": 0.95}))
+    facts = RunFacts("/out", run_summary(metrics={"accuracy": 0.97, "baseline_accuracy": 0.95}))
 
-    decision = _section(build_page(facts), "decision")
+    decision = section_of(build_page(facts), "decision")
 
     assert _texts(decision, Lead) == ["Pushed version 1700000000"]
     facts_block = dict(next(b for b in decision.blocks if hasattr(b, "items")).items)  # type: ignore[attr-defined]
@@ -101,20 +102,20 @@ def test_decision_names_the_pushed_version_reason_baseline_and_config() -> None:
 
 
 def test_decision_reads_the_served_baseline_when_the_summary_has_one() -> None:
-    summary = _summary(baseline={"mode": "served", "version": "1699", "path": "/s/1699", "accuracy": 0.96})
+    summary = run_summary(baseline={"mode": "served", "version": "1699", "path": "/s/1699", "accuracy": 0.96})
     summary["decision"] = "no new data"
     summary["pushed_model_dir"] = None
     page = build_page(RunFacts("/out", summary))
 
     assert (page.verdict, page.tone) == ("no new data", "neutral")
-    decision = _section(page, "decision")
+    decision = section_of(page, "decision")
     facts_block = dict(next(b for b in decision.blocks if hasattr(b, "items")).items)  # type: ignore[attr-defined]
     assert facts_block["compared with"] == "served version 1699 (accuracy 0.9600)"
     assert facts_block["pushed version"] == "none this run"
 
 
 def test_a_run_that_failed_in_the_trainer_says_how_far_it_got_and_what_is_missing() -> None:
-    summary = _summary(
+    summary = run_summary(
         status="failed",
         blessed=False,
         blessing_reason=None,
@@ -135,19 +136,19 @@ def test_a_run_that_failed_in_the_trainer_says_how_far_it_got_and_what_is_missin
     page = build_page(facts)
 
     assert (page.verdict, page.tone) == ("failed in Trainer", "bad")
-    decision = _section(page, "decision")
+    decision = section_of(page, "decision")
     assert _texts(decision, Lead) == ["The run failed in Trainer"]
     paragraphs = " ".join(block.text for block in decision.blocks if hasattr(block, "text"))
     assert "It got as far as: ImportExampleGen, StatisticsGen." in paragraphs
     assert "Why it stopped: component Trainer failed: ValueError: no GPU" in paragraphs
-    assert _texts(_section(page, "training"), Missing) == ["No training metrics: Trainer failed in this run."]
-    assert _texts(_section(page, "evaluation"), Missing) == [
+    assert _texts(section_of(page, "training"), Missing) == ["No training metrics: Trainer failed in this run."]
+    assert _texts(section_of(page, "evaluation"), Missing) == [
         "No evaluation: Evaluator did not run (the run stopped before it)."
     ]
-    assert _texts(_section(page, "edge"), Missing) == [
+    assert _texts(section_of(page, "edge"), Missing) == [
         "No edge model: EdgeExporter did not run (the run stopped before it)."
     ]
-    components = next(b for b in _section(page, "components").blocks if isinstance(b, Table))
+    components = next(b for b in section_of(page, "components").blocks if isinstance(b, Table))
     assert [row[:2] for row in components.rows] == [
         ("ImportExampleGen", "ran"),
         ("StatisticsGen", "cached"),
@@ -156,11 +157,11 @@ def test_a_run_that_failed_in_the_trainer_says_how_far_it_got_and_what_is_missin
 
 
 def test_a_run_that_stopped_in_setup_has_no_components_and_no_data() -> None:
-    summary = _summary(status="failed", components={}, metrics={}, pushed_model_dir=None, failed_component="setup")
+    summary = run_summary(status="failed", components={}, metrics={}, pushed_model_dir=None, failed_component="setup")
     page = build_page(RunFacts("/out", summary))
 
-    assert _texts(_section(page, "components"), Missing) == ["No component ran: the run stopped during setup."]
-    data = _texts(_section(page, "data"), Missing)
+    assert _texts(section_of(page, "components"), Missing) == ["No component ran: the run stopped during setup."]
+    data = _texts(section_of(page, "data"), Missing)
     assert data == [
         "No example counts: StatisticsGen did not run (the run stopped before it).",
         "No validation result: ExampleValidator did not run (the run stopped before it).",
@@ -168,15 +169,15 @@ def test_a_run_that_stopped_in_setup_has_no_components_and_no_data() -> None:
 
 
 def test_no_edge_model_is_said_when_edge_export_is_disabled() -> None:
-    summary = _summary()
+    summary = run_summary()
     summary["config"]["edge"]["enabled"] = False
-    edge = _section(build_page(RunFacts("/out", summary)), "edge")
+    edge = section_of(build_page(RunFacts("/out", summary)), "edge")
     assert _texts(edge, Missing) == ["No edge model: edge.enabled is false in this run's config."]
 
 
 def test_edge_table_puts_the_tflite_model_next_to_the_saved_model() -> None:
     facts = _digits()
-    edge = _section(build_page(facts), "edge")
+    edge = section_of(build_page(facts), "edge")
     table = next(b for b in edge.blocks if isinstance(b, Table))
     assert [row[0] for row in table.rows] == ["SavedModel (served)", "TFLite int8 (int8 input)"]
     assert table.rows[1][1].endswith("KiB") and float(table.rows[1][2]) > 0.9
@@ -184,8 +185,8 @@ def test_edge_table_puts_the_tflite_model_next_to_the_saved_model() -> None:
 
 
 def test_no_baseline_yet_is_said_and_only_min_accuracy_is_the_gate() -> None:
-    facts = RunFacts("/out", _summary(), timeline=_timeline(("Trainer", "complete"), ("Evaluator", "complete")))
-    evaluation = _section(build_page(facts), "evaluation")
+    facts = RunFacts("/out", run_summary(), timeline=_timeline(("Trainer", "complete"), ("Evaluator", "complete")))
+    evaluation = section_of(build_page(facts), "evaluation")
     assert "No baseline yet: there was no earlier model to compare with, only min_accuracy." in [
         block.text for block in evaluation.blocks if hasattr(block, "text")
     ]
@@ -198,8 +199,8 @@ def test_no_baseline_yet_is_said_and_only_min_accuracy_is_the_gate() -> None:
 
 
 def test_confusion_matrix_gives_per_class_precision_and_recall() -> None:
-    facts = RunFacts("/out", _summary(), confusion={"labels": ["cat", "dog"], "matrix": [[3, 1], [0, 4]]})
-    evaluation = _section(build_page(facts), "evaluation")
+    facts = RunFacts("/out", run_summary(), confusion={"labels": ["cat", "dog"], "matrix": [[3, 1], [0, 4]]})
+    evaluation = section_of(build_page(facts), "evaluation")
     table = next(b for b in evaluation.blocks if isinstance(b, Table))
     assert table.rows == ((Name("cat"), "1.000", "0.750", "4"), (Name("dog"), "0.800", "1.000", "4"))
 
@@ -243,7 +244,7 @@ def test_history_marks_each_decision_and_follows_the_served_version() -> None:
             "pushed_version": "4",
         },
     ]
-    history = _section(build_page(RunFacts("/out", _summary(), history=runs)), "history")
+    history = section_of(build_page(RunFacts("/out", run_summary(), history=runs)), "history")
     table = next(b for b in history.blocks if isinstance(b, Table))
     assert [(row[2], row[3], row[4]) for row in table.rows] == [
         ("pushed", "1", "1"),
@@ -257,7 +258,7 @@ def test_history_marks_each_decision_and_follows_the_served_version() -> None:
 
 def test_a_first_run_has_no_history_yet() -> None:
     runs = [{"run": "a", "time": 1.0, "status": "complete", "blessed": True, "accuracy": 0.9, "pushed_version": "1"}]
-    history = _section(build_page(RunFacts("/out", _summary(), history=runs)), "history")
+    history = section_of(build_page(RunFacts("/out", run_summary(), history=runs)), "history")
     assert [block.text for block in history.blocks if hasattr(block, "text")] == [
         "This is the only run in this output's ML Metadata; the history appears from the second run on."
     ]
@@ -265,14 +266,14 @@ def test_a_first_run_has_no_history_yet() -> None:
 
 def test_outputs_that_could_not_be_read_are_listed() -> None:
     problem = {"component": "Evaluator", "path": "/out/eval", "error": "cannot read the TFMA metrics: DataLossError"}
-    facts = RunFacts("/out", _summary(problems=[problem]), problems=[{**problem, "component": "Trainer"}])
-    decision = _section(build_page(facts), "decision")
+    facts = RunFacts("/out", run_summary(problems=[problem]), problems=[{**problem, "component": "Trainer"}])
+    decision = section_of(build_page(facts), "decision")
     table = next(b for b in decision.blocks if isinstance(b, Table))
     assert [row[0] for row in table.rows] == ["Evaluator", "Trainer"]
 
 
 def test_the_page_escapes_what_it_shows_and_allows_no_request() -> None:
-    summary = _summary(blessing_reason='<script>alert("x")</script> & more')
+    summary = run_summary(blessing_reason='<script>alert("x")</script> & more')
     document = render_page(build_page(RunFacts("/out", summary)))
 
     assert '<script>alert("x")</script>' not in document

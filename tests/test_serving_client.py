@@ -20,7 +20,7 @@ import pytest
 import requests
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from serving.client import GrpcClient, Prediction, RestClient, RetryPolicy, connect
+from serving.client import GrpcClient, Prediction, RestClient, RetryPolicy, ServingClient, connect
 from serving.errors import DeadlineExceededError, InvalidArgumentError, NotFoundError, UnavailableError
 from serving.tensors import ndarray_to_proto
 
@@ -171,18 +171,30 @@ def test_grpc_does_not_retry_other_errors(grpc_fake, code: grpc.StatusCode, erro
     assert caught.value.message.startswith(f"scripted {code.name}")
 
 
+def _assert_reached_after_a_late_start(start_server: Callable[[], object], client: ServingClient) -> None:
+    """The server starts 0.6 s after the client's first attempt; retrying every 0.2 s reaches it."""
+    starter = threading.Timer(0.6, start_server)
+    starter.start()
+    try:
+        with client:
+            assert client.predict_images([b"image"]).classes.tolist() == [1]
+    finally:
+        starter.join()
+
+
+LATE_START_RETRY = RetryPolicy(max_attempts=20, initial_backoff_seconds=0.2, multiplier=1.0)
+
+
 def test_grpc_server_started_late_is_reached_by_retrying() -> None:
     port = portpicker.pick_unused_port()
     service = FakePredictionService(lambda attempt: "ok")
     servers: list[grpc.Server] = []
-    starter = threading.Timer(0.6, lambda: servers.append(start_grpc(service, port)))
-    starter.start()
     try:
-        retry = RetryPolicy(max_attempts=20, initial_backoff_seconds=0.2, multiplier=1.0)
-        with GrpcClient(f"127.0.0.1:{port}", "m", timeout=2.0, retry=retry) as client:
-            assert client.predict_images([b"image"]).classes.tolist() == [1]
+        _assert_reached_after_a_late_start(
+            lambda: servers.append(start_grpc(service, port)),
+            GrpcClient(f"127.0.0.1:{port}", "m", timeout=2.0, retry=LATE_START_RETRY),
+        )
     finally:
-        starter.join()
         for server in servers:
             server.stop(None)
     assert service.calls == 1
@@ -220,14 +232,10 @@ def test_rest_retries_503_and_maps_other_statuses_without_retrying(rest_fake) ->
 
 def test_rest_server_started_late_is_reached_by_retrying(rest_fake) -> None:
     port = portpicker.pick_unused_port()
-    starter = threading.Timer(0.6, lambda: rest_fake(lambda attempt: "ok", port))
-    starter.start()
-    try:
-        retry = RetryPolicy(max_attempts=20, initial_backoff_seconds=0.2, multiplier=1.0)
-        with RestClient(f"http://127.0.0.1:{port}", "m", timeout=2.0, retry=retry) as client:
-            assert client.predict_images([b"image"]).classes.tolist() == [1]
-    finally:
-        starter.join()
+    _assert_reached_after_a_late_start(
+        lambda: rest_fake(lambda attempt: "ok", port),
+        RestClient(f"http://127.0.0.1:{port}", "m", timeout=2.0, retry=LATE_START_RETRY),
+    )
 
 
 def test_connect_needs_exactly_one_transport() -> None:
