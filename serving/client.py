@@ -38,6 +38,7 @@ from tensorflow_serving.apis import (
 
 from components.contract import INPUT_IMAGE_BYTES, OUTPUT_CLASSES, OUTPUT_PROBABILITIES
 from components.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
+from components.deadline import with_deadline
 from serving.address import parse_grpc_target, parse_rest_url
 from serving.config_error import ServingConfigError
 from serving.errors import (
@@ -371,8 +372,12 @@ class RestClient(ServingClient):
 
     def _request(self, method: str, url: str, payload: Any = None) -> Any:
         def attempt() -> Any:
+            late = DeadlineExceededError(f"no whole answer from {url} within {self.timeout}s")
             try:
-                response = self._session.request(method, url, json=payload, timeout=self.timeout)
+                # `timeout=` bounds each read only: a server trickling a byte a second would hold the call forever.
+                response = with_deadline(
+                    lambda: self._session.request(method, url, json=payload, timeout=self.timeout), self.timeout, late
+                )
             except requests.Timeout as error:
                 raise DeadlineExceededError(f"no answer from {url} within {self.timeout}s") from error
             except requests.ConnectionError as error:
