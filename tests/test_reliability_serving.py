@@ -794,7 +794,7 @@ def test_the_rest_client_gives_up_at_its_timeout_on_a_trickling_server(call: str
     with _trickling_rest_server() as url:
         client = RestClient(url, "digits", timeout=1.0)
         started = time.monotonic()
-        with pytest.raises(DeadlineExceededError, match="within 1.0s"):
+        with pytest.raises(DeadlineExceededError, match=r"within 1\.0s"):
             if call == "predict":
                 client.predict_images([random_png(8, 1, 0)])
             else:
