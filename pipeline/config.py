@@ -29,6 +29,7 @@ from components.config_section import ConfigSection, describe_errors, section_ke
 from components.data.spans import POLICY_HELP, SpanError, parse_policy
 from components.errors import TfxpError
 from components.trainer.options import TrainerOptions
+from components.validation.drift_options import DriftOptions
 from edge.options import EdgeOptions
 from serving.options import ServingOptions
 
@@ -109,6 +110,8 @@ class DataSection(ConfigSection):
     file_pattern: TFRecord files to read when the data is split by hash buckets (relative to `path`).
     train_buckets: Hash buckets for train when the data is split by hash buckets.
     eval_buckets: Hash buckets for eval when the data is split by hash buckets.
+    drift: Drift checks between spans (`components.validation.drift_options.DriftOptions`), in the
+      ExampleValidator: on by default with spans; the newest span against the earlier ones, before the Trainer.
     """
 
     path: str = "data/digits"
@@ -122,6 +125,7 @@ class DataSection(ConfigSection):
     file_pattern: str = Field("*.tfrecord*", min_length=1)
     train_buckets: int = Field(9, ge=1)
     eval_buckets: int = Field(1, ge=1)
+    drift: DriftOptions = DriftOptions()
 
     model_config = ConfigDict(populate_by_name=True)  # merged with ConfigSection's
 

@@ -7,11 +7,19 @@ anomalies in words.
 Before the schema, it checks what no schema expresses (`components.validation.data_checks`): a split with 0
 records, and `image/encoded` values that are not images the model accepts. The second reads TFDV's image
 statistics and, where they flag values, the split's examples (the optional `examples` input).
+
+After the schema, with `data.drift` on (the `drift` execution property, a `DriftRun` as JSON), it judges the
+newest span against the previous spans (`components.validation.drift_check`): a finding above its threshold
+stops the run with `DriftError` (`action: fail`), or is recorded and the run goes on (`action: warn`). Every
+distance measured is written to `drift.json` in the anomalies artifact and its stops and warnings to the
+artifact's custom properties `drift_stops` and `drift_warnings`.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import os
 from typing import Any
 
@@ -22,15 +30,19 @@ from tfx.components.example_validator.component import ExampleValidator
 from tfx.components.statistics_gen import stats_artifact_utils
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ChannelParameter
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import io_utils, json_utils
 
 from components.contract import LABEL_KEY
 from components.errors import TfxpError
 from components.validation.data_checks import count_refused_images, data_problems
+from components.validation.drift import stop_message
 from components.validation.label_map_schema import CONTRACT_FEATURES
 
+logger = logging.getLogger(__name__)
 ANOMALIES_FILE = "SchemaDiff.pb"
+DRIFT_KEY = "drift"
+DRIFT_FILE = "drift.json"
 # A feature in the eval split that the train split (the schema's source) lacks; only the contract's features
 # matter, so for any other feature this is not a problem.
 _NEW_COLUMN = anomalies_pb2.AnomalyInfo.SCHEMA_NEW_COLUMN
@@ -43,6 +55,11 @@ LABEL_RANGE_HINT = (
 
 class DataValidationError(TfxpError, RuntimeError):
     """The examples violate the schema, or cannot be trained on; the message lists every problem."""
+
+
+class DriftError(DataValidationError):
+    """The newest span does not look like the spans before it (`data.drift`); the message names the span, the
+    feature, the distance, the threshold and its key."""
 
 
 def describe_anomalies(split: str, anomalies: anomalies_pb2.Anomalies) -> list[str]:
@@ -111,12 +128,36 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
                     "(`data.schema=<path to schema.pbtxt>`)."
                 )
             raise DataValidationError(message)
+        if exec_properties.get(DRIFT_KEY):
+            self._check_drift(exec_properties[DRIFT_KEY], anomalies_artifacts[0])
         return result
+
+    def _check_drift(self, drift_json: str, anomalies: types.Artifact) -> None:
+        """Runs the drift checks, records every distance in the anomalies artifact, and stops on `fail`."""
+        from components.validation.drift_check import DriftRun, check_drift
+
+        run = DriftRun.from_json(drift_json)
+        decision = check_drift(run)
+        record = {**decision.to_dict(), "timings": run.timings}
+        io_utils.write_string_file(os.path.join(anomalies.uri, DRIFT_FILE), json.dumps(record, indent=2))
+        anomalies.set_string_custom_property("drift_stops", json.dumps(record["stops"]))
+        anomalies.set_string_custom_property("drift_warnings", json.dumps(record["warnings"]))
+        for finding in decision.findings:
+            logger.info("drift: %s", finding.describe())
+        for finding in (*decision.warnings, *decision.accepted):
+            logger.warning("drift (%s): %s", "accepted" if finding in decision.accepted else "warn", finding.describe())
+        if decision.stops:
+            raise DriftError(stop_message(decision))
 
 
 class StrictExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):
-    """ExampleValidator's spec plus the examples, read only where the statistics flag image values."""
+    """ExampleValidator's spec plus the examples, read only where the statistics flag image values, and the
+    drift checks' settings (`DriftRun` as JSON; empty = off)."""
 
+    PARAMETERS = {  # noqa: RUF012  (TFX's ComponentSpec API)
+        **standard_component_specs.ExampleValidatorSpec.PARAMETERS,
+        DRIFT_KEY: ExecutionParameter(type=str, optional=True),
+    }
     INPUTS = {  # noqa: RUF012  (TFX's ComponentSpec API)
         **standard_component_specs.ExampleValidatorSpec.INPUTS,
         standard_component_specs.EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
@@ -132,6 +173,7 @@ class StrictExampleValidator(ExampleValidator):
         examples: ExampleGen's output; lets the check tell images the model accepts that TFDV does not know
             (WebP) from values that are not images. Without it, TFDV's verdict stands.
         exclude_splits: Splits not to validate.
+        drift: `components.validation.drift_check.DriftRun` as JSON; empty = no drift checks.
     """
 
     SPEC_CLASS = StrictExampleValidatorSpec
@@ -143,12 +185,14 @@ class StrictExampleValidator(ExampleValidator):
         schema: types.BaseChannel,
         examples: types.BaseChannel | None = None,
         exclude_splits: list[str] | None = None,
+        drift: str = "",
     ) -> None:
         spec = StrictExampleValidatorSpec(
             statistics=statistics,
             schema=schema,
             examples=examples,
             exclude_splits=json_utils.dumps(exclude_splits or []),
+            drift=drift or None,
             anomalies=types.Channel(type=standard_artifacts.ExampleAnomalies),
         )
         base_component.BaseComponent.__init__(self, spec=spec)  # ExampleValidator's would build its own spec
