@@ -8,8 +8,8 @@ the thresholds at their highest so every distance is reported):
   each against the clean spans before it.
 It prints, per case, the largest distance of each check and feature, and the time the per-span statistics took
 (cold: every span read and decoded; cached: the per-span values read back from the cache; each
-`clean span k` case reads spans 1..k cold, through links of their own). The served-model agreement needs a served model and is measured by the
-e2e test (`tests/test_drift_e2e.py`).
+`clean span k` case reads spans 1..k cold, through links of their own). The served-model agreement needs a
+served model and is measured by the e2e test (`tests/test_drift_e2e.py`).
 
 Usage:
     PYTHONPATH=. .venv/bin/python bench/drift_distances.py [--work /tmp/drift-bench] [--spans 4]

@@ -26,6 +26,7 @@ from components.data.spans import SPANS_PROPERTY, parse_spans
 from components.edge_exporter.summary import edge_summary
 from components.publish import list_versions
 from components.report.evaluation import evaluation_metrics, training_metrics, validation_failures
+from components.validation.drift import RECORD_PROPERTIES, STOPPED_DECISION, summary_entry
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.mlmd import latest_run, open_store, run_executions
@@ -197,6 +198,13 @@ def build_summary(
     example_gen = components.get("ImportExampleGen")
     if example_gen is not None and example_gen.outputs.get("examples"):
         summary["data"] = {"spans_seen": spans_seen(example_gen.outputs["examples"][0])}
+    validator = components.get("ExampleValidator")
+    anomalies = validator.outputs.get("anomalies") if validator is not None else None
+    properties = {name: _string_property(anomalies[0], name) for name in RECORD_PROPERTIES} if anomalies else {}
+    if drift := summary_entry(properties, summary.get("error")):
+        summary.setdefault("data", {})["drift"] = drift
+        if "stopped" in drift:
+            summary["decision"] = STOPPED_DECISION
     evaluator = components.get("Evaluator")
     failures: list[str] = []
     if evaluator is not None:

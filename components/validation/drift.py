@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -28,6 +29,11 @@ from typing import Any
 from components.validation.drift_options import KEY_PREFIX, DriftOptions
 from components.validation.span_statistics import FORMAT_FEATURE, LABEL_FEATURE, NUMERIC_PROPERTIES
 
+# The first words of a drift stop's message (`stop_message`): how the run summary tells it from other failures.
+STOP_MARK = "does not look like the spans before it"
+STOPPED_DECISION = "stopped by the drift check"
+# Custom properties of the ExampleValidator's anomalies artifact (JSON lists of `Finding.describe` lines).
+RECORD_PROPERTIES = ("drift_warnings", "drift_accepted")
 DRIFT = "drift"
 SKEW = "skew"
 AGREEMENT = "agreement"
@@ -121,11 +127,24 @@ def stop_message(decision: DriftDecision) -> str:
     lines = "\n  - ".join(finding.describe() for finding in decision.stops)
     span_text = ",".join(str(span) for span in spans)
     return (
-        f"span {span_text} does not look like the spans before it, so training was not started:\n  - {lines}\n"
+        f"span {span_text} {STOP_MARK}, so training was not started:\n  - {lines}\n"
         "Fix or remove the span folder; if the change is real, accept the span "
         f"(`--set {KEY_PREFIX}.accept={span_text}`), raise the threshold named above, or record instead of "
         f"stopping (`--set {KEY_PREFIX}.action=warn`)."
     )
+
+
+def summary_entry(properties: dict[str, str | None], error: str | None) -> dict[str, Any]:
+    """The run summary's `data.drift`: the warnings and accepted findings recorded by the validator, and
+    `stopped` (the stop's message) when the run failed on a drift stop; {} when there is nothing to say."""
+    entry: dict[str, Any] = {}
+    for name in RECORD_PROPERTIES:
+        lines = json.loads(properties.get(name) or "[]")
+        if lines:
+            entry[name.removeprefix("drift_")] = lines
+    if error and STOP_MARK in error:
+        entry["stopped"] = error
+    return entry
 
 
 def agreement_findings(

@@ -12,7 +12,7 @@ After the schema, with `data.drift` on (the `drift` execution property, a `Drift
 newest span against the previous spans (`components.validation.drift_check`): a finding above its threshold
 stops the run with `DriftError` (`action: fail`), or is recorded and the run goes on (`action: warn`). Every
 distance measured is written to `drift.json` in the anomalies artifact and its stops and warnings to the
-artifact's custom properties `drift_stops` and `drift_warnings`.
+artifact's custom properties `drift_warnings` and `drift_accepted` (the run summary's `data.drift`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tfx.utils import io_utils, json_utils
 from components.contract import LABEL_KEY
 from components.errors import TfxpError
 from components.validation.data_checks import count_refused_images, data_problems
-from components.validation.drift import stop_message
+from components.validation.drift import RECORD_PROPERTIES, stop_message
 from components.validation.label_map_schema import CONTRACT_FEATURES
 
 logger = logging.getLogger(__name__)
@@ -140,8 +140,8 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
         decision = check_drift(run)
         record = {**decision.to_dict(), "timings": run.timings}
         io_utils.write_string_file(os.path.join(anomalies.uri, DRIFT_FILE), json.dumps(record, indent=2))
-        anomalies.set_string_custom_property("drift_stops", json.dumps(record["stops"]))
-        anomalies.set_string_custom_property("drift_warnings", json.dumps(record["warnings"]))
+        for name in RECORD_PROPERTIES:
+            anomalies.set_string_custom_property(name, json.dumps(record[name.removeprefix("drift_")]))
         for finding in decision.findings:
             logger.info("drift: %s", finding.describe())
         for finding in (*decision.warnings, *decision.accepted):
