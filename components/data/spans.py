@@ -28,6 +28,8 @@ _SPAN_NAME = re.compile(rf"^{SPAN_PREFIX}(\d+)$")
 
 # Custom property of the Examples artifact: the spans it holds, `3,4,5` (`format_spans`).
 SPANS_PROPERTY = "spans"
+# Custom property of the Examples artifact: the folder its span folders were read from (`data.path`).
+INPUT_BASE_PROPERTY = "input_base"
 
 # `data.spans` values besides a window size N.
 NO_SPANS = "none"

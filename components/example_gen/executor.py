@@ -24,6 +24,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 
 from components.data.spans import (
+    INPUT_BASE_PROPERTY,
     NO_SPANS,
     SPAN_GLOB,
     SPANS_PROPERTY,
@@ -93,6 +94,10 @@ class Executor(import_executor.Executor):
         for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:
             examples.set_string_custom_property(SPANS_PROPERTY, format_spans(spans))
             examples.set_int_custom_property(SPAN_PROPERTY, spans[-1])
+            # Where the spans were read (the `data_path` run parameter on Kubeflow): the drift checks read there.
+            examples.set_string_custom_property(
+                INPUT_BASE_PROPERTY, exec_properties[standard_component_specs.INPUT_BASE_KEY]
+            )
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802  (TFX's executor API)
         read_all_spans = super().GetInputSourceToExamplePTransform()

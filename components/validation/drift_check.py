@@ -98,22 +98,31 @@ def inside_span(pattern: str) -> str:
     return rest if head == SPAN_GLOB else pattern
 
 
-def check_drift(run: DriftRun) -> DriftDecision:
+def check_drift(run: DriftRun, input_base: str = "", newest: int | None = None) -> DriftDecision:
     """Measures the newest span against the previous spans and decides (see the module docstring).
+
+    Args:
+        run: The settings.
+        input_base: Where the run's ExampleGen read the spans (the Examples artifact's `input_base`; on Kubeflow
+            the `data_path` run parameter); "" = `run.input_base`.
+        newest: The newest span the run's ExampleGen read (the `span` property; the `spans` run parameter may
+            have changed the policy); None = the newest `run.spans_policy` selects.
 
     Returns:
         The decision; its `findings` list every distance measured (none when the run reads no spans).
     """
     gfile = tf.io.gfile
-    names = [name.rstrip("/") for name in gfile.listdir(run.input_base)]
-    folders = find_spans(name for name in names if gfile.isdir(posixpath.join(run.input_base, name)))
+    base = input_base or run.input_base
+    names = [name.rstrip("/") for name in gfile.listdir(base)]
+    folders = find_spans(name for name in names if gfile.isdir(posixpath.join(base, name)))
     if not folders:
         return DriftDecision(())
-    newest = select_spans(folders, run.spans_policy)[-1]
+    if newest is None or newest not in folders:
+        newest = select_spans(folders, run.spans_policy)[-1]
     previous = [span for span in sorted(folders) if span < newest]
     patterns = {split: inside_span(pattern) for split, pattern in run.split_patterns.items()}
     started = time.monotonic()
-    files = {span: span_split_files(run.input_base, folders[span], span, patterns) for span in [*previous, newest]}
+    files = {span: span_split_files(base, folders[span], span, patterns) for span in [*previous, newest]}
     tables = {}
     for span, span_files in files.items():
         tables[span], _cached = span_tables(span_files, run.cache_dir, run.options.image_sample)

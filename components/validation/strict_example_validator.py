@@ -25,6 +25,7 @@ from typing import Any
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, statistics_pb2
 from tfx import types
+from tfx.components.example_gen.utils import SPAN_PROPERTY_NAME
 from tfx.components.example_validator import executor as example_validator_executor
 from tfx.components.example_validator.component import ExampleValidator
 from tfx.components.statistics_gen import stats_artifact_utils
@@ -34,6 +35,7 @@ from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import io_utils, json_utils
 
 from components.contract import LABEL_KEY
+from components.data.spans import INPUT_BASE_PROPERTY
 from components.errors import TfxpError
 from components.validation.data_checks import count_refused_images, data_problems
 from components.validation.drift import RECORD_PROPERTIES, stop_message
@@ -129,15 +131,26 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
                 )
             raise DataValidationError(message)
         if exec_properties.get(DRIFT_KEY):
-            self._check_drift(exec_properties[DRIFT_KEY], anomalies_artifacts[0])
+            self._check_drift(exec_properties[DRIFT_KEY], anomalies_artifacts[0], examples[0] if examples else None)
+            if result is not None:  # TFX publishes the ExecutorOutput's copy of the artifact: refresh it
+                published = result.output_artifacts[standard_component_specs.ANOMALIES_KEY].artifacts
+                del published[:]
+                published.append(anomalies_artifacts[0].mlmd_artifact)
         return result
 
-    def _check_drift(self, drift_json: str, anomalies: types.Artifact) -> None:
-        """Runs the drift checks, records every distance in the anomalies artifact, and stops on `fail`."""
+    def _check_drift(self, drift_json: str, anomalies: types.Artifact, examples: types.Artifact | None) -> None:
+        """Runs the drift checks, records every distance in the anomalies artifact, and stops on `fail`.
+
+        The spans are those the ExampleGen read (its artifact's `input_base` and `span`), so Kubeflow's run
+        parameters `data_path` and `spans` are honoured."""
         from components.validation.drift_check import DriftRun, check_drift
 
         run = DriftRun.from_json(drift_json)
-        decision = check_drift(run)
+        input_base, newest = "", None
+        if examples is not None:
+            input_base = str(examples.get_string_custom_property(INPUT_BASE_PROPERTY) or "")
+            newest = int(examples.get_int_custom_property(SPAN_PROPERTY_NAME)) if input_base else None
+        decision = check_drift(run, input_base, newest)
         record = {**decision.to_dict(), "timings": run.timings}
         io_utils.write_string_file(os.path.join(anomalies.uri, DRIFT_FILE), json.dumps(record, indent=2))
         for name in RECORD_PROPERTIES:
