@@ -1,7 +1,7 @@
 """Drift distances between clean digits spans and damaged ones: the numbers `data.drift`'s defaults come from.
 
 Writes the digits as `--spans` seeded spans, then measures (`components.validation.drift_check.check_drift`, with
-the thresholds at their highest so every distance is reported):
+the thresholds at their highest so every distance is reported; with `--serving`, the served model's agreement):
 - each clean span k ≥ 2 against the spans before it (what a clean night measures);
 - the last span damaged (`components.data.span_damage`): labels remapped many-to-one (1, 2, 3 → 7), every label
   shifted class to class (c → c+1 mod 10: balanced), brightened by 0.2 and 0.1 of full scale, resized 2× and 0.5×;
@@ -9,10 +9,10 @@ the thresholds at their highest so every distance is reported):
 It prints, per case, the largest distance of each check and feature, and the time the per-span statistics took
 (cold: every span read and decoded; cached: the per-span values read back from the cache; each
 `clean span k` case reads spans 1..k cold, through links of their own). The served-model agreement needs a
-served model and is measured by the e2e test (`tests/test_drift_e2e.py`).
+served model trained on the clean spans before the last (`--serving`).
 
 Usage:
-    PYTHONPATH=. .venv/bin/python bench/drift_distances.py [--work /tmp/drift-bench] [--spans 4]
+    PYTHONPATH=. .venv/bin/python bench/drift_distances.py [--work /tmp/drift-bench] [--spans 4] [--serving DIR]
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/drift-bench"))
     parser.add_argument("--spans", type=int, default=4)
+    parser.add_argument("--serving", default="", help="A serving base whose model was trained on spans 1..N-1 "
+                        "(e.g. OUT/serving/digits of `tfxp run` on them): adds the agreement check.")  # fmt: skip
     args = parser.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
     clean = args.work / "clean"
@@ -52,11 +54,12 @@ def main() -> None:
     for span in range(1, args.spans + 1):
         subprocess.run([tfxp, "data", "digits", "--out", str(clean), "--spans", str(args.spans), "--span", str(span)],
                        check=True, capture_output=True)  # fmt: skip
-    options = DriftOptions(label_linf=1, image_js=1, skew_label_linf=1, skew_image_js=1, agreement_drop=1)
+    # At their highest, so every distance is reported; agreement_drop below 1, or the check is off.
+    options = DriftOptions(label_linf=1, image_js=1, skew_label_linf=1, skew_image_js=1, agreement_drop=0.999)
     patterns = {"train": "span-*/train/*", "eval": "span-*/eval/*"}
 
     def measure(data: Path, newest: int, label: str) -> None:
-        run = DriftRun(options, str(data), patterns, "latest", str(args.work / "statistics"), "")
+        run = DriftRun(options, str(data), patterns, "latest", str(args.work / "statistics"), args.serving)
         assert newest == max(int(p.name.split("-")[1]) for p in data.glob("span-*"))
         started = time.monotonic()
         decision = check_drift(run)
