@@ -226,3 +226,10 @@ def test_check_drift_stops_a_remapped_span_and_warn_or_accept_let_it_through(tmp
     accepted = check_drift(run(accept=(4,)))
     assert accepted.stops == () and accepted.accepted == decision.stops
     assert json.loads(json.dumps(decision.to_dict()))["stops"] == [decision.stops[0].describe()]
+
+    # A refused span stays refused when a newer span arrives; spans that passed are not judged again.
+    _write_span(data, 5, list(range(10)) * 3)
+    later = check_drift(run())
+    assert [(finding.span, finding.feature) for finding in later.stops] == [(4, "label")]
+    assert {finding.span for finding in later.findings} == {4, 5}
+    assert len(list((tmp_path / "cache").glob("span-*/*/passed-*.json"))) == 4  # spans 1, 2, 3 and 5

@@ -2,11 +2,11 @@
 
 Three kinds of finding, each naming the span, the feature, the distance, the threshold and the key that sets it:
 
-- `drift`: the newest span's train split against the previous spans' (TFDV `drift_comparator`): L-infinity on
+- `drift`: the judged span's train split against the previous spans' (TFDV `drift_comparator`): L-infinity on
   the label and the image format, Jensen-Shannon divergence on the numeric image properties;
-- `skew`: the newest span's eval split against its train split (TFDV `skew_comparator`), so an eval split that
+- `skew`: the judged span's eval split against its train split (TFDV `skew_comparator`), so an eval split that
   drifted with the train split cannot hide the drift;
-- `agreement`: how much less the served model agrees with the newest span's labels than with the previous spans'
+- `agreement`: how much less the served model agrees with the judged span's labels than with the previous spans'
   (`components.validation.label_agreement`), which sees a class-to-class relabelling no distribution shows.
 
 `decide` turns findings into stops (action `fail`), warnings (`warn`) and accepted ones (`data.drift.accept`).
@@ -47,7 +47,7 @@ class Finding:
     """One measured distance.
 
     Attributes:
-        span: The newest span, the one judged.
+        span: The span judged.
         check: `drift`, `skew` or `agreement`.
         feature: `label`, an image property, or (agreement) the split whose labels were compared.
         measure: What `distance` is (`L_INFINITY`, `JENSEN_SHANNON`, `AGREEMENT_DROP`).
@@ -150,7 +150,7 @@ def summary_entry(properties: dict[str, str | None], error: str | None) -> dict[
 def agreement_findings(
     span: int, reference: float, agreements: dict[str, float], options: DriftOptions, detail: str
 ) -> list[Finding]:
-    """One finding per split of the newest span: the reference agreement (previous spans) minus the split's."""
+    """One finding per split of the judged span: the reference agreement (previous spans) minus the split's."""
     return [
         Finding(span, AGREEMENT, f"{split} labels", AGREEMENT_DROP, reference - value, options.agreement_drop,
                 f"{KEY_PREFIX}.agreement_drop", f"{value:.3f} against {reference:.3f} {detail}".strip())
@@ -207,7 +207,7 @@ def _threshold_key(check: str, feature: str) -> str:
 
 
 def measure_drift(span: int, current: Any, previous: Any, options: DriftOptions, detail: str) -> list[Finding]:
-    """The newest span's statistics against the previous spans' (TFDV statistics lists of one data set each)."""
+    """A span's statistics against the previous spans' (TFDV statistics lists of one data set each)."""
     import tensorflow_data_validation as tfdv
 
     schema = comparator_schema(previous, DRIFT, options)
@@ -216,7 +216,7 @@ def measure_drift(span: int, current: Any, previous: Any, options: DriftOptions,
 
 
 def measure_skew(span: int, train: Any, evaluation: Any, options: DriftOptions) -> list[Finding]:
-    """The newest span's eval statistics against its train statistics (TFDV's training-serving skew)."""
+    """A span's eval statistics against its train statistics (TFDV's training-serving skew)."""
     import tensorflow_data_validation as tfdv
 
     schema = comparator_schema(train, SKEW, options)

@@ -1,7 +1,7 @@
 """The validator's drift checks between spans, end to end: which spans, their statistics, the served model, a verdict.
 
-The newest span the run reads is judged against the previous spans: every span folder under `data.path` older
-than it (the spans the served model was trained on are not recorded with it yet, so all earlier ones). Their
+Each span the run reads is judged against the previous spans, every span folder under `data.path` older than it
+(the spans the served model was trained on are not recorded with it yet, so all earlier ones), until it passes. Their
 statistics come from the cache under `<pipeline.output>/statistics` (`components.validation.span_statistics`), so
 the same checks run on Kubeflow without an ML Metadata resolver: the pods read the same cache and the same serving
 base. The served model (`components.baseline.served.find_served_model`) is run on a sample for the
@@ -17,10 +17,12 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import posixpath
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +43,7 @@ from components.validation.label_agreement import agreement, load_served_model, 
 from components.validation.span_statistics import (
     SpanSplitFiles,
     pooled,
+    span_entry,
     span_split_files,
     span_tables,
     split_statistics,
@@ -98,15 +101,19 @@ def inside_span(pattern: str) -> str:
     return rest if head == SPAN_GLOB else pattern
 
 
-def check_drift(run: DriftRun, input_base: str = "", newest: int | None = None) -> DriftDecision:
-    """Measures the newest span against the previous spans and decides (see the module docstring).
+def check_drift(run: DriftRun, input_base: str = "", spans: list[int] | None = None) -> DriftDecision:
+    """Judges each span the run reads that has not passed before against the spans before it, and decides.
+
+    A span passes when none of its distances is above its threshold; that verdict is kept in the statistics
+    cache (keyed by the span's files and the thresholds), so a span is judged until it passes: a refused span
+    stays refused when newer spans arrive, until it is fixed, removed or accepted (`data.drift.accept`).
 
     Args:
         run: The settings.
         input_base: Where the run's ExampleGen read the spans (the Examples artifact's `input_base`; on Kubeflow
             the `data_path` run parameter); "" = `run.input_base`.
-        newest: The newest span the run's ExampleGen read (the `span` property; the `spans` run parameter may
-            have changed the policy); None = the newest `run.spans_policy` selects.
+        spans: The spans the run's ExampleGen read (its `spans` property; on Kubeflow the `spans` run parameter
+            may have changed the policy); None = those `run.spans_policy` selects.
 
     Returns:
         The decision; its `findings` list every distance measured (none when the run reads no spans).
@@ -117,49 +124,101 @@ def check_drift(run: DriftRun, input_base: str = "", newest: int | None = None) 
     folders = find_spans(name for name in names if gfile.isdir(posixpath.join(base, name)))
     if not folders:
         return DriftDecision(())
-    if newest is None or newest not in folders:
-        newest = select_spans(folders, run.spans_policy)[-1]
-    previous = [span for span in sorted(folders) if span < newest]
+    selected = [span for span in spans or [] if span in folders] or select_spans(folders, run.spans_policy)
     patterns = {split: inside_span(pattern) for split, pattern in run.split_patterns.items()}
-    started = time.monotonic()
-    files = {span: span_split_files(base, folders[span], span, patterns) for span in [*previous, newest]}
-    tables = {}
-    for span, span_files in files.items():
-        tables[span], _cached = span_tables(span_files, run.cache_dir, run.options.image_sample)
-    run.timings["statistics_s"] = time.monotonic() - started
-    train = TRAIN_SPLIT if TRAIN_SPLIT in patterns else next(iter(patterns))
+    files = {span: span_split_files(base, folders[span], span, patterns) for span in folders if span <= selected[-1]}
+    verdicts = {span: _verdict_path(run, files[span]) for span in selected}
+    judged = [span for span in selected if not gfile.exists(verdicts[span])]
+    run.timings.update(statistics_s=0.0, agreement_s=0.0)
+    tables: dict[int, dict[str, Any]] = {}
+
+    def table(span: int) -> dict[str, Any]:
+        if span not in tables:
+            started = time.monotonic()
+            tables[span], _cached = span_tables(files[span], run.cache_dir, run.options.image_sample)
+            run.timings["statistics_s"] += time.monotonic() - started
+        return tables[span]
+
+    model = _ServedModel(run)
     findings: list[Finding] = []
-    new_train = split_statistics(tables[newest][train])
-    if previous:
-        detail = f"against span{'s' if len(previous) > 1 else ''} {format_spans(previous)}"
-        previous_train = split_statistics(pooled([tables[span][train] for span in previous]))
-        findings += measure_drift(newest, new_train, previous_train, run.options, detail)
-    if EVAL_SPLIT in patterns and train == TRAIN_SPLIT:
-        findings += measure_skew(newest, new_train, split_statistics(tables[newest][EVAL_SPLIT]), run.options)
-    started = time.monotonic()
-    findings += _agreement(run, newest, previous, files)
-    run.timings["agreement_s"] = time.monotonic() - started
+    for span in judged:
+        previous = [earlier for earlier in sorted(files) if earlier < span]
+        span_findings = _judge(run, span, previous, table, files, model)
+        if not any(finding.exceeded for finding in span_findings):
+            _write_verdict(verdicts[span], span)
+        findings += span_findings
     return decide(findings, run.options.action, run.options.accept)
 
 
-def _agreement(run: DriftRun, newest: int, previous: list[int], files: dict[int, SpanSplitFiles]) -> list[Finding]:
+def _judge(
+    run: DriftRun,
+    span: int,
+    previous: list[int],
+    table: Callable[[int], dict[str, Any]],
+    files: dict[int, SpanSplitFiles],
+    model: _ServedModel,
+) -> list[Finding]:
+    """Every distance of one span: drift against `previous`, eval/train skew, the served model's agreement."""
+    patterns = files[span].splits
+    train = TRAIN_SPLIT if TRAIN_SPLIT in patterns else next(iter(patterns))
+    findings: list[Finding] = []
+    new_train = split_statistics(table(span)[train])
+    if previous:
+        detail = f"against span{'s' if len(previous) > 1 else ''} {format_spans(previous)}"
+        previous_train = split_statistics(pooled([table(earlier)[train] for earlier in previous]))
+        findings += measure_drift(span, new_train, previous_train, run.options, detail)
+    if EVAL_SPLIT in patterns and train == TRAIN_SPLIT:
+        findings += measure_skew(span, new_train, split_statistics(table(span)[EVAL_SPLIT]), run.options)
+    started = time.monotonic()
+    findings += _agreement(run, span, previous, files, model)
+    run.timings["agreement_s"] += time.monotonic() - started
+    return findings
+
+
+class _ServedModel:
+    """The served version and its SavedModel, loaded once, when the agreement check first needs it."""
+
+    def __init__(self, run: DriftRun) -> None:
+        self.served = find_served_model(run.serving_base) if run.options.agreement_drop < 1 else None
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None and self.served is not None:
+            self._model = load_served_model(self.served.path)
+        return self._model
+
+
+def _agreement(
+    run: DriftRun, span: int, previous: list[int], files: dict[int, SpanSplitFiles], served: _ServedModel
+) -> list[Finding]:
     """The labels-against-images findings; none without a served model, previous spans or an eval split."""
-    served = find_served_model(run.serving_base) if run.options.agreement_drop < 1 else None
-    if served is None or not previous or EVAL_SPLIT not in files[newest].splits:
+    if served.served is None or not previous or EVAL_SPLIT not in files[span].splits:
         return []
-    model: Any = load_served_model(served.path)
     sample = run.options.agreement_sample
     per_span = max(1, sample // len(previous))
     reference_records = [
-        record for span in previous for record in read_records(files[span].splits[EVAL_SPLIT], per_span)
+        record for earlier in previous for record in read_records(files[earlier].splits[EVAL_SPLIT], per_span)
     ]
-    reference = agreement(model, reference_records)
+    reference = agreement(served.model, reference_records)
     if reference is None:
         return []
     measured = {}
-    for split, paths in files[newest].splits.items():
-        value = agreement(model, read_records(paths, sample))
+    for split, paths in files[span].splits.items():
+        value = agreement(served.model, read_records(paths, sample))
         if value is not None:
             measured[split] = value
-    detail = f"on the eval splits of spans {format_spans(previous)}, served version {served.version}"
-    return agreement_findings(newest, reference, measured, run.options, detail)
+    detail = f"on the eval splits of spans {format_spans(previous)}, served version {served.served.version}"
+    return agreement_findings(span, reference, measured, run.options, detail)
+
+
+def _verdict_path(run: DriftRun, files: SpanSplitFiles) -> str:
+    """Where a span's pass is kept: beside its statistics, keyed by the thresholds (not `action` or `accept`)."""
+    thresholds = run.options.model_dump(mode="json", exclude={"action", "accept", "enabled"})
+    key = hashlib.sha256(json.dumps(thresholds, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{span_entry(run.cache_dir, files, run.options.image_sample)}/passed-{key}.json"
+
+
+def _write_verdict(path: str, span: int) -> None:
+    with tf.io.gfile.GFile(path, "w") as handle:
+        handle.write(json.dumps({"span": span, "passed": True}) + "\n")

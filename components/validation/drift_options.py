@@ -36,17 +36,17 @@ class DriftOptions(ConfigSection):
       run summary and trains.
     accept: Spans whose findings are accepted (recorded, never a stop), e.g. `4` or `4,6` once they are known
       good.
-    label_linf: Most L-infinity distance between the newest span's label distribution (train split) and the
+    label_linf: Most L-infinity distance between a span's label distribution (train split) and the
       previous spans' (TFDV `drift_comparator.infinity_norm`).
     image_js: Most Jensen-Shannon divergence of an image property (height, width, channels, brightness,
-      contrast) between the newest span and the previous spans; `format` uses `label_linf`'s kind, L-infinity,
+      contrast) between a span and the spans before it; `format` uses `label_linf`'s kind, L-infinity,
       with this threshold.
-    skew_label_linf: Most L-infinity distance between the eval and the train label distributions of the newest
+    skew_label_linf: Most L-infinity distance between the eval and the train label distributions of the same
       span (TFDV `skew_comparator`), so a drifted eval split cannot hide a drift.
-    skew_image_js: Most Jensen-Shannon divergence of an image property between eval and train of the newest span.
+    skew_image_js: Most Jensen-Shannon divergence of an image property between eval and train of the same span.
     image_sample: Images decoded per split and span for the image properties (the first ones, in file order);
       labels are read from every record.
-    agreement_drop: Most drop of the served model's agreement with the labels, on a sample of the newest span,
+    agreement_drop: Most drop of the served model's agreement with the labels, on a sample of a span,
       below its agreement on the previous spans' eval splits (a class-to-class relabelling moves no
       distribution; this check sees it). Needs a served model; 1 turns it off.
     agreement_sample: Examples per split the served model predicts for the agreement check.

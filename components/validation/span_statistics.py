@@ -142,13 +142,19 @@ def read_split_table(paths: Sequence[str], image_sample: int) -> pd.DataFrame:
     return table
 
 
+def span_entry(cache_dir: str, files: SpanSplitFiles, image_sample: int) -> str:
+    """`<cache_dir>/span-N/<cache_key>`: the folder of one version of a span's values."""
+    return f"{cache_dir.rstrip('/')}/{files.folder}/{cache_key(files, image_sample)}"
+
+
 def span_tables(files: SpanSplitFiles, cache_dir: str, image_sample: int) -> tuple[dict[str, pd.DataFrame], bool]:
     """The span's per-record values per split, from the cache when its files are unchanged.
 
     Returns:
         (split → table, whether it came from the cache).
     """
-    entry = f"{cache_dir.rstrip('/')}/{files.folder}/{cache_key(files, image_sample)}"
+    entry = span_entry(cache_dir, files, image_sample)
+    tf.io.gfile.makedirs(entry)
     table_paths = {split: f"{entry}/{_TABLE_FILE.format(split=split)}" for split in files.splits}
     if all(tf.io.gfile.exists(path) for path in table_paths.values()):
         tables = {}
@@ -158,7 +164,6 @@ def span_tables(files: SpanSplitFiles, cache_dir: str, image_sample: int) -> tup
         return tables, True
     started = time.monotonic()
     tables = {split: read_split_table(paths, image_sample) for split, paths in files.splits.items()}
-    tf.io.gfile.makedirs(entry)
     statistics = statistics_pb2.DatasetFeatureStatisticsList()
     for split, table in tables.items():
         dataset = statistics.datasets.add()

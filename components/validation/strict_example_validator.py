@@ -8,8 +8,8 @@ Before the schema, it checks what no schema expresses (`components.validation.da
 records, and `image/encoded` values that are not images the model accepts. The second reads TFDV's image
 statistics and, where they flag values, the split's examples (the optional `examples` input).
 
-After the schema, with `data.drift` on (the `drift` execution property, a `DriftRun` as JSON), it judges the
-newest span against the previous spans (`components.validation.drift_check`): a finding above its threshold
+After the schema, with `data.drift` on (the `drift` execution property, a `DriftRun` as JSON), it judges each
+span not yet passed against the spans before it (`components.validation.drift_check`): a finding above its threshold
 stops the run with `DriftError` (`action: fail`), or is recorded and the run goes on (`action: warn`). Every
 distance measured is written to `drift.json` in the anomalies artifact and its stops and warnings to the
 artifact's custom properties `drift_warnings` and `drift_accepted` (the run summary's `data.drift`).
@@ -25,7 +25,6 @@ from typing import Any
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, statistics_pb2
 from tfx import types
-from tfx.components.example_gen.utils import SPAN_PROPERTY_NAME
 from tfx.components.example_validator import executor as example_validator_executor
 from tfx.components.example_validator.component import ExampleValidator
 from tfx.components.statistics_gen import stats_artifact_utils
@@ -35,7 +34,7 @@ from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import io_utils, json_utils
 
 from components.contract import LABEL_KEY
-from components.data.spans import INPUT_BASE_PROPERTY
+from components.data.spans import INPUT_BASE_PROPERTY, SPANS_PROPERTY, parse_spans
 from components.errors import TfxpError
 from components.validation.data_checks import count_refused_images, data_problems
 from components.validation.drift import RECORD_PROPERTIES, stop_message
@@ -141,16 +140,16 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
     def _check_drift(self, drift_json: str, anomalies: types.Artifact, examples: types.Artifact | None) -> None:
         """Runs the drift checks, records every distance in the anomalies artifact, and stops on `fail`.
 
-        The spans are those the ExampleGen read (its artifact's `input_base` and `span`), so Kubeflow's run
+        The spans are those the ExampleGen read (its artifact's `input_base` and `spans`), so Kubeflow's run
         parameters `data_path` and `spans` are honoured."""
         from components.validation.drift_check import DriftRun, check_drift
 
         run = DriftRun.from_json(drift_json)
-        input_base, newest = "", None
+        input_base, spans = "", None
         if examples is not None:
             input_base = str(examples.get_string_custom_property(INPUT_BASE_PROPERTY) or "")
-            newest = int(examples.get_int_custom_property(SPAN_PROPERTY_NAME)) if input_base else None
-        decision = check_drift(run, input_base, newest)
+            spans = parse_spans(str(examples.get_string_custom_property(SPANS_PROPERTY) or "")) or None
+        decision = check_drift(run, input_base, spans)
         record = {**decision.to_dict(), "timings": run.timings}
         io_utils.write_string_file(os.path.join(anomalies.uri, DRIFT_FILE), json.dumps(record, indent=2))
         for name in RECORD_PROPERTIES:
