@@ -87,8 +87,10 @@ def run_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
-def row(number: int, arrived: str, summary: dict[str, Any]) -> list[str]:
-    """One table row: run, what arrived, spans seen, accuracy, baseline, decision, served version, seconds."""
+def row(number: int, arrived: str, summary: dict[str, Any], served_before: str = "-") -> list[str]:
+    """One table row: run, what arrived, spans seen, accuracy, baseline, decision, served version, seconds.
+
+    A run that failed records no served version; a drift stop leaves `served_before` served."""
     spans = (summary.get("data") or {}).get("spans_seen")
     accuracy = summary["metrics"].get("accuracy")
     baseline = summary.get("baseline") or {}
@@ -105,7 +107,7 @@ def row(number: int, arrived: str, summary: dict[str, Any]) -> list[str]:
         _number(accuracy),
         compared,
         summary.get("decision") or summary["status"],
-        summary.get("served_version") or "-",
+        summary.get("served_version") or (served_before if summary.get("decision") == DRIFT_STOP else "-"),
         f"{summary['demo_seconds']:.0f}",
     ]
 
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
             write_span(args, span)
         summary = run_pipeline(args)
         summaries.append(summary)
-        rows.append(row(len(rows) + 1, arrived, summary))
+        rows.append(row(len(rows) + 1, arrived, summary, rows[-1][6] if rows else "-"))
     print_table(rows, summaries)
     print(f"\ndemo-continuous: {len(rows)} runs in {time.monotonic() - started:.0f} s; summaries under {args.out}")
 
