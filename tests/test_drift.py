@@ -28,6 +28,7 @@ from components.validation.drift import (
     measure_drift,
     measure_skew,
     stop_message,
+    summary_entry,
 )
 from components.validation.drift_check import DriftRun, check_drift, inside_span
 from components.validation.drift_options import DriftOptions
@@ -68,6 +69,16 @@ def test_the_stop_message_names_span_feature_distance_threshold_and_key() -> Non
     assert "L-infinity distance 0.301 above the threshold 0.1 (data.drift.label_linf)" in message
     assert "data.drift.accept=4`" in message and "data.drift.action=warn" in message
     assert "[" not in message  # rich would read square brackets as markup
+
+
+def test_the_run_summary_entry_holds_warnings_accepted_findings_and_a_stop() -> None:
+    warned = json.dumps([_finding().describe()])
+    assert summary_entry({"drift_warnings": warned, "drift_accepted": "[]"}, None) == {
+        "warnings": [_finding().describe()]
+    }
+    stop = "component ExampleValidator failed: DriftError: " + stop_message(decide([_finding()], "fail", ()))
+    assert summary_entry({}, stop) == {"stopped": stop}
+    assert summary_entry({"drift_warnings": None}, "component Trainer failed: OOM") == {}
 
 
 def test_findings_are_read_from_tfdv_drift_and_skew_measurements_with_the_key_of_their_threshold() -> None:
@@ -202,7 +213,8 @@ def test_span_statistics_are_cached_under_the_cache_dir_by_fingerprint_and_recom
     assert cached and again["train"].equals(first["train"])
     assert sorted(path.name for path in data.rglob("*") if path.is_file()) == ["part-00000-of-00001.tfrecord"] * 2
 
-    rewrite_span(data / "span-1", data / "span-1", relabel={1: 7})
+    # 300 takes one more byte than 1: the size changes too (tf.io.gfile's modification time is in whole seconds)
+    rewrite_span(data / "span-1", data / "span-1", relabel={1: 300})
     changed, cached = span_tables(span_split_files(str(data), "span-1", 1, patterns), str(cache), image_sample=100)
     assert not cached and "1" not in set(changed["train"]["label"])
 
