@@ -40,6 +40,7 @@ from components.k8s.names import check_resource_name
 from components.k8s.quantity import INT64_MAX, CpuQuantity, MemoryQuantity
 from components.paths import is_relative
 from components.trainer.options import TrainerOptions
+from components.validation.drift_options import DriftOptions
 from components.yaml_files import Yaml12Loader, YamlLimitError, load_yaml
 from edge.options import EdgeOptions
 from serving.options import ServingOptions
@@ -105,6 +106,8 @@ class DataSection(ConfigSection):
     file_pattern: TFRecord files to read when the data is split by hash buckets (relative to `path`).
     train_buckets: Hash buckets for train when the data is split by hash buckets.
     eval_buckets: Hash buckets for eval when the data is split by hash buckets.
+    drift: Drift checks between spans (`components.validation.drift_options.DriftOptions`), in the
+      ExampleValidator: on by default with spans; the newest span against the earlier ones, before the Trainer.
     """
 
     path: str = "data/digits"
@@ -118,6 +121,7 @@ class DataSection(ConfigSection):
     file_pattern: str = Field("*.tfrecord*", min_length=1)
     train_buckets: int = Field(9, ge=1)
     eval_buckets: int = Field(1, ge=1)
+    drift: DriftOptions = DriftOptions()
 
     model_config = ConfigDict(populate_by_name=True)  # merged with ConfigSection's
 

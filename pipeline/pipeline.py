@@ -32,7 +32,9 @@ from components.report.component import RunReport
 from components.report.spec import COMPONENT_ID as RUN_REPORT_ID
 from components.trainer.options import RunOptions
 from components.validation.data_checks import statistics_options
+from components.validation.drift_check import DriftRun
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
+from components.validation.span_statistics import statistics_cache_dir
 from components.validation.strict_example_validator import StrictExampleValidator
 from pipeline.config import TfxpConfig
 from pipeline.layout import OutputLayout, output_layout, split_patterns
@@ -122,6 +124,23 @@ def beam_pipeline_args(config: TfxpConfig) -> list[str]:
     return [*args, *config.beam.extra_args]
 
 
+def drift_run(config: TfxpConfig, layout: OutputLayout) -> str:
+    """The ExampleValidator's drift checks (`data.drift`) as JSON; "" when they are off (no spans, or
+    `data.drift.enabled: false`). The previous spans' statistics come from the cache under `pipeline.output`,
+    the same path on every orchestrator."""
+    data = config.data
+    if not data.drift.is_on(data.spans):
+        return ""
+    return DriftRun(
+        options=data.drift,
+        input_base=data.path,
+        split_patterns=split_patterns(config),
+        spans_policy=str(data.spans),
+        cache_dir=statistics_cache_dir(config.pipeline.output),
+        serving_base=layout.serving_base,
+    ).to_json()
+
+
 def _schema_component(config: TfxpConfig, statistics: Any) -> Any:
     source = config.data.schema_source
     if source == "infer":
@@ -151,6 +170,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
         examples=example_gen.outputs["examples"],
         labels_path=config.data.labels_path,
         label_offset=config.data.first_label,
+        drift=drift_run(config, layout),
     ).with_id("ExampleValidator")
     trainer = tfx.components.Trainer(
         run_fn=TRAINER_RUN_FN,

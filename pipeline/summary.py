@@ -22,7 +22,8 @@ from components.contract import SAVED_MODEL_FILE
 from components.data.spans import SPANS_PROPERTY, parse_spans
 from components.publish import is_complete_version
 from components.report.inputs import ReportInputs, summarize
-from components.report.summary import ComponentState, RunSummary
+from components.report.summary import ComponentState, DataSeen, RunSummary
+from components.validation.drift import RECORD_PROPERTIES, STOPPED_DECISION, summary_entry
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.mlmd import latest_run, open_store, run_executions
@@ -176,9 +177,26 @@ def build_summary(
         if failed_component and failed_component not in summary.components:
             summary.components[failed_component] = ComponentState(status="failed", seconds=None)
     summarize(_inputs(config, components, store, summary), summary)
+    _add_drift(summary, components)
     if failure is None:
         summary.served_version = served_version(config)
     return summary
+
+
+def _add_drift(summary: RunSummary, components: dict[str, ComponentRecord]) -> None:
+    """`data.drift`: the warnings and accepted findings the ExampleValidator recorded on its anomalies artifact, and
+    a drift stop (the failure's message); a stop is the run's decision."""
+    validator = components.get("ExampleValidator")
+    anomalies = validator.outputs.get("anomalies") if validator is not None else None
+    properties = {name: _string_property(anomalies[0], name) for name in RECORD_PROPERTIES} if anomalies else {}
+    drift = summary_entry(properties, summary.error)
+    if not drift:
+        return
+    if summary.data is None:
+        summary.data = DataSeen()
+    summary.data.drift = drift
+    if "stopped" in drift:
+        summary.decision = STOPPED_DECISION
 
 
 def ended_state(status: str, run_failed: bool) -> str:

@@ -3,7 +3,10 @@
 Writes the digits as four seeded spans, one at a time: three clean ones, then a fourth whose train labels are
 partly wrong (a labelling bug). After each arrival it runs `tfxp run` on the span directory, and at the end once
 more without new data. Every run compares its model with the version being served (`evaluator.baseline: served`)
-and pushes only a model that is no worse; the corrupted span's model is refused, the served version stays.
+and pushes only a model that is no worse. The corrupted span never reaches the Trainer: the drift checks
+(`data.drift`) run the served model on a sample of it, find it agrees far less with the span's labels than with
+the earlier spans', and stop the run at the ExampleValidator; the run without new data stops on it again (a
+refused span stays refused until it is fixed, removed or accepted with `data.drift.accept`).
 
 It ends with a table read from each run's `run-summary.json`: run, spans seen, accuracy, the baseline (the served
 version and its accuracy on the same eval split), the decision and the version served afterwards; then each
@@ -41,11 +44,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run(command: list[str]) -> None:
-    """Runs a command, showing its output; stops the demo when it fails."""
+DRIFT_STOP = "stopped by the drift check"
+
+
+def run(command: list[str], summary: Path | None = None) -> None:
+    """Runs a command, showing its output; stops the demo when it fails (a drift stop recorded in `summary`,
+    the run summary the command writes, is one of the demo's outcomes, not a failure)."""
     print("$ " + " ".join(command), flush=True)
+    if summary is not None:
+        summary.unlink(missing_ok=True)
     result = subprocess.run(command, check=False)
-    if result.returncode != 0:
+    stopped = summary is not None and summary.exists() and json.loads(summary.read_text()).get("decision") == DRIFT_STOP
+    if result.returncode != 0 and not stopped:
         sys.exit(f"demo-continuous: `{' '.join(command)}` exited {result.returncode}")
 
 
@@ -68,7 +78,7 @@ def run_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     for override in overrides:
         command += ["--set", override]
     started = time.monotonic()
-    run(command)
+    run(command, args.out / "run-summary.json")
     summary = json.loads((args.out / "run-summary.json").read_text())
     summary["demo_seconds"] = time.monotonic() - started
     kept = args.out / "demo-runs" / f"run-{len(list((args.out / 'demo-runs').glob('run-*.json'))) + 1}.json"
@@ -77,12 +87,16 @@ def run_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
-def row(number: int, arrived: str, summary: dict[str, Any]) -> list[str]:
-    """One table row: run, what arrived, spans seen, accuracy, baseline, decision, served version, seconds."""
+def row(number: int, arrived: str, summary: dict[str, Any], served_before: str = "-") -> list[str]:
+    """One table row: run, what arrived, spans seen, accuracy, baseline, decision, served version, seconds.
+
+    A run that failed records no served version; a drift stop leaves `served_before` served."""
     spans = (summary.get("data") or {}).get("spans_seen")
     accuracy = summary["metrics"].get("accuracy")
     baseline = summary.get("baseline") or {}
-    if baseline.get("version"):
+    if summary.get("decision") == DRIFT_STOP:
+        compared = "not trained"
+    elif baseline.get("version"):
         compared = f"{baseline['version']} ({_number(baseline.get('accuracy'))})"
     else:
         compared = "none served yet" if baseline.get("mode", "served") == "served" else "not compared"
@@ -93,7 +107,7 @@ def row(number: int, arrived: str, summary: dict[str, Any]) -> list[str]:
         _number(accuracy),
         compared,
         summary.get("decision") or summary["status"],
-        summary.get("served_version") or "-",
+        summary.get("served_version") or (served_before if summary.get("decision") == DRIFT_STOP else "-"),
         f"{summary['demo_seconds']:.0f}",
     ]
 
@@ -113,7 +127,10 @@ def print_table(rows: list[list[str]], summaries: list[dict[str, Any]]) -> None:
         print(line.format(*cells))
     print()
     for number, summary in enumerate(summaries, start=1):
-        print(f"run {number}: {summary.get('blessing_reason') or summary.get('error', '')}")
+        reason = summary.get("blessing_reason") or summary.get("error", "")
+        print(f"run {number}: {reason.splitlines()[0] if summary.get('decision') == DRIFT_STOP else reason}")
+        if summary.get("decision") == DRIFT_STOP:
+            print("       " + "\n       ".join(line.strip() for line in reason.splitlines()[1:]))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -130,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
             write_span(args, span)
         summary = run_pipeline(args)
         summaries.append(summary)
-        rows.append(row(len(rows) + 1, arrived, summary))
+        rows.append(row(len(rows) + 1, arrived, summary, rows[-1][6] if rows else "-"))
     print_table(rows, summaries)
     print(f"\ndemo-continuous: {len(rows)} runs in {time.monotonic() - started:.0f} s; summaries under {args.out}")
 

@@ -492,6 +492,12 @@ def test_compile_detects_a_readable_data_path_and_carries_the_span_policy(tmp_pa
     assert result.parameters["spans"] == "2"
     schema = _doc(result).pipeline_spec.root.dag.tasks["SchemaGen"].inputs.parameters
     assert schema["label_offset"].runtime_value.constant.number_value == 1  # labels 1 and 2 for class0, class1
+    # The drift checks between spans: no resolver, the previous spans' statistics from the cache under the output.
+    validator = _doc(result).pipeline_spec.root.dag.tasks["ExampleValidator"].inputs.parameters
+    drift = json.loads(validator["drift"].runtime_value.constant.string_value)
+    assert drift["cache_dir"] == f"{config.pipeline.output}/statistics"
+    assert drift["serving_base"] == output_layout(config).serving_base
+    assert drift["options"]["action"] == "fail"
 
 
 def test_compile_refuses_auto_when_the_data_cannot_be_read(tmp_path: Path) -> None:

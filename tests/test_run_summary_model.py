@@ -42,7 +42,7 @@ METRICS = {
     "edge_latency_p99_ms",
 }
 BASELINE = {"mode", "version", "path", "accuracy"}
-EDGE = {"status", "blessed", "reason", "mode", "io_dtype", "arch_check"}
+EDGE = {"status", "blessed", "reason", "mode", "io_dtype", "arch_check", "version"}
 COMPONENT = {"status", "seconds"}
 TRAINING = {"model": "small_resnet", "steps": 80, "warm_start": {"applied": False, "reason": "nothing served"}}
 EDGE_METADATA = {

@@ -35,6 +35,8 @@ SPANS_PROPERTY = "spans"
 # ImportExampleGen's execution property: the spans to read, `3,4,5`, chosen where its input fingerprint was taken
 # (`components.example_gen.driver` locally, the InputFingerprint task on Kubeflow).
 SELECTED_SPANS_KEY = "selected_spans"
+# Custom property of the Examples artifact: the folder its span folders were read from (`data.path`).
+INPUT_BASE_PROPERTY = "input_base"
 
 # `data.spans` values besides a window size N.
 NO_SPANS = "none"

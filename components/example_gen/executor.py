@@ -25,6 +25,7 @@ from tfx.types import standard_component_specs
 
 from components.data.fingerprint import incomplete_span_error, list_span_folders
 from components.data.spans import (
+    INPUT_BASE_PROPERTY,
     NO_SPANS,
     SELECTED_SPANS_KEY,
     SPAN_GLOB,
@@ -90,6 +91,10 @@ class Executor(import_executor.Executor):
         for examples in output_dict[standard_component_specs.EXAMPLES_KEY]:
             examples.set_string_custom_property(SPANS_PROPERTY, format_spans(spans))
             examples.set_int_custom_property(SPAN_PROPERTY, spans[-1])
+            # Where the spans were read (the `data_path` run parameter on Kubeflow): the drift checks read there.
+            examples.set_string_custom_property(
+                INPUT_BASE_PROPERTY, exec_properties[standard_component_specs.INPUT_BASE_KEY]
+            )
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802  (TFX's executor API)
         read_all_spans = super().GetInputSourceToExamplePTransform()

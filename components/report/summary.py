@@ -48,6 +48,8 @@ class DataSeen(_Record):
     """What ImportExampleGen read: the span numbers (None for data without span folders)."""
 
     spans_seen: list[int] | None = None
+    # The drift checks' record (`components.validation.drift.summary_entry`): warnings, accepted, stopped.
+    drift: dict[str, Any] | None = None
 
 
 class BaselineRecord(_Record):
@@ -77,6 +79,8 @@ class EdgeRecord(_Record):
     mode: str | None = None
     io_dtype: str | None = None
     arch_check: dict[str, Any] | None = None
+    # The published edge version (also when an identical model was already published: status `already_published`).
+    version: str | None = None
 
 
 class Metrics(_Record):
@@ -102,7 +106,7 @@ class Metrics(_Record):
     edge_latency_p99_ms: float | None = None
 
 
-Decision = Literal["pushed", "not pushed", "no new data"]
+Decision = Literal["pushed", "not pushed", "no new data", "stopped by the drift check"]
 
 
 class RunSummary(_Record):

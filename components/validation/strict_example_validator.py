@@ -10,11 +10,19 @@ label map. The second reads TFDV's image statistics and, where they flag values,
 optional `examples` input); the third reads every example's label, synset and text and matches them with the
 label map by the synset-or-text rule `data.label_offset: auto` uses (`components.data.layout.class_problems`), so
 a span of other classes is refused on LocalDagRunner and Kubeflow alike.
+
+After the schema, with `data.drift` on (the `drift` execution property, a `DriftRun` as JSON), it judges each
+span not yet passed against the spans before it (`components.validation.drift_check`): a finding above its threshold
+stops the run with `DriftError` (`action: fail`), or is recorded and the run goes on (`action: warn`). Every
+distance measured is written to `drift.json` in the anomalies artifact and its stops and warnings to the
+artifact's custom properties `drift_warnings` and `drift_accepted` (the run summary's `data.drift`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import os
 from typing import Any
 
@@ -29,6 +37,7 @@ from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import io_utils, json_utils
 
 from components.contract import LABEL_KEY, read_label_map
+from components.data.spans import INPUT_BASE_PROPERTY, SPANS_PROPERTY, parse_spans
 from components.errors import TfxpError
 from components.validation.data_checks import (
     class_mismatches,
@@ -37,9 +46,13 @@ from components.validation.data_checks import (
     names_classes,
     read_class_evidence,
 )
+from components.validation.drift import RECORD_PROPERTIES, stop_message
 from components.validation.label_map_schema import CONTRACT_FEATURES
 
+logger = logging.getLogger(__name__)
 ANOMALIES_FILE = "SchemaDiff.pb"
+DRIFT_KEY = "drift"
+DRIFT_FILE = "drift.json"
 # A feature in the eval split that the train split (the schema's source) lacks; only the contract's features
 # matter, so for any other feature this is not a problem.
 _NEW_COLUMN = anomalies_pb2.AnomalyInfo.SCHEMA_NEW_COLUMN
@@ -54,6 +67,11 @@ LABEL_RANGE_HINT = (
 
 class DataValidationError(TfxpError, RuntimeError):
     """The examples violate the schema, or cannot be trained on; the message lists every problem."""
+
+
+class DriftError(DataValidationError):
+    """The newest span does not look like the spans before it (`data.drift`); the message names the span, the
+    feature, the distance, the threshold and its key."""
 
 
 def describe_anomalies(split: str, anomalies: anomalies_pb2.Anomalies) -> list[str]:
@@ -128,21 +146,53 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
                     "(`data.schema=<path to schema.pbtxt>`)."
                 )
             raise DataValidationError(message)
+        if exec_properties.get(DRIFT_KEY):
+            self._check_drift(exec_properties[DRIFT_KEY], anomalies_artifacts[0], examples[0] if examples else None)
+            if result is not None:  # TFX publishes the ExecutorOutput's copy of the artifact: refresh it
+                published = result.output_artifacts[standard_component_specs.ANOMALIES_KEY].artifacts
+                del published[:]
+                published.append(anomalies_artifacts[0].mlmd_artifact)
         return result
+
+    def _check_drift(self, drift_json: str, anomalies: types.Artifact, examples: types.Artifact | None) -> None:
+        """Runs the drift checks, records every distance in the anomalies artifact, and stops on `fail`.
+
+        The spans are those the ExampleGen read (its artifact's `input_base` and `spans`), so Kubeflow's run
+        parameters `data_path` and `spans` are honoured."""
+        from components.validation.drift_check import DriftRun, check_drift
+
+        run = DriftRun.from_json(drift_json)
+        input_base, spans = "", None
+        if examples is not None:
+            input_base = str(examples.get_string_custom_property(INPUT_BASE_PROPERTY) or "")
+            spans = parse_spans(str(examples.get_string_custom_property(SPANS_PROPERTY) or "")) or None
+        decision = check_drift(run, input_base, spans)
+        record = {**decision.to_dict(), "timings": run.timings}
+        io_utils.write_string_file(os.path.join(anomalies.uri, DRIFT_FILE), json.dumps(record, indent=2))
+        for name in RECORD_PROPERTIES:
+            anomalies.set_string_custom_property(name, json.dumps(record[name.removeprefix("drift_")]))
+        for finding in decision.findings:
+            logger.info("drift: %s", finding.describe())
+        for finding in (*decision.warnings, *decision.accepted):
+            logger.warning("drift (%s): %s", "accepted" if finding in decision.accepted else "warn", finding.describe())
+        if decision.stops:
+            raise DriftError(stop_message(decision))
 
 
 class StrictExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):
     """ExampleValidator's spec plus the examples (their images judged where the statistics flag them, their
-    classes matched with the label map) and the label map with its offset."""
+    classes matched with the label map), the label map with its offset, and the drift checks' settings
+    (`DriftRun` as JSON; empty = off)."""
 
-    INPUTS = {  # noqa: RUF012  (TFX's ComponentSpec API)
-        **standard_component_specs.ExampleValidatorSpec.INPUTS,
-        standard_component_specs.EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
-    }
     PARAMETERS = {  # noqa: RUF012  (TFX's ComponentSpec API)
         **standard_component_specs.ExampleValidatorSpec.PARAMETERS,
         LABELS_PATH_KEY: ExecutionParameter(type=str, optional=True),
         LABEL_OFFSET_KEY: ExecutionParameter(type=int, optional=True),
+        DRIFT_KEY: ExecutionParameter(type=str, optional=True),
+    }
+    INPUTS = {  # noqa: RUF012  (TFX's ComponentSpec API)
+        **standard_component_specs.ExampleValidatorSpec.INPUTS,
+        standard_component_specs.EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
     }
 
 
@@ -158,6 +208,7 @@ class StrictExampleValidator(ExampleValidator):
         labels_path: The label map (`data.labels_path`); with `examples`, examples of other classes are refused.
             Empty = their classes are not checked.
         label_offset: The first label (`data.label_offset`, resolved).
+        drift: `components.validation.drift_check.DriftRun` as JSON; empty = no drift checks.
     """
 
     SPEC_CLASS = StrictExampleValidatorSpec
@@ -171,6 +222,7 @@ class StrictExampleValidator(ExampleValidator):
         exclude_splits: list[str] | None = None,
         labels_path: str = "",
         label_offset: int = 0,
+        drift: str = "",
     ) -> None:
         spec = StrictExampleValidatorSpec(
             statistics=statistics,
@@ -179,6 +231,7 @@ class StrictExampleValidator(ExampleValidator):
             exclude_splits=json_utils.dumps(exclude_splits or []),
             labels_path=labels_path,
             label_offset=label_offset,
+            drift=drift or None,
             anomalies=types.Channel(type=standard_artifacts.ExampleAnomalies),
         )
         base_component.BaseComponent.__init__(self, spec=spec)  # ExampleValidator's would build its own spec
