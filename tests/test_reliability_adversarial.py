@@ -16,6 +16,7 @@ import pytest
 
 from components.data.spans import SpanError, parse_policy
 from pipeline.config import ConfigError, load_config
+from pipeline.kubeflow.params import ParamError, PipelineParameter
 from serving.client import RestClient, RetryPolicy
 from serving.errors import DeadlineExceededError, InvalidArgumentError
 from serving.rest import _parse_ids
@@ -116,3 +117,25 @@ def test_the_rest_client_gives_up_at_its_timeout_however_slowly_the_server_trick
         client.status()
     assert time.perf_counter() - started < 3
     client.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        ("NUMBER_INTEGER", "٣"),  # int() reads Arabic-Indic digits
+        ("NUMBER_INTEGER", "99999999999999999999"),  # beyond KFP's int64
+        ("NUMBER_DOUBLE", "٣"),
+        ("NUMBER_DOUBLE", "1_0"),  # float() takes digit separators, JSON does not
+        ("LIST", "[" * 100_000 + "]" * 100_000),  # json.loads raised RecursionError, a traceback
+        ("STRUCT", '{"a":' * 50_000 + "1" + "}" * 50_000),
+    ],
+)
+def test_run_parameters_that_kfp_would_not_read_are_refused(kind: str, text: str) -> None:
+    # found by the adversarial pass
+    with pytest.raises(ParamError, match=f"is {kind}"):
+        PipelineParameter(name="p", type=kind).convert(text)
+
+
+def test_ordinary_run_parameters_still_convert() -> None:
+    assert PipelineParameter(name="p", type="NUMBER_INTEGER").convert("-9223372036854775808") == -(2**63)
+    assert PipelineParameter(name="p", type="NUMBER_DOUBLE").convert("-1.5e-3") == -0.0015
