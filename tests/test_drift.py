@@ -27,6 +27,7 @@ from components.validation.drift import (
     findings_from_anomalies,
     measure_drift,
     measure_skew,
+    stop_decision,
     stop_message,
     summary_entry,
 )
@@ -245,3 +246,32 @@ def test_check_drift_stops_a_remapped_span_and_warn_or_accept_let_it_through(tmp
     assert [(finding.span, finding.feature) for finding in later.stops] == [(4, "label")]
     assert {finding.span for finding in later.findings} == {4, 5}
     assert len(list((tmp_path / "cache").glob("span-*/*/passed-*.json"))) == 4  # spans 1, 2, 3 and 5
+
+
+def test_a_drift_stop_on_kubeflow_files_a_run_record_the_notice_names_span_and_why(tmp_path: Path) -> None:
+    from components.notify.notice import notice_text, parse_final_status, run_outcome
+    from components.notify.run_record import read_run_record
+    from components.validation.strict_example_validator import record_drift_stop
+
+    decision = decide([_finding(distance=0.301)], "fail", accept=())
+    records = str(tmp_path / "serving" / "runs")
+    # Open-source KFP: <root>/<pipeline>/<run id>/<task>/<uuid>/<output>; the record is named after the run id.
+    uri = "minio://mlpipeline/v2/artifacts/tfxp-digits/7d0c/ExampleValidator/ab12/anomalies"
+    assert Path(record_drift_stop(records, uri, decision)).name == "7d0c.json"
+    record = read_run_record(records, "7d0c")
+    assert record is not None and (record.stopped_at, record.trained, record.pushed_version) == (
+        "ExampleValidator",
+        False,
+        None,
+    )
+    # Open-source KFP's final status names neither the task nor the error: the record does.
+    outcome = run_outcome(parse_final_status({"state": "FAILED", "error": {}}), run_id="7d0c",
+                          blessed=record.blessed, decision=record.decision, stopped_at=record.stopped_at)  # fmt: skip
+    assert notice_text("tfxp-digits", outcome) == (
+        ":x: tfxp-digits run 7d0c failed at ExampleValidator: stopped by the drift check: span 4, feature 'label' "
+        "(drift against spans 1,2,3): L-infinity distance 0.301 above the threshold 0.1 (data.drift.label_linf); "
+        "if the change is real: --set data.drift.accept=4"
+    )
+    assert stop_decision(decision) == record.decision
+    # No task folder in the URI: no run to name, nothing written (the stop itself stands).
+    assert record_drift_stop(records, "/out/anomalies/7", decision) == ""

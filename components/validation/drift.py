@@ -134,6 +134,15 @@ def stop_message(decision: DriftDecision) -> str:
     )
 
 
+def stop_decision(decision: DriftDecision) -> str:
+    """A drift stop as the run's decision, on one line (the run record and the notice): `stopped by the drift
+    check: span 4, feature 'label' (...): L-infinity distance 0.301 above the threshold 0.1 (data.drift.label_linf);
+    if the change is real: --set data.drift.accept=4`."""
+    spans = ",".join(str(span) for span in sorted({finding.span for finding in decision.stops}))
+    findings = "; ".join(finding.describe() for finding in decision.stops)
+    return f"{STOPPED_DECISION}: {findings}; if the change is real: --set {KEY_PREFIX}.accept={spans}"
+
+
 def summary_entry(properties: dict[str, str | None], error: str | None) -> dict[str, Any]:
     """The run summary's `data.drift`: the warnings and accepted findings recorded by the validator, and
     `stopped` (the stop's message) when the run failed on a drift stop; {} when there is nothing to say."""
