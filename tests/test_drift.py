@@ -3,6 +3,7 @@ per-span statistics cache and the factory wiring (`components.validation.drift*`
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -79,6 +80,14 @@ def test_the_run_summary_entry_holds_warnings_accepted_findings_and_a_stop() -> 
     }
     stop = "component ExampleValidator failed: DriftError: " + stop_message(decide([_finding()], "fail", ()))
     assert summary_entry({}, stop) == {"stopped": stop}
+    # A stopped validator publishes nothing: the distances come from the DriftError's record.
+    record = dataclasses.replace(decide([_finding()], "fail", ()), label_counts={4: {"7": 12}}).to_dict()
+    assert summary_entry({}, stop, record) == {
+        "stopped": stop,
+        "findings": record["findings"],
+        "label_counts": {"4": {"7": 12}},
+    }
+    assert summary_entry({}, "component Trainer failed: OOM", record) == {}
     assert summary_entry({"drift_warnings": None}, "component Trainer failed: OOM") == {}
 
 
@@ -239,6 +248,10 @@ def test_check_drift_stops_a_remapped_span_and_warn_or_accept_let_it_through(tmp
     accepted = check_drift(run(accept=(4,)))
     assert accepted.stops == () and accepted.accepted == decision.stops
     assert json.loads(json.dumps(decision.to_dict()))["stops"] == [decision.stops[0].describe()]
+    # The label distribution of every span up to the newest, in label order (the report's plot).
+    assert decision.label_counts[1] == {str(label): 3 for label in range(10)}
+    assert decision.label_counts[4] == {"0": 3, "4": 3, "5": 3, "6": 3, "7": 12, "8": 3, "9": 3}
+    assert list(decision.to_dict()["label_counts"]) == ["1", "2", "3", "4"]
 
     # A refused span stays refused when a newer span arrives; spans that passed are not judged again.
     _write_span(data, 5, list(range(10)) * 3)

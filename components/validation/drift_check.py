@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -41,6 +42,7 @@ from components.validation.drift import (
 from components.validation.drift_options import DriftOptions
 from components.validation.label_agreement import agreement, load_served_model, read_records
 from components.validation.span_statistics import (
+    LABEL_FEATURE,
     SpanSplitFiles,
     pooled,
     span_entry,
@@ -147,7 +149,16 @@ def check_drift(run: DriftRun, input_base: str = "", spans: list[int] | None = N
         if not any(finding.exceeded for finding in span_findings):
             _write_verdict(verdicts[span], span)
         findings += span_findings
-    return decide(findings, run.options.action, run.options.accept)
+    decision = decide(findings, run.options.action, run.options.accept)
+    train = TRAIN_SPLIT if TRAIN_SPLIT in run.split_patterns else next(iter(run.split_patterns))
+    return dataclasses.replace(decision, label_counts={span: label_counts(table(span)[train]) for span in files})
+
+
+def label_counts(table: Any) -> dict[str, int]:
+    """Records per label of a span's table (`span_statistics.read_split_table`), in label order."""
+    counts = {str(label): int(count) for label, count in table[LABEL_FEATURE].dropna().value_counts().items()}
+    numeric = all(label.isascii() and label.lstrip("-").isdigit() for label in counts)
+    return dict(sorted(counts.items(), key=lambda item: int(item[0]) if numeric else item[0]))
 
 
 def _judge(

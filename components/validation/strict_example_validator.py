@@ -76,7 +76,12 @@ class DataValidationError(TfxpError, RuntimeError):
 
 class DriftError(DataValidationError):
     """The newest span does not look like the spans before it (`data.drift`); the message names the span, the
-    feature, the distance, the threshold and its key."""
+    feature, the distance, the threshold and its key. `record` is `drift.json`'s content (every distance, the label
+    counts), which a failed execution publishes nowhere else: the local run summary keeps it for the report."""
+
+    def __init__(self, message: str, record: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.record = record or {}
 
 
 def describe_anomalies(split: str, anomalies: anomalies_pb2.Anomalies) -> list[str]:
@@ -190,7 +195,7 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
         if decision.stops:
             if record_dir:
                 record_drift_stop(record_dir, anomalies.uri, decision)
-            raise DriftError(stop_message(decision))
+            raise DriftError(stop_message(decision), record)
 
 
 def record_drift_stop(record_dir: str, anomalies_uri: str, decision: DriftDecision) -> str:
