@@ -32,7 +32,14 @@ from components.validation.drift import (
     stop_message,
     summary_entry,
 )
-from components.validation.drift_check import DriftRun, check_drift, inside_span
+from components.validation.drift_check import (
+    EARLIER_SPANS,
+    SERVED_SPANS,
+    DriftRun,
+    check_drift,
+    inside_span,
+    previous_spans,
+)
 from components.validation.drift_options import DriftOptions
 from components.validation.span_statistics import image_properties, span_split_files, span_tables, split_statistics
 from pipeline.config import ConfigError, build_config
@@ -288,3 +295,39 @@ def test_a_drift_stop_on_kubeflow_files_a_run_record_the_notice_names_span_and_w
     assert stop_decision(decision) == record.decision
     # No task folder in the URI: no run to name, nothing written (the stop itself stands).
     assert record_drift_stop(records, "/out/anomalies/7", decision) == ""
+
+
+def test_the_previous_spans_are_the_served_models_else_every_earlier_one() -> None:
+    assert previous_spans(5, [1, 2, 3, 4, 5], served_spans=(1, 2, 3)) == ([1, 2, 3], SERVED_SPANS)
+    assert previous_spans(3, [1, 2, 3, 4], served_spans=(1, 2, 3, 4)) == ([1, 2], SERVED_SPANS)  # only older ones
+    assert previous_spans(5, [1, 2, 3, 4, 5], served_spans=None) == ([1, 2, 3, 4], EARLIER_SPANS)
+    assert previous_spans(5, [3, 4, 5], served_spans=(1, 2)) == ([3, 4], EARLIER_SPANS)  # its spans were removed
+    assert previous_spans(1, [1, 2], served_spans=(2,)) == ([], EARLIER_SPANS)
+
+
+def test_a_refused_span_the_served_model_never_saw_is_not_the_reference_for_the_next(tmp_path: Path) -> None:
+    from components.publish import PUSH_RECORD
+
+    data, serving = tmp_path / "data", tmp_path / "serving"
+    for span in (1, 2, 3, 5):
+        _write_span(data, span, list(range(10)) * 3)
+    _write_span(data, 4, [7] * 30)  # refused: never trained on
+    patterns = {"train": "span-*/train/*", "eval": "span-*/eval/*"}
+    # agreement_drop 1: no agreement check (the version below is no model); the drift checks read its record.
+    options = DriftOptions(agreement_drop=1, accept=(4,))
+
+    def judged_five() -> Finding:
+        run = DriftRun(options, str(data), patterns, "all", str(tmp_path / f"cache-{len(list(tmp_path.iterdir()))}"),
+                       str(serving))  # fmt: skip
+        return next(f for f in check_drift(run).findings if f.span == 5 and f.check == DRIFT and f.feature == "label")
+
+    # Nothing served yet: span 5 against every earlier span, the refused span 4 (all 7s) among them.
+    assert "(drift against spans 1,2,3,4)" in judged_five().describe()
+    assert judged_five().distance > 0.1
+    (serving / "100").mkdir(parents=True)
+    (serving / "100" / "saved_model.pb").write_bytes(b"pb")
+    (serving / "100" / PUSH_RECORD).write_text(json.dumps({"identity": "m", "version": 100, "spans": [1, 2, 3]}))
+    # Served: the model trained on spans 1,2,3; span 5 is compared with those, and passes.
+    five = judged_five()
+    assert "(drift against spans 1,2,3, the served model's)" in five.describe()
+    assert five.distance == pytest.approx(0.0)

@@ -1,7 +1,9 @@
 """The validator's drift checks between spans, end to end: which spans, their statistics, the served model, a verdict.
 
-Each span the run reads is judged against the previous spans, every span folder under `data.path` older than it
-(the spans the served model was trained on are not recorded with it yet, so all earlier ones), until it passes. Their
+Each span the run reads is judged against the previous spans until it passes: the spans the served model was trained
+on (its push record's `spans`, `components.publish.trained_spans`) that are older than it and still under
+`data.path`, else every older span folder (`previous_spans`). So a refused span that was never trained on is not the
+reference for the spans after it. Their
 statistics come from the cache under `<pipeline.output>/statistics` (`components.validation.span_statistics`), so
 the same checks run on Kubeflow without an ML Metadata resolver: the pods read the same cache and the same serving
 base. The served model (`components.baseline.served.find_served_model`) is run on a sample for the
@@ -23,7 +25,7 @@ import json
 import logging
 import posixpath
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,10 +144,11 @@ def check_drift(run: DriftRun, input_base: str = "", spans: list[int] | None = N
         return tables[span]
 
     model = _ServedModel(run)
+    served = find_served_model(run.serving_base) if run.serving_base else None
     findings: list[Finding] = []
     for span in judged:
-        previous = [earlier for earlier in sorted(files) if earlier < span]
-        span_findings = _judge(run, span, previous, table, files, model)
+        previous, source = previous_spans(span, files, served.trained_spans if served else None)
+        span_findings = _judge(run, span, previous, table, files, model, source)
         if not any(finding.exceeded for finding in span_findings):
             _write_verdict(verdicts[span], span)
         findings += span_findings
@@ -161,6 +164,29 @@ def label_counts(table: Any) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: int(item[0]) if numeric else item[0]))
 
 
+SERVED_SPANS = "the served model's"
+EARLIER_SPANS = "every earlier"
+
+
+def previous_spans(span: int, available: Iterable[int], served_spans: Sequence[int] | None) -> tuple[list[int], str]:
+    """The spans span `span` is judged against, and which rule chose them.
+
+    Args:
+        span: The span judged.
+        available: The span folders under `data.path`.
+        served_spans: The spans the served model was trained on (its push record); None when not recorded.
+
+    Returns:
+        (the served model's spans older than `span` that are still there, `SERVED_SPANS`), or, when there are none
+        (nothing served, not recorded, or all removed), (every older span, `EARLIER_SPANS`).
+    """
+    present = sorted(set(available))
+    served = [earlier for earlier in sorted(set(served_spans or ())) if earlier < span and earlier in present]
+    if served:
+        return served, SERVED_SPANS
+    return [earlier for earlier in present if earlier < span], EARLIER_SPANS
+
+
 def _judge(
     run: DriftRun,
     span: int,
@@ -168,6 +194,7 @@ def _judge(
     table: Callable[[int], dict[str, Any]],
     files: dict[int, SpanSplitFiles],
     model: _ServedModel,
+    source: str = EARLIER_SPANS,
 ) -> list[Finding]:
     """Every distance of one span: drift against `previous`, eval/train skew, the served model's agreement."""
     patterns = files[span].splits
@@ -176,6 +203,8 @@ def _judge(
     new_train = split_statistics(table(span)[train])
     if previous:
         detail = f"against span{'s' if len(previous) > 1 else ''} {format_spans(previous)}"
+        if source == SERVED_SPANS:
+            detail += ", the served model's"
         previous_train = split_statistics(pooled([table(earlier)[train] for earlier in previous]))
         findings += measure_drift(span, new_train, previous_train, run.options, detail)
     if EVAL_SPLIT in patterns and train == TRAIN_SPLIT:
