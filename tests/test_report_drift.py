@@ -106,3 +106,10 @@ def test_no_drift_checks_no_drift_blocks() -> None:
     data = section_of(build_page(RunFacts(out_dir="/out", summary=run_summary(), anomalies=[])), "data")
     assert not any(isinstance(block, Table) and "Drift" in block.caption for block in data.blocks)
     assert not any(isinstance(block, Figure) and "Drift" in block.svg for block in data.blocks)
+
+
+def test_many_labels_are_a_table_of_each_spans_extremes_not_a_plot() -> None:
+    counts = {"1": {str(label): 10 for label in range(100)}, "2": {**{str(label): 10 for label in range(99)}, "99": 0}}
+    page = build_page(RunFacts(out_dir="/out", summary=run_summary(), drift={"label_counts": counts, "findings": []}))
+    table = _table(section_of(page, "data"), "Label shares per span (100 labels)")
+    assert table.rows == (("span 1", "1.00%", "1.00%"), ("span 2", "0.00%", "1.01%"))

@@ -139,8 +139,8 @@ def drift_blocks(facts: RunFacts) -> list[Any]:
             svg = plots.grouped_bars("span-labels", "Label distribution per span", desc, labels, series, "share")
             blocks.append(Figure(svg, "Share of each label (image/class/label) in each span's train split."))
         else:
-            rows = tuple((name, f"{min(shares):.2%}", f"{max(shares):.2%}") for name, shares in series.items())
-            blocks.append(Table(f"Label shares per span ({len(labels)} labels)", ("span", "least", "most"), rows,
+            share_rows = tuple((name, f"{min(shares):.2%}", f"{max(shares):.2%}") for name, shares in series.items())
+            blocks.append(Table(f"Label shares per span ({len(labels)} labels)", ("span", "least", "most"), share_rows,
                                 numeric=(1, 2)))  # fmt: skip
     findings = [finding for finding in record.get("findings") or [] if isinstance(finding, dict)]
     accept = list(((facts.summary.get("config") or {}).get("data", {}).get("drift") or {}).get("accept") or [])
