@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from edge.errors import EdgeError
-from edge.verify import judge, verify_on_arch
+from edge.verify import APP_CLIENT_ON_HOST, judge, verify_on_arch
 
 if TYPE_CHECKING:
     from edge.export import EdgeExport
@@ -106,6 +106,7 @@ def check_arch(
         "kernels": run.kernels,
         **run.comparison.to_json(),
         "runtime": run.runtime,
+        "app_client": APP_CLIENT_ON_HOST,
     }
     return ArchCheck("passed" if passed else "failed", f"{where}: {figures}", details)
 

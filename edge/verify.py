@@ -29,6 +29,14 @@ import numpy as np
 from edge.errors import EdgeError
 
 ARCHES = ("aarch64",)
+# What the emulated check does not cover, said wherever its result is shown (docs/edge.md, "Verify on ARM64").
+APP_CLIENT_ON_HOST = (
+    "MediaPipe's ImageClassifier check (edge.app_client) runs on the host only: the emulated runtime holds LiteRT "
+    "and numpy. MediaPipe 1.2.2 does publish a manylinux_2_28_aarch64 wheel, but with its requirements it is 19 "
+    "aarch64 wheels (opencv-contrib-python alone 64 MB, which also needs libGL in the Debian guest), not yet "
+    "tried under qemu-user. Both checks run the same model bytes: the host one shows an app can load the model, "
+    "this one that LiteRT's ARM kernels give the host's outputs."
+)
 KERNELS = ("xnnpack", "builtin", "reference")  # edge.arm_guest.RESOLVERS maps each to LiteRT's op resolver
 # fmt: off
 # Bit i of AT_HWCAP / AT_HWCAP2 and its /proc/cpuinfo name (linux/arch/arm64/include/uapi/asm/hwcap.h).

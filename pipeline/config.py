@@ -37,7 +37,7 @@ from components.data.spans import POLICY_HELP, SpanError, parse_policy
 from components.errors import TfxpError
 from components.k8s.image import Image
 from components.k8s.names import check_resource_name
-from components.k8s.quantity import INT64_MAX, CpuQuantity, MemoryQuantity
+from components.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
 from components.paths import is_relative
 from components.trainer.options import TrainerOptions
 from components.validation.drift_options import DriftOptions
@@ -50,9 +50,18 @@ class ConfigError(TfxpError, ValueError):
     """A configuration problem: names the key, the value and what is expected."""
 
 
+# The longest Duration protobuf (and so KFP's retry backoff) holds: 10,000 years (duration.proto).
+MAX_DURATION_SECONDS = 315_576_000_000
+# TFX's SplitConfig.Split.hash_buckets is a uint32.
+MAX_HASH_BUCKETS = 2**32 - 1
+
+
 def _load_yaml(text: str, source: str) -> Any:
     # YAML 1.2 booleans only (`trainer.xla: on` stays the text "on"); aliases bounded (components.yaml_files).
-    return load_yaml(text, source, Yaml12Loader)
+    try:
+        return load_yaml(text, source, Yaml12Loader)
+    except ValueError as error:  # PyYAML's int() of a number with more than 4300 digits
+        raise ConfigError(f"{source}: {error.args[0].split(';')[0]}; no setting takes a number that long") from None
 
 
 class PipelineSection(ConfigSection):
@@ -119,8 +128,8 @@ class DataSection(ConfigSection):
     spans: SpansPolicy = "none"
     schema_source: str = Field("label_map", alias="schema")
     file_pattern: str = Field("*.tfrecord*", min_length=1)
-    train_buckets: int = Field(9, ge=1)
-    eval_buckets: int = Field(1, ge=1)
+    train_buckets: int = Field(9, ge=1, le=MAX_HASH_BUCKETS)
+    eval_buckets: int = Field(1, ge=1, le=MAX_HASH_BUCKETS)
     drift: DriftOptions = DriftOptions()
 
     model_config = ConfigDict(populate_by_name=True)  # merged with ConfigSection's
@@ -235,9 +244,9 @@ class KubeflowSection(ConfigSection):
     memory_request: MemoryQuantity = "8G"
     trainer_cpu: CpuQuantity = "8"
     trainer_memory: MemoryQuantity = "32G"
-    retries: int = Field(2, ge=0)
-    retry_backoff_seconds: int = Field(60, ge=0)
-    retry_backoff_max_seconds: int = Field(3600, ge=0)
+    retries: int = Field(2, ge=0, le=INT32_MAX)  # KFP's RetryPolicy.max_retry_count is an int32
+    retry_backoff_seconds: int = Field(60, ge=0, le=MAX_DURATION_SECONDS)
+    retry_backoff_max_seconds: int = Field(3600, ge=0, le=MAX_DURATION_SECONDS)
     display_name: str = ""
     uncached_components: tuple[str, ...] = ()
     trainer_node_selector: tuple[str, ...] = ()

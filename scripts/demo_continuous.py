@@ -3,18 +3,22 @@
 Writes the digits as four seeded spans, one at a time: three clean ones, then a fourth whose train labels are
 partly wrong (a labelling bug). After each arrival it runs `tfxp run` on the span directory, and at the end once
 more without new data. Every run compares its model with the version being served (`evaluator.baseline: served`)
-and pushes only a model that is no worse. The corrupted span never reaches the Trainer: the drift checks
+and pushes only a model that is no worse; the EdgeExporter makes a device model of each pushed one (`edge.*`,
+as in `make demo`), and a run that pushes nothing publishes no new edge version (a model already converted is
+reused: the edge version identity is what went into it). The corrupted span never reaches the Trainer: the drift checks
 (`data.drift`) run the served model on a sample of it, find it agrees far less with the span's labels than with
 the earlier spans', and stop the run at the ExampleValidator; the run without new data stops on it again (a
 refused span stays refused until it is fixed, removed or accepted with `data.drift.accept`).
 
 It ends with a table read from each run's `run-summary.json`: run, spans seen, accuracy, the baseline (the served
-version and its accuracy on the same eval split), the decision and the version served afterwards; then each
-run's reason in words.
+version and its accuracy on the same eval split), the decision, the version served afterwards and the edge
+version; then each run's reason in words, and the count of served and edge versions (one edge version per
+served version).
 
 Usage (from the repository root; `make demo-continuous` passes the venv's tfxp):
     python scripts/demo_continuous.py [--tfxp .venv/bin/tfxp] [--data data/digits-stream]
         [--out tfxp_output_continuous] [--spans-policy all] [--corrupt-labels 0.6] [--train-steps 300]
+        [--edge-eval-samples 200]
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--spans-policy", default="all", help="data.spans of every run: all, latest or N.")
     parser.add_argument("--corrupt-labels", type=float, default=0.6, help="Share of span 4's train labels made wrong.")
     parser.add_argument("--train-steps", type=int, default=300, help="trainer.train_steps of every run.")
+    parser.add_argument(
+        "--edge-eval-samples", type=int, default=200, help="edge.eval_samples of every run (0 = the whole eval split)."
+    )
     return parser.parse_args(argv)
 
 
@@ -72,7 +79,8 @@ def run_pipeline(args: argparse.Namespace) -> dict[str, Any]:
         f"data.path={args.data}",
         f"data.spans={args.spans_policy}",
         f"trainer.train_steps={args.train_steps}",
-        "edge.enabled=false",  # the device model is `make demo`'s subject; here it would only add time
+        # Each pushed model gets its device model; a small gate sample keeps the EdgeExporter to seconds.
+        f"edge.eval_samples={args.edge_eval_samples}",
     ]
     command = [args.tfxp, "run", "--config", args.config, "--output", str(args.out)]
     for override in overrides:
@@ -88,7 +96,8 @@ def run_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def row(number: int, arrived: str, summary: dict[str, Any], served_before: str = "-") -> list[str]:
-    """One table row: run, what arrived, spans seen, accuracy, baseline, decision, served version, seconds.
+    """One table row: run, what arrived, spans seen, accuracy, baseline, decision, served version, edge version
+    and its status, seconds.
 
     A run that failed records no served version; a drift stop leaves `served_before` served."""
     spans = (summary.get("data") or {}).get("spans_seen")
@@ -108,8 +117,17 @@ def row(number: int, arrived: str, summary: dict[str, Any], served_before: str =
         compared,
         summary.get("decision") or summary["status"],
         summary.get("served_version") or (served_before if summary.get("decision") == DRIFT_STOP else "-"),
+        _edge(summary),
         f"{summary['demo_seconds']:.0f}",
     ]
+
+
+def _edge(summary: dict[str, Any]) -> str:
+    """The edge version after the run and what the EdgeExporter did (`pushed`, `already_published`, ...)."""
+    edge = summary.get("edge") or {}
+    if not edge:
+        return "not run"
+    return f"{edge.get('version') or '-'} ({edge.get('status')})"
 
 
 def _number(value: float | None) -> str:
@@ -117,7 +135,7 @@ def _number(value: float | None) -> str:
 
 
 def print_table(rows: list[list[str]], summaries: list[dict[str, Any]]) -> None:
-    headers = ["run", "arrived", "spans seen", "accuracy", "baseline (accuracy)", "decision", "served", "s"]
+    headers = ["run", "arrived", "spans seen", "accuracy", "baseline (accuracy)", "decision", "served", "edge", "s"]
     widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
     line = "  ".join("{:<" + str(width) + "}" for width in widths)
     print()
@@ -131,6 +149,15 @@ def print_table(rows: list[list[str]], summaries: list[dict[str, Any]]) -> None:
         print(f"run {number}: {reason.splitlines()[0] if summary.get('decision') == DRIFT_STOP else reason}")
         if summary.get("decision") == DRIFT_STOP:
             print("       " + "\n       ".join(line.strip() for line in reason.splitlines()[1:]))
+
+
+def print_versions(out: Path) -> None:
+    """The served and the edge versions the runs left: one edge version per served version (a run that pushed
+    nothing published no device model either)."""
+    served = sorted(p.name for p in (out / "serving" / "digits").glob("*") if p.name.isdigit())
+    edge = sorted(p.name for p in (out / "edge" / "digits").glob("*") if p.name.isdigit())
+    print(f"\nserved versions: {len(served)} ({', '.join(served) or 'none'})")
+    print(f"edge versions:   {len(edge)} ({', '.join(edge) or 'none'})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -149,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
         summaries.append(summary)
         rows.append(row(len(rows) + 1, arrived, summary, rows[-1][6] if rows else "-"))
     print_table(rows, summaries)
+    print_versions(args.out)
     print(f"\ndemo-continuous: {len(rows)} runs in {time.monotonic() - started:.0f} s; summaries under {args.out}")
 
 

@@ -73,7 +73,8 @@ def _parse_ids(name: str | None, version: str | None, label: str | None) -> tupl
     decoded = urllib.parse.unquote(name or "")
     number = None
     if version:
-        number = int(version)
+        # Beyond 19 digits no int64 fits (and int() refuses over 4300 digits).
+        number = int(version) if len(version) <= len(str(_INT64_MAX)) else _INT64_MAX + 1
         if number > _INT64_MAX:
             raise InvalidArgumentError(f"Failed to convert version: {version} to numeric.")
     return decoded, number, urllib.parse.unquote(label) if label else None

@@ -153,8 +153,27 @@ def test_the_exporter_pushes_after_the_check_passed(
     assert (check["arch"], check["cpu"], check["kernels"]) == ("aarch64", "cortex-a72", "xnnpack")
     assert check["top1_agreement"] >= 0.995 and check["examples"] == 120
     assert check["runtime"]["wheels"] == list(arch.wheel_pins())
+    assert check["app_client"] == verify.APP_CLIENT_ON_HOST  # the record says what the ARM check leaves out
     fields = edge_summary(edge_model.uri)
     assert fields["edge"]["status"] == "pushed"
     assert fields["edge"]["arch_check"]["status"] == "passed"
     assert "aarch64 (cortex-a72): top-1 agreement 120/120" in fields["edge"]["reason"]
     assert check["host_accuracy"] == fields["metrics"]["edge_accuracy"]  # the accuracy gate's eval sample
+
+
+def test_cli_verify_passes_and_says_the_app_client_check_is_host_only(
+    runtime: arch.ArmRuntime, digits_models: dict[str, bytes], digits_dir: Path, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    model = tmp_path / "model.tflite"
+    model.write_bytes(digits_models["float"])
+    args = ["edge", "verify", str(model), "--examples", str(digits_dir), "--samples", "50", "--cpu", "cortex-a53"]
+    result = CliRunner().invoke(app, args)
+
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "passed: top-1 agreement 50/50" in said
+    assert "runs on the host only" in said and "manylinux_2_28_aarch64" in said

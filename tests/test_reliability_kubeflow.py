@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 from kfp_fake import API, FakeKfp, spec_dict
+from trickling_server import trickling_server
 from typer.testing import CliRunner
 
 from components.notify.notice import post_notice
@@ -141,62 +141,8 @@ def test_commands_refuse_a_redirect_elsewhere_and_say_so(command: list[str]) -> 
 # --- whole-call deadlines -----------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _trickler(slow_path: str, part: str) -> Iterator[str]:
-    """A server that answers `slow_path` one byte every 0.4 s (in the header or the body), and healthz (when it is
-    not the slow path) and everything else at once."""
-    stop = threading.Event()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    listener.settimeout(0.2)
-
-    def answer(connection: socket.socket) -> None:
-        with connection:
-            request = b""
-            while b"\r\n\r\n" not in request:
-                chunk = connection.recv(4096)
-                if not chunk:
-                    return
-                request += chunk
-            path = request.split(b" ", 2)[1].decode()
-            body = HEALTHZ if path.endswith("/healthz") else b"{}"
-            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            if path.split("?")[0] != slow_path:
-                connection.sendall(head.encode() + b"\r\n" + body)
-                return
-            if part == "header":
-                quick, slow = b"", head.encode() + b"X-Pad: " + b"a" * 200 + b"\r\n\r\n" + body
-            else:
-                quick, slow = (
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 300\r\n\r\n",
-                    b" " * 300,
-                )
-            connection.sendall(quick)
-            for byte in slow:
-                if stop.wait(0.4):
-                    return
-                try:
-                    connection.sendall(bytes([byte]))
-                except OSError:
-                    return
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=answer, args=(connection,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        listener.close()
+def _kfp_body(path: str) -> bytes:
+    return HEALTHZ if path.endswith("/healthz") else b"{}"
 
 
 @pytest.mark.parametrize("part", ["header", "body"])
@@ -210,7 +156,7 @@ def _trickler(slow_path: str, part: str) -> Iterator[str]:
     ],
 )
 def test_a_trickling_server_fails_within_the_request_timeout(part: str, slow_path: str, command: list[str]) -> None:
-    with _trickler(slow_path, part) as url:
+    with trickling_server(slow_path, part, _kfp_body) as url:
         started = time.monotonic()
         code, output = _invoke(*command, "--host", url, "--request-timeout", "1.5")
         elapsed = time.monotonic() - started
@@ -222,7 +168,7 @@ def test_a_trickling_server_fails_within_the_request_timeout(part: str, slow_pat
 
 def test_a_trickling_notice_receiver_fails_within_the_timeout() -> None:
     # The status line and headers trickle (the body is never read: the status is all the notice needs).
-    with _trickler("/hook", "header") as url:
+    with trickling_server("/hook", "header", _kfp_body) as url:
         started = time.monotonic()
         result = post_notice(f"{url}/hook", {"text": "run failed"}, timeout=1.0)
         elapsed = time.monotonic() - started

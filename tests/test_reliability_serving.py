@@ -35,6 +35,7 @@ from image_bombs import BOMB_FORMATS, header_bomb, png_bomb
 from serving_fixtures import random_png, tiny_classifier, write_classification_version, write_model_version
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from trickling_server import trickling_server
 
 from serving.batching import BatchingOptions
 from serving.client import GrpcClient
@@ -745,53 +746,15 @@ def test_rest_predict_runs_the_grpc_predict_request_path(model_root: Path, monke
 # --- the client's whole-call deadline -------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _trickling_rest_server() -> Iterator[str]:
-    """A REST 'server' that answers every request one header byte every 0.3 s (a per-read timeout never trips)."""
-    import threading
-
-    stop = threading.Event()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.settimeout(0.2)
-
-    def answer(connection: socket.socket) -> None:
-        with connection:
-            request = b""
-            while b"\r\n\r\n" not in request and not stop.is_set():
-                chunk = connection.recv(65536)
-                if not chunk:
-                    return
-                request += chunk
-            for byte in b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * 400:
-                if stop.wait(0.3):
-                    return
-                with contextlib.suppress(OSError):
-                    connection.sendall(bytes([byte]))
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=answer, args=(connection,), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        listener.close()
-
-
-@pytest.mark.parametrize("call", ["predict", "status"])
-def test_the_rest_client_gives_up_at_its_timeout_on_a_trickling_server(call: str) -> None:
+@pytest.mark.parametrize("part", ["header", "body"])
+@pytest.mark.parametrize(
+    ("call", "slow_path"), [("predict", "/v1/models/digits:predict"), ("status", "/v1/models/digits")]
+)
+def test_the_rest_client_gives_up_at_its_timeout_on_a_trickling_server(call: str, slow_path: str, part: str) -> None:
     from serving.client import RestClient
     from serving.errors import DeadlineExceededError
 
-    with _trickling_rest_server() as url:
+    with trickling_server(slow_path, part) as url:
         client = RestClient(url, "digits", timeout=1.0)
         started = time.monotonic()
         with pytest.raises(DeadlineExceededError, match=r"within 1\.0s"):

@@ -9,7 +9,13 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from components.trainer.preprocessing import PreprocessingSpec, decode_image, decode_pixels, preprocess_image_bytes
+from components.trainer.preprocessing import (
+    PreprocessingSpec,
+    decode_image,
+    decode_pixels,
+    image_size_errors,
+    preprocess_image_bytes,
+)
 
 
 def _encode(pixels: np.ndarray, image_format: str) -> bytes:
@@ -126,3 +132,12 @@ def test_the_pixel_limit_is_the_specs_own() -> None:
     assert preprocess_image_bytes(tf.stack([small]), spec).shape == (1, 8, 8, 1)
     with pytest.raises(tf.errors.InvalidArgumentError, match="image of 32x32 pixels is over the limit of 1000"):
         preprocess_image_bytes(tf.stack([small, large]), spec)
+
+
+def test_the_size_check_traces_for_a_batch_of_fixed_size() -> None:
+    """The JPEG header walk must trace when the batch size is static (the Trainer traces a batch of one)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (40, 30)).save(buffer, format="JPEG")
+    check = tf.function(lambda images: image_size_errors(images, 100), input_signature=[tf.TensorSpec([1], tf.string)])
+    messages = check(tf.constant([buffer.getvalue()])).numpy()
+    assert b"40" in messages[0] and b"30" in messages[0]

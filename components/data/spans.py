@@ -92,7 +92,7 @@ def parse_policy(value: str | int) -> str | int:
     text = str(value).strip()
     if text in (NO_SPANS, LATEST, ALL):
         return text
-    if text.isdigit() and int(text) >= 1:
+    if text.isascii() and text.isdigit() and int(text) >= 1:  # `²`.isdigit(), and int(`٣`) is 3
         return int(text)
     raise SpanError(f"data.spans = {value!r}: expected {POLICY_HELP}")
 

@@ -24,6 +24,8 @@ from components.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 
 # The model registry's names, declared here without Keras so the config checks `trainer.model` when it loads.
 # components/trainer/models.py registers one builder under each name and refuses any other.
+# TFX's TrainArgs.num_steps and EvalArgs.num_steps are uint32.
+MAX_STEPS = 2**32 - 1
 MODEL_NAMES = ("small_resnet", "resnet50", "mobilenet_v2")
 ModelName = Annotated[str, registered("model", MODEL_NAMES)]
 # Keras mixed-precision policies; components/trainer/precision.py resolves `auto` and notes on the others.
@@ -66,9 +68,9 @@ class TrainerOptions(ConfigSection):
     """
 
     model: ModelName = "small_resnet"
-    train_steps: int = Field(300, ge=1)
+    train_steps: int = Field(300, ge=1, le=MAX_STEPS)
     steps_per_epoch: int = Field(100, ge=1)
-    eval_steps: int = Field(0, ge=0)
+    eval_steps: int = Field(0, ge=0, le=MAX_STEPS)
     batch_size: int = Field(64, ge=1)
     learning_rate: float = Field(0.002, gt=0)
     base_batch_size: int = Field(64, ge=1)

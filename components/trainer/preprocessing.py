@@ -188,6 +188,8 @@ def _jpeg_dimensions(data: tf.Tensor, is_jpeg: tf.Tensor) -> tuple[tf.Tensor, tf
         lambda count, position, active, *_: (count < JPEG_MAX_STEPS) & tf.reduce_any(active),
         step,
         (tf.constant(0), tf.fill(tf.shape(length), 2), is_jpeg, zeros, zeros),
+        # A batch traced at a fixed size (the Trainer's batch of 1) leaves the loop with an unknown one.
+        shape_invariants=(tf.TensorShape([]), *[tf.TensorShape([None])] * 4),
         maximum_iterations=JPEG_MAX_STEPS,
     )
     return width, height, exhausted

@@ -308,7 +308,7 @@ def verify_command(
     The emulated runtime (Debian arm64 Python, LiteRT's aarch64 wheels, run by qemu-user) is prepared once in
     the user cache dir; it needs `sudo apt-get install -y qemu-user-static mmdebstrap`.
     """
-    from edge.verify import ARCHES, KERNELS, check_cpu, judge, verify_on_arch
+    from edge.verify import APP_CLIENT_ON_HOST, ARCHES, KERNELS, check_cpu, judge, verify_on_arch
 
     if arch not in ARCHES:
         raise EdgeError(f"unknown --arch {arch}; supported: {', '.join(ARCHES)}")
@@ -341,6 +341,7 @@ def verify_command(
         "run `tfxp edge bench` on the device.",
         highlight=False,
     )
+    console.print(APP_CLIENT_ON_HOST, highlight=False)
     if not passed:
         console.print(f"[bold red]FAILED[/]: {figures}", highlight=False)
         raise typer.Exit(1)

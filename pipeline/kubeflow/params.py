@@ -24,7 +24,11 @@ from components.errors import TfxpError
 
 # The old PrimitiveType names → ParameterType names.
 _LEGACY_TYPES = {"INT": "NUMBER_INTEGER", "DOUBLE": "NUMBER_DOUBLE", "STRING": "STRING"}
-_INTEGER = re.compile(r"[+-]?\d+")
+# ASCII digits only (Go's strconv and JSON take no `٣`), within the int64 KFP's integer parameters are.
+_INTEGER = re.compile(r"[+-]?[0-9]{1,19}", re.ASCII)
+_INT64 = 2**63
+# A JSON number (what KFP's Go backend parses): no `_`, `inf`, `nan` or non-ASCII digits, which float() takes.
+_DOUBLE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?", re.ASCII)
 _HOW = {
     "NUMBER_INTEGER": "a whole number, e.g. 300",
     "NUMBER_DOUBLE": "a number, e.g. 0.75",
@@ -79,7 +83,11 @@ class PipelineParameter:
                 if not _INTEGER.fullmatch(text.strip()):
                     raise ValueError
                 value = int(text)
+                if not -_INT64 <= value < _INT64:
+                    raise ValueError
             elif self.type == "NUMBER_DOUBLE":
+                if not _DOUBLE.fullmatch(text.strip()):
+                    raise ValueError
                 value = float(text)
                 if not math.isfinite(value):
                     raise ValueError
@@ -93,7 +101,7 @@ class PipelineParameter:
                     raise ValueError
             else:
                 value = text
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: json.loads of lists nested thousands deep
             raise ParamError(
                 f"--param {self.name}={text}: {self.name} is {self.type}, so the value must be {_HOW[self.type]}"
             ) from None
