@@ -173,6 +173,19 @@ def push_identity(record: Mapping[str, Any] | None) -> str:
     return identity if isinstance(identity, str) else ""
 
 
+TRAINED_SPANS_KEY = "spans"
+"""Push record key: the spans the version's model was trained on (the Examples' `spans`), when the data has them."""
+
+
+def trained_spans(record: Mapping[str, Any] | None) -> tuple[int, ...] | None:
+    """The spans a push record says its model was trained on; None when it does not say (data without spans, a
+    version pushed before tfxp recorded them, another tool's)."""
+    spans = (record or {}).get(TRAINED_SPANS_KEY)
+    if not isinstance(spans, list) or not spans or not all(isinstance(span, int) for span in spans):
+        return None
+    return tuple(sorted(spans))
+
+
 def push_records(base: str | Path, required_file: str | None) -> dict[str, dict[str, Any]]:
     """Version directory → its push record, for the versions under `base` holding `required_file`, newest
     first; versions without a readable record are left out."""
@@ -205,6 +218,7 @@ def publish_version(
     identity: str,
     last_file: str | None = None,
     version: int | None = None,
+    record_extra: Mapping[str, Any] | None = None,
 ) -> str:
     """Copies `source_dir` to `<base>/<version>/` with a push record, and returns that directory.
 
@@ -221,6 +235,8 @@ def publish_version(
             on a bucket the push record is the last file moved.
         version: The version to create; default `next_version` over the existing names. Callers that write
             the version's path into the files first (the EdgeExporter's metadata) choose it beforehand.
+        record_extra: More keys for the push record (the Pusher's `TRAINED_SPANS_KEY`); `identity` and `version`
+            win over them.
 
     Returns:
         `<base>/<version>`.
@@ -247,7 +263,7 @@ def publish_version(
     target = f"{root}/{version}"
     if paths.exists(target):
         raise FileExistsError(f"push target {target} exists already; versions are never overwritten")
-    record = json.dumps({"identity": identity, "version": version}) + "\n"
+    record = json.dumps({**(record_extra or {}), "identity": identity, "version": version}) + "\n"
     # A dot-name, never a version: a copy that fails leaves no version behind.
     staging = f"{root}/{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
     try:

@@ -177,19 +177,23 @@ def build_summary(
         if failed_component and failed_component not in summary.components:
             summary.components[failed_component] = ComponentState(status="failed", seconds=None)
     summarize(_inputs(config, components, store, summary), summary)
-    _add_drift(summary, components)
+    _add_drift(summary, components, failure)
     if failure is None:
         summary.served_version = served_version(config)
     return summary
 
 
-def _add_drift(summary: RunSummary, components: dict[str, ComponentRecord]) -> None:
+def _add_drift(
+    summary: RunSummary, components: dict[str, ComponentRecord], failure: BaseException | None = None
+) -> None:
     """`data.drift`: the warnings and accepted findings the ExampleValidator recorded on its anomalies artifact, and
-    a drift stop (the failure's message); a stop is the run's decision."""
+    a drift stop (the failure's message, and the distances its `DriftError` carries); a stop is the run's
+    decision."""
     validator = components.get("ExampleValidator")
     anomalies = validator.outputs.get("anomalies") if validator is not None else None
     properties = {name: _string_property(anomalies[0], name) for name in RECORD_PROPERTIES} if anomalies else {}
-    drift = summary_entry(properties, summary.error)
+    stop_record = getattr(getattr(failure, "cause", failure), "record", None)
+    drift = summary_entry(properties, summary.error, stop_record if isinstance(stop_record, dict) else None)
     if not drift:
         return
     if summary.data is None:

@@ -3,6 +3,7 @@ per-span statistics cache and the factory wiring (`components.validation.drift*`
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -27,10 +28,18 @@ from components.validation.drift import (
     findings_from_anomalies,
     measure_drift,
     measure_skew,
+    stop_decision,
     stop_message,
     summary_entry,
 )
-from components.validation.drift_check import DriftRun, check_drift, inside_span
+from components.validation.drift_check import (
+    EARLIER_SPANS,
+    SERVED_SPANS,
+    DriftRun,
+    check_drift,
+    inside_span,
+    previous_spans,
+)
 from components.validation.drift_options import DriftOptions
 from components.validation.span_statistics import image_properties, span_split_files, span_tables, split_statistics
 from pipeline.config import ConfigError, build_config
@@ -78,6 +87,14 @@ def test_the_run_summary_entry_holds_warnings_accepted_findings_and_a_stop() -> 
     }
     stop = "component ExampleValidator failed: DriftError: " + stop_message(decide([_finding()], "fail", ()))
     assert summary_entry({}, stop) == {"stopped": stop}
+    # A stopped validator publishes nothing: the distances come from the DriftError's record.
+    record = dataclasses.replace(decide([_finding()], "fail", ()), label_counts={4: {"7": 12}}).to_dict()
+    assert summary_entry({}, stop, record) == {
+        "stopped": stop,
+        "findings": record["findings"],
+        "label_counts": {"4": {"7": 12}},
+    }
+    assert summary_entry({}, "component Trainer failed: OOM", record) == {}
     assert summary_entry({"drift_warnings": None}, "component Trainer failed: OOM") == {}
 
 
@@ -238,6 +255,10 @@ def test_check_drift_stops_a_remapped_span_and_warn_or_accept_let_it_through(tmp
     accepted = check_drift(run(accept=(4,)))
     assert accepted.stops == () and accepted.accepted == decision.stops
     assert json.loads(json.dumps(decision.to_dict()))["stops"] == [decision.stops[0].describe()]
+    # The label distribution of every span up to the newest, in label order (the report's plot).
+    assert decision.label_counts[1] == {str(label): 3 for label in range(10)}
+    assert decision.label_counts[4] == {"0": 3, "4": 3, "5": 3, "6": 3, "7": 12, "8": 3, "9": 3}
+    assert list(decision.to_dict()["label_counts"]) == ["1", "2", "3", "4"]
 
     # A refused span stays refused when a newer span arrives; spans that passed are not judged again.
     _write_span(data, 5, list(range(10)) * 3)
@@ -245,3 +266,68 @@ def test_check_drift_stops_a_remapped_span_and_warn_or_accept_let_it_through(tmp
     assert [(finding.span, finding.feature) for finding in later.stops] == [(4, "label")]
     assert {finding.span for finding in later.findings} == {4, 5}
     assert len(list((tmp_path / "cache").glob("span-*/*/passed-*.json"))) == 4  # spans 1, 2, 3 and 5
+
+
+def test_a_drift_stop_on_kubeflow_files_a_run_record_the_notice_names_span_and_why(tmp_path: Path) -> None:
+    from components.notify.notice import notice_text, parse_final_status, run_outcome
+    from components.notify.run_record import read_run_record
+    from components.validation.strict_example_validator import record_drift_stop
+
+    decision = decide([_finding(distance=0.301)], "fail", accept=())
+    records = str(tmp_path / "serving" / "runs")
+    # Open-source KFP: <root>/<pipeline>/<run id>/<task>/<uuid>/<output>; the record is named after the run id.
+    uri = "minio://mlpipeline/v2/artifacts/tfxp-digits/7d0c/ExampleValidator/ab12/anomalies"
+    assert Path(record_drift_stop(records, uri, decision)).name == "7d0c.json"
+    record = read_run_record(records, "7d0c")
+    assert record is not None and (record.stopped_at, record.trained, record.pushed_version) == (
+        "ExampleValidator",
+        False,
+        None,
+    )
+    # Open-source KFP's final status names neither the task nor the error: the record does.
+    outcome = run_outcome(parse_final_status({"state": "FAILED", "error": {}}), run_id="7d0c",
+                          blessed=record.blessed, decision=record.decision, stopped_at=record.stopped_at)  # fmt: skip
+    assert notice_text("tfxp-digits", outcome) == (
+        ":x: tfxp-digits run 7d0c failed at ExampleValidator: stopped by the drift check: span 4, feature 'label' "
+        "(drift against spans 1,2,3): L-infinity distance 0.301 above the threshold 0.1 (data.drift.label_linf); "
+        "if the change is real: --set data.drift.accept=4"
+    )
+    assert stop_decision(decision) == record.decision
+    # No task folder in the URI: no run to name, nothing written (the stop itself stands).
+    assert record_drift_stop(records, "/out/anomalies/7", decision) == ""
+
+
+def test_the_previous_spans_are_the_served_models_else_every_earlier_one() -> None:
+    assert previous_spans(5, [1, 2, 3, 4, 5], served_spans=(1, 2, 3)) == ([1, 2, 3], SERVED_SPANS)
+    assert previous_spans(3, [1, 2, 3, 4], served_spans=(1, 2, 3, 4)) == ([1, 2], SERVED_SPANS)  # only older ones
+    assert previous_spans(5, [1, 2, 3, 4, 5], served_spans=None) == ([1, 2, 3, 4], EARLIER_SPANS)
+    assert previous_spans(5, [3, 4, 5], served_spans=(1, 2)) == ([3, 4], EARLIER_SPANS)  # its spans were removed
+    assert previous_spans(1, [1, 2], served_spans=(2,)) == ([], EARLIER_SPANS)
+
+
+def test_a_refused_span_the_served_model_never_saw_is_not_the_reference_for_the_next(tmp_path: Path) -> None:
+    from components.publish import PUSH_RECORD
+
+    data, serving = tmp_path / "data", tmp_path / "serving"
+    for span in (1, 2, 3, 5):
+        _write_span(data, span, list(range(10)) * 3)
+    _write_span(data, 4, [7] * 30)  # refused: never trained on
+    patterns = {"train": "span-*/train/*", "eval": "span-*/eval/*"}
+    # agreement_drop 1: no agreement check (the version below is no model); the drift checks read its record.
+    options = DriftOptions(agreement_drop=1, accept=(4,))
+
+    def judged_five() -> Finding:
+        run = DriftRun(options, str(data), patterns, "all", str(tmp_path / f"cache-{len(list(tmp_path.iterdir()))}"),
+                       str(serving))  # fmt: skip
+        return next(f for f in check_drift(run).findings if f.span == 5 and f.check == DRIFT and f.feature == "label")
+
+    # Nothing served yet: span 5 against every earlier span, the refused span 4 (all 7s) among them.
+    assert "(drift against spans 1,2,3,4)" in judged_five().describe()
+    assert judged_five().distance > 0.1
+    (serving / "100").mkdir(parents=True)
+    (serving / "100" / "saved_model.pb").write_bytes(b"pb")
+    (serving / "100" / PUSH_RECORD).write_text(json.dumps({"identity": "m", "version": 100, "spans": [1, 2, 3]}))
+    # Served: the model trained on spans 1,2,3; span 5 is compared with those, and passes.
+    five = judged_five()
+    assert "(drift against spans 1,2,3, the served model's)" in five.describe()
+    assert five.distance == pytest.approx(0.0)

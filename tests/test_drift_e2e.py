@@ -98,6 +98,11 @@ def test_clean_spans_pass_the_drift_checks_and_train(runs: dict[str, Any]) -> No
     clean = runs["clean"]
     assert clean["exit_code"] == 0, clean["output"]
     assert clean["decision"] == "pushed", clean.get("blessing_reason")
+    # The push record keeps the spans the served model was trained on; the drift checks read them.
+    [record] = [
+        json.loads(content) for name, content in runs["served_before"].items() if name.endswith("tfxp_push.json")
+    ]
+    assert record["spans"] == [1, 2, 3]
     assert "stopped" not in clean.get("data", {}).get("drift", {})
 
 
@@ -110,6 +115,9 @@ def _assert_stopped_at_the_validator(
     assert summary["decision"] == "stopped by the drift check"
     assert served == before  # the served model untouched
     error: str = summary["data"]["drift"]["stopped"]
+    # The stop's distances and label counts reach the summary (the failed validator publishes no drift.json).
+    assert any(finding["exceeded"] for finding in summary["data"]["drift"]["findings"])
+    assert set(summary["data"]["drift"]["label_counts"]) == {"1", "2", "3", "4"}
     assert "DriftError: span 4 does not look like the spans before it, so training was not started" in error
     assert "data.drift.accept=4" in error
     return error
@@ -117,7 +125,8 @@ def _assert_stopped_at_the_validator(
 
 def test_a_many_to_one_label_remap_stops_at_the_validator_on_the_label_distance(runs: dict[str, Any]) -> None:
     error = _assert_stopped_at_the_validator(runs["many_to_one"], runs["many_to_one_served"], runs["served_before"])
-    assert "feature 'label' (drift against spans 1,2,3): L-infinity distance 0.30" in error
+    # Against the spans the served model was trained on (its push record), not every earlier folder.
+    assert "feature 'label' (drift against spans 1,2,3, the served model's): L-infinity distance 0.30" in error
     assert "above the threshold 0.1 (data.drift.label_linf)" in error
 
 
@@ -129,7 +138,7 @@ def test_a_balanced_class_to_class_remap_stops_on_the_served_models_agreement(ru
 
 def test_brightened_images_stop_on_the_image_properties(runs: dict[str, Any]) -> None:
     error = _assert_stopped_at_the_validator(runs["brightened"], runs["brightened_served"], runs["served_before"])
-    assert "feature 'brightness' (drift against spans 1,2,3): Jensen-Shannon divergence" in error
+    assert "feature 'brightness' (drift against spans 1,2,3, the served model's): Jensen-Shannon divergence" in error
     assert "(data.drift.image_js)" in error
 
 

@@ -498,6 +498,9 @@ def test_compile_detects_a_readable_data_path_and_carries_the_span_policy(tmp_pa
     assert drift["cache_dir"] == f"{config.pipeline.output}/statistics"
     assert drift["serving_base"] == output_layout(config).serving_base
     assert drift["options"]["action"] == "fail"
+    # A drift stop files the run record itself (the RunReport never runs after it), beside the RunReport's.
+    record_dir = validator["run_record_dir"].runtime_value.constant.string_value
+    assert record_dir == f"{output_layout(config).serving_base}/runs"
 
 
 def test_compile_refuses_auto_when_the_data_cannot_be_read(tmp_path: Path) -> None:

@@ -808,6 +808,26 @@ def test_a_corrupt_run_record_is_said_in_the_notice(tmp_path: Path, receiver: Re
     assert "unreadable" in post["json"]["text"]
 
 
+def test_run_notice_finds_a_drift_stops_record_under_the_vertex_job_name(tmp_path: Path, receiver: Receiver) -> None:
+    from components.notify.run_record import RunRecord, write_run_record
+
+    # Vertex AI: the run's folder (and the stop's record) is named after the job, not the run's uuid.
+    stop = "stopped by the drift check: span 4, feature 'label' (drift against spans 1,2,3): L-infinity 0.3"
+    records = str(tmp_path / "serving" / "runs")
+    write_run_record(records, RunRecord.stopped("tfxp-digits-2026", "ExampleValidator", stop))
+    message = "The DAG failed because some tasks failed. The failed tasks are: [ExampleValidator]."
+    _notify(
+        tmp_path,
+        final_status=json.dumps({"state": "FAILED", "error": {"code": 9, "message": message}}),
+        notify_url=receiver.url,
+        run_id="0b6c-uuid",
+        run_name="tfxp-digits-2026",
+    )
+    [post] = receiver.posts
+    assert post["json"]["text"] == f":x: tfxp-digits run tfxp-digits-2026 failed at ExampleValidator: {stop}"
+    assert post["json"]["decision"] == stop
+
+
 def test_run_notice_never_fails_the_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     _notify(
         tmp_path / "missing",  # neither a pipeline root nor a serving base

@@ -23,11 +23,18 @@ def _model(tmp_path: Path, run: str) -> standard_artifacts.Model:
 
 
 def _push(
-    tmp_path: Path, model: standard_artifacts.Model, run: str, blessed: bool = True, base: str | None = None
+    tmp_path: Path,
+    model: standard_artifacts.Model,
+    run: str,
+    blessed: bool = True,
+    base: str | None = None,
+    spans: str = "",
 ) -> standard_artifacts.PushedModel:
     blessing = standard_artifacts.ModelBlessing()
     blessing.uri = str(tmp_path / "Evaluator" / "blessing" / run)
     blessing.set_int_custom_property("blessed", int(blessed))
+    if spans:  # what the Evaluator copies from the Examples (components.baseline.evaluator.record_spans)
+        blessing.set_string_custom_property("spans", spans)
     pushed = standard_artifacts.PushedModel()
     pushed.uri = str(tmp_path / "Pusher" / "pushed_model" / run)
     destination = pusher_pb2.PushDestination(
@@ -86,3 +93,25 @@ def test_a_bucket_serving_base_gets_a_numbered_version_with_a_push_record_once(t
         assert json.loads(handle.read())["identity"] == f"{model.uri}/Format-Serving"
     with tf.io.gfile.GFile(f"{destination}/saved_model.pb", "rb") as handle:
         assert handle.read() == b"model 5"
+
+
+def test_the_push_record_keeps_the_spans_the_model_was_trained_on(tmp_path: Path) -> None:
+    from components.baseline.evaluator import record_spans
+    from components.baseline.served import find_served_model
+
+    # The Evaluator copies the Examples' spans onto the blessing; the Pusher writes them into the push record.
+    examples, blessing = standard_artifacts.Examples(), standard_artifacts.ModelBlessing()
+    examples.set_string_custom_property("spans", "1,2,3")
+    record_spans({"examples": [examples]}, {"blessing": [blessing]})
+    assert blessing.get_string_custom_property("spans") == "1,2,3"
+
+    base = tmp_path / "serving" / "digits"
+    pushed = _push(tmp_path, _model(tmp_path, "5"), "7", spans="1,2,3")
+    record = json.loads((Path(pushed.get_string_custom_property("pushed_destination")) / PUSH_RECORD).read_text())
+    assert record["spans"] == [1, 2, 3]
+    served = find_served_model(str(base))
+    assert served is not None and served.trained_spans == (1, 2, 3)
+    # Data without spans: nothing recorded, so the drift checks judge against every earlier span.
+    _push(tmp_path, _model(tmp_path, "6"), "8")
+    served = find_served_model(str(base))
+    assert served is not None and served.trained_spans is None

@@ -3,6 +3,11 @@
 `ServedBaseline` always writes its Model artifact (a component output cannot be absent), empty when nothing is
 served yet. TFX's Evaluator would try to load that empty artifact; without it, it drops the change threshold
 (`has_baseline=False`) and judges the candidate by `evaluator.min_accuracy` alone, as on a first run.
+
+The blessing also carries the spans of the Examples the model was trained and evaluated on (custom property
+`spans`, as on the Examples): the Pusher writes them into the push record, and the drift checks judge a new span
+against the spans the served model was trained on (`components.validation.drift_check.previous_spans`). The
+blessing is what the Pusher already reads, so the Pusher takes no Examples (which KFP's launcher would copy).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from tfx.types import standard_component_specs
 from tfx.utils import path_utils
 
 from components.contract import SAVED_MODEL_FILE
+from components.data.spans import SPANS_PROPERTY
 from components.executor_types import ArtifactDict, ExecProperties
 
 
@@ -33,6 +39,16 @@ class BaselineEvaluatorExecutor(evaluator_executor.Executor):
         if baselines and not all(holds_model(artifact) for artifact in baselines):
             input_dict = {name: artifacts for name, artifacts in input_dict.items() if name != key}
         super().Do(input_dict, output_dict, exec_properties)
+        record_spans(input_dict, output_dict)
+
+
+def record_spans(input_dict: ArtifactDict, output_dict: ArtifactDict) -> None:
+    """Copies the Examples' `spans` onto the blessing (nothing for data without spans)."""
+    examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
+    spans = str(examples[0].get_string_custom_property(SPANS_PROPERTY) or "") if examples else ""
+    for blessing in output_dict.get(standard_component_specs.BLESSING_KEY) or []:
+        if spans:
+            blessing.set_string_custom_property(SPANS_PROPERTY, spans)
 
 
 class BaselineEvaluator(Evaluator):

@@ -34,7 +34,7 @@ from components.contract import (
     read_label_map,
 )
 from components.errors import TfxpError
-from components.publish import newest_version, push_identity, read_push_record
+from components.publish import newest_version, push_identity, read_push_record, trained_spans
 
 # What the Evaluator runs on a baseline (pipeline.pipeline.eval_config): predictions, then TFMA's labels.
 EVAL_SIGNATURES = (SIGNATURE_TF_EXAMPLE, SIGNATURE_EVAL_LABELS)
@@ -54,11 +54,14 @@ class ServedModel:
         path: `<base>/<version>`.
         identity: What `components.publish` recorded as its identity (the pushed SavedModel's path in the
             Trainer's model artifact); "" for a version another tool wrote.
+        trained_spans: The spans its model was trained on, from its push record (`publish.trained_spans`); None
+            when the record does not say.
     """
 
     version: str
     path: str
     identity: str = ""
+    trained_spans: tuple[int, ...] | None = None
 
 
 def find_served_model(base: str) -> ServedModel | None:
@@ -73,7 +76,10 @@ def find_served_model(base: str) -> ServedModel | None:
     path = newest_version(base, required_file=SAVED_MODEL_FILE) if base else None
     if path is None:
         return None
-    return ServedModel(version=paths.name_of(path), path=path, identity=push_identity(read_push_record(path)))
+    record = read_push_record(path)
+    return ServedModel(
+        version=paths.name_of(path), path=path, identity=push_identity(record), trained_spans=trained_spans(record)
+    )
 
 
 def served_fingerprint(base: str) -> str:

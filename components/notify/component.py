@@ -101,11 +101,17 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
     pushed = None
     unreadable = ""
     records = posixpath.join(serving_base, RUN_RECORDS_DIR) if serving_base else ""
-    try:
-        record = read_run_record(records, run_id) if records and run_id else None
-    except Exception as error:  # a truncated or foreign file: say so in the notice, not only in this log
-        unreadable = f"run record {records}/{run_id}.json unreadable ({error})"
-        logger.warning("run notice: %s", unreadable)
+    # The RunReport files the record under the run id; a task that stopped the run (a drift stop) under the run's
+    # folder name, which is the job's name on Vertex AI (`run_record.run_key_of`).
+    for key in dict.fromkeys(key for key in (run_id, run_name) if key and records):
+        try:
+            record = read_run_record(records, key)
+        except Exception as error:  # a truncated or foreign file: say so in the notice, not only in this log
+            unreadable = f"run record {records}/{key}.json unreadable ({error})"
+            logger.warning("run notice: %s", unreadable)
+            break
+        if record is not None:
+            break
     if record is None:  # the run failed before its last task: look for what it left
         try:
             blessed = _blessed(pipeline_root, pipeline_name, run_id)
@@ -121,6 +127,7 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
             pushed_version=record.pushed_version,
             pushed_path=record.pushed_path,
             decision=record.decision,
+            stopped_at=record.stopped_at,
         )
     else:
         outcome = run_outcome(

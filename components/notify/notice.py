@@ -157,6 +157,7 @@ def run_outcome(
     pushed_version: str | None = None,
     pushed_path: str | None = None,
     decision: str | None = None,
+    stopped_at: str | None = None,
 ) -> RunOutcome:
     """Combines the final status with what the run's outputs say.
 
@@ -168,13 +169,15 @@ def run_outcome(
         pushed_version: From `pushed_version_of`.
         pushed_path: The pushed version's directory.
         decision: The run record's decision.
+        stopped_at: The task that stopped the run and wrote its record (`RunRecord.stopped_at`): the failed task
+            when the final status does not name one (open-source KFP never does).
     """
     state = status.state.upper()
     outcome = _STATUS_BY_STATE.get(state.removeprefix("PIPELINE_STATE_"), "unknown")
     return RunOutcome(
         status=outcome,
         state=status.state,
-        failed_task=failed_task(status.error_message) if outcome == "failed" else None,
+        failed_task=(failed_task(status.error_message) or stopped_at) if outcome == "failed" else None,
         error=status.error_message,
         run_id=run_id,
         run_name=run_name or status.run_name,

@@ -58,6 +58,8 @@ class RunRecord:
     pushed_version: The version this run pushed; None when it pushed none.
     pushed_path: That version's directory.
     decision: The run's outcome in words: `no new data`, `pushed version N`, `not blessed`, ...
+    stopped_at: The task that stopped the run on purpose and wrote this record itself (the ExampleValidator on a
+        drift stop: the RunReport never runs then); None when the RunReport wrote it.
     """
 
     run_id: str
@@ -67,6 +69,13 @@ class RunRecord:
     pushed_version: str | None
     pushed_path: str | None
     decision: str
+    stopped_at: str | None = None
+
+    @classmethod
+    def stopped(cls, run_id: str, task: str, decision: str) -> RunRecord:
+        """The record of a run that task `task` stopped before training (new data, nothing trained or pushed)."""
+        return cls(run_id, new_data=True, trained=False, blessed=None, pushed_version=None, pushed_path=None,
+                   decision=decision, stopped_at=task)  # fmt: skip
 
     @classmethod
     def of(
@@ -111,6 +120,13 @@ class RunRecord:
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         """The record from its JSON form."""
         return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+def run_key_of(run_dir: str) -> str:
+    """The name a task that knows only its run's folder (`run_dir_of`) files the run's record under: the folder's
+    name, which is the run id on open-source KFP (`<root>/<pipeline>/<run id>`) and the job's name on Vertex AI
+    (`<root>/<project number>/<job>`, KFP's `{{$.pipeline_job_name}}`); the exit handler looks up both."""
+    return posixpath.basename(run_dir.rstrip("/"))
 
 
 def record_path(record_dir: str, run_id: str) -> str:

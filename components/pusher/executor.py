@@ -3,7 +3,9 @@
 TFX's Pusher names a version by the clock and copies into it (`SAVED_MODEL_FILE` last); ours publishes through
 `publish_version`: a hidden staging name first, then one rename locally or a file-by-file move on a bucket with
 `SAVED_MODEL_FILE` last, and a push record that makes a re-run over the same model artifact find its version
-instead of pushing it twice. The Kubeflow path (a `gs://` serving base) and `tfxp run` follow that one rule.
+instead of pushing it twice. The Kubeflow path (a `gs://` serving base) and `tfxp run` follow that one rule. The
+record also keeps the spans the model was trained on (from the blessing), which the drift checks read from the
+served version.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
 from components.contract import SAVED_MODEL_FILE
+from components.data.spans import SPANS_PROPERTY, parse_spans
 from components.executor_types import ArtifactDict, ExecProperties
-from components.publish import find_published, publish_version
+from components.publish import TRAINED_SPANS_KEY, find_published, publish_version
 from components.pusher.driver import PushedVersionsDriver
 
 PUBLISHED_NOW_PROPERTY = "published_now"
@@ -46,12 +49,26 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         # a complete version, as TF Serving and TFX's Pusher expect (tfx/components/pusher/executor.py:198).
         base = destination.filesystem.base_directory
         already = find_published(base, model_path, required_file=SAVED_MODEL_FILE)
-        version_dir = publish_version(model_path, base, identity=model_path, last_file=SAVED_MODEL_FILE)
+        spans = trained_on(input_dict)
+        version_dir = publish_version(
+            model_path,
+            base,
+            identity=model_path,
+            last_file=SAVED_MODEL_FILE,
+            record_extra={TRAINED_SPANS_KEY: spans} if spans else None,
+        )
         io_utils.copy_dir(model_path, model_push.uri)  # the artifact's own archive copy, as TFX does
         self._MarkPushed(model_push, pushed_destination=version_dir, pushed_version=os.path.basename(version_dir))
         # 0: the version was there already (a rerun over the same model, e.g. after KFP served the Trainer from
         # its cache); the run record tells "pushed version N" from "no new data" by it.
         model_push.set_int_custom_property(PUBLISHED_NOW_PROPERTY, int(already is None))
+
+
+def trained_on(input_dict: ArtifactDict) -> list[int]:
+    """The spans the model was trained on, as the Evaluator recorded them on the blessing
+    (`components.baseline.evaluator.record_spans`); [] for data without spans."""
+    blessings = input_dict.get(standard_component_specs.MODEL_BLESSING_KEY) or []
+    return parse_spans(str(blessings[0].get_string_custom_property(SPANS_PROPERTY) or "")) if blessings else []
 
 
 class AtomicPusher(Pusher):

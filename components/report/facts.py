@@ -27,6 +27,8 @@ class RunFacts:
         splits: Examples per split: {split: {"examples": n, "classes": {class name: n}}} ("classes" may be {}).
         splits_source: Where `splits` came from: `StatisticsGen` or the data set manifest's path.
         anomalies: One line per ExampleValidator anomaly ([] = none found; None = not known).
+        drift: The drift checks' record (`readers.drift_record`); None when they did not run or the validator
+            published nothing (a drift stop: then the summary's `data.drift` has the distances).
         curves: TensorBoard scalars per epoch: {run ("train", "validation"): {metric: [[epoch, value], ...]}}.
         confusion: TFMA's multi-class confusion matrix: {"labels": [class names], "matrix": [[count]]}, rows
             the true class, columns the predicted one.
@@ -48,6 +50,7 @@ class RunFacts:
     splits: dict[str, dict[str, Any]] = field(default_factory=dict)
     splits_source: str = ""
     anomalies: list[str] | None = None
+    drift: dict[str, Any] | None = None
     curves: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)
     confusion: dict[str, Any] | None = None
     misclassified: list[dict[str, Any]] = field(default_factory=list)

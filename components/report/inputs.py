@@ -213,6 +213,8 @@ def artifact_facts(facts: RunFacts, inputs: ReportInputs, labels: list[str] | No
     if inputs.anomalies_uri:
         with reported(facts, "ExampleValidator", inputs.anomalies_uri, "anomalies"):
             facts.anomalies = readers.anomaly_lines(inputs.anomalies_uri)
+        with reported(facts, "ExampleValidator", inputs.anomalies_uri, "drift record"):
+            facts.drift = readers.drift_record(inputs.anomalies_uri)
     if inputs.model_uri:
         facts.saved_model_bytes = readers.directory_bytes(evaluation.saved_model_dir(inputs.model_uri))
     if inputs.model_run_uri:

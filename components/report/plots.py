@@ -245,3 +245,24 @@ def accuracy_bars(key: str, title: str, desc: str, bars: Sequence[tuple[str, flo
         _legend_outside(axes, fontsize=8)
 
     return _figure(key, 0.9 + 0.45 * len(bars), draw, title, desc)
+
+
+def threshold_bars(key: str, title: str, desc: str, bars: Sequence[tuple[str, float, float]]) -> str:
+    """Horizontal bars of measured distances as a fraction of their thresholds (`(name, distance, threshold)`), so
+    measures of different scales share one axis; the threshold is the line at 1, bars past it are red."""
+
+    def draw(axes: Any) -> None:
+        ratios = [distance / threshold if threshold > 0 else 0.0 for _, distance, threshold in bars]
+        colours = [STATE_COLOURS["failed"] if ratio > 1 else PALETTE[0] for ratio in ratios]
+        axes.barh(range(len(bars)), ratios, color=colours, alpha=0.85, height=0.6)
+        for position, (ratio, (_, distance, threshold)) in enumerate(zip(ratios, bars, strict=True)):
+            axes.text(ratio, position, f" {distance:.3f} / {threshold:g}", va="center", fontsize=8)
+        axes.axvline(1.0, color="#1f2933", linestyle="--", linewidth=1.5, label="threshold", zorder=3)
+        axes.set_yticks(range(len(bars)), [short_name(name) for name, _, _ in bars])
+        axes.invert_yaxis()
+        axes.set_xlim(0.0, max([*ratios, 1.0]) * 1.25)
+        axes.set_xlabel("distance / threshold (above 1: the check fires)")
+        axes.set_title(title)
+        _legend_outside(axes, fontsize=8)
+
+    return _figure(key, 0.9 + 0.3 * len(bars), draw, title, desc)

@@ -23,6 +23,9 @@ SPLIT_PREFIX = "Split-"
 """TFX writes each split of an artifact into `Split-<name>/`."""
 STATISTICS_FILE = "FeatureStats.pb"
 ANOMALIES_FILE = "SchemaDiff.pb"
+DRIFT_FILE = "drift.json"
+"""Every distance the drift checks measured, in the ExampleValidator's anomalies artifact
+(`components.validation.strict_example_validator`)."""
 MANIFEST_FILE = "tfxp_dataset.json"  # written by `tfxp data` beside the TFRecords (components.data.dataset)
 CURVE_RUNS = ("train", "validation")
 """The subdirectories Keras' TensorBoard callback writes scalars into."""
@@ -60,6 +63,16 @@ def counts_from_statistics(statistics_uri: str) -> dict[str, dict[str, Any]]:
                 classes = {bucket.label: int(bucket.sample_count) for bucket in buckets}
         counts[split] = {"examples": int(dataset.num_examples), "classes": classes}
     return counts
+
+
+def drift_record(anomalies_uri: str) -> dict[str, Any] | None:
+    """The drift checks' record (`drift.json`: findings, stops, warnings, accepted, label_counts, timings); None
+    when the ExampleValidator ran without them."""
+    path = f"{anomalies_uri.rstrip('/')}/{DRIFT_FILE}"
+    if not paths.is_file(path):
+        return None
+    record = json.loads(paths.read_text(path))
+    return record if isinstance(record, dict) else None
 
 
 def counts_from_manifest(data_path: str) -> dict[str, dict[str, Any]] | None:

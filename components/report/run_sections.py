@@ -18,10 +18,16 @@ from components.report.page import Collapsed, Facts, Figure, Lead, Missing, Para
 STATE_WORDS = {"complete": "ran", "cached": "cached", "failed": "failed"}
 
 
+DRIFT_STOP = "stopped by the drift check"
+"""The summary's decision when the drift checks stopped the run (`components.validation.drift.STOPPED_DECISION`)."""
+
+
 def decision(facts: RunFacts) -> tuple[str, str]:
     """The run's outcome in words and its tone: (`pushed`, `good`), (`not pushed`, `bad`), (`no new data`,
-    `neutral`) or (`failed in <component>`, `bad`)."""
+    `neutral`), (`stopped by the drift check`, `bad`) or (`failed in <component>`, `bad`)."""
     summary = facts.summary
+    if summary.get("decision") == DRIFT_STOP:
+        return DRIFT_STOP, "bad"
     if summary.get("status") == "failed":
         return f"failed in {summary.get('failed_component') or 'an unknown component'}", "bad"
     outcome = summary.get("decision") or ("pushed" if summary.get("pushed_model_dir") else "not pushed")
@@ -57,7 +63,9 @@ def decision_section(facts: RunFacts) -> Section:
     outcome, tone = decision(facts)
     blocks: list[Any] = []
     pushed = text.version_of(summary.get("pushed_model_dir"))
-    if summary.get("status") == "failed":
+    if outcome == DRIFT_STOP:
+        blocks += _drift_stop_blocks(summary)
+    elif summary.get("status") == "failed":
         blocks.append(Lead(f"The run failed in {summary.get('failed_component') or 'an unknown component'}", tone))
         finished = _finished(facts)
         got = f"It got as far as: {', '.join(finished)}." if finished else "No component finished."
@@ -92,6 +100,25 @@ def decision_section(facts: RunFacts) -> Section:
     else:
         blocks.append(Missing("The run summary holds no config."))
     return Section("decision", "Decision", blocks)
+
+
+def _drift_stop_blocks(summary: dict[str, Any]) -> list[Any]:
+    """The decision card of a drift stop: the span, each finding that stopped it, and the ways out."""
+    message = str(((summary.get("data") or {}).get("drift") or {}).get("stopped") or summary.get("error") or "")
+    lines = [line.strip() for line in message.splitlines()]
+    findings = tuple((line[2:],) for line in lines if line.startswith("- "))
+    headline = lines[0].split("DriftError: ", 1)[-1] if lines else "a span does not look like the spans before it"
+    advice = [line for line in lines[1:] if line and not line.startswith("- ")]
+    blocks: list[Any] = [
+        Lead(f"Stopped by the drift check: {headline.rstrip(':')}", "bad"),
+        Paragraph("Nothing was trained or pushed; the served version (if any) is unchanged (see Data for every "
+                  "distance measured)."),
+    ]  # fmt: skip
+    if findings:
+        blocks.append(Table(f"What stopped the run ({len(findings)})", ("finding",), findings))
+    if advice:
+        blocks.append(Paragraph(" ".join(advice)))
+    return blocks
 
 
 def components_section(facts: RunFacts) -> Section:

@@ -93,12 +93,15 @@ class DriftDecision:
         stops: Findings above their threshold that stop the run (`action: fail`, span not accepted).
         warnings: Findings above their threshold that do not (`action: warn`).
         accepted: Findings above their threshold on an accepted span (`data.drift.accept`).
+        label_counts: Examples per label in the train split of each span up to the newest (span → label → count),
+            for the report's label distribution per span.
     """
 
     findings: tuple[Finding, ...]
     stops: tuple[Finding, ...] = ()
     warnings: tuple[Finding, ...] = ()
     accepted: tuple[Finding, ...] = field(default=())
+    label_counts: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +109,7 @@ class DriftDecision:
             "stops": [finding.describe() for finding in self.stops],
             "warnings": [finding.describe() for finding in self.warnings],
             "accepted": [finding.describe() for finding in self.accepted],
+            "label_counts": {str(span): counts for span, counts in sorted(self.label_counts.items())},
         }
 
 
@@ -134,9 +138,23 @@ def stop_message(decision: DriftDecision) -> str:
     )
 
 
-def summary_entry(properties: dict[str, str | None], error: str | None) -> dict[str, Any]:
+def stop_decision(decision: DriftDecision) -> str:
+    """A drift stop as the run's decision, on one line (the run record and the notice): `stopped by the drift
+    check: span 4, feature 'label' (...): L-infinity distance 0.301 above the threshold 0.1 (data.drift.label_linf);
+    if the change is real: --set data.drift.accept=4`."""
+    spans = ",".join(str(span) for span in sorted({finding.span for finding in decision.stops}))
+    findings = "; ".join(finding.describe() for finding in decision.stops)
+    return f"{STOPPED_DECISION}: {findings}; if the change is real: --set {KEY_PREFIX}.accept={spans}"
+
+
+def summary_entry(
+    properties: dict[str, str | None], error: str | None, stop_record: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The run summary's `data.drift`: the warnings and accepted findings recorded by the validator, and
-    `stopped` (the stop's message) when the run failed on a drift stop; {} when there is nothing to say."""
+    `stopped` (the stop's message) when the run failed on a drift stop; {} when there is nothing to say.
+
+    A stopped validator publishes no artifact (no `drift.json` to read), so a stop's `findings` (every distance
+    measured) and `label_counts` come from its `DriftError.record` (`stop_record`), for the report."""
     entry: dict[str, Any] = {}
     for name in RECORD_PROPERTIES:
         lines = json.loads(properties.get(name) or "[]")
@@ -144,6 +162,9 @@ def summary_entry(properties: dict[str, str | None], error: str | None) -> dict[
             entry[name.removeprefix("drift_")] = lines
     if error and STOP_MARK in error:
         entry["stopped"] = error
+        for key in ("findings", "label_counts"):
+            if stop_record and stop_record.get(key):
+                entry[key] = stop_record[key]
     return entry
 
 

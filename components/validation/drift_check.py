@@ -1,7 +1,9 @@
 """The validator's drift checks between spans, end to end: which spans, their statistics, the served model, a verdict.
 
-Each span the run reads is judged against the previous spans, every span folder under `data.path` older than it
-(the spans the served model was trained on are not recorded with it yet, so all earlier ones), until it passes. Their
+Each span the run reads is judged against the previous spans until it passes: the spans the served model was trained
+on (its push record's `spans`, `components.publish.trained_spans`) that are older than it and still under
+`data.path`, else every older span folder (`previous_spans`). So a refused span that was never trained on is not the
+reference for the spans after it. Their
 statistics come from the cache under `<pipeline.output>/statistics` (`components.validation.span_statistics`), so
 the same checks run on Kubeflow without an ML Metadata resolver: the pods read the same cache and the same serving
 base. The served model (`components.baseline.served.find_served_model`) is run on a sample for the
@@ -17,12 +19,13 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import posixpath
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +44,7 @@ from components.validation.drift import (
 from components.validation.drift_options import DriftOptions
 from components.validation.label_agreement import agreement, load_served_model, read_records
 from components.validation.span_statistics import (
+    LABEL_FEATURE,
     SpanSplitFiles,
     pooled,
     span_entry,
@@ -140,14 +144,47 @@ def check_drift(run: DriftRun, input_base: str = "", spans: list[int] | None = N
         return tables[span]
 
     model = _ServedModel(run)
+    served = find_served_model(run.serving_base) if run.serving_base else None
     findings: list[Finding] = []
     for span in judged:
-        previous = [earlier for earlier in sorted(files) if earlier < span]
-        span_findings = _judge(run, span, previous, table, files, model)
+        previous, source = previous_spans(span, files, served.trained_spans if served else None)
+        span_findings = _judge(run, span, previous, table, files, model, source)
         if not any(finding.exceeded for finding in span_findings):
             _write_verdict(verdicts[span], span)
         findings += span_findings
-    return decide(findings, run.options.action, run.options.accept)
+    decision = decide(findings, run.options.action, run.options.accept)
+    train = TRAIN_SPLIT if TRAIN_SPLIT in run.split_patterns else next(iter(run.split_patterns))
+    return dataclasses.replace(decision, label_counts={span: label_counts(table(span)[train]) for span in files})
+
+
+def label_counts(table: Any) -> dict[str, int]:
+    """Records per label of a span's table (`span_statistics.read_split_table`), in label order."""
+    counts = {str(label): int(count) for label, count in table[LABEL_FEATURE].dropna().value_counts().items()}
+    numeric = all(label.isascii() and label.lstrip("-").isdigit() for label in counts)
+    return dict(sorted(counts.items(), key=lambda item: int(item[0]) if numeric else item[0]))
+
+
+SERVED_SPANS = "the served model's"
+EARLIER_SPANS = "every earlier"
+
+
+def previous_spans(span: int, available: Iterable[int], served_spans: Sequence[int] | None) -> tuple[list[int], str]:
+    """The spans span `span` is judged against, and which rule chose them.
+
+    Args:
+        span: The span judged.
+        available: The span folders under `data.path`.
+        served_spans: The spans the served model was trained on (its push record); None when not recorded.
+
+    Returns:
+        (the served model's spans older than `span` that are still there, `SERVED_SPANS`), or, when there are none
+        (nothing served, not recorded, or all removed), (every older span, `EARLIER_SPANS`).
+    """
+    present = sorted(set(available))
+    served = [earlier for earlier in sorted(set(served_spans or ())) if earlier < span and earlier in present]
+    if served:
+        return served, SERVED_SPANS
+    return [earlier for earlier in present if earlier < span], EARLIER_SPANS
 
 
 def _judge(
@@ -157,6 +194,7 @@ def _judge(
     table: Callable[[int], dict[str, Any]],
     files: dict[int, SpanSplitFiles],
     model: _ServedModel,
+    source: str = EARLIER_SPANS,
 ) -> list[Finding]:
     """Every distance of one span: drift against `previous`, eval/train skew, the served model's agreement."""
     patterns = files[span].splits
@@ -165,6 +203,8 @@ def _judge(
     new_train = split_statistics(table(span)[train])
     if previous:
         detail = f"against span{'s' if len(previous) > 1 else ''} {format_spans(previous)}"
+        if source == SERVED_SPANS:
+            detail += ", the served model's"
         previous_train = split_statistics(pooled([table(earlier)[train] for earlier in previous]))
         findings += measure_drift(span, new_train, previous_train, run.options, detail)
     if EVAL_SPLIT in patterns and train == TRAIN_SPLIT:

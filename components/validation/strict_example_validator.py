@@ -39,6 +39,7 @@ from tfx.utils import io_utils, json_utils
 from components.contract import LABEL_KEY, read_label_map
 from components.data.spans import INPUT_BASE_PROPERTY, SPANS_PROPERTY, parse_spans
 from components.errors import TfxpError
+from components.notify.run_record import RunRecord, run_dir_of, run_key_of, write_run_record
 from components.validation.data_checks import (
     class_mismatches,
     count_refused_images,
@@ -46,13 +47,17 @@ from components.validation.data_checks import (
     names_classes,
     read_class_evidence,
 )
-from components.validation.drift import RECORD_PROPERTIES, stop_message
+from components.validation.drift import RECORD_PROPERTIES, DriftDecision, stop_decision, stop_message
 from components.validation.label_map_schema import CONTRACT_FEATURES
 
 logger = logging.getLogger(__name__)
 ANOMALIES_FILE = "SchemaDiff.pb"
 DRIFT_KEY = "drift"
 DRIFT_FILE = "drift.json"
+# On Kubeflow: where a drift stop files the run record the exit handler reads (`components.notify.run_record`;
+# the RunReport, which writes it otherwise, never runs after a stop). Unset locally.
+RUN_RECORD_DIR_KEY = "run_record_dir"
+COMPONENT_ID = "ExampleValidator"
 # A feature in the eval split that the train split (the schema's source) lacks; only the contract's features
 # matter, so for any other feature this is not a problem.
 _NEW_COLUMN = anomalies_pb2.AnomalyInfo.SCHEMA_NEW_COLUMN
@@ -71,7 +76,12 @@ class DataValidationError(TfxpError, RuntimeError):
 
 class DriftError(DataValidationError):
     """The newest span does not look like the spans before it (`data.drift`); the message names the span, the
-    feature, the distance, the threshold and its key."""
+    feature, the distance, the threshold and its key. `record` is `drift.json`'s content (every distance, the label
+    counts), which a failed execution publishes nowhere else: the local run summary keeps it for the report."""
+
+    def __init__(self, message: str, record: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.record = record or {}
 
 
 def describe_anomalies(split: str, anomalies: anomalies_pb2.Anomalies) -> list[str]:
@@ -147,14 +157,21 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
                 )
             raise DataValidationError(message)
         if exec_properties.get(DRIFT_KEY):
-            self._check_drift(exec_properties[DRIFT_KEY], anomalies_artifacts[0], examples[0] if examples else None)
+            self._check_drift(
+                exec_properties[DRIFT_KEY],
+                anomalies_artifacts[0],
+                examples[0] if examples else None,
+                exec_properties.get(RUN_RECORD_DIR_KEY) or "",
+            )
             if result is not None:  # TFX publishes the ExecutorOutput's copy of the artifact: refresh it
                 published = result.output_artifacts[standard_component_specs.ANOMALIES_KEY].artifacts
                 del published[:]
                 published.append(anomalies_artifacts[0].mlmd_artifact)
         return result
 
-    def _check_drift(self, drift_json: str, anomalies: types.Artifact, examples: types.Artifact | None) -> None:
+    def _check_drift(
+        self, drift_json: str, anomalies: types.Artifact, examples: types.Artifact | None, record_dir: str
+    ) -> None:
         """Runs the drift checks, records every distance in the anomalies artifact, and stops on `fail`.
 
         The spans are those the ExampleGen read (its artifact's `input_base` and `spans`), so Kubeflow's run
@@ -176,7 +193,27 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
         for finding in (*decision.warnings, *decision.accepted):
             logger.warning("drift (%s): %s", "accepted" if finding in decision.accepted else "warn", finding.describe())
         if decision.stops:
-            raise DriftError(stop_message(decision))
+            if record_dir:
+                record_drift_stop(record_dir, anomalies.uri, decision)
+            raise DriftError(stop_message(decision), record)
+
+
+def record_drift_stop(record_dir: str, anomalies_uri: str, decision: DriftDecision) -> str:
+    """Files a drift stop's run record under `record_dir`, named after the run's folder (found from this task's
+    output, `run_dir_of`), so the exit handler's notice says which span and why; best effort. Returns its path,
+    "" when it was not written."""
+    run_dir = run_dir_of(anomalies_uri, COMPONENT_ID)
+    if not run_dir:
+        logger.warning("drift stop: no run folder in %s: no run record for the notice", anomalies_uri)
+        return ""
+    record = RunRecord.stopped(run_key_of(run_dir), COMPONENT_ID, stop_decision(decision))
+    try:
+        path = write_run_record(record_dir, record)
+    except Exception as error:  # the notice then says less; the stop itself stands
+        logger.warning("drift stop: run record not written under %s: %s", record_dir, error)
+        return ""
+    logger.info("drift stop: run record %s", path)
+    return path
 
 
 class StrictExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):
@@ -189,6 +226,7 @@ class StrictExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):
         LABELS_PATH_KEY: ExecutionParameter(type=str, optional=True),
         LABEL_OFFSET_KEY: ExecutionParameter(type=int, optional=True),
         DRIFT_KEY: ExecutionParameter(type=str, optional=True),
+        RUN_RECORD_DIR_KEY: ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {  # noqa: RUF012  (TFX's ComponentSpec API)
         **standard_component_specs.ExampleValidatorSpec.INPUTS,

@@ -241,13 +241,19 @@ def set_run_parameters(
 
 def set_run_record(components: Sequence[Any], serving_base: str) -> None:
     """Gives the RunReport the run's id (KFP fills in `{{$.pipeline_job_uuid}}`) and where the run record goes
-    (`<serving base>/runs`), which the exit handler reads (`components.notify.run_record`)."""
+    (`<serving base>/runs`), which the exit handler reads (`components.notify.run_record`); and the ExampleValidator
+    with drift checks the same folder, for the record of a drift stop."""
     from components.report import spec as report_keys
+    from components.validation import strict_example_validator as validator_keys
 
+    record_dir = f"{serving_base.rstrip('/')}/{RUN_RECORDS_DIR}"
     for component in components:
         if component.id == REPORT_ID:
             component.exec_properties[report_keys.RUN_ID_KEY] = RUN_ID_PLACEHOLDER
-            component.exec_properties[report_keys.RUN_RECORD_DIR_KEY] = f"{serving_base.rstrip('/')}/{RUN_RECORDS_DIR}"
+            component.exec_properties[report_keys.RUN_RECORD_DIR_KEY] = record_dir
+        elif component.id == validator_keys.COMPONENT_ID and component.exec_properties.get(validator_keys.DRIFT_KEY):
+            # A drift stop files the record itself (a constant: the task's KFP cache key does not change per run).
+            component.exec_properties[validator_keys.RUN_RECORD_DIR_KEY] = record_dir
 
 
 def run_notice(config: TfxpConfig) -> Any | None:
