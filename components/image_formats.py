@@ -130,13 +130,22 @@ def _color_table_bytes(packed: int) -> int:
     return 3 * 2 ** ((packed & 0x07) + 1) if packed & 0x80 else 0
 
 
-def gif_frames(data: bytes) -> int | str:
-    """How many image descriptors (frames) a GIF holds, walking its blocks one step per block or data
-    sub-block as giflib does; a walk cut short by the end of the data, the trailer or an unknown block counts
-    the frames it met, and `EXHAUSTED` when `GIF_MAX_STEPS` steps do not finish it. The model walks the same
-    steps in-graph."""
+@dataclass(frozen=True)
+class GifFrames:
+    """What a GIF's image descriptors declare: how many there are, and the largest one's width and height."""
+
+    count: int
+    width: int
+    height: int
+
+
+def gif_frames(data: bytes) -> GifFrames | str:
+    """The image descriptors (frames) a GIF holds, walking its blocks one step per block or data sub-block as
+    giflib does, which allocates each frame at its descriptor's size; a walk cut short by the end of the data,
+    the trailer or an unknown block counts the frames it met, and `EXHAUSTED` when `GIF_MAX_STEPS` steps do
+    not finish it. The model walks the same steps in-graph."""
     position = GIF_SCREEN_BYTES + _color_table_bytes(header(data)[GIF_PACKED_OFFSET])
-    frames, in_chain = 0, False
+    frames, in_chain = GifFrames(0, 0, 0), False
     for _ in range(GIF_MAX_STEPS):
         if position >= len(data):
             return frames
@@ -145,7 +154,10 @@ def gif_frames(data: bytes) -> int | str:
             in_chain = window[0] != 0
             position += 1 + window[0]
         elif window[0] == GIF_IMAGE:
-            frames += 1
+            width, height = int.from_bytes(window[5:7], "little"), int.from_bytes(window[7:9], "little")
+            if width * height > frames.width * frames.height:
+                frames = GifFrames(frames.count, width, height)
+            frames = GifFrames(frames.count + 1, frames.width, frames.height)
             in_chain = True
             position += GIF_IMAGE_BYTES + _color_table_bytes(window[9])
         elif window[0] == GIF_EXTENSION:
@@ -214,42 +226,52 @@ def image_dimensions(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-def image_frames(data: bytes) -> int | str:
-    """The frames an accepted image decodes to: a GIF's `gif_frames` (at least 1), 1 for other formats."""
-    if detect_image_format(data) != "GIF":
-        return 1
-    frames = gif_frames(data)
-    return frames if frames == EXHAUSTED else max(int(frames), 1)
-
-
-def image_pixels(data: bytes) -> int | None:
-    """The pixels an accepted image decodes to, read without decoding: width x height x frames (a GIF whose
-    walk does not finish counts one frame; the model refuses it); None where `image_dimensions` is None."""
+def decoded_size(data: bytes) -> tuple[int, int, int] | str | None:
+    """(frames, width, height) an accepted image decodes to, read without decoding: one frame at its header's
+    size, and for a GIF every frame (at least one) at its screen's size or, where larger, its largest frame's;
+    `EXHAUSTED` for a GIF whose walk does not finish (`gif_frames`); None where `image_dimensions` is None."""
     dimensions = image_dimensions(data)
     if dimensions is None:
         return None
-    frames = image_frames(data)
-    return dimensions[0] * dimensions[1] * (frames if isinstance(frames, int) else 1)
+    width, height = dimensions
+    if detect_image_format(data) != "GIF":
+        return 1, width, height
+    frames = gif_frames(data)
+    if not isinstance(frames, GifFrames):
+        return EXHAUSTED
+    if frames.width * frames.height > width * height:
+        width, height = frames.width, frames.height
+    return max(frames.count, 1), width, height
+
+
+def image_pixels(data: bytes) -> int | None:
+    """The pixels an accepted image decodes to (`decoded_size`: frames x width x height; a GIF whose walk does
+    not finish counts its screen once, the model refuses it); None where `image_dimensions` is None."""
+    size = decoded_size(data)
+    if size is None:
+        return None
+    if isinstance(size, str):
+        width, height = image_dimensions(data) or (0, 0)
+        return width * height
+    return size[0] * size[1] * size[2]
 
 
 def oversized_error(data: bytes, max_pixels: int) -> str | None:
     """The model's refusal of an image that decodes to more than `max_pixels` pixels by its header (and, for
-    a GIF, its frame count), or of a JPEG or GIF whose size walk does not finish (`JPEG_NO_FRAME_MESSAGE`,
-    `GIF_NO_END_MESSAGE`), else None."""
-    name = detect_image_format(data)
-    if name == "JPEG" and jpeg_dimensions(data) == EXHAUSTED:
+    a GIF, its frames: `decoded_size`), or of a JPEG or GIF whose size walk does not finish
+    (`JPEG_NO_FRAME_MESSAGE`, `GIF_NO_END_MESSAGE`), else None."""
+    if detect_image_format(data) == "JPEG" and jpeg_dimensions(data) == EXHAUSTED:
         return JPEG_NO_FRAME_MESSAGE
-    frames = image_frames(data)
-    if frames == EXHAUSTED:
+    size = decoded_size(data)
+    if size == EXHAUSTED:
         return GIF_NO_END_MESSAGE
-    dimensions, pixels = image_dimensions(data), image_pixels(data)
-    if dimensions is None or pixels is None or pixels <= max_pixels:
+    if not isinstance(size, tuple) or size[0] * size[1] * size[2] <= max_pixels:
         return None
+    frames, width, height = size
     if frames != 1:
-        return GIF_FRAMES_TEMPLATE.format(
-            frames=frames, width=dimensions[0], height=dimensions[1], pixels=pixels, limit=max_pixels
-        )
-    return OVERSIZED_TEMPLATE.format(width=dimensions[0], height=dimensions[1], limit=max_pixels)
+        pixels = frames * width * height
+        return GIF_FRAMES_TEMPLATE.format(frames=frames, width=width, height=height, pixels=pixels, limit=max_pixels)
+    return OVERSIZED_TEMPLATE.format(width=width, height=height, limit=max_pixels)
 
 
 def header(data: bytes) -> bytes:

@@ -195,11 +195,15 @@ def test_a_small_animated_gif_passes_while_its_frames_times_pixels_are_within_th
 def test_a_truncated_gif_counts_the_frames_it_holds() -> None:
     from image_bombs import gif_bomb
 
-    from components.image_formats import gif_frames, oversized_error
+    from components.image_formats import GifFrames, gif_frames, oversized_error
 
     bomb, small = gif_bomb(), gif_bomb(10, 64)
     half, cut_small, screen_only = bomb[: len(bomb) // 2], small[: len(small) - 30], small[:20]
-    assert gif_frames(half) == 100 and gif_frames(cut_small) == 10 and gif_frames(screen_only) == 0
+    assert [gif_frames(data) for data in (half, cut_small, screen_only)] == [
+        GifFrames(100, 3000, 3000),
+        GifFrames(10, 64, 64),
+        GifFrames(0, 0, 0),
+    ]
     messages = _graph_errors([half, cut_small, screen_only])
     assert messages == [oversized_error(data, LIMIT) or "" for data in (half, cut_small, screen_only)]
     assert "animated GIF of 100 frames of 3000x3000" in messages[0] and messages[1:] == ["", ""]
@@ -216,3 +220,20 @@ def test_a_gif_whose_blocks_do_not_end_within_the_cap_is_refused() -> None:
     assert gif_frames(endless) == "exhausted" and oversized_error(endless, LIMIT) == GIF_NO_END_MESSAGE
     assert _graph_errors([endless, small]) == [GIF_NO_END_MESSAGE, ""]
     assert "within its first 65536 blocks" in GIF_NO_END_MESSAGE
+
+
+def test_a_gif_whose_frames_are_larger_than_its_screen_counts_the_frames_size() -> None:
+    from image_bombs import gif_bomb
+
+    from components.image_formats import image_pixels, oversized_error
+
+    # giflib allocates each frame at its own descriptor's size, whatever the screen declares.
+    bomb = bytearray(gif_bomb(8, 3000))
+    bomb[6:10] = (16).to_bytes(2, "little") * 2  # a 16 x 16 screen
+    single = bytearray(gif_bomb(1, 9000))
+    single[6:10] = (16).to_bytes(2, "little") * 2
+    assert image_pixels(bytes(bomb)) == 8 * 3000 * 3000
+    messages = _graph_errors([bytes(bomb), bytes(single)])
+    assert messages == [oversized_error(bytes(data), LIMIT) for data in (bomb, single)]
+    assert "animated GIF of 8 frames of 3000x3000 pixels (72000000 pixels" in messages[0]
+    assert messages[1].startswith("image of 9000x9000 pixels is over the limit of 40000000")

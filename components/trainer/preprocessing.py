@@ -210,12 +210,19 @@ def _color_table_bytes(packed: tf.Tensor) -> tf.Tensor:
     return tf.where(tf.bitwise.bitwise_and(packed, 0x80) != 0, 3 * entries, 0)
 
 
-def _gif_frames(data: tf.Tensor, is_gif: tf.Tensor, packed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """In-graph `components.image_formats.gif_frames` over [N] strings: (frames, exhausted)."""
+def _gif_frames(data: tf.Tensor, is_gif: tf.Tensor, packed: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """In-graph `components.image_formats.gif_frames` over [N] strings: (frames, the largest frame's width
+    and height, exhausted)."""
     length = tf.strings.length(data)
 
     def step(
-        count: tf.Tensor, position: tf.Tensor, in_chain: tf.Tensor, active: tf.Tensor, frames: tf.Tensor
+        count: tf.Tensor,
+        position: tf.Tensor,
+        in_chain: tf.Tensor,
+        active: tf.Tensor,
+        frames: tf.Tensor,
+        width: tf.Tensor,
+        height: tf.Tensor,
     ) -> tuple[tf.Tensor, ...]:
         start = tf.minimum(position, length)
         window = tf.strings.substr(
@@ -234,23 +241,26 @@ def _gif_frames(data: tf.Tensor, is_gif: tf.Tensor, packed: tf.Tensor) -> tuple[
         moving = chain | image | extension
         in_chain = tf.where(chain, tf.not_equal(raw[:, 0], 0), image | extension)
         frames = frames + tf.cast(image, tf.int64)
-        return count + 1, tf.where(moving, position + size, position), in_chain, moving, frames
+        frame_width, frame_height = _number(raw, 5, 2, little=True), _number(raw, 7, 2, little=True)
+        larger = image & (frame_width * frame_height > width * height)
+        width, height = tf.where(larger, frame_width, width), tf.where(larger, frame_height, height)
+        return count + 1, tf.where(moving, position + size, position), in_chain, moving, frames, width, height
 
-    _, _, _, exhausted, frames = tf.while_loop(
-        lambda count, position, in_chain, active, frames: (count < GIF_MAX_STEPS) & tf.reduce_any(active),
+    _, _, _, exhausted, frames, width, height = tf.while_loop(
+        lambda count, position, in_chain, active, *_: (count < GIF_MAX_STEPS) & tf.reduce_any(active),
         step,
         (
             tf.constant(0),
             GIF_SCREEN_BYTES + _color_table_bytes(packed),
             tf.zeros_like(is_gif),
             is_gif,
-            tf.zeros_like(length, tf.int64),
+            *[tf.zeros_like(length, tf.int64)] * 3,
         ),
         # As in _jpeg_dimensions: a batch traced at a fixed size leaves the loop with an unknown one.
-        shape_invariants=(tf.TensorShape([]), *[tf.TensorShape([None])] * 4),
+        shape_invariants=(tf.TensorShape([]), *[tf.TensorShape([None])] * 6),
         maximum_iterations=GIF_MAX_STEPS,
     )
-    return frames, exhausted
+    return frames, width, height, exhausted
 
 
 def _fill(template: str, values: dict[str, tf.Tensor | int]) -> tf.Tensor:
@@ -307,12 +317,14 @@ def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
     )
     width, height = tf.where(is_jpeg, jpeg_width, width), tf.where(is_jpeg, jpeg_height, height)
     is_gif = tf.equal(name, "GIF")
-    gif_frames, gif_exhausted = tf.cond(
+    gif_frames, frame_width, frame_height, gif_exhausted = tf.cond(
         tf.reduce_any(is_gif),
         lambda: _gif_frames(image_bytes, is_gif, raw[:, GIF_PACKED_OFFSET]),
-        lambda: (zeros, tf.zeros_like(is_gif)),
+        lambda: (zeros, zeros, zeros, tf.zeros_like(is_gif)),
     )
     frames = tf.where(is_gif, tf.maximum(gif_frames, 1), tf.ones_like(zeros))
+    larger = is_gif & (frame_width * frame_height > width * height)  # giflib allocates each frame at its size
+    width, height = tf.where(larger, frame_width, width), tf.where(larger, frame_height, height)
     pixels = width * height * frames
     sizes = {"width": width, "height": height, "limit": max_pixels}
     message = tf.where(
