@@ -379,7 +379,7 @@ def image_format_errors(image_bytes: tf.Tensor) -> tf.Tensor:
 def check_image_formats(image_bytes: tf.Tensor, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> tf.Tensor:
     """`image_bytes`, gated on every element being in a format the model decodes, of at most `max_pixels`.
 
-    One vectorised check per batch (about 80 string ops, plus a few per marker for JPEGs): run inside the
+    One vectorised check per batch (about 80 string ops, plus a few per JPEG marker and per GIF block): run inside the
     per-image loop it would cost more than decoding a small PNG.
 
     Args:
