@@ -104,6 +104,68 @@ JPEG_NO_FRAME_MESSAGE = (
 )
 JPEG_WINDOW = 9  # bytes read at each step: marker, length, and SOFn's precision, height and width
 EXHAUSTED = "exhausted"
+# GIF: TF's decoder (giflib's DGifSlurp) reads every frame before keeping the first, so a GIF decodes to
+# frames x screen width x height pixels: 200 frames of 3000 x 3000 take 1.7 MB and cost 1.75 GB. The frames
+# are counted by walking the blocks, one step per block or data sub-block (at most 255 bytes), so the cap
+# bounds the walk to GIFs of about 16 MB.
+GIF_MAX_STEPS = 65536
+GIF_SCREEN_BYTES = 13  # header 6 + logical screen descriptor 7
+GIF_PACKED_OFFSET = 10  # the screen's packed field: bit 7 = a global color table of 3 * 2^(bits 0-2 + 1) bytes
+GIF_IMAGE, GIF_EXTENSION = 0x2C, 0x21
+GIF_IMAGE_BYTES = 11  # separator, left, top, width, height, packed, then the LZW minimum code size byte
+GIF_WINDOW = 10  # bytes read at each step: up to the image descriptor's packed field
+GIF_FRAMES_TEMPLATE = (
+    "animated GIF of {frames} frames of {width}x{height} pixels ({pixels} pixels once decoded, as the decoder "
+    "holds every frame) is over the limit of {limit} pixels per image the model was exported with ("
+    + MAX_PIXELS_SETTING
+    + "); send its first frame as PNG or JPEG"
+)
+GIF_NO_END_MESSAGE = (
+    f"GIF whose frames do not end within its first {GIF_MAX_STEPS} blocks and data sub-blocks; the model counts "
+    "the frames before decoding: send its first frame as PNG or JPEG"
+)
+
+
+def _color_table_bytes(packed: int) -> int:
+    return 3 * 2 ** ((packed & 0x07) + 1) if packed & 0x80 else 0
+
+
+@dataclass(frozen=True)
+class GifFrames:
+    """What a GIF's image descriptors declare: how many there are, and the largest one's width and height."""
+
+    count: int
+    width: int
+    height: int
+
+
+def gif_frames(data: bytes) -> GifFrames | str:
+    """The image descriptors (frames) a GIF holds, walking its blocks one step per block or data sub-block as
+    giflib does, which allocates each frame at its descriptor's size; a walk cut short by the end of the data,
+    the trailer or an unknown block counts the frames it met, and `EXHAUSTED` when `GIF_MAX_STEPS` steps do
+    not finish it. The model walks the same steps in-graph."""
+    position = GIF_SCREEN_BYTES + _color_table_bytes(header(data)[GIF_PACKED_OFFSET])
+    frames, in_chain = GifFrames(0, 0, 0), False
+    for _ in range(GIF_MAX_STEPS):
+        if position >= len(data):
+            return frames
+        window = data[position : position + GIF_WINDOW].ljust(GIF_WINDOW, b"\x00")
+        if in_chain:
+            in_chain = window[0] != 0
+            position += 1 + window[0]
+        elif window[0] == GIF_IMAGE:
+            width, height = int.from_bytes(window[5:7], "little"), int.from_bytes(window[7:9], "little")
+            if width * height > frames.width * frames.height:
+                frames = GifFrames(frames.count, width, height)
+            frames = GifFrames(frames.count + 1, frames.width, frames.height)
+            in_chain = True
+            position += GIF_IMAGE_BYTES + _color_table_bytes(window[9])
+        elif window[0] == GIF_EXTENSION:
+            in_chain = True
+            position += 2
+        else:
+            return frames
+    return EXHAUSTED
 
 
 def _webp_dimensions(head: bytes) -> tuple[int, int] | None:
@@ -164,15 +226,52 @@ def image_dimensions(data: bytes) -> tuple[int, int] | None:
     return None
 
 
+def decoded_size(data: bytes) -> tuple[int, int, int] | str | None:
+    """(frames, width, height) an accepted image decodes to, read without decoding: one frame at its header's
+    size, and for a GIF every frame (at least one) at its screen's size or, where larger, its largest frame's;
+    `EXHAUSTED` for a GIF whose walk does not finish (`gif_frames`); None where `image_dimensions` is None."""
+    dimensions = image_dimensions(data)
+    if dimensions is None:
+        return None
+    width, height = dimensions
+    if detect_image_format(data) != "GIF":
+        return 1, width, height
+    frames = gif_frames(data)
+    if not isinstance(frames, GifFrames):
+        return EXHAUSTED
+    if frames.width * frames.height > width * height:
+        width, height = frames.width, frames.height
+    return max(frames.count, 1), width, height
+
+
+def image_pixels(data: bytes) -> int | None:
+    """The pixels an accepted image decodes to (`decoded_size`: frames x width x height; a GIF whose walk does
+    not finish counts its screen once, the model refuses it); None where `image_dimensions` is None."""
+    size = decoded_size(data)
+    if size is None:
+        return None
+    if isinstance(size, str):
+        width, height = image_dimensions(data) or (0, 0)
+        return width * height
+    return size[0] * size[1] * size[2]
+
+
 def oversized_error(data: bytes, max_pixels: int) -> str | None:
-    """The model's refusal of an image whose header declares more than `max_pixels` pixels (or a JPEG whose
-    size it cannot find, `JPEG_NO_FRAME_MESSAGE`), else None."""
+    """The model's refusal of an image that decodes to more than `max_pixels` pixels by its header (and, for
+    a GIF, its frames: `decoded_size`), or of a JPEG or GIF whose size walk does not finish
+    (`JPEG_NO_FRAME_MESSAGE`, `GIF_NO_END_MESSAGE`), else None."""
     if detect_image_format(data) == "JPEG" and jpeg_dimensions(data) == EXHAUSTED:
         return JPEG_NO_FRAME_MESSAGE
-    dimensions = image_dimensions(data)
-    if dimensions is None or dimensions[0] * dimensions[1] <= max_pixels:
+    size = decoded_size(data)
+    if size == EXHAUSTED:
+        return GIF_NO_END_MESSAGE
+    if not isinstance(size, tuple) or size[0] * size[1] * size[2] <= max_pixels:
         return None
-    return OVERSIZED_TEMPLATE.format(width=dimensions[0], height=dimensions[1], limit=max_pixels)
+    frames, width, height = size
+    if frames != 1:
+        pixels = frames * width * height
+        return GIF_FRAMES_TEMPLATE.format(frames=frames, width=width, height=height, pixels=pixels, limit=max_pixels)
+    return OVERSIZED_TEMPLATE.format(width=width, height=height, limit=max_pixels)
 
 
 def header(data: bytes) -> bytes:

@@ -11,10 +11,11 @@ request's declared sizes first:
 - rows: dim 0 of an input whose signature leaves it open (the batch dimension) may not exceed the
   per-request batch limit (`serving.max_batch_size`), with server-side batching or without it.
 
-- pixels: the width x height every image among a request's string values declares in its header
-  (`components.image_formats.image_dimensions`), summed, may not exceed `serving.max_request_pixels`, so a
-  few small files that decode to gigabytes are refused before any is decoded (the model's graph refuses each
-  image over its own per-image limit, `trainer.max_image_pixels`, in TF Serving too).
+- pixels: the width x height every image among a request's string values declares in its header, times
+  its frames for a GIF (`components.image_formats.image_pixels`), summed, may not exceed
+  `serving.max_request_pixels`, so a few small files that decode to gigabytes are refused before any is
+  decoded (the model's graph refuses each image over its own per-image limit, `trainer.max_image_pixels`, in
+  TF Serving too).
 
 All answer INVALID_ARGUMENT (HTTP 400) naming the declared shape or size and the limit. JSON bodies are bounded too:
 at most `MAX_JSON_DEPTH` levels of nesting (checked in `serving.json_tensor.parse_json_body`).
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
-from components.image_formats import image_dimensions
+from components.image_formats import image_pixels
 from serving.errors import InvalidArgumentError
 from serving.options import DEFAULT_MAX_REQUEST_PIXELS
 from serving.tensors import dtype_of, shape_string
@@ -82,13 +83,13 @@ def declared_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, Declared]:
 
 
 def declared_pixels(values: Iterable[object]) -> tuple[int, int]:
-    """(images, pixels): how many of `values` are images of an accepted format, and the width x height their
-    headers declare in total; other values (text, serialized examples) count nothing."""
+    """(images, pixels): how many of `values` are images of an accepted format, and the pixels they decode
+    to in total (width x height, times the frames of a GIF); other values (text, serialized examples) count nothing."""
     images = pixels = 0
     for value in values:
-        if isinstance(value, bytes) and (dimensions := image_dimensions(value)) is not None:
+        if isinstance(value, bytes) and (declared := image_pixels(value)) is not None:
             images += 1
-            pixels += dimensions[0] * dimensions[1]
+            pixels += declared
     return images, pixels
 
 

@@ -68,3 +68,16 @@ def header_bomb(format_name: str, width: int, height: int) -> bytes:
 
 
 BOMB_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WebP", "WebP-lossless")
+
+
+@functools.cache
+def gif_bomb(frames: int = 200, side: int = 3000) -> bytes:
+    """An animated GIF of `frames` black frames of `side` x `side`, one frame's LZW data repeated: 200 of
+    3000 x 3000 take 1.5 MB and cost 1.75 GB in TF's decoder, which reads every frame before keeping the first."""
+    buffer = io.BytesIO()
+    Image.new("L", (side, side)).save(buffer, "GIF")
+    data = buffer.getvalue()
+    packed = data[10]
+    start = 13 + (3 * 2 ** ((packed & 0x07) + 1) if packed & 0x80 else 0)
+    assert data[start] == 0x2C and data[-1] == 0x3B, "Pillow's GIF: screen, color table, one image, trailer"
+    return data[:start] + data[start:-1] * frames + b";"

@@ -31,7 +31,7 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from image_bombs import BOMB_FORMATS, header_bomb, png_bomb
+from image_bombs import BOMB_FORMATS, gif_bomb, header_bomb, png_bomb
 from serving_fixtures import random_png, tiny_classifier, write_classification_version, write_model_version
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
@@ -543,13 +543,43 @@ def test_a_jpeg_hiding_its_frame_header_behind_stray_bytes_is_refused(endpoint: 
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "JPEG whose frame header (SOFn" in details
 
 
+def test_an_animated_gif_bomb_is_refused_over_both_transports(endpoint: Endpoint) -> None:
+    # 8 frames of 3000 x 3000: 63 KB, 72 MP once decoded (TF's decoder holds every frame), though its screen
+    # is 9 MP; over the per-image limit, under the per-request one.
+    bomb = gif_bomb(8, 3000)
+    expected = (
+        "animated GIF of 8 frames of 3000x3000 pixels (72000000 pixels once decoded, as the decoder holds every "
+        "frame) is over the limit of 40000000 pixels per image the model was exported with "
+        "(trainer.max_image_pixels); send its first frame as PNG or JPEG"
+    )
+    code, details = grpc_predict(endpoint, image_request([bomb]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and expected in details
+    response = post(endpoint, json.dumps({"instances": [b64(bomb)]}).encode())
+    assert response.status_code == 400 and expected in response.json()["error"]
+    assert_still_serving(endpoint)
+
+
+def test_the_request_total_counts_every_frame_of_a_gif(endpoint: Endpoint) -> None:
+    batch = [gif_bomb(6, 2000)] * 5  # 5 x 6 frames x 4 MP = 120 MP: each under 40 MP, together over 100 MP
+    code, details = grpc_predict(endpoint, image_request(batch))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details.startswith("the request's 5 image(s) declare 120000000 pixels in total"), details
+    response = post(endpoint, json.dumps({"instances": [b64(image) for image in batch]}).encode())
+    assert response.status_code == 400 and "serving.max_request_pixels" in response.json()["error"]
+
+
+def test_a_small_animated_gif_is_answered(endpoint: Endpoint) -> None:
+    code, details = grpc_predict(endpoint, image_request([gif_bomb(10, 64)] * 2))
+    assert code == grpc.StatusCode.OK, details
+
+
 def test_the_exported_graph_itself_refuses_bombs(model_root: Path) -> None:
     # What TF Serving runs: the SavedModel's serving_default signature, without this server.
     import tensorflow as tf
 
     signature = tf.saved_model.load(str(model_root / "m" / "1")).signatures["serving_default"]
     rss = PROCESS.memory_info().rss
-    for bomb in (png_bomb(), header_bomb("GIF", 65535, 65535), header_bomb("BMP", 40000, 40000)):
+    for bomb in (png_bomb(), header_bomb("GIF", 65535, 65535), header_bomb("BMP", 40000, 40000), gif_bomb()):
         with pytest.raises(tf.errors.InvalidArgumentError, match=r"trainer\.max_image_pixels"):
             signature(image_bytes=tf.constant([bomb]))
     assert PROCESS.memory_info().rss - rss < 128 << 20

@@ -141,3 +141,99 @@ def test_the_size_check_traces_for_a_batch_of_fixed_size() -> None:
     check = tf.function(lambda images: image_size_errors(images, 100), input_signature=[tf.TensorSpec([1], tf.string)])
     messages = check(tf.constant([buffer.getvalue()])).numpy()
     assert b"40" in messages[0] and b"30" in messages[0]
+
+
+# --- animated GIFs: TF's decoder holds every frame, so the size check counts them ------------------------------
+
+LIMIT = 40_000_000
+
+
+def _graph_errors(images: list[bytes], limit: int = LIMIT) -> list[str]:
+    """`image_size_errors` traced for a batch of fixed size, as the Trainer traces it."""
+    check = tf.function(
+        lambda batch: image_size_errors(batch, limit), input_signature=[tf.TensorSpec([len(images)], tf.string)]
+    )
+    return [message.decode() for message in check(tf.constant(images)).numpy()]
+
+
+def test_an_animated_gif_bomb_is_refused_by_python_and_by_the_graph_alike() -> None:
+    from image_bombs import gif_bomb
+
+    from components.image_formats import image_pixels, oversized_error
+    from components.trainer.preprocessing import check_image_formats
+
+    bomb = gif_bomb()  # 200 frames of 3000 x 3000: 1.5 MB, 1.75 GB in DecodeImage
+    expected = (
+        "animated GIF of 200 frames of 3000x3000 pixels (1800000000 pixels once decoded, as the decoder holds every "
+        "frame) is over the limit of 40000000 pixels per image the model was exported with "
+        "(trainer.max_image_pixels); send its first frame as PNG or JPEG"
+    )
+    assert image_pixels(bomb) == 200 * 3000 * 3000
+    assert oversized_error(bomb, LIMIT) == expected
+    assert _graph_errors([bomb]) == [expected]
+    check = tf.function(
+        lambda batch: check_image_formats(batch, LIMIT), input_signature=[tf.TensorSpec([1], tf.string)]
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"animated GIF of 200 frames of 3000x3000 pixels"):
+        check(tf.constant([bomb]))
+
+
+def test_a_small_animated_gif_passes_while_its_frames_times_pixels_are_within_the_limit() -> None:
+    from image_bombs import gif_bomb
+
+    from components.image_formats import oversized_error
+
+    small = gif_bomb(10, 64)  # 10 x 64 x 64 = 40960 pixels once decoded
+    within = PreprocessingSpec(image_size=8, channels=1, max_image_pixels=40960)
+    assert preprocess_image_bytes(tf.constant([small]), within).shape == (1, 8, 8, 1)
+    assert oversized_error(small, 40960) is None and _graph_errors([small], 40960) == [""]
+    over = PreprocessingSpec(image_size=8, channels=1, max_image_pixels=40959)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="animated GIF of 10 frames of 64x64 pixels"):
+        preprocess_image_bytes(tf.constant([small]), over)
+
+
+def test_a_truncated_gif_counts_the_frames_it_holds() -> None:
+    from image_bombs import gif_bomb
+
+    from components.image_formats import GifFrames, gif_frames, oversized_error
+
+    bomb, small = gif_bomb(), gif_bomb(10, 64)
+    half, cut_small, screen_only = bomb[: len(bomb) // 2], small[: len(small) - 30], small[:20]
+    assert [gif_frames(data) for data in (half, cut_small, screen_only)] == [
+        GifFrames(100, 3000, 3000),
+        GifFrames(10, 64, 64),
+        GifFrames(0, 0, 0),
+    ]
+    messages = _graph_errors([half, cut_small, screen_only])
+    assert messages == [oversized_error(data, LIMIT) or "" for data in (half, cut_small, screen_only)]
+    assert "animated GIF of 100 frames of 3000x3000" in messages[0] and messages[1:] == ["", ""]
+
+
+def test_a_gif_whose_blocks_do_not_end_within_the_cap_is_refused() -> None:
+    from image_bombs import gif_bomb
+
+    from components.image_formats import GIF_MAX_STEPS, GIF_NO_END_MESSAGE, gif_frames, oversized_error
+
+    small = gif_bomb(1, 16)
+    comment = b"\x21\xfe" + b"\x01x" * GIF_MAX_STEPS + b"\x00"  # a comment of one-byte sub-blocks
+    endless = small[:-1] + comment + small[-1:]
+    assert gif_frames(endless) == "exhausted" and oversized_error(endless, LIMIT) == GIF_NO_END_MESSAGE
+    assert _graph_errors([endless, small]) == [GIF_NO_END_MESSAGE, ""]
+    assert "within its first 65536 blocks" in GIF_NO_END_MESSAGE
+
+
+def test_a_gif_whose_frames_are_larger_than_its_screen_counts_the_frames_size() -> None:
+    from image_bombs import gif_bomb
+
+    from components.image_formats import image_pixels, oversized_error
+
+    # giflib allocates each frame at its own descriptor's size, whatever the screen declares.
+    bomb = bytearray(gif_bomb(8, 3000))
+    bomb[6:10] = (16).to_bytes(2, "little") * 2  # a 16 x 16 screen
+    single = bytearray(gif_bomb(1, 9000))
+    single[6:10] = (16).to_bytes(2, "little") * 2
+    assert image_pixels(bytes(bomb)) == 8 * 3000 * 3000
+    messages = _graph_errors([bytes(bomb), bytes(single)])
+    assert messages == [oversized_error(bytes(data), LIMIT) for data in (bomb, single)]
+    assert "animated GIF of 8 frames of 3000x3000 pixels (72000000 pixels" in messages[0]
+    assert messages[1].startswith("image of 9000x9000 pixels is over the limit of 40000000")

@@ -30,7 +30,16 @@ from components.image_formats import (
     BMP_DECODED_BITS,
     BMP_SIZE_OFFSET,
     DEFAULT_MAX_IMAGE_PIXELS,
+    GIF_EXTENSION,
+    GIF_FRAMES_TEMPLATE,
+    GIF_IMAGE,
+    GIF_IMAGE_BYTES,
+    GIF_MAX_STEPS,
+    GIF_NO_END_MESSAGE,
+    GIF_PACKED_OFFSET,
+    GIF_SCREEN_BYTES,
     GIF_SIZE_OFFSET,
+    GIF_WINDOW,
     HEADER_BYTES,
     JPEG_MAX_STEPS,
     JPEG_NO_FRAME_MESSAGE,
@@ -195,6 +204,75 @@ def _jpeg_dimensions(data: tf.Tensor, is_jpeg: tf.Tensor) -> tuple[tf.Tensor, tf
     return width, height, exhausted
 
 
+def _color_table_bytes(packed: tf.Tensor) -> tf.Tensor:
+    """int32: the bytes of the color table a GIF packed field (int32 byte values) announces, 0 for none."""
+    entries = tf.bitwise.left_shift(tf.ones_like(packed), tf.bitwise.bitwise_and(packed, 0x07) + 1)
+    return tf.where(tf.bitwise.bitwise_and(packed, 0x80) != 0, 3 * entries, 0)
+
+
+def _gif_frames(data: tf.Tensor, is_gif: tf.Tensor, packed: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """In-graph `components.image_formats.gif_frames` over [N] strings: (frames, the largest frame's width
+    and height, exhausted)."""
+    length = tf.strings.length(data)
+
+    def step(
+        count: tf.Tensor,
+        position: tf.Tensor,
+        in_chain: tf.Tensor,
+        active: tf.Tensor,
+        frames: tf.Tensor,
+        width: tf.Tensor,
+        height: tf.Tensor,
+    ) -> tuple[tf.Tensor, ...]:
+        start = tf.minimum(position, length)
+        window = tf.strings.substr(
+            tf.strings.join(
+                [tf.strings.substr(data, start, tf.fill(tf.shape(start), GIF_WINDOW)), b"\x00" * GIF_WINDOW]
+            ),
+            0,
+            GIF_WINDOW,
+        )
+        raw = _bytes(window, GIF_WINDOW)
+        live = active & (position < length)
+        chain = live & in_chain
+        image = live & ~in_chain & tf.equal(raw[:, 0], GIF_IMAGE)
+        extension = live & ~in_chain & tf.equal(raw[:, 0], GIF_EXTENSION)
+        size = tf.where(chain, 1 + raw[:, 0], tf.where(image, GIF_IMAGE_BYTES + _color_table_bytes(raw[:, 9]), 2))
+        moving = chain | image | extension
+        in_chain = tf.where(chain, tf.not_equal(raw[:, 0], 0), image | extension)
+        frames = frames + tf.cast(image, tf.int64)
+        frame_width, frame_height = _number(raw, 5, 2, little=True), _number(raw, 7, 2, little=True)
+        larger = image & (frame_width * frame_height > width * height)
+        width, height = tf.where(larger, frame_width, width), tf.where(larger, frame_height, height)
+        return count + 1, tf.where(moving, position + size, position), in_chain, moving, frames, width, height
+
+    _, _, _, exhausted, frames, width, height = tf.while_loop(
+        lambda count, position, in_chain, active, *_: (count < GIF_MAX_STEPS) & tf.reduce_any(active),
+        step,
+        (
+            tf.constant(0),
+            GIF_SCREEN_BYTES + _color_table_bytes(packed),
+            tf.zeros_like(is_gif),
+            is_gif,
+            *[tf.zeros_like(length, tf.int64)] * 3,
+        ),
+        # As in _jpeg_dimensions: a batch traced at a fixed size leaves the loop with an unknown one.
+        shape_invariants=(tf.TensorShape([]), *[tf.TensorShape([None])] * 6),
+        maximum_iterations=GIF_MAX_STEPS,
+    )
+    return frames, width, height, exhausted
+
+
+def _fill(template: str, values: dict[str, tf.Tensor | int]) -> tf.Tensor:
+    """`template.format(**values)` element-wise, for int64 [N] tensors and plain ints."""
+    parts = template.format(**{key: f"\0{key}\0" for key in values}).split("\0")
+    pieces: list[str | tf.Tensor] = []
+    for index, part in enumerate(parts):
+        value = values[part] if index % 2 else part
+        pieces.append(str(value) if isinstance(value, (str, int)) else tf.strings.as_string(value))
+    return tf.strings.join(pieces)
+
+
 def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
     """In-graph `components.image_formats.oversized_error`: string [N] messages for [N] encoded images whose
     header declares more than `max_pixels` pixels ("" for the others), read before anything is decoded."""
@@ -238,9 +316,24 @@ def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
         lambda: (zeros, zeros, tf.zeros_like(is_jpeg)),
     )
     width, height = tf.where(is_jpeg, jpeg_width, width), tf.where(is_jpeg, jpeg_height, height)
-    before, between, after = OVERSIZED_TEMPLATE.format(width="\0", height="\0", limit=max_pixels).split("\0")
-    message = tf.strings.join([before, tf.strings.as_string(width), between, tf.strings.as_string(height), after])
-    message = tf.where(width * height > max_pixels, message, "")
+    is_gif = tf.equal(name, "GIF")
+    gif_frames, frame_width, frame_height, gif_exhausted = tf.cond(
+        tf.reduce_any(is_gif),
+        lambda: _gif_frames(image_bytes, is_gif, raw[:, GIF_PACKED_OFFSET]),
+        lambda: (zeros, zeros, zeros, tf.zeros_like(is_gif)),
+    )
+    frames = tf.where(is_gif, tf.maximum(gif_frames, 1), tf.ones_like(zeros))
+    larger = is_gif & (frame_width * frame_height > width * height)  # giflib allocates each frame at its size
+    width, height = tf.where(larger, frame_width, width), tf.where(larger, frame_height, height)
+    pixels = width * height * frames
+    sizes = {"width": width, "height": height, "limit": max_pixels}
+    message = tf.where(
+        frames > 1,
+        _fill(GIF_FRAMES_TEMPLATE, {**sizes, "frames": frames, "pixels": pixels}),
+        _fill(OVERSIZED_TEMPLATE, sizes),
+    )
+    message = tf.where(pixels > max_pixels, message, "")
+    message = tf.where(is_gif & gif_exhausted, GIF_NO_END_MESSAGE, message)
     return tf.where(exhausted, JPEG_NO_FRAME_MESSAGE, message)
 
 
@@ -286,7 +379,7 @@ def image_format_errors(image_bytes: tf.Tensor) -> tf.Tensor:
 def check_image_formats(image_bytes: tf.Tensor, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> tf.Tensor:
     """`image_bytes`, gated on every element being in a format the model decodes, of at most `max_pixels`.
 
-    One vectorised check per batch (about 80 string ops, plus a few per marker for JPEGs): run inside the
+    One vectorised check per batch (about 80 string ops, plus a few per JPEG marker and per GIF block): run inside the
     per-image loop it would cost more than decoding a small PNG.
 
     Args:
