@@ -27,7 +27,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 help:
 	@echo "make demo   - set up if needed, make the digits data, run the pipeline locally, serve and query it"
-	@echo "make demo-continuous - digits arriving in four spans (the last mislabelled), one run per arrival, a table"
+	@echo "make demo-continuous - digits arriving in spans (one mislabelled, one brighter: drift stops), one run per arrival, a table"
 	@echo "make test   - set up if needed, lint (ruff, mypy, import-linter), run all tests"
 	@echo "make lint   - ruff + mypy + import-linter"
 	@echo "make bench  - benchmarks under bench/ (JSON in bench/results/)"

@@ -8,7 +8,9 @@ as in `make demo`), and a run that pushes nothing publishes no new edge version 
 reused: the edge version identity is what went into it). The corrupted span never reaches the Trainer: the drift checks
 (`data.drift`) run the served model on a sample of it, find it agrees far less with the span's labels than with
 the earlier spans', and stop the run at the ExampleValidator; the run without new data stops on it again (a
-refused span stays refused until it is fixed, removed or accepted with `data.drift.accept`).
+refused span stays refused until it is fixed, removed or accepted with `data.drift.accept`). Then the operator
+removes span 4 and a span 5 arrives whose images are brighter (a camera's exposure changed: span 3's images, 0.2 of
+full scale brighter): the image-property check (brightness, Jensen-Shannon) stops that run before the Trainer too.
 
 It ends with a table read from each run's `run-summary.json`: run, spans seen, accuracy, the baseline (the served
 version and its accuracy on the same eval split), the decision, the version served afterwards and the edge
@@ -34,6 +36,9 @@ from typing import Any
 
 SPANS = 4
 CORRUPT_SPAN = 4
+# The last arrival: span 3's images, brighter by this share of full scale (`components.data.span_damage`).
+BRIGHT_SPAN = 5
+BRIGHTEN = 0.2
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -71,6 +76,17 @@ def write_span(args: argparse.Namespace, span: int) -> None:
     if span == CORRUPT_SPAN:
         command += ["--corrupt-labels", str(args.corrupt_labels)]
     run(command)
+
+
+def write_bright_span(args: argparse.Namespace) -> None:
+    """Removes the refused span and writes span 5: span 3's images, brighter (run in the venv: it needs TF)."""
+    shutil.rmtree(args.data / f"span-{CORRUPT_SPAN}")
+    source, target = args.data / "span-3", args.data / f"span-{BRIGHT_SPAN}"
+    code = (
+        "import sys; from pathlib import Path; from components.data.span_damage import rewrite_span; "
+        "rewrite_span(Path(sys.argv[1]), Path(sys.argv[2]), brighten=float(sys.argv[3]))"
+    )
+    run([sys.executable, "-c", code, str(source), str(target), str(BRIGHTEN)])
 
 
 def run_pipeline(args: argparse.Namespace) -> dict[str, Any]:
@@ -168,9 +184,12 @@ def main(argv: list[str] | None = None) -> None:
     rows, summaries = [], []
     arrivals = [(span, f"span {span}" + (" (labels partly wrong)" if span == CORRUPT_SPAN else "")) for span in
                 range(1, SPANS + 1)]  # fmt: skip
-    for span, arrived in [*arrivals, (None, "nothing new")]:
+    bright = f"span 4 removed, span {BRIGHT_SPAN} (brighter images)"
+    for span, arrived in [*arrivals, (None, "nothing new"), (BRIGHT_SPAN, bright)]:
         print(f"\n== {arrived}", flush=True)
-        if span is not None:
+        if span == BRIGHT_SPAN:
+            write_bright_span(args)
+        elif span is not None:
             write_span(args, span)
         summary = run_pipeline(args)
         summaries.append(summary)
