@@ -161,6 +161,15 @@ CASES: dict[str, list[Case]] = {
         case("edge verify {binary} --examples {dir} --cpu max", "`max` is no device a model ships to"),
         case("edge verify {binary} --examples {dir} --arch riscv", "unknown --arch riscv"),
     ],
+    "edge inspect": [
+        case("edge inspect {missing}", "{missing} does not exist"),
+        case("edge inspect {binary}", "{binary} is not a TFLite model"),
+    ],
+    "edge versions": [
+        case("edge versions {missing}", "{missing} does not exist"),
+        case("edge versions {file}", "{file} is a file, not a directory"),
+        case("edge versions {dir}", "no published device models under {dir}"),
+    ],
     "edge bench": [
         case("edge bench {dir}", "{dir} is a directory, not a file"),
         case("edge bench {file} --runs 0", "--runs"),

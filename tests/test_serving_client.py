@@ -213,7 +213,8 @@ def test_rest_timeout_raises_deadline_exceeded_without_retrying(rest_fake) -> No
     client = RestClient(server.url, "m", timeout=0.3, retry=FAST_RETRY)
     with client, pytest.raises(DeadlineExceededError, match=r"within 0\.3s") as caught:
         client.predict_images([b"image"])
-    assert isinstance(caught.value.__cause__, requests.Timeout)
+    # The read timeout or the whole-call deadline (both at 0.3 s), whichever fires first; never retried.
+    assert caught.value.__cause__ is None or isinstance(caught.value.__cause__, requests.Timeout)
     assert server.calls == 1
 
 
