@@ -235,6 +235,22 @@ class KubeflowSection(ConfigSection):
       artifacts (`/gcs`, `/minio` or `/s3`): `auto` (1.25 × the size of `data.path` + 10Gi, measured at compile
       time), a Kubernetes quantity such as `200Gi`, or `none` (the node's ephemeral storage holds them).
     artifact_volume_storage_class: Storage class of that volume; empty = the cluster's default.
+    namespace: The namespace runs execute in (KFP standalone: `kubeflow`; multi-user: the profile's namespace);
+      the RBAC written beside the compiled spec binds `service_account` there.
+    service_account: The service account of the pipeline's pods (KFP's default `pipeline-runner`).
+    trainer_job_deadline_seconds: With `trainer.workers` > 1: the longest the workers' TFJob may run, scheduling
+      included (its `runPolicy.activeDeadlineSeconds`; the Trainer task gives up then too and deletes it).
+    trainer_schedule_timeout_seconds: With `trainer.workers` > 1: how long every worker may wait to be scheduled
+      before the run fails naming the Kubernetes reason (gang scheduling's `scheduleTimeoutSeconds` too).
+    trainer_gang_scheduling: Schedule the workers all together or not at all (`runPolicy.schedulingPolicy`,
+      honoured when the Training Operator runs with `--gang-scheduler-name`, e.g. volcano), so no node idles.
+    trainer_queue: The gang scheduler's queue (volcano), empty = its default.
+    trainer_backoff_limit: Restarts of the workers' TFJob after a worker fails (the job's `runPolicy.backoffLimit`).
+    trainer_shm_size: `/dev/shm` of every worker (a memory-backed volume; NCCL and tf.data use it).
+    trainer_env: Further environment of every worker, `KEY=VALUE`, e.g. `NCCL_SOCKET_IFNAME=eth0`.
+    trainer_shared_dir: With `trainer.workers` > 1 and a pipeline root other than `gs://`: a folder on a
+      `kubeflow.volumes` mount where the Trainer task stages the Examples for the workers and the chief writes the
+      model, backups and logs.
     """
 
     image: Image = "tfxp:0.1.0"
@@ -258,6 +274,16 @@ class KubeflowSection(ConfigSection):
     volumes: tuple[str, ...] = ()
     artifact_volume_size: str = "auto"
     artifact_volume_storage_class: str = ""
+    namespace: str = "kubeflow"
+    service_account: str = "pipeline-runner"
+    trainer_job_deadline_seconds: int = Field(172_800, ge=60, le=MAX_DURATION_SECONDS)
+    trainer_schedule_timeout_seconds: int = Field(1_800, ge=10, le=INT32_MAX)
+    trainer_gang_scheduling: bool = True
+    trainer_queue: str = ""
+    trainer_backoff_limit: int = Field(3, ge=0, le=INT32_MAX)
+    trainer_shm_size: MemoryQuantity = "16Gi"
+    trainer_env: tuple[str, ...] = ()
+    trainer_shared_dir: str = ""
 
 
 class BeamSection(ConfigSection):

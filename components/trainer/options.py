@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from components.config_section import ConfigSection, describe_errors, registered
 from components.errors import TfxpError
@@ -26,6 +26,8 @@ from components.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 # components/trainer/models.py registers one builder under each name and refuses any other.
 # TFX's TrainArgs.num_steps and EvalArgs.num_steps are uint32.
 MAX_STEPS = 2**32 - 1
+# A TFJob's replicas field is an int32; thousands of nodes is far past any cluster tfxp targets.
+MAX_WORKERS = 1024
 MODEL_NAMES = ("small_resnet", "resnet50", "mobilenet_v2")
 ModelName = Annotated[str, registered("model", MODEL_NAMES)]
 # Keras mixed-precision policies; components/trainer/precision.py resolves `auto` and notes on the others.
@@ -51,6 +53,11 @@ class TrainerOptions(ConfigSection):
         precision: `auto`, `float32`, `mixed_float16` or `mixed_bfloat16`.
         xla: `auto`, `on` or `off` (Keras `jit_compile`).
         strategy: `auto`, `default`, `mirrored` or `multi_worker`.
+        workers: Training processes (nodes) that train together; above 1, `auto` is MultiWorkerMirroredStrategy
+            (NCCL collectives on GPUs, ring on CPU) and the global batch counts every replica of every worker.
+            Locally they are processes on this host; on Kubeflow, the pods of a Training Operator TFJob.
+        collective_timeout_seconds: With several workers, how long a collective may wait for a peer before every
+            worker fails (so a lost worker restarts the job instead of blocking the others forever).
         image_size: Square input size in pixels (images are resized to it).
         channels: 1 (grayscale) or 3 (RGB).
         max_image_pixels: Largest width x height the exported model decodes: it reads each image's header
@@ -78,6 +85,8 @@ class TrainerOptions(ConfigSection):
     precision: Precision = "auto"
     xla: Literal["auto", "on", "off"] = "auto"
     strategy: Literal["auto", "default", "mirrored", "multi_worker"] = "auto"
+    workers: int = Field(1, ge=1, le=MAX_WORKERS)
+    collective_timeout_seconds: int = Field(600, ge=1)
     image_size: int = Field(16, ge=8)
     channels: Literal[1, 3] = 1
     max_image_pixels: int = Field(DEFAULT_MAX_IMAGE_PIXELS, ge=1)
@@ -90,6 +99,15 @@ class TrainerOptions(ConfigSection):
     profile_steps: str = Field("", pattern=r"^$|^[0-9]+,[0-9]+$")
     seed: int = 42
     warm_start: Literal["none", "served"] = "none"
+
+    @model_validator(mode="after")
+    def _check_workers(self) -> TrainerOptions:
+        if self.workers > 1 and self.strategy in ("default", "mirrored"):
+            raise ValueError(
+                f"trainer.strategy={self.strategy} trains on one node, but trainer.workers={self.workers}; "
+                "use trainer.strategy=auto (MultiWorkerMirroredStrategy across the workers) or set trainer.workers=1"
+            )
+        return self
 
     @property
     def epochs(self) -> int:
