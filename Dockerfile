@@ -33,10 +33,15 @@ RUN pip install -c constraints.txt "tensorflow[and-cuda]==2.21.0" . \
 # MediaPipe's ImageClassifier (the EdgeExporter's client check) and tflite-support (the model metadata writer) need
 # absl-py >= 2, which TFX excludes: a venv of their own, pinned by constraints-mediapipe.txt as `make setup` does;
 # edge/app_client.py finds it through TFXP_MEDIAPIPE_PYTHON.
+# tflite-support's metadata extensions link libusb-1.0.so.0, which the slim base does not have.
 COPY constraints-mediapipe.txt ./
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libusb-1.0-0 \
+    && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/tfxp/.venv-mediapipe \
     && /opt/tfxp/.venv-mediapipe/bin/pip install -c constraints-mediapipe.txt mediapipe tflite-support \
-    && /opt/tfxp/.venv-mediapipe/bin/python -c "import mediapipe.tasks.python.vision, tflite_support.metadata_writers.image_classifier"
+    && /opt/tfxp/.venv-mediapipe/bin/python -c "import mediapipe.tasks.python.vision; from tflite_support.metadata_writers import image_classifier"
 ENV TFXP_MEDIAPIPE_PYTHON=/opt/tfxp/.venv-mediapipe/bin/python
 # Non-root, with a numeric UID so Kubernetes' runAsNonRoot can verify it. KFP's launcher writes artifacts
 # under /gcs, /minio and /s3, which a non-root user cannot create at run time.

@@ -17,6 +17,11 @@ MEDIAPIPE_STAMP := $(MEDIAPIPE_VENV)/.tfxp-setup
 # What each side venv .venv-NAME installs, pinned by constraints-NAME.txt (the pattern rule below builds them).
 SIDE_PACKAGES_checkov := checkov
 SIDE_PACKAGES_mediapipe := mediapipe tflite-support
+# The Debian packages their wheels link against (tflite-support's metadata extensions need libusb-1.0.so.0), and
+# the imports that prove the venv works.
+SIDE_DEBIAN_mediapipe := libusb-1.0-0
+SIDE_IMPORTS_checkov := import checkov
+SIDE_IMPORTS_mediapipe := import mediapipe.tasks.python.vision; from tflite_support.metadata_writers import image_classifier
 DATA := data/digits
 OUT := tfxp_output
 PYTEST_ARGS ?=
@@ -50,11 +55,13 @@ $(STAMP): pyproject.toml constraints.txt scripts/glibc_compat.py scripts/glibc_c
 
 checkov: $(CHECKOV_STAMP)
 mediapipe: $(MEDIAPIPE_STAMP)
-.venv-%/.tfxp-setup: constraints-%.txt
+.venv-%/.tfxp-setup: constraints-%.txt scripts/debian_packages.sh
 	@test -n "$(PYTHON)" || { echo "no python3.11 or python3 on PATH"; exit 1; }
+	scripts/debian_packages.sh $(SIDE_DEBIAN_$*)
 	rm -rf .venv-$*
 	$(PYTHON) -m venv .venv-$*
 	.venv-$*/bin/pip install --quiet -c $< $(SIDE_PACKAGES_$*)
+	.venv-$*/bin/python -c "$(SIDE_IMPORTS_$*)"
 	@touch $@
 
 $(DATA)/labels.txt: | $(STAMP)
