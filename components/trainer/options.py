@@ -128,6 +128,26 @@ class TrainerOptions(ConfigSection):
         return start, stop
 
 
+class TfJobLaunch(ConfigSection):
+    """How the Trainer task on Kubeflow starts its workers (`trainer.workers` > 1): a Training Operator TFJob.
+
+    Written by `tfxp compile` into the Trainer's custom_config, so the manifest travels inside the compiled spec.
+
+    Attributes:
+        manifest: The TFJob with placeholders for its name and the workers' FnArgs
+            (`components.k8s.tfjob.tfjob_template`); the Trainer task binds them when it runs.
+        deadline_seconds: The longest the job may take; the task deletes it then and fails.
+        schedule_timeout_seconds: The longest the workers may wait to be scheduled.
+        shared_dir: Where the task stages the Examples and the workers write the model when the artifacts are
+            not on `gs://` (a folder on a volume every pod mounts); "" = the artifacts' own URIs.
+    """
+
+    manifest: dict[str, Any]
+    deadline_seconds: int = Field(172_800, ge=1)
+    schedule_timeout_seconds: int = Field(1_800, ge=1)
+    shared_dir: str = ""
+
+
 class RunOptions(ConfigSection):
     """Everything `run_fn` reads from `custom_config`.
 
@@ -138,6 +158,7 @@ class RunOptions(ConfigSection):
         warmup_requests: PredictionLog warmup records to write into `assets.extra/`.
         serving_base: The TF Serving model base path whose newest version `trainer.warm_start: served` starts
             from; "" when warm start is off.
+        tfjob: On Kubeflow with `trainer.workers` > 1, the TFJob that runs the workers; None = local processes.
     """
 
     trainer: TrainerOptions
@@ -145,6 +166,7 @@ class RunOptions(ConfigSection):
     label_offset: int = Field(0, ge=0)
     warmup_requests: int = Field(4, ge=0)
     serving_base: str = ""
+    tfjob: TfJobLaunch | None = None
 
 
 def parse_custom_config(custom_config: Mapping[str, Any] | None) -> RunOptions:

@@ -102,7 +102,7 @@ def set_up_runtime(trainer: TrainerOptions, tf_config: str | None = None) -> Tra
     memory = configure_gpu_memory(trainer.gpu_memory)
     num_gpus = len(tf.config.list_physical_devices("GPU"))
     strategy_name, strategy_reason = resolve_strategy(trainer.strategy, tf_config, num_gpus)
-    strategy = create_strategy(strategy_name)
+    strategy = create_strategy(strategy_name, trainer.collective_timeout_seconds)
     policy, precision_reason = resolve_precision(trainer.precision, gpu_compute_capabilities())
     replicas = strategy.num_replicas_in_sync
     jit_compile, xla_reason = resolve_xla(trainer.xla, replicas=replicas, num_gpus=num_gpus)

@@ -93,19 +93,38 @@ def _mirrored() -> tf.distribute.Strategy:
     return tf.distribute.MirroredStrategy(devices=devices)
 
 
-_FACTORIES: dict[str, Callable[[], tf.distribute.Strategy]] = {
-    "default": tf.distribute.get_strategy,
-    "mirrored": _mirrored,
-    "multi_worker": tf.distribute.MultiWorkerMirroredStrategy,
-}
+def _multi_worker(collective_timeout_seconds: float | None) -> tf.distribute.Strategy:
+    # NCCL all-reduces between GPUs, ring (gRPC) between CPUs. A collective that waits longer than the timeout
+    # fails on every worker instead of blocking them all behind a lost peer; the strategy also checks its peers'
+    # health every 30 s and aborts collectives when one is down (tensorflow/python/distribute/
+    # collective_all_reduce_strategy.py `_check_health`), so the failed workers restart and resume from backup.
+    implementation = (
+        tf.distribute.experimental.CommunicationImplementation.NCCL
+        if tf.config.list_physical_devices("GPU")
+        else tf.distribute.experimental.CommunicationImplementation.RING
+    )
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=implementation, timeout_seconds=collective_timeout_seconds
+    )
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
-def create_strategy(name: str) -> tf.distribute.Strategy:
+def create_strategy(name: str, collective_timeout_seconds: float | None = None) -> tf.distribute.Strategy:
     """Builds a resolved strategy (`default`, `mirrored` or `multi_worker`).
+
+    Args:
+        name: A name `resolve_strategy` returned.
+        collective_timeout_seconds: Multi-worker only: how long one collective may wait for its peers.
 
     MultiWorkerMirroredStrategy must be created before other TF ops run in the process.
     """
-    return _FACTORIES[name]()
+    if name == "multi_worker":
+        return _multi_worker(collective_timeout_seconds)
+    factories: dict[str, Callable[[], tf.distribute.Strategy]] = {
+        "default": tf.distribute.get_strategy,
+        "mirrored": _mirrored,
+    }
+    return factories[name]()
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

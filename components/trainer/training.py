@@ -156,6 +156,7 @@ def collect_metrics(
         "final_train_accuracy": float(fitted.history["accuracy"][-1]),
         "peak_learning_rate": compiled.peak_learning_rate,
         "replicas": runtime.replicas,
+        "workers": runtime.workers,
         "chief": runtime.chief,
         "strategy": runtime.strategy_name,
         "precision": runtime.policy,

@@ -1,0 +1,127 @@
+"""On Kubeflow, the Trainer task's part of multi-worker training: it submits the TFJob that runs the workers.
+
+The compiled spec carries the TFJob template in the Trainer's custom_config (`RunOptions.tfjob`). When the
+Trainer task runs, it
+
+1. makes the workers' inputs and outputs reachable from every pod: `gs://` URIs are (TensorFlow opens them
+   directly, `components.kfp.entrypoint` keeps them); otherwise the launcher's local copies are staged into
+   `kubeflow.trainer_shared_dir` on a volume every pod mounts, and the model is copied back afterwards;
+2. writes the workers' FnArgs there (`fn_args.json` in the model_run output);
+3. binds the template (job name from its own pod, owner reference to its pod, the FnArgs URI) and runs the job
+   with `components.k8s.tfjob_client.TfJobClient.run`, which streams the replicas' states, fails with the failing
+   replica's error and log tail, keeps the deadline, and deletes the job when the task stops (SIGTERM).
+
+Example (what `run_fn` does on Kubeflow with `trainer.workers: 4`):
+    run_tfjob(run.tfjob, WorkerFnArgs.from_fn_args(fn_args))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import posixpath
+import socket
+from dataclasses import replace
+
+from components import paths
+from components.trainer.options import TfJobLaunch
+from components.trainer.workers import FN_ARGS_FILE, WorkerFnArgs, WorkersError, write_fn_args
+
+logger = logging.getLogger(__name__)
+
+STAGED_EXAMPLES = "examples"
+STAGED_MODEL = "model"
+STAGED_MODEL_RUN = "model_run"
+
+
+def unreachable_paths(args: WorkerFnArgs) -> list[str]:
+    """The FnArgs paths other pods cannot open (not on a bucket TensorFlow reads directly)."""
+    every = [*args.train_files, *args.eval_files, args.serving_model_dir, args.model_run_dir]
+    return [path for path in every if not paths.is_remote(path)]
+
+
+def staging_dir(shared_dir: str, args: WorkerFnArgs) -> str:
+    """A folder under `shared_dir` keyed by the FnArgs, so a retried Trainer task stages into the same place and
+    its workers resume from the same backup."""
+    key = hashlib.sha256(args.to_json().encode()).hexdigest()[:16]
+    return paths.join(shared_dir, f"trainer-{key}")
+
+
+def _stage_files(patterns: list[str], target: str) -> list[str]:
+    import tensorflow as tf
+
+    staged = []
+    for number, pattern in enumerate(patterns):
+        folder = paths.join(target, f"{number:03d}-{posixpath.basename(posixpath.dirname(pattern)) or 'files'}")
+        paths.makedirs(folder)
+        for source in sorted(tf.io.gfile.glob(pattern)):
+            paths.copy_file(source, paths.join(folder, posixpath.basename(source)))
+        staged.append(paths.join(folder, "*"))
+    return staged
+
+
+def stage(args: WorkerFnArgs, shared_dir: str) -> tuple[WorkerFnArgs, str]:
+    """Copies the Examples into a staging folder under `shared_dir`; returns the FnArgs the workers get (inputs
+    and outputs there) and the folder.
+
+    Raises:
+        WorkersError: `shared_dir` is empty while some path is only in this pod.
+    """
+    unreachable = unreachable_paths(args)
+    if not shared_dir:
+        raise WorkersError(
+            "trainer.workers > 1: the workers' pods cannot open " + ", ".join(unreachable[:3]) + " (only this "
+            "task's pod has the launcher's copies); use a gs:// pipeline root (kubeflow.pipeline_root) or set "
+            "kubeflow.trainer_shared_dir to a folder on a kubeflow.volumes mount"
+        )
+    folder = staging_dir(shared_dir, args)
+    logger.info("trainer: staging the Examples for the workers in %s", folder)
+    staged = replace(
+        args,
+        train_files=_stage_files(list(args.train_files), paths.join(folder, STAGED_EXAMPLES, "train")),
+        eval_files=_stage_files(list(args.eval_files), paths.join(folder, STAGED_EXAMPLES, "eval")),
+        serving_model_dir=paths.join(folder, STAGED_MODEL, posixpath.basename(args.serving_model_dir.rstrip("/"))),
+        model_run_dir=paths.join(folder, STAGED_MODEL_RUN),
+    )
+    return staged, folder
+
+
+def copy_back(staged: WorkerFnArgs, original: WorkerFnArgs) -> None:
+    """Copies the chief's model (and `training_metrics.json` beside it) and its run logs to where the launcher
+    uploads the Trainer's outputs from."""
+    paths.copy_tree(posixpath.dirname(staged.serving_model_dir.rstrip("/")), _parent(original.serving_model_dir))
+    paths.copy_tree(staged.model_run_dir, original.model_run_dir)
+
+
+def _parent(path: str) -> str:
+    return posixpath.dirname(path.rstrip("/"))
+
+
+def run_tfjob(launch: TfJobLaunch, args: WorkerFnArgs) -> None:
+    """Runs the workers as the TFJob of `launch` and waits for it (see the module docstring).
+
+    Raises:
+        WorkersError: the workers cannot reach the inputs or outputs.
+        components.k8s.tfjob_client.TfJobError: the job could not be created, failed, or missed its deadline.
+    """
+    from components.k8s.tfjob import bind_tfjob, job_name_for
+    from components.k8s.tfjob_client import TfJobClient, in_cluster, task_pod_owner
+
+    workers_args, staged_in = (args, "") if not unreachable_paths(args) else stage(args, launch.shared_dir)
+    fn_args_uri = write_fn_args(workers_args, paths.join(workers_args.model_run_dir, FN_ARGS_FILE))
+    api, namespace = in_cluster()
+    pod_name = os.environ.get("KFP_POD_NAME") or socket.gethostname()
+    manifest = bind_tfjob(
+        launch.manifest,
+        name=job_name_for(pod_name),
+        namespace=namespace,
+        fn_args_uri=fn_args_uri,
+        owner=task_pod_owner(),
+    )
+    TfJobClient(api, namespace, log=logger.info).run(
+        manifest, timeout_seconds=launch.deadline_seconds, schedule_timeout_seconds=launch.schedule_timeout_seconds
+    )
+    if staged_in:
+        copy_back(workers_args, args)
+        logger.info("trainer: copied the model back from %s", staged_in)

@@ -1,0 +1,342 @@
+"""Training on several workers: what each worker receives, and the local launcher that plays the operator.
+
+With `trainer.workers` > 1 the Trainer's own process does not train. It writes the `FnArgs` the workers need
+(`WorkerFnArgs`, a JSON file in the Trainer's output) and starts N processes of one worker entrypoint,
+`python -m components.trainer.worker --fn-args URI`, each with the `TF_CONFIG` that names the whole cluster and
+its own place in it. Locally `LocalWorkers` starts them on this host (what `make test` exercises on CPU); on
+Kubeflow the Training Operator starts them as the pods of a TFJob and sets `TF_CONFIG` itself
+(`components.trainer.tfjob_launch`). Either way each worker runs the single-process `run_fn`, which sees
+`TF_CONFIG` and trains under MultiWorkerMirroredStrategy; worker 0 is the chief and exports the model.
+
+Example:
+    args = WorkerFnArgs.from_fn_args(fn_args)
+    LocalWorkers(workers=2, log_dir="/tmp/logs").run(write_fn_args(args, "/tmp/run/fn_args.json"))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from components import paths
+from components.contract import SAVED_MODEL_FILE
+from components.errors import TfxpError
+from components.trainer.options import RunOptions
+
+logger = logging.getLogger(__name__)
+
+WORKER_MODULE = "components.trainer.worker"
+"""The worker entrypoint every worker process (and every TFJob pod) runs."""
+FN_ARGS_FILE = "fn_args.json"
+"""The workers' FnArgs, written into the Trainer's model_run directory."""
+LOG_TAIL_LINES = 40
+# After one worker fails, the others block on their next collective: give them a moment to flush, then stop them.
+STOP_GRACE_SECONDS = 5.0
+
+
+class WorkersError(TfxpError, RuntimeError):
+    """The workers could not train: names the worker, its exit status and the end of its log."""
+
+
+@dataclass(frozen=True)
+class WorkerFnArgs:
+    """The part of TFX's `FnArgs` that `run_fn` reads, as plain data every worker can load.
+
+    Attributes:
+        custom_config: The Trainer's custom_config (`components.trainer.options.RunOptions` as JSON data).
+        train_steps: TFX's train_args.num_steps (a Kubeflow run parameter may change it per run).
+        train_files: File patterns of the train split.
+        eval_files: File patterns of the eval split.
+        serving_model_dir: Where the chief writes the SavedModel.
+        model_run_dir: TensorBoard logs and `training_metrics.json`.
+    """
+
+    custom_config: Mapping[str, Any]
+    train_steps: int | None
+    train_files: Sequence[str]
+    eval_files: Sequence[str]
+    serving_model_dir: str
+    model_run_dir: str
+
+    @classmethod
+    def from_fn_args(cls, fn_args: Any) -> WorkerFnArgs:
+        """The fields of a TFX `FnArgs` (or anything with the same attributes)."""
+        return cls(
+            custom_config=dict(fn_args.custom_config or {}),
+            train_steps=getattr(fn_args, "train_steps", None),
+            train_files=list(fn_args.train_files),
+            eval_files=list(fn_args.eval_files),
+            serving_model_dir=fn_args.serving_model_dir,
+            model_run_dir=fn_args.model_run_dir,
+        )
+
+    def to_json(self) -> str:
+        """Sorted JSON; `from_json` reads it back."""
+        data = asdict(self)
+        data["custom_config"] = dict(self.custom_config)
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> WorkerFnArgs:
+        """Parses `to_json`'s output.
+
+        Raises:
+            WorkersError: not JSON, or keys missing or unknown (names `source`).
+        """
+        try:
+            data = json.loads(text)
+            return cls(**data)
+        except (json.JSONDecodeError, TypeError) as error:
+            raise WorkersError(
+                f"{source}: not the workers' FnArgs ({error}); it is written by the Trainer task "
+                f"(components.trainer.workers.write_fn_args) for the workers of the same run"
+            ) from None
+
+
+def write_fn_args(args: WorkerFnArgs, uri: str) -> str:
+    """Writes the workers' FnArgs to `uri` (local or a bucket path the workers can read); returns `uri`."""
+    paths.write_text(uri, args.to_json())
+    return uri
+
+
+def read_fn_args(uri: str) -> WorkerFnArgs:
+    """The workers' FnArgs at `uri`.
+
+    Raises:
+        WorkersError: the file is missing or malformed.
+    """
+    if not paths.exists(uri):
+        raise WorkersError(
+            f"--fn-args {uri}: no such file; the Trainer task writes it before it starts the workers, into its "
+            "model_run output: the workers must see the same storage (gs:// or a shared volume)"
+        )
+    return WorkerFnArgs.from_json(paths.read_text(uri), uri)
+
+
+def free_ports(count: int, host: str = "localhost") -> list[int]:
+    """`count` distinct TCP ports free on `host` now (bound once, then released for the workers to take)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            bound = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            bound.bind((host, 0))
+            sockets.append(bound)
+        return [bound.getsockname()[1] for bound in sockets]
+    finally:
+        for bound in sockets:
+            bound.close()
+
+
+def local_tf_configs(workers: int, host: str = "localhost") -> list[str]:
+    """One `TF_CONFIG` per worker of a cluster on this host: worker 0 is the chief (no separate chief task, as
+    in the TFJob tfxp submits)."""
+    cluster = {"worker": [f"{host}:{port}" for port in free_ports(workers, host)]}
+    return [json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}) for index in range(workers)]
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: subprocess.Popen[str]
+    log_path: Path
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
+    reader: threading.Thread | None = None
+
+
+def _forward(worker: _Worker, stream: IO[str]) -> None:
+    with worker.log_path.open("a", encoding="utf-8") as log:
+        for line in stream:
+            log.write(line)
+            log.flush()
+            worker.tail.append(line.rstrip("\n"))
+            logger.info("[worker %d] %s", worker.index, line.rstrip("\n"))
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class LocalWorkers:
+    """Runs N worker processes on this host with `TF_CONFIG`, the way the Training Operator runs TFJob pods.
+
+    Each worker's output goes to `<log_dir>/worker-<i>.log` and to this process's log (prefixed
+    `[worker i]`). When one worker fails the others are stopped (they would block on their next collective),
+    and the error names it with the end of its log. Stopping this process (SIGTERM, Ctrl-C) stops them too.
+    """
+
+    def __init__(self, workers: int, log_dir: str, timeout_seconds: float | None = None) -> None:
+        if workers < 2:
+            raise ValueError(f"LocalWorkers needs at least 2 workers, got {workers}")
+        self.workers = workers
+        self.log_dir = Path(log_dir)
+        self.timeout_seconds = timeout_seconds
+
+    def command(self, fn_args_uri: str) -> list[str]:
+        """The worker entrypoint's command line (the same one the TFJob's pods run)."""
+        return [sys.executable, "-m", WORKER_MODULE, "--fn-args", fn_args_uri]
+
+    def run(self, fn_args_uri: str) -> float:
+        """Starts the workers, waits for all of them; returns the seconds they took.
+
+        Raises:
+            WorkersError: a worker failed (names it, its exit status and its log's end), or the deadline passed.
+        """
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        running: list[_Worker] = []
+        previous = _raise_on_sigterm()
+        try:
+            for index, tf_config in enumerate(local_tf_configs(self.workers)):
+                running.append(self._start(index, tf_config, fn_args_uri))
+            logger.info("trainer: %d local workers started (logs in %s)", self.workers, self.log_dir)
+            self._wait(running, started)
+        finally:
+            _stop(running)
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        return time.monotonic() - started
+
+    def _start(self, index: int, tf_config: str, fn_args_uri: str) -> _Worker:
+        log_path = self.log_dir / f"worker-{index}.log"
+        log_path.write_text("", encoding="utf-8")
+        env = {**os.environ, "TF_CONFIG": tf_config}
+        process = subprocess.Popen(
+            self.command(fn_args_uri),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # a Ctrl-C reaches this process, which stops the workers in order
+            preexec_fn=_die_with_parent,
+        )
+        worker = _Worker(index=index, process=process, log_path=log_path)
+        assert process.stdout is not None
+        worker.reader = threading.Thread(target=_forward, args=(worker, process.stdout), daemon=True)
+        worker.reader.start()
+        return worker
+
+    def _wait(self, running: list[_Worker], started: float) -> None:
+        while True:
+            codes = [worker.process.poll() for worker in running]
+            failed = [worker for worker, code in zip(running, codes, strict=True) if code not in (None, 0)]
+            if failed:
+                time.sleep(STOP_GRACE_SECONDS if any(code is None for code in codes) else 0)
+                raise self._failure(failed[0], running)
+            if all(code == 0 for code in codes):
+                for worker in running:
+                    if worker.reader is not None:
+                        worker.reader.join(timeout=10)
+                return
+            if self.timeout_seconds is not None and time.monotonic() - started > self.timeout_seconds:
+                raise WorkersError(
+                    f"trainer: the {self.workers} local workers did not finish within {self.timeout_seconds:.0f} s; "
+                    f"they were stopped. Their logs: {self.log_dir}"
+                )
+            time.sleep(0.2)
+
+    def _failure(self, worker: _Worker, running: list[_Worker]) -> WorkersError:
+        if worker.reader is not None:
+            worker.reader.join(timeout=5)
+        code = worker.process.returncode
+        tail = "\n".join(f"  {line}" for line in worker.tail) or "  (no output)"
+        others = ", ".join(str(other.index) for other in running if other is not worker)
+        return WorkersError(
+            f"trainer: worker {worker.index} of {self.workers} failed ({_describe_exit(code)}); workers {others} were "
+            f"stopped. Its log ({worker.log_path}) ends:\n{tail}"
+        )
+
+
+def _raise_on_sigterm() -> Any:
+    """While the workers run, SIGTERM raises SystemExit here (so `run` stops them) instead of ending this
+    process at once and leaving them behind. Returns the previous handler (None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def _die_with_parent() -> None:
+    # Linux: the kernel sends SIGTERM to the worker when this process dies, even by SIGKILL (prctl(2)).
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _stop(running: Sequence[_Worker]) -> None:
+    """SIGTERM every worker still running, then SIGKILL what is left after a grace period."""
+    alive = [worker for worker in running if worker.process.poll() is None]
+    for worker in alive:
+        _signal_group(worker.process, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for worker in alive:
+        try:
+            worker.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            _signal_group(worker.process, signal.SIGKILL)
+            worker.process.wait()
+
+
+def _signal_group(process: subprocess.Popen[str], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signum)
+
+
+def launch_workers(run: RunOptions, args: WorkerFnArgs) -> None:
+    """Starts `run.trainer.workers` workers on `args` and waits for them: a TFJob when the compiled pipeline
+    carries one (`run.tfjob`, on Kubeflow), local processes otherwise.
+
+    Raises:
+        WorkersError: a worker failed, or they ended without the chief's SavedModel.
+        components.k8s.tfjob_client.TfJobError: on Kubeflow, the job could not be submitted or failed.
+    """
+    workers = run.trainer.workers
+    if run.tfjob is not None:
+        from components.trainer.tfjob_launch import run_tfjob
+
+        run_tfjob(run.tfjob, args)
+    else:
+        fn_args_uri = write_fn_args(args, paths.join(args.model_run_dir, FN_ARGS_FILE))
+        model_run = args.model_run_dir
+        log_dir = paths.join(model_run, "workers") if not paths.is_remote(model_run) else _local_log_dir()
+        seconds = LocalWorkers(workers, log_dir).run(fn_args_uri)
+        logger.info("trainer: %d local workers trained in %.1f s", workers, seconds)
+    check_exported(args.serving_model_dir, workers)
+
+
+def check_exported(serving_model_dir: str, workers: int) -> None:
+    """Raises WorkersError unless the chief wrote the SavedModel where the Trainer's model artifact expects it."""
+    if not paths.exists(paths.join(serving_model_dir, SAVED_MODEL_FILE)):
+        raise WorkersError(
+            f"trainer: the {workers} workers ended, but there is no {SAVED_MODEL_FILE} in {serving_model_dir}: "
+            "the chief (worker 0) exports it there; its log says why it did not"
+        )
+
+
+def _local_log_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="tfxp-workers-")
