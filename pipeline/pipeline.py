@@ -30,7 +30,7 @@ from components.example_gen.component import SpanImportExampleGen
 from components.pusher.executor import AtomicPusher
 from components.report.component import RunReport
 from components.report.spec import COMPONENT_ID as RUN_REPORT_ID
-from components.trainer.options import RunOptions
+from components.trainer.options import RunOptions, TfJobLaunch
 from components.validation.data_checks import statistics_options
 from components.validation.drift_check import DriftRun
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
@@ -99,21 +99,28 @@ def eval_config(config: TfxpConfig) -> tfma.EvalConfig:
     )
 
 
-def trainer_custom_config(config: TfxpConfig) -> dict[str, Any]:
+def trainer_custom_config(config: TfxpConfig, tfjob: TfJobLaunch | None = None) -> dict[str, Any]:
     """What the Trainer's run_fn receives: `RunOptions` (the trainer section and what it needs from the others)
     as plain JSON data, validated again by the same model in the Trainer.
 
     With `trainer.warm_start: served` the Trainer reads the serving base path itself, when it starts: the served
     model is not a Trainer input, so a rerun on the same data stays a cache hit instead of retraining from
-    every newly pushed version."""
+    every newly pushed version.
+
+    `tfjob` (Kubeflow, `trainer.workers` > 1) is the TFJob the Trainer task submits for its workers; without it
+    the workers are local processes."""
     run = RunOptions(
         trainer=config.trainer,
         labels_path=config.data.labels_path,
         label_offset=config.data.first_label,
         warmup_requests=config.serving.warmup_requests,
         serving_base=output_layout(config).serving_base if config.trainer.warm_start == "served" else "",
+        tfjob=tfjob,
     )
-    return run.model_dump(mode="json")
+    options = run.model_dump(mode="json")
+    if tfjob is None:
+        del options["tfjob"]  # one worker, or local workers: the custom_config (and KFP's cache key) stays as before
+    return options
 
 
 def beam_pipeline_args(config: TfxpConfig) -> list[str]:
@@ -152,8 +159,8 @@ def _schema_component(config: TfxpConfig, statistics: Any) -> Any:
     return tfx.components.ImportSchemaGen(schema_file=source).with_id("SchemaGen")
 
 
-def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
-    """The pipeline's components in execution order."""
+def create_components(config: TfxpConfig, layout: OutputLayout, tfjob: TfJobLaunch | None = None) -> list[Any]:
+    """The pipeline's components in execution order; `tfjob` as in `trainer_custom_config`."""
     example_gen = SpanImportExampleGen(
         input_base=config.data.path,
         input_config=example_gen_input_config(config),
@@ -178,7 +185,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout) -> list[Any]:
         schema=schema_gen.outputs["schema"],
         train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=config.trainer.eval_steps or None),
-        custom_config=trainer_custom_config(config),
+        custom_config=trainer_custom_config(config, tfjob),
     )
     # Training must not start on data that failed validation: make the order explicit.
     trainer.add_upstream_node(example_validator)
@@ -263,6 +270,7 @@ def create_pipeline(
     config: TfxpConfig,
     metadata_connection_config: Any | None = None,
     pipeline_root: str | None = None,
+    tfjob: TfJobLaunch | None = None,
 ) -> tfx.dsl.Pipeline:
     """Builds the tfxp pipeline from one config.
 
@@ -270,6 +278,7 @@ def create_pipeline(
         config: A validated config whose paths the runner has already resolved.
         metadata_connection_config: MLMD connection (LocalDagRunner); None on Kubeflow.
         pipeline_root: Overrides the layout's root (Kubeflow's `kubeflow.pipeline_root`).
+        tfjob: On Kubeflow with `trainer.workers` > 1, the TFJob the Trainer task runs its workers as.
 
     Returns:
         The `tfx.dsl.Pipeline`, ready for a runner.
@@ -281,7 +290,7 @@ def create_pipeline(
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline.name,
         pipeline_root=pipeline_root or layout.pipeline_root,
-        components=create_components(config, layout),
+        components=create_components(config, layout, tfjob),
         enable_cache=config.pipeline.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args(config),

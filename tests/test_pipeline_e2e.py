@@ -265,3 +265,23 @@ def test_bucket_output_is_refused_before_anything_runs(digits_dir: Path) -> None
     result = CliRunner().invoke(app, ["run", "--set", f"data.path={digits_dir}", "--output", "gs://bucket/tfxp"])
     assert result.exit_code == 2
     assert "must be local" in " ".join(result.output.split())
+
+
+def test_two_workers_train_as_well_as_one(
+    first_run: tuple[Path, dict[str, Any]], digits_dir: Path, tmp_path: Path
+) -> None:
+    """`trainer.workers=2`: the Trainer starts two local worker processes with TF_CONFIG (the path a TFJob's pods
+    take on Kubeflow), they train under MultiWorkerMirroredStrategy, and the chief's model is pushed."""
+    _, single = first_run
+    out = tmp_path / "out"
+    code, output, summary = run_cli(digits_dir, out, "trainer.workers=2")
+    assert code == 0, output
+    assert summary["status"] == "succeeded" and summary["decision"] == "pushed"
+    assert summary["metrics"]["accuracy"] == pytest.approx(single["metrics"]["accuracy"], abs=0.02)
+    (metrics_file,) = (out / "tfxp-digits" / "root" / "Trainer" / "model").glob("*/training_metrics.json")
+    metrics = json.loads(metrics_file.read_text())
+    assert (metrics["strategy"], metrics["workers"], metrics["replicas"]) == ("multi_worker", 2, 2)
+    assert metrics["reasons"]["strategy"] == "auto: TF_CONFIG names 2 workers"
+    logs = sorted(path.name for path in (out / "tfxp-digits" / "root" / "Trainer" / "model_run").glob("*/workers/*"))
+    assert logs == ["worker-0.log", "worker-1.log"]
+    assert (Path(summary["pushed_model_dir"]) / "saved_model.pb").is_file()

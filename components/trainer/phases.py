@@ -149,12 +149,18 @@ def fit(
     if trainer.profile_window:
         callbacks.append(ProfilerWindow(log_dir, *trainer.profile_window))
     callbacks += extra_callbacks
+    alone = runtime.workers == 1
     if backup_dir:
-        # First, so the model is restored before any other callback sees it.
-        callbacks.insert(0, keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=True))
+        # First, so the model is restored before any other callback sees it. With several workers the chief's
+        # BackupAndRestore would delete the backup directory when it ends training while a slower worker still
+        # writes its last backup into it (seen here: NotFoundError on workertemp_1/checkpoint.tmp…), so the
+        # chief removes it only once every worker has passed the barrier below.
+        callbacks.insert(0, keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=alone))
     history = compiled.model.fit(
         train_data, epochs=trainer.epochs, steps_per_epoch=trainer.epoch_steps, callbacks=callbacks, verbose=2
     )
+    if not alone:
+        wait_for_every_worker(runtime.strategy)
     if backup_dir and runtime.chief:
         _remove_backup(backup_dir)
     return FitResult(dict(history.history), throughput.summary(), throughput.start_epoch)
@@ -226,6 +232,11 @@ def float32_copy(compiled: CompiledModel) -> keras.Model:
         keras.mixed_precision.set_global_policy(previous)
     copy.set_weights(compiled.model.get_weights())
     return copy
+
+
+def wait_for_every_worker(strategy: tf.distribute.Strategy) -> None:
+    """Returns once every worker of the cluster got here: a one-number all-reduce across them."""
+    strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
 
 
 def _remove_backup(backup_dir: str) -> None:

@@ -171,10 +171,16 @@ def spec_patch(config: TfxpConfig, trainer_id: str, parameter_defaults: Mapping[
     )
     wanted = kubeflow.trainer_accelerator
     accelerator = pod.Accelerator(type=wanted.type, count=wanted.count) if wanted.count > 0 else None
+    trainer_resources = pod.Resources(kubeflow.trainer_cpu, kubeflow.trainer_memory, accelerator)
+    if config.trainer.workers > 1:
+        # The Trainer task only submits the workers' TFJob and waits for it: the trainer's resources, accelerators,
+        # node selector and tolerations are the worker pods' (pipeline.kubeflow.workers), not the task's.
+        trainer_resources = pod.Resources(cpu=kubeflow.cpu_request, memory=kubeflow.memory_request)
+        labels, tolerations = {}, ()
     return SpecPatch(
         image=kubeflow.image,
         resources=pod.Resources(cpu=kubeflow.cpu_request, memory=kubeflow.memory_request),
-        task_resources={trainer_id: pod.Resources(kubeflow.trainer_cpu, kubeflow.trainer_memory, accelerator)},
+        task_resources={trainer_id: trainer_resources},
         retry=RetryPolicy(
             max_retries=kubeflow.retries,
             backoff_seconds=kubeflow.retry_backoff_seconds,

@@ -183,7 +183,31 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
             f"beam.extra_args runs Beam on --runner={runner}, whose workers read and write the artifacts "
             f"themselves, so kubeflow.pipeline_root must be a gs:// bucket (it is {root or KFP_DEFAULT_ROOT})"
         )
+    errors.extend(workers_storage_problems(config, root, mounts))
     return errors, warnings
+
+
+def workers_storage_problems(config: TfxpConfig, root: str, mounts: Sequence[VolumeMount]) -> list[str]:
+    """With `trainer.workers` > 1 the workers' pods read the Examples and write the model, backups and logs
+    themselves: the artifacts must be on `gs://` (TensorFlow opens them from every pod), or the Trainer task
+    stages them into `kubeflow.trainer_shared_dir` on a volume every pod mounts
+    (`components.trainer.tfjob_launch`). The launcher's copies under /minio, /s3 are only in the task's pod."""
+    workers = config.trainer.workers
+    shared = config.kubeflow.trainer_shared_dir
+    if shared and (is_remote(shared) or not _on_volume(shared.rstrip("/"), mounts)):
+        return [
+            f"kubeflow.trainer_shared_dir={shared} is not on a kubeflow.volumes mount: the Trainer task and every "
+            "worker pod must see the same folder; use a path under one of "
+            + (", ".join(mount.path for mount in mounts) or "the mounts (kubeflow.volumes is empty)")
+        ]
+    if workers == 1 or scheme(root or "") in DIRECT_SCHEMES or shared:
+        return []
+    return [
+        f"trainer.workers={workers}: the worker pods read the Examples and write the model themselves, but the "
+        f"artifacts are under {root or KFP_DEFAULT_ROOT}, which only KFP's launcher copies into the Trainer task's "
+        "own pod; set kubeflow.pipeline_root to a gs:// bucket, or kubeflow.trainer_shared_dir to a folder on a "
+        "kubeflow.volumes mount (the Trainer task stages the Examples there)"
+    ]
 
 
 def artifact_volume(config: TfxpConfig, root: str, data_bytes: int | None) -> ArtifactVolume | None:
