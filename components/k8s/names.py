@@ -57,7 +57,11 @@ NAME_RULES: dict[str, NameRule] = {
             "PersistentVolumeClaim",
             "Pod",
             "PodDisruptionBudget",
+            # Role and RoleBinding names need only be path segments (ValidateRBACName); a subdomain is one.
+            "Role",
+            "RoleBinding",
             "Secret",
+            "ServiceAccount",
         )
     },
 }

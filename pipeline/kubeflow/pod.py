@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -166,6 +167,26 @@ def parse_pod_annotation(entry: str) -> tuple[str, str]:
     if problem:
         raise ValueError(f"{entry!r}: {problem}")
     return key, value
+
+
+# The API server's environment variable names before its relaxed validation (apimachinery `IsEnvVarName`, the
+# C-identifier-like form every supported cluster version accepts).
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*", re.ASCII)
+
+
+def parse_env_var(entry: str) -> tuple[str, str]:
+    """`NAME=value` → (NAME, value) for a container's environment; the value is any text, possibly empty.
+
+    Raises:
+        ValueError: no `=`, or a name Kubernetes refuses (letters, digits, `_`, `-`, `.`, not starting with a digit).
+    """
+    name, sep, value = entry.partition("=")
+    if not sep or not _ENV_NAME.fullmatch(name):
+        raise ValueError(
+            f"{entry!r} is not `NAME=value` with a name of letters, digits, `_`, `-` or `.` that does not start "
+            "with a digit, e.g. `NCCL_SOCKET_IFNAME=eth0`"
+        )
+    return name, value
 
 
 @dataclass(frozen=True)
