@@ -89,6 +89,14 @@ def compile_command(
 
     result = compile_pipeline(config, out)
     _print_compiled(result)
+    for path in result.beside:
+        console.print(f"beside it: {path}", highlight=False)
+    if result.beside:
+        console.print(
+            f"the pipeline's service account needs that RBAC: kubectl apply -n {config.kubeflow.namespace} "
+            f"-f {result.beside[-1]}",
+            highlight=False,
+        )
     for warning in result.warnings:
         warn(warning)
     console.print(f"submit with: tfxp submit {result.path} --host URL --wait", highlight=False)

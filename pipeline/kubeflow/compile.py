@@ -32,9 +32,11 @@ from components.contract import LabelMapError
 from components.data.errors import DataError
 from components.data.probe import FileProbe
 from components.errors import TfxpError
+from components.k8s.tfjob import tfjob_template
 from components.kfp import fingerprint_task
 from components.notify.run_record import RUN_RECORDS_DIR
 from components.paths import is_remote
+from components.trainer.options import TfJobLaunch
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow import pod, storage
 from pipeline.kubeflow.cache_keys import check_input_fingerprint, wire_input_fingerprint
@@ -46,6 +48,7 @@ from pipeline.kubeflow.spec import (
     pipeline_tasks,
     write_pipeline_doc,
 )
+from pipeline.kubeflow.workers import WorkersConfigError, worker_template, write_manifests
 from pipeline.layout import output_layout, resolve_data
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
@@ -109,12 +112,15 @@ class CompileResult:
         handler last.
     warnings: Problems a run on Kubeflow would hit (local paths, a `latest` image).
     parameters: The pipeline parameters and their compiled defaults.
+    beside: Files written beside the spec for review: with `trainer.workers` > 1 the workers' TFJob
+        (`pipeline.tfjob.yaml`) and the RBAC the pipeline's service account needs (`pipeline.rbac.yaml`).
     """
 
     path: Path
     tasks: tuple[str, ...]
     warnings: tuple[str, ...]
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    beside: tuple[Path, ...] = ()
 
 
 def pipeline_root(config: TfxpConfig) -> str:
@@ -281,6 +287,27 @@ def run_notice(config: TfxpConfig) -> Any | None:
     )
 
 
+def trainer_tfjob(config: TfxpConfig) -> TfJobLaunch | None:
+    """With `trainer.workers` > 1, the TFJob the Trainer task runs its workers as (it travels in the Trainer's
+    custom_config); None with one worker.
+
+    Raises:
+        KubeflowCompileError: a malformed worker setting (names the key).
+    """
+    if config.trainer.workers == 1:
+        return None
+    try:
+        manifest = tfjob_template(worker_template(config))
+    except WorkersConfigError as error:
+        raise KubeflowCompileError(str(error)) from None
+    return TfJobLaunch(
+        manifest=manifest,
+        deadline_seconds=config.kubeflow.trainer_job_deadline_seconds,
+        schedule_timeout_seconds=config.kubeflow.trainer_schedule_timeout_seconds,
+        shared_dir=config.kubeflow.trainer_shared_dir,
+    )
+
+
 def _trainer_id(components: Sequence[Any]) -> str:
     from tfx.components import Trainer
 
@@ -345,7 +372,8 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     warnings = config_warnings(config)
     if config.kubeflow.artifact_volume_size == storage.AUTO and size is None:
         warnings.append(storage.unmeasured_warning(config.data.path))
-    pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None)
+    tfjob = trainer_tfjob(config)
+    pipeline = create_pipeline(config, pipeline_root=pipeline_root(config) or None, tfjob=tfjob)
     components = list(pipeline.components)
     check_nothing_staged(components)
     parameters = set_run_parameters(components, run_parameters(config))
@@ -391,6 +419,7 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
         f"Submit: tfxp submit {out.name} --host URL [--wait]"
     )
     write_pipeline_doc(doc, out, header)
+    beside = write_manifests(config, out) if tfjob is not None else ()
     compiled = pipeline_tasks(doc.pipeline_spec)
     tasks = (fingerprint_task.TASK, *(component.id for component in components if component.id in compiled))
-    return CompileResult(path=out, tasks=tasks, warnings=tuple(warnings), parameters=parameters)
+    return CompileResult(path=out, tasks=tasks, warnings=tuple(warnings), parameters=parameters, beside=beside)

@@ -183,23 +183,17 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
             f"beam.extra_args runs Beam on --runner={runner}, whose workers read and write the artifacts "
             f"themselves, so kubeflow.pipeline_root must be a gs:// bucket (it is {root or KFP_DEFAULT_ROOT})"
         )
-    errors.extend(workers_storage_problems(config, root, mounts))
+    errors.extend(workers_storage_problems(config, root))
     return errors, warnings
 
 
-def workers_storage_problems(config: TfxpConfig, root: str, mounts: Sequence[VolumeMount]) -> list[str]:
+def workers_storage_problems(config: TfxpConfig, root: str) -> list[str]:
     """With `trainer.workers` > 1 the workers' pods read the Examples and write the model, backups and logs
     themselves: the artifacts must be on `gs://` (TensorFlow opens them from every pod), or the Trainer task
     stages them into `kubeflow.trainer_shared_dir` on a volume every pod mounts
     (`components.trainer.tfjob_launch`). The launcher's copies under /minio, /s3 are only in the task's pod."""
     workers = config.trainer.workers
-    shared = config.kubeflow.trainer_shared_dir
-    if shared and (is_remote(shared) or not _on_volume(shared.rstrip("/"), mounts)):
-        return [
-            f"kubeflow.trainer_shared_dir={shared} is not on a kubeflow.volumes mount: the Trainer task and every "
-            "worker pod must see the same folder; use a path under one of "
-            + (", ".join(mount.path for mount in mounts) or "the mounts (kubeflow.volumes is empty)")
-        ]
+    shared = config.kubeflow.trainer_shared_dir  # on a mount: pipeline.kubeflow.workers checks it
     if workers == 1 or scheme(root or "") in DIRECT_SCHEMES or shared:
         return []
     return [
