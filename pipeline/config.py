@@ -245,7 +245,8 @@ class KubeflowSection(ConfigSection):
     trainer_gang_scheduling: Schedule the workers all together or not at all (`runPolicy.schedulingPolicy`,
       honoured when the Training Operator runs with `--gang-scheduler-name`, e.g. volcano), so no node idles.
     trainer_queue: The gang scheduler's queue (volcano), empty = its default.
-    trainer_backoff_limit: Restarts of the workers' TFJob after a worker fails (the job's `runPolicy.backoffLimit`).
+    trainer_backoff_limit: How many times the workers' TFJob restarts after a worker fails; one failure restarts
+      every worker, so the job's `runPolicy.backoffLimit` (which counts every pod's restarts) is this × workers + 1.
     trainer_shm_size: `/dev/shm` of every worker (a memory-backed volume; NCCL and tf.data use it).
     trainer_env: Further environment of every worker, `KEY=VALUE`, e.g. `NCCL_SOCKET_IFNAME=eth0`.
     trainer_shared_dir: With `trainer.workers` > 1 and a pipeline root other than `gs://`: a folder on a
