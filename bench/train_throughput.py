@@ -20,12 +20,22 @@ GPU mode (one configuration, e.g. on an A100/H100 host):
 Anchors for that command: NVIDIA's TF ResNet-50 reaches 2,375 img/s with AMP+XLA on one A100 40GB (909 img/s
 TF32+XLA); with several GPUs the strategy is MirroredStrategy and `--batch` is per replica.
 
+Multi-worker scaling (`--workers 1 2`): for each N, one whole Trainer run on digits (or `--data DIR`) with the
+same per-replica `--batch` and `--steps` timed steps, `--rounds` times: N = 1 is `run_fn` in one process without
+TF_CONFIG (what `trainer.workers: 1` runs), N ≥ 2 goes through `LocalWorkers`, the launcher `trainer.workers: N`
+uses locally (bench/_scaling.py). T(N) is the chief's `images_per_second` in `training_metrics.json`: global
+images (`batch_size` × every replica of every worker) per second of the chief's step time, so T(N) and T(1)
+count the same thing; the scaling efficiency is E(N) = T(N) / (N · T(1)). On one host the N workers share its
+cores: E(N) then measures that sharing and a ring all-reduce over loopback, not N nodes with GPUs and NCCL.
+
 Usage:
     .venv/bin/python bench/train_throughput.py --out bench/results [--rounds 3] [--steps 40]
+    .venv/bin/python bench/train_throughput.py --out bench/results --workers 1 2 [--rounds 1] [--data DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -41,7 +51,7 @@ from _common import bench_parser, command_line, machine, write_report
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from components.trainer.options import Precision, TrainerOptions  # noqa: E402  (after the sys.path entry)
+from components.trainer.options import MAX_WORKERS, Precision, TrainerOptions  # noqa: E402  (after the sys.path entry)
 
 WARMUP_STEPS = 5
 TARGETS = {"real_over_synthetic": 0.9}
@@ -154,6 +164,55 @@ def comparison_settings(batch: int) -> dict[str, Setting]:
     }
 
 
+def check_workers_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, one: bool) -> None:
+    """Exits with a usage error unless `--workers` (and `--data`) can run as given."""
+    if args.workers is None:
+        parser.error("--data is what the multi-worker run trains on: add --workers, e.g. `--workers 1 2`")
+    if one:
+        parser.error("--workers trains the digits trainer section: leave out --model, --synthetic, --precision, --xla")
+    if 1 not in args.workers:
+        parser.error("--workers must include 1: E(N) = T(N) / (N · T(1)) needs T(1) from the same run")
+    bad = [count for count in args.workers if not 1 <= count <= MAX_WORKERS]
+    if bad:
+        parser.error(f"--workers {bad[0]}: a worker count is 1 … {MAX_WORKERS} (trainer.workers)")
+    if min(args.rounds, args.steps, args.batch) < 1:
+        parser.error("--rounds, --steps and --batch must be at least 1")
+    if args.data is not None:
+        missing = [name for name in ("train", "eval", "labels.txt") if not (args.data / name).exists()]
+        if missing:
+            parser.error(f"--data {args.data}: no {', '.join(missing)} there; `tfxp data digits --out DIR` writes one")
+
+
+def workers_main(args: argparse.Namespace) -> None:
+    """`--workers N1 N2 ...`: the multi-worker scaling run (bench/_scaling.py), its report and summary."""
+    from _scaling import measure_workers, scaling_report, scaling_trainer
+
+    counts = list(dict.fromkeys(args.workers))
+    base = trainer_options(batch_size=args.batch)
+    # The workers import components from this checkout, and none may join a cluster named in the shell.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    os.environ.pop("TF_CONFIG", None)
+    with tempfile.TemporaryDirectory(prefix="tfxp-bench-workers-") as work:
+        if args.data is not None:
+            data_dir, data = args.data.resolve(), str(args.data)
+        else:
+            from components.data.digits import write_digits
+
+            data_dir = Path(work) / "digits"
+            write_digits(data_dir)
+            data = "digits (components.data.digits.write_digits, into a temp dir)"
+        runs = measure_workers(counts, data_dir, base, args.steps, args.rounds, Path(work))
+    report = scaling_report(runs, scaling_trainer(base, args.steps, 1), args.steps, args.rounds, data)
+    path = write_report(args.out, "train_throughput.json", report)
+    print(f"{'workers':>7s} {'replicas':>8s} {'img/s (global)':>14s} {'seconds':>8s} {'E(N)':>5s}")
+    for count in counts:
+        images, seconds = report["median_images_per_second"][str(count)], report["median_seconds"][str(count)]
+        replicas, efficiency = runs[count][0]["replicas"], report["scaling_efficiency"][str(count)]
+        print(f"{count:7d} {replicas:8d} {images:14.0f} {seconds:8.1f} {efficiency:5.2f}")
+    print(f"E(N) = T(N) / (N · T(1)), T = global img/s (medians over {args.rounds} round(s)); {report['note']}.")
+    print(f"wrote {path} (load average at the end: {os.getloadavg()[0]:.1f})")
+
+
 def main() -> None:
     parser = bench_parser(__doc__.split("\n\n")[0], "train_throughput.json")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions (medians are reported)")
@@ -164,10 +223,17 @@ def main() -> None:
     single.add_argument("--synthetic", action="store_true", help="in-memory batches instead of digits TFRecords")
     single.add_argument("--precision", choices=[name for name in get_args(Precision) if name != "auto"])
     single.add_argument("--xla", action="store_true", help="jit_compile=True")
+    scaling = parser.add_argument_group("multi-worker scaling instead of the CPU comparison")
+    scaling.add_argument("--workers", type=int, nargs="+", metavar="N", help="worker counts, 1 among them: `1 2`")
+    scaling.add_argument("--data", type=Path, help="DIR with train/, eval/, labels.txt (default: digits, written)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
     one = args.model is not None or args.synthetic or args.precision is not None or args.xla
+    if args.workers is not None or args.data is not None:
+        check_workers_arguments(parser, args, one)
+        workers_main(args)
+        return
     if one:
         model = args.model or "small_resnet"
         big = model != "small_resnet"
