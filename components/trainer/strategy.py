@@ -95,9 +95,10 @@ def _mirrored() -> tf.distribute.Strategy:
 
 def _multi_worker(collective_timeout_seconds: float | None) -> tf.distribute.Strategy:
     # NCCL all-reduces between GPUs, ring (gRPC) between CPUs. A collective that waits longer than the timeout
-    # fails on every worker instead of blocking them all behind a lost peer; the strategy also checks its peers'
-    # health every 30 s and aborts collectives when one is down (tensorflow/python/distribute/
-    # collective_all_reduce_strategy.py `_check_health`), so the failed workers restart and resume from backup.
+    # fails on every worker instead of blocking them all behind a lost peer. Besides, TF 2.21's strategy starts
+    # TensorFlow's coordination service, whose heartbeats detect a lost worker and fail the others (it then turns
+    # its Python-level `_check_health` off: tensorflow/python/distribute/collective_all_reduce_strategy.py, in
+    # `_initialize_multi_worker`), so the failed workers restart and resume from the backup.
     implementation = (
         tf.distribute.experimental.CommunicationImplementation.NCCL
         if tf.config.list_physical_devices("GPU")

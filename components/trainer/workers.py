@@ -162,7 +162,6 @@ def _forward(worker: _Worker, stream: IO[str]) -> None:
             log.write(line)
             log.flush()
             worker.tail.append(line.rstrip("\n"))
-            logger.info("[worker %d] %s", worker.index, line.rstrip("\n"))
 
 
 def _describe_exit(code: int) -> str:
@@ -177,8 +176,8 @@ def _describe_exit(code: int) -> str:
 class LocalWorkers:
     """Runs N worker processes on this host with `TF_CONFIG`, the way the Training Operator runs TFJob pods.
 
-    Each worker's output goes to `<log_dir>/worker-<i>.log` and to this process's log (prefixed
-    `[worker i]`). When one worker fails the others are stopped (they would block on their next collective),
+    Each worker's output goes to `<log_dir>/worker-<i>.log` (the Trainer's model_run folder in a local run). When
+    one worker fails the others are stopped (they would block on their next collective),
     and the error names it with the end of its log. Stopping this process (SIGTERM, Ctrl-C) stops them too.
     """
 
