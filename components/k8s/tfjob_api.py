@@ -1,0 +1,290 @@
+"""The Kubernetes calls of the TFJob client, in one namespace: plain JSON in and out, refusals as TfJobErrors.
+
+Every read asks for the raw JSON (`_preload_content=False`) rather than the kubernetes client's models, so TFJobs,
+pods and events are the same camelCase dicts the API server sends (and `kubectl get -o json` shows); the readers
+in components/k8s/tfjob_status.py take them as they are. RBAC_RULES lists every call made here: the Role that
+`tfxp compile` writes beside the compiled spec (pipeline.rbac.yaml) grants exactly these.
+
+Example:
+    api, namespace = in_cluster()
+    calls = TfJobApi(api, namespace)
+    job = calls.get("tfxp-train-3f1e")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from components.k8s import tfjob_status as status
+from components.k8s.tfjob_errors import (
+    TfJobError,
+    TfJobGoneError,
+    api_error,
+    api_status,
+    create_not_found_error,
+    is_transient,
+    say,
+)
+
+# (connect, read) seconds of every call; the kubernetes client ignores a float `_request_timeout` (its rest.py takes
+# an int or a pair only), so this is a pair.
+REQUEST_TIMEOUT = (10, 30)
+# On SIGTERM the grace period (the pod's terminationGracePeriodSeconds, 30 s by default) bounds the deletion.
+DELETE_TIMEOUT = (5, 10)
+LOG_TAIL_LINES = 40
+SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# KFP's compiler sets both on the executor container of every task (kubeflow/pipelines
+# backend/src/v2/compiler/argocompiler/common.go:42-56 for the container, container.go:571), not only on the driver
+# (container.go:293), and the launcher runs the component's command with its own environment
+# (backend/src/v2/component/launcher_v2.go:707, exec.Command without Env).
+POD_NAME_ENV = "KFP_POD_NAME"
+POD_UID_ENV = "KFP_POD_UID"
+# The least the client needs: create/get/delete TFJobs, list the job's pods, read a failed pod's log, list events
+# for the scheduling diagnosis. Polling needs no watch.
+RBAC_RULES: tuple[dict[str, tuple[str, ...]], ...] = (
+    {"apiGroups": (status.TFJOB_GROUP,), "resources": (status.TFJOB_PLURAL,), "verbs": ("create", "get", "delete")},
+    {"apiGroups": ("",), "resources": ("pods",), "verbs": ("list",)},
+    {"apiGroups": ("",), "resources": ("pods/log",), "verbs": ("get",)},
+    {"apiGroups": ("",), "resources": ("events",), "verbs": ("list",)},
+)
+TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+
+
+class ApiUnreachableError(Exception):
+    """A call got no usable answer (a transport error, or 429/5xx); worth another try later."""
+
+
+class JobExistsError(Exception):
+    """409 AlreadyExists on create: a TFJob of that name exists (whose it is, the caller decides)."""
+
+
+class TfJobApi:
+    """The calls, in `namespace`, through a `kubernetes.client.ApiClient`."""
+
+    def __init__(self, api: k8s.ApiClient, namespace: str) -> None:
+        self.namespace = namespace
+        self._custom = k8s.CustomObjectsApi(api)
+        self._core = k8s.CoreV1Api(api)
+
+    def _json(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        response = method(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        return dict(json.loads(response.data))
+
+    def _job_id(self, name: str) -> str:
+        return f"{self.namespace}/{name}"
+
+    def create(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """Creates the TFJob; returns it as stored.
+
+        Raises:
+            JobExistsError: 409 AlreadyExists.
+            ApiUnreachableError: no answer, or a transient status (the job may have been created nonetheless).
+            TfJobCrdMissingError, TfJobForbiddenError, TfJobRejectedError, TfJobError: the API refused it.
+        """
+        name = str(manifest["metadata"]["name"])
+        try:
+            return self._json(
+                self._custom.create_namespaced_custom_object,
+                status.TFJOB_GROUP,
+                status.TFJOB_VERSION,
+                self.namespace,
+                status.TFJOB_PLURAL,
+                dict(manifest),
+            )
+        except ApiException as error:
+            refusal = api_status(error)
+            if refusal.code == 409 and refusal.reason == "AlreadyExists":
+                raise JobExistsError(say(refusal)) from error
+            if refusal.code == 404:
+                raise create_not_found_error(refusal, namespace=self.namespace, job=self._job_id(name)) from error
+            if is_transient(refusal):
+                raise ApiUnreachableError(f"{refusal.code} {say(refusal)}") from error
+            action = f"create TFJob {self._job_id(name)}"
+            raise api_error(refusal, action=action, namespace=self.namespace, job=self._job_id(name)) from error
+        except TRANSPORT_ERRORS as error:
+            raise ApiUnreachableError(f"{type(error).__name__}: {error}") from error
+
+    def get(self, name: str) -> dict[str, Any]:
+        """The TFJob as the API server has it.
+
+        Raises:
+            TfJobGoneError: it does not exist.
+            ApiUnreachableError: no answer, or a transient status.
+            TfJobForbiddenError, TfJobError: the API refused otherwise.
+        """
+        job_id = self._job_id(name)
+        try:
+            return self._json(
+                self._custom.get_namespaced_custom_object,
+                status.TFJOB_GROUP,
+                status.TFJOB_VERSION,
+                self.namespace,
+                status.TFJOB_PLURAL,
+                name,
+            )
+        except ApiException as error:
+            refusal = api_status(error)
+            if refusal.code == 404 and refusal.is_status_object:
+                raise TfJobGoneError(
+                    f"TFJob {job_id} does not exist (any more): it was deleted while the task waited for it "
+                    "(by hand, or by its ttlSecondsAfterFinished).",
+                    job=job_id,
+                ) from error
+            if is_transient(refusal):
+                raise ApiUnreachableError(f"{refusal.code} {say(refusal)}") from error
+            raise api_error(refusal, action=f"get TFJob {job_id}", namespace=self.namespace, job=job_id) from error
+        except TRANSPORT_ERRORS as error:
+            raise ApiUnreachableError(f"{type(error).__name__}: {error}") from error
+
+    def list_pods(self, name: str) -> list[dict[str, Any]]:
+        """The pods labelled as the TFJob's (tfjob_status.pod_label_selector); same errors as `get`, but 404."""
+        job_id = self._job_id(name)
+        try:
+            listed = self._json(
+                self._core.list_namespaced_pod, self.namespace, label_selector=status.pod_label_selector(name)
+            )
+        except ApiException as error:
+            refusal = api_status(error)
+            if is_transient(refusal):
+                raise ApiUnreachableError(f"{refusal.code} {say(refusal)}") from error
+            action = f"list the pods of TFJob {job_id}"
+            raise api_error(refusal, action=action, namespace=self.namespace, job=job_id) from error
+        except TRANSPORT_ERRORS as error:
+            raise ApiUnreachableError(f"{type(error).__name__}: {error}") from error
+        return list(listed.get("items") or [])
+
+    def delete(self, name: str, uid: str | None) -> Literal["deleted", "gone", "replaced"]:
+        """Deletes the TFJob with propagationPolicy Background, and only the one with `uid` when given: `gone` when
+        there was none, `replaced` when the name belongs to another job now (the uid precondition's 409).
+
+        Raises:
+            TfJobForbiddenError, TfJobError: the API refused, or could not be reached.
+        """
+        options = k8s.V1DeleteOptions(
+            propagation_policy="Background", preconditions=k8s.V1Preconditions(uid=uid) if uid else None
+        )
+        try:
+            self._custom.delete_namespaced_custom_object(
+                status.TFJOB_GROUP,
+                status.TFJOB_VERSION,
+                self.namespace,
+                status.TFJOB_PLURAL,
+                name,
+                body=options,
+                _request_timeout=DELETE_TIMEOUT,
+            )
+        except ApiException as error:
+            refusal = api_status(error)
+            if refusal.code == 404:
+                return "gone"
+            if refusal.code == 409:
+                return "replaced"
+            job_id = self._job_id(name)
+            raise api_error(refusal, action=f"delete TFJob {job_id}", namespace=self.namespace, job=job_id) from error
+        except TRANSPORT_ERRORS as error:
+            raise TfJobError(f"could not reach the Kubernetes API to delete TFJob {name}: {error}") from error
+        return "deleted"
+
+    def log_tail(self, pod: str, *, previous: bool = False) -> str:
+        """The last LOG_TAIL_LINES lines of the pod's `tensorflow` container (`previous`: of its run before the
+        current one), or `(log unavailable: why)`."""
+        try:
+            response = self._core.read_namespaced_pod_log(
+                pod,
+                self.namespace,
+                container=status.CONTAINER_NAME,
+                tail_lines=LOG_TAIL_LINES,
+                previous=previous,
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            return f"(log unavailable: {say(api_status(error))})"
+        except TRANSPORT_ERRORS as error:
+            return f"(log unavailable: {type(error).__name__})"
+        text = response.data.decode("utf-8", "replace").rstrip("\n")
+        return text or "(the log is empty)"
+
+    def events(self, field_selector: str) -> list[Mapping[str, Any]]:
+        """The namespace's events matching `field_selector`, or [] when they cannot be read: they only explain a
+        failure the caller reports anyway."""
+        try:
+            listed = self._json(self._core.list_namespaced_event, self.namespace, field_selector=field_selector)
+        except (ApiException, *TRANSPORT_ERRORS):
+            return []
+        return list(listed.get("items") or [])
+
+    def operator_exit_events(self, name: str) -> list[Mapping[str, Any]]:
+        """The operator's "Pod: NS.NAME exited with code N" events of the job, non-zero codes, oldest first
+        (pkg/controller.v1/common/pod.go:346)."""
+        exits = [
+            event
+            for event in self.events(f"involvedObject.name={name}")
+            if event.get("reason") == "ExitedWithCode" and not str(event.get("message", "")).endswith(" code 0")
+        ]
+        return sorted(exits, key=lambda event: status.event_time(event) or datetime.min)
+
+
+def in_cluster(
+    namespace: str | None = None, *, namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE_FILE
+) -> tuple[k8s.ApiClient, str]:
+    """An ApiClient authenticated as the pod's service account (the kubernetes client re-reads the token as it
+    rotates), and the namespace: `namespace`, else the pod's own (`namespace_file`).
+
+    Raises:
+        TfJobError: not inside a Kubernetes pod (no service host or token), or no namespace to be found.
+    """
+    from kubernetes import config
+
+    configuration = k8s.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException as error:
+        raise TfJobError(
+            f"not running inside a Kubernetes pod ({error}): the TFJob of trainer.workers > 1 is created by the "
+            "Trainer task on Kubeflow with the pod's service account (KUBERNETES_SERVICE_HOST and "
+            "/var/run/secrets/kubernetes.io/serviceaccount/token). Locally, `tfxp run` runs the workers as "
+            "processes instead."
+        ) from error
+    if namespace is None:
+        try:
+            namespace = namespace_file.read_text().strip()
+        except OSError as error:
+            raise TfJobError(
+                f"cannot tell which namespace this pod runs in: {namespace_file} is unreadable ({error}); pass the "
+                "namespace (kubeflow.namespace)."
+            ) from error
+    return k8s.ApiClient(configuration), namespace
+
+
+def task_pod_owner(env: Mapping[str, str] = os.environ) -> dict[str, Any] | None:
+    """The owner reference to the Trainer task's pod (KFP_POD_NAME, KFP_POD_UID), for the TFJob's
+    `metadata.ownerReferences`; None outside a KFP task.
+
+    Neither `controller` nor `blockOwnerDeletion` is set: nothing controls the TFJob but the operator, and
+    blockOwnerDeletion would need `update` on pods/finalizers where the OwnerReferencesPermissionEnforcement
+    admission plugin runs (OpenShift). The TFJob must live in the pod's namespace: the garbage collector treats an
+    owner in another namespace as absent and deletes the dependent.
+
+    Raises:
+        TfJobError: only one of the two variables is set.
+    """
+    name, uid = env.get(POD_NAME_ENV, ""), env.get(POD_UID_ENV, "")
+    if not name and not uid:
+        return None
+    if not (name and uid):
+        missing, present = (POD_UID_ENV, POD_NAME_ENV) if name else (POD_NAME_ENV, POD_UID_ENV)
+        raise TfJobError(
+            f"{missing} is not set while {present} is: KFP sets both on every task (from the pod's metadata.name "
+            "and metadata.uid), so this environment is not a KFP task's."
+        )
+    return {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid}

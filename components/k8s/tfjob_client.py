@@ -1,0 +1,485 @@
+"""Submit, wait for and cancel the Training Operator v1.9 TFJob that runs a multi-worker Trainer on Kubeflow.
+
+The Trainer task's pod creates a `kubeflow.org/v1` TFJob (the manifest is built elsewhere), polls it and its pods,
+logs each change as one line (`tfjob x: Running (Worker: 3 active, 1 pending)`), and ends one of three ways: the
+operator's Succeeded condition (return), its Failed condition (`TfJobFailedError` naming the first failing replica,
+its exit code and reason, and its log tail), or a deadline (`TfJobNotScheduledError` naming the waiting pods and the
+scheduler's newest FailedScheduling message; `TfJobTimeoutError`). `run` deletes the job on every way out, SIGTERM
+included: Argo stops a run by sending SIGTERM to the task's process group, SIGKILL after the grace period
+(argoproj/argo-workflows `workflow/controller/pod/queue.go:118-128`; `workflow/executor/osspecific/
+signal_darwin.go:19-25`, which signal_linux.go links to; `command_unix.go:37`), and keeps the finished pod, so the
+owner reference to it (`task_pod_owner`) removes the job only when the workflow itself is deleted.
+
+Polling, not watching: each poll is one GET of the job and one LIST of its pods, so the RBAC stays `get`/`list`
+(RBAC_RULES) and there is no watch to resume after the API server drops it. The calls are in tfjob_api.py, the
+messages of a job that did not succeed in tfjob_diagnosis.py, the reading of its status in tfjob_status.py.
+
+Example (in the Trainer task's pod):
+    api, namespace = in_cluster()
+    manifest["metadata"]["ownerReferences"] = [task_pod_owner()]
+    outcome = TfJobClient(api, namespace, log=print).run(
+        manifest, timeout_seconds=172_800, schedule_timeout_seconds=1_800
+    )
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from types import FrameType
+from typing import Any
+
+from kubernetes import client as k8s
+
+from components.k8s import tfjob_diagnosis as diagnosis
+from components.k8s import tfjob_status as status
+from components.k8s.tfjob_api import (
+    RBAC_RULES,
+    ApiUnreachableError,
+    JobExistsError,
+    TfJobApi,
+    in_cluster,
+    task_pod_owner,
+)
+from components.k8s.tfjob_errors import (
+    TfJobConflictError,
+    TfJobCrdMissingError,
+    TfJobError,
+    TfJobFailedError,
+    TfJobForbiddenError,
+    TfJobGoneError,
+    TfJobNotScheduledError,
+    TfJobRejectedError,
+    TfJobTimeoutError,
+)
+
+__all__ = [
+    "RBAC_RULES",
+    "SIGTERM_EXIT_STATUS",
+    "TfJobClient",
+    "TfJobConflictError",
+    "TfJobCrdMissingError",
+    "TfJobError",
+    "TfJobFailedError",
+    "TfJobForbiddenError",
+    "TfJobGoneError",
+    "TfJobNotScheduledError",
+    "TfJobOutcome",
+    "TfJobRejectedError",
+    "TfJobTimeoutError",
+    "in_cluster",
+    "task_pod_owner",
+]
+
+CREATE_ATTEMPTS = 3
+# What a process killed by SIGTERM reports; `run` exits with it after deleting the job.
+SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
+# Waiting reasons of a scheduled pod worth a log line at once (the kubelet's; the rest are ContainerCreating).
+_WAIT_PROBLEMS = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
+)
+
+
+@dataclass(frozen=True)
+class TfJobOutcome:
+    """A TFJob that succeeded.
+
+    Attributes:
+        replicas: each replica type's counts when it succeeded.
+        restarts: how many times the operator restarted failed replicas (Restarting conditions seen).
+        seconds: how long `wait` waited (the task's clock).
+        message: the operator's Succeeded message.
+        deleted: whether `run` deleted the job afterwards.
+    """
+
+    name: str
+    namespace: str
+    uid: str
+    replicas: Mapping[str, status.ReplicaCounts]
+    restarts: int
+    seconds: float
+    message: str
+    deleted: bool = False
+
+
+class _TerminationRequested(BaseException):
+    """Raised by the SIGTERM handler to unwind `run` (a BaseException so no `except Exception` swallows it)."""
+
+
+# How `run` names the way the wait ended, in its log line about the deletion.
+_ENDINGS: tuple[tuple[type[BaseException], str], ...] = (
+    (_TerminationRequested, "SIGTERM (the run is being stopped)"),
+    (KeyboardInterrupt, "interrupted"),
+    (TfJobFailedError, "failed"),
+    (TfJobNotScheduledError, "its replicas did not start in time"),
+    (TfJobTimeoutError, "ran past its deadline"),
+    (TfJobError, "could not be followed"),
+)
+
+
+class TfJobClient:
+    """Creates, follows and deletes TFJobs in one namespace through the Kubernetes API.
+
+    Args:
+        api: a `kubernetes.client.ApiClient` (`in_cluster()` builds one from the pod's service account).
+        namespace: where the TFJobs go: the task pod's own namespace, so its owner reference is valid.
+        poll_seconds: time between two looks at the job (default 5).
+        log: where progress lines go (default: this module's logger at INFO).
+        clock, sleep: the time source and the wait between polls (tests pass fakes).
+
+    Example:
+        client = TfJobClient(api, "kubeflow", log=print)
+        name = client.submit(manifest)
+        outcome = client.wait(name, timeout_seconds=3600, schedule_timeout_seconds=600)
+    """
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        namespace: str,
+        *,
+        poll_seconds: float = 5.0,
+        log: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.namespace = namespace
+        self.poll_seconds = poll_seconds
+        self._api = TfJobApi(api, namespace)
+        self._log = log or logging.getLogger(__name__).info
+        self._clock = clock
+        self._sleep = sleep
+        self._uids: dict[str, str] = {}
+
+    # -- submit -------------------------------------------------------------------------------------------------
+
+    def submit(self, manifest: Mapping[str, Any]) -> str:
+        """Creates the TFJob; returns its name.
+
+        A create whose answer was lost (timeout, dropped connection) is sent again, and the 409 AlreadyExists it then
+        gets adopts the job: a job whose ownerReferences hold the manifest's owner (this task's pod) is this task's.
+        Any other job of that name is refused.
+
+        Raises:
+            ValueError: the manifest has no metadata.name, or names another namespace.
+            TfJobCrdMissingError: the cluster has no TFJob resource (the Training Operator is not installed).
+            TfJobForbiddenError: the service account may not create TFJobs.
+            TfJobRejectedError: the API server or the operator's webhook refused the manifest.
+            TfJobConflictError: a TFJob of that name exists and is not this task's.
+            TfJobError: the API could not be reached, or answered otherwise.
+        """
+        name = self._manifest_name(manifest)
+        for attempt in range(1, CREATE_ATTEMPTS + 1):
+            try:
+                created = self._api.create(manifest)
+            except JobExistsError:
+                return self._adopt(manifest, name)
+            except ApiUnreachableError as trouble:
+                if attempt == CREATE_ATTEMPTS:
+                    raise TfJobError(
+                        f"could not create TFJob {self.namespace}/{name}: the Kubernetes API did not answer "
+                        f"{CREATE_ATTEMPTS} times ({trouble}).",
+                        job=f"{self.namespace}/{name}",
+                    ) from trouble
+                self._log(f"tfjob {name}: create got no answer ({trouble}); sending it again")
+                self._sleep(float(attempt))
+                continue
+            self._uids[name] = str(created["metadata"]["uid"])
+            replicas = ", ".join(
+                f"{spec.get('replicas', 1)} {kind}" for kind, spec in status.replica_specs(created).items()
+            )
+            self._log(f"tfjob {name}: created in namespace {self.namespace} ({replicas})")
+            return name
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _adopt(self, manifest: Mapping[str, Any], name: str) -> str:
+        existing = self._api.get(name)
+        deleting = existing["metadata"].get("deletionTimestamp")
+        if _owned_by_manifest_owner(existing, manifest) and not deleting:
+            self._uids[name] = str(existing["metadata"]["uid"])
+            self._log(f"tfjob {name}: already exists and belongs to this task ({_owners(existing)}); following it")
+            return name
+        raise TfJobConflictError(
+            f"a TFJob named {name} already exists in namespace {self.namespace} and is not this task's (created "
+            f"{existing['metadata'].get('creationTimestamp', '?')}, owned by {_owners(existing)}"
+            f"{'; it is being deleted' if deleting else ''}). If it is left over from an earlier run, delete it "
+            f"(`kubectl -n {self.namespace} delete tfjob {name}`) and retry the run; if another run uses it, let "
+            "that run finish first.",
+            job=f"{self.namespace}/{name}",
+        )
+
+    # -- wait ---------------------------------------------------------------------------------------------------
+
+    def wait(self, name: str, *, timeout_seconds: float, schedule_timeout_seconds: float) -> TfJobOutcome:
+        """Polls the TFJob until the operator marks it Succeeded; logs every change as one line.
+
+        The schedule timeout counts from the start of the wait, and again from whenever a replica is back to
+        Pending (a restart); it stops counting while every replica's container has started. An API server that does
+        not answer (transport errors, 429, 5xx) is asked again at the next poll.
+
+        Args:
+            timeout_seconds: the longest the job may take in all.
+            schedule_timeout_seconds: the longest any replica may wait to start.
+
+        Returns:
+            The outcome, once the job's Succeeded condition is True.
+
+        Raises:
+            TfJobFailedError: the operator marked the job Failed.
+            TfJobNotScheduledError: some replica did not start within `schedule_timeout_seconds`.
+            TfJobTimeoutError: the job ran past `timeout_seconds`, or past its own activeDeadlineSeconds.
+            TfJobGoneError: the job was deleted (or replaced) while waiting.
+            TfJobForbiddenError: the service account may not read the job or its pods.
+        """
+        start = self._clock()
+        pending_since: float | None = start
+        progress = diagnosis.Progress()
+        while True:
+            try:
+                job, pods = self._look(name)
+            except ApiUnreachableError as trouble:
+                if not progress.unreachable:
+                    self._log(f"tfjob {name}: the Kubernetes API did not answer ({trouble}); trying again")
+                progress.unreachable = str(trouble)
+            else:
+                if progress.unreachable:
+                    self._log(f"tfjob {name}: the Kubernetes API answers again")
+                    progress.unreachable = ""
+                self._report(name, job, pods, progress)
+                current = status.state(job)
+                if current == "Succeeded":
+                    return TfJobOutcome(
+                        name=name,
+                        namespace=self.namespace,
+                        uid=self._uids[name],
+                        replicas=status.replica_counts(job, pods),
+                        restarts=progress.restarts,
+                        seconds=self._clock() - start,
+                        message=str((status.condition(job, "Succeeded") or {}).get("message", "")),
+                    )
+                if current == "Failed":
+                    raise diagnosis.failure(self._api, name, job, progress)
+                if status.started_count(job, pods) >= status.expected_replicas(job):
+                    pending_since = None
+                elif pending_since is None:
+                    pending_since = self._clock()
+            now = self._clock()
+            if pending_since is not None and now - pending_since >= schedule_timeout_seconds:
+                raise diagnosis.not_scheduled(self._api, name, progress, schedule_timeout_seconds)
+            if now - start >= timeout_seconds:
+                raise diagnosis.timed_out(self._api, name, progress, timeout_seconds)
+            self._sleep(max(0.0, min(self.poll_seconds, start + timeout_seconds - now)))
+
+    def _look(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
+        job = self._api.get(name)
+        uid = str(job["metadata"]["uid"])
+        known = self._uids.setdefault(name, uid)
+        if uid != known:
+            raise TfJobGoneError(
+                f"TFJob {self.namespace}/{name} was replaced by another job of the same name (uid {uid}, this task's "
+                f"was {known}) while the task waited for it; another run uses that name.",
+                job=f"{self.namespace}/{name}",
+            )
+        return job, status.controlled_pods(self._api.list_pods(name), known)
+
+    def _report(
+        self, name: str, job: Mapping[str, Any], pods: list[Mapping[str, Any]], progress: diagnosis.Progress
+    ) -> None:
+        progress.job, progress.pods = job, pods
+        current = status.state(job)
+        if current == "Restarting" and progress.state != "Restarting":
+            progress.restarts += 1
+            # The operator deletes a failed pod as it restarts it (pod.go:350-366), usually before a poll sees it;
+            # what it recorded (pod.go:346) says which replica exited how.
+            for event in self._api.operator_exit_events(name):
+                said = (str(event.get("metadata", {}).get("name")), str(event.get("message")))
+                if said not in progress.reported:
+                    progress.reported.add(said)
+                    self._log(f"tfjob {name}: the operator recorded: {event.get('message')}")
+        progress.state = current
+        line = status.status_line(name, job, pods)
+        if line != progress.line:
+            self._log(line)
+            progress.line = line
+        for waiting in status.not_started(pods):
+            if not waiting.reason or (waiting.scheduled and waiting.reason not in _WAIT_PROBLEMS):
+                continue
+            if (waiting.pod, waiting.reason) not in progress.reported:
+                progress.reported.add((waiting.pod, waiting.reason))
+                self._log(f"tfjob {name}: pod {waiting.describe()}")
+        for exited in status.container_exits(job, pods):
+            key = (exited.pod_uid, exited.finished_at, exited.exit_code)
+            if key not in progress.exits:
+                self._log(f"tfjob {name}: {exited.describe()}")
+                tail = self._api.log_tail(exited.pod, previous=exited.previous)
+                progress.exits[key] = (exited, tail)
+
+    # -- delete and run -----------------------------------------------------------------------------------------
+
+    def delete(self, name: str, *, uid: str | None = None) -> bool:
+        """Deletes the TFJob (its pods and services follow through their owner references); returns False when
+        it was already gone. Deleting twice is harmless.
+
+        Background propagation: the API server removes the job at once and the garbage collector its pods, so the
+        call returns within the SIGTERM grace period and a retried task may reuse the name at once. Foreground would
+        keep the job (with a deletionTimestamp, which already stops the operator, tfjob_controller.go:144) until
+        every pod had terminated: nothing more is gained, and the name stays taken meanwhile.
+
+        Args:
+            uid: delete only the job with this uid (default: the one this client created or adopted), never a
+                newer job that took the name.
+
+        Raises:
+            TfJobForbiddenError: the service account may not delete TFJobs.
+            TfJobError: the API refused otherwise or could not be reached.
+        """
+        outcome = self._api.delete(name, uid or self._uids.get(name))
+        if outcome == "replaced":
+            self._log(f"tfjob {name}: the name belongs to another job now; left that one alone")
+        return outcome == "deleted"
+
+    def run(
+        self,
+        manifest: Mapping[str, Any],
+        *,
+        timeout_seconds: float,
+        schedule_timeout_seconds: float,
+        keep_on_success: bool = False,
+    ) -> TfJobOutcome:
+        """`submit` + `wait`, deleting the job on every way out: failure, deadline, KeyboardInterrupt, and SIGTERM,
+        after which the process exits with status 143 (SystemExit).
+
+        A succeeded job is deleted too (unless `keep_on_success`): the chief wrote the model to the Trainer's
+        artifact, nothing else reads the job, and the operator's default cleanPodPolicy None
+        (tensorflow_defaults.go:52-53) would keep every worker pod until the workflow is deleted.
+
+        SIGTERM is handled while `run` runs in the main thread (Python delivers signals there only); the previous
+        handler is restored afterwards.
+
+        Raises:
+            What `submit` and `wait` raise; the error's message then also says whether the job was deleted.
+            SystemExit: on SIGTERM, after deleting the job.
+        """
+        name = self._manifest_name(manifest)
+        submitted = finished = False
+        with _SigtermGuard(self._log, name) as guard:
+            try:
+                self.submit(manifest)
+                submitted = True
+                outcome = self.wait(
+                    name, timeout_seconds=timeout_seconds, schedule_timeout_seconds=schedule_timeout_seconds
+                )
+                if keep_on_success:
+                    finished = True
+                    return outcome
+                deleted = self._delete_after_success(name)
+                finished = True
+                return replace(outcome, deleted=deleted)
+            except BaseException as error:
+                guard.disarm()  # a SIGTERM now must not cut the deletion short
+                if not finished:
+                    self._clean_up(error, manifest, name, submitted=submitted)
+                if isinstance(error, _TerminationRequested):
+                    raise SystemExit(SIGTERM_EXIT_STATUS) from None
+                raise
+
+    def _delete_after_success(self, name: str) -> bool:
+        try:
+            deleted = self.delete(name)
+        except TfJobError as problem:
+            self._log(
+                f"tfjob {name}: succeeded, but could not be deleted ({problem}); delete it with "
+                f"`kubectl -n {self.namespace} delete tfjob {name}`"
+            )
+            return False
+        self._log(f"tfjob {name}: succeeded; deleted it (its pods go with it)")
+        return deleted
+
+    def _clean_up(self, error: BaseException, manifest: Mapping[str, Any], name: str, *, submitted: bool) -> None:
+        interrupted = isinstance(error, (_TerminationRequested, KeyboardInterrupt))
+        if not submitted and not (interrupted and self._exists_and_is_ours(manifest, name)):
+            return  # nothing was created (or it is not ours to delete)
+        why = next((text for kind, text in _ENDINGS if isinstance(error, kind)), f"stopped by {type(error).__name__}")
+        job_id = f"{self.namespace}/{name}"
+        try:
+            note = f"The TFJob {job_id} was deleted." if self.delete(name) else f"The TFJob {job_id} was already gone."
+        except TfJobError as problem:
+            note = (
+                f"The TFJob {job_id} could not be deleted ({problem}); delete it with "
+                f"`kubectl -n {self.namespace} delete tfjob {name}`."
+            )
+        self._log(f"tfjob {name}: {why}. {note}")
+        if isinstance(error, TfJobError):
+            error.cleanup = note
+
+    def _exists_and_is_ours(self, manifest: Mapping[str, Any], name: str) -> bool:
+        # Interrupted while creating: the job may exist; delete it only if it carries this task's owner.
+        try:
+            return _owned_by_manifest_owner(self._api.get(name), manifest)
+        except (TfJobError, ApiUnreachableError):
+            return False
+
+    def _manifest_name(self, manifest: Mapping[str, Any]) -> str:
+        metadata = manifest.get("metadata") or {}
+        name = metadata.get("name")
+        if not name:
+            raise ValueError("the TFJob manifest has no metadata.name (generateName is not supported: run needs it)")
+        if metadata.get("namespace") not in (None, self.namespace):
+            raise ValueError(
+                f"the TFJob manifest names namespace {metadata['namespace']}, but this client creates jobs in "
+                f"{self.namespace} (the task pod's namespace, which its owner reference requires)"
+            )
+        return str(name)
+
+
+def _owner_uids(obj: Mapping[str, Any]) -> set[str]:
+    return {str(ref.get("uid")) for ref in (obj.get("metadata") or {}).get("ownerReferences") or () if ref.get("uid")}
+
+
+def _owned_by_manifest_owner(existing: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    """Whether `existing` carries one of the manifest's owner references (this task's pod): a manifest without any
+    proves nothing, so it adopts nothing."""
+    wanted = _owner_uids(manifest)
+    return bool(wanted) and bool(wanted & _owner_uids(existing))
+
+
+def _owners(obj: Mapping[str, Any]) -> str:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return ", ".join(f"{ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})" for ref in refs) or "nothing"
+
+
+class _SigtermGuard:
+    """While inside: the first SIGTERM raises _TerminationRequested, so `run` unwinds and deletes the job on its
+    normal path rather than from inside a signal handler that may have interrupted an API call; once disarmed
+    (the deletion has begun), SIGTERM is ignored. The previous handler comes back on exit. Python runs signal
+    handlers in the main thread only, so elsewhere the guard does nothing (and says so)."""
+
+    def __init__(self, log: Callable[[str], None], name: str) -> None:
+        self._log, self._name = log, name
+        self._armed = self._installed = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _SigtermGuard:
+        if threading.current_thread() is not threading.main_thread():
+            self._log(f"tfjob {self._name}: not in the main thread, so a SIGTERM will not delete the job")
+            return self
+        self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._armed = self._installed = True
+        return self
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        if self._armed:
+            self._armed = False
+            raise _TerminationRequested()
+
+    def disarm(self) -> None:
+        self._armed = False
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._armed = False
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)

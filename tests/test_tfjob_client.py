@@ -1,0 +1,619 @@
+"""TfJobClient against the Kubernetes API double (tests/k8s_api_double.py), through the real `kubernetes` client.
+
+The double plays the Training Operator v1.9 (tests/training_operator_double.py); time is a fake clock shared by the
+client and the double, so deadlines of minutes pass in milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from k8s_api_double import NAMESPACE, K8sApiDouble, Scenario, serve, tfjob_manifest
+from training_operator_double import Exit
+
+from components.k8s.tfjob_client import (
+    RBAC_RULES,
+    SIGTERM_EXIT_STATUS,
+    TfJobClient,
+    TfJobConflictError,
+    TfJobCrdMissingError,
+    TfJobError,
+    TfJobFailedError,
+    TfJobForbiddenError,
+    TfJobGoneError,
+    TfJobNotScheduledError,
+    TfJobRejectedError,
+    TfJobTimeoutError,
+    in_cluster,
+    task_pod_owner,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+NAME = "tfxp-train"
+GPU_EVENT = (
+    "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: "
+    "8 No preemption victims found for incoming pod."
+)
+
+
+class FakeTime:
+    """A clock that moves only when the client sleeps; the double stamps its objects with it too."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@contextlib.contextmanager
+def connected(
+    scenario: Scenario, *, namespace: str = NAMESPACE, **double_options: Any
+) -> Iterator[tuple[K8sApiDouble, TfJobClient, list[str], FakeTime]]:
+    fake = FakeTime()
+    double = K8sApiDouble(scenario, clock=fake.clock, **double_options)
+    lines: list[str] = []
+    with serve(double) as url:
+        api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=url))
+        client = TfJobClient(api, namespace, poll_seconds=5.0, log=lines.append, clock=fake.clock, sleep=fake.sleep)
+        try:
+            yield double, client, lines, fake
+        finally:
+            api.close()
+
+
+def run(
+    client: TfJobClient,
+    manifest: dict[str, Any] | None = None,
+    *,
+    timeout_seconds: float = 3600.0,
+    schedule_timeout_seconds: float = 600.0,
+    keep_on_success: bool = False,
+) -> Any:
+    return client.run(
+        manifest or tfjob_manifest(NAME, workers=4),
+        timeout_seconds=timeout_seconds,
+        schedule_timeout_seconds=schedule_timeout_seconds,
+        keep_on_success=keep_on_success,
+    )
+
+
+def deletes(double: K8sApiDouble) -> list[Any]:
+    return [request.body for request in double.calls("DELETE", f"/tfjobs/{NAME}")]
+
+
+# -- success ---------------------------------------------------------------------------------------------------
+
+
+def test_success_logs_each_change_once_and_deletes_the_job() -> None:
+    scenario = Scenario.succeeds(workers=4, run_ticks=3)
+    scenario.start_delays = {3: 2}
+    with connected(scenario) as (double, client, lines, _):
+        outcome = run(client)
+        polls = len(double.calls("GET", f"/tfjobs/{NAME}"))
+    assert lines == [
+        "tfjob tfxp-train: created in namespace kubeflow-user (4 Worker)",
+        "tfjob tfxp-train: Created (Worker: 4 pending)",
+        "tfjob tfxp-train: Running (Worker: 3 active, 1 pending)",
+        "tfjob tfxp-train: Running (Worker: 4 active)",
+        "tfjob tfxp-train: Succeeded (Worker: 4 succeeded)",
+        "tfjob tfxp-train: succeeded; deleted it (its pods go with it)",
+    ]
+    assert polls > len(lines)  # unchanged polls said nothing
+    assert outcome.replicas["Worker"].succeeded == 4 and outcome.restarts == 0 and outcome.deleted
+    assert outcome.message == f"TFJob {NAMESPACE}/{NAME} successfully completed."
+    [body] = deletes(double)
+    assert body == {"propagationPolicy": "Background", "preconditions": {"uid": outcome.uid}}
+    assert not double.cluster.jobs and not double.cluster.pods
+
+
+def test_pods_of_an_earlier_job_of_the_same_name_are_ignored() -> None:
+    # A deleted job's pods may linger (terminating) with the same labels; the operator ignores pods another
+    # controller owns (tfjob_controller.go:292), and so does the client.
+    with connected(Scenario.succeeds(workers=2)) as (double, client, lines, _):
+        stale = {
+            "metadata": {
+                "name": "tfxp-train-worker-1-old",
+                "uid": "old-pod",
+                "labels": {
+                    "training.kubeflow.org/job-name": NAME,
+                    "training.kubeflow.org/operator-name": "tfjob-controller",
+                    "training.kubeflow.org/replica-type": "worker",
+                    "training.kubeflow.org/replica-index": "1",
+                },
+                "ownerReferences": [{"kind": "TFJob", "name": NAME, "uid": "earlier-job", "controller": True}],
+            },
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [{"name": "tensorflow", "state": {"terminated": {"exitCode": 137}}}],
+            },
+        }
+        double.cluster.add_pod(stale, ("Worker", 1))
+        outcome = run(client, tfjob_manifest(NAME, workers=2))
+    assert outcome.deleted and not any("137" in line for line in lines)
+    assert "tfjob tfxp-train: Created (Worker: 2 pending)" in lines
+
+
+def test_keep_on_success_leaves_the_job() -> None:
+    with connected(Scenario.succeeds(workers=2)) as (double, client, _, _):
+        outcome = run(client, tfjob_manifest(NAME, workers=2), keep_on_success=True)
+    assert not outcome.deleted and not deletes(double) and NAME in double.cluster.jobs
+
+
+def test_a_restarted_worker_is_followed_to_success() -> None:
+    # restartPolicy ExitCode: 137 is retryable (>= 128), so the operator recreates the pod (pod.go:350-366).
+    scenario = Scenario.succeeds(workers=2).worker_fails(1, 137, "OOMKilled", "killed")
+    with connected(scenario) as (_, client, lines, _):
+        outcome = run(client, tfjob_manifest(NAME, workers=2, restart_policy="ExitCode"))
+    assert outcome.restarts == 1 and outcome.deleted
+    # The operator deleted the failed pod within the tick it failed; its event names the exit.
+    assert (
+        f"tfjob tfxp-train: the operator recorded: Pod: {NAMESPACE}.tfxp-train-worker-1 exited with code 137" in lines
+    )
+    assert any(
+        line.startswith("tfjob tfxp-train: Restarting (") and "is restarting because Worker" in line for line in lines
+    )
+    # Worker 0 finished first and its success succeeds the job (tfjob_controller.go:467) while the restarted
+    # worker 1 still counts as active.
+    assert lines[-2] == "tfjob tfxp-train: Succeeded (Worker: 1 active, 1 succeeded)"
+
+
+def test_an_unavailable_api_server_is_retried() -> None:
+    scenario = Scenario.succeeds(workers=2)
+    scenario.unavailable_reads = 2
+    with connected(scenario) as (_, client, lines, _):
+        outcome = run(client, tfjob_manifest(NAME, workers=2))
+    assert outcome.deleted
+    trouble = [line for line in lines if "did not answer" in line]
+    assert trouble == [
+        "tfjob tfxp-train: the Kubernetes API did not answer (503 the server is currently unable to handle the "
+        "request); trying again"
+    ]
+    assert "tfjob tfxp-train: the Kubernetes API answers again" in lines
+
+
+# -- failure ---------------------------------------------------------------------------------------------------
+
+
+def test_a_failed_worker_names_replica_exit_reason_and_log_tail() -> None:
+    log = "\n".join(f"step {i}" for i in range(1, 51)) + "\nResourceExhausted: OOM when allocating tensor"
+    scenario = Scenario.succeeds(workers=4).worker_fails(index=2, exit_code=137, reason="OOMKilled", log=log)
+    with connected(scenario) as (double, client, _, _):
+        with pytest.raises(
+            TfJobFailedError, match=r"Worker 2 \(pod tfxp-train-worker-2\) exited with code 137 \(OOMKilled\)"
+        ) as caught:
+            run(client)
+        [log_request] = double.calls("GET", "/pods/tfxp-train-worker-2/log")
+    error = caught.value
+    assert (error.replica_type, error.replica_index, error.exit_code, error.reason) == ("Worker", 2, 137, "OOMKilled")
+    tail = error.log_tail.splitlines()
+    assert len(tail) == 40 and tail[-1] == "ResourceExhausted: OOM when allocating tensor" and tail[0] == "step 12"
+    assert log_request.query == {"container": ["tensorflow"], "tailLines": ["40"], "previous": ["False"]}
+    text = str(error)
+    assert "trainer.batch_size" in text and "has failed because 1 Worker replica(s) failed" in text
+    assert f"The TFJob {NAMESPACE}/{NAME} was deleted." in text.splitlines()[0]
+    assert text.endswith("ResourceExhausted: OOM when allocating tensor")
+    assert len(deletes(double)) == 1 and not double.cluster.pods
+
+
+def test_the_backoff_limit_failure_reads_the_previous_container_log() -> None:
+    # restartPolicy OnFailure: the kubelet restarts the container in place, the operator fails the job once the
+    # restartCounts reach backoffLimit (core/job.go:95-132).
+    scenario = Scenario.succeeds(workers=2).worker_fails(1, 1, "Error", "Traceback\nValueError: bad shard", times=5)
+    manifest = tfjob_manifest(NAME, workers=2, restart_policy="OnFailure", run_policy={"backoffLimit": 2})
+    with (
+        connected(scenario) as (double, client, _, _),
+        pytest.raises(TfJobFailedError, match=r"exited with code 1 \(Error\)") as caught,
+    ):
+        run(client, manifest)
+    previous_reads = [
+        r for r in double.calls("GET", "/pods/tfxp-train-worker-1/log") if r.query["previous"] == ["True"]
+    ]
+    assert previous_reads
+    assert caught.value.log_tail.endswith("ValueError: bad shard")
+    assert "reached the specified backoff limit" in str(caught.value) and "kubeflow.trainer_backoff_limit" in str(
+        caught.value
+    )
+    assert deletes(double)
+
+
+def test_the_first_failure_is_named_and_the_later_ones_listed() -> None:
+    # A busy operator lets a poll see worker 1's failed pod (137, retryable under ExitCode) before it restarts it;
+    # worker 0 then fails for good (2 < 128), as a MultiWorkerMirroredStrategy peer of a crashed worker does.
+    scenario = Scenario.succeeds(workers=2).worker_fails(1, 137, "OOMKilled", "oom", after_ticks=2)
+    scenario.exits[("Worker", 0)] = [Exit(code=2, reason="Error", log="CollectiveTimeout: peer lost", ticks=4)]
+    scenario.operator_every = 2
+    with connected(scenario) as (_, client, lines, _), pytest.raises(TfJobFailedError) as caught:
+        run(client, tfjob_manifest(NAME, workers=2, restart_policy="ExitCode"))
+    assert "tfjob tfxp-train: Worker 1 (pod tfxp-train-worker-1) exited with code 137 (OOMKilled)" in lines
+    # The operator's replicaStatuses lag the pods by a reconcile; the counts follow the pods.
+    assert "tfjob tfxp-train: Created (Worker: 2 active)" in lines
+    error = caught.value
+    assert (error.replica_index, error.exit_code, error.log_tail) == (1, 137, "oom")
+    assert "Then: Worker 0 (pod tfxp-train-worker-0) exited with code 2 (Error)." in str(error)
+    assert error.detail.endswith("tfxp-train-worker-0's tensorflow log:\nCollectiveTimeout: peer lost")
+
+
+def test_the_operator_deadline_is_a_timeout_not_a_worker_failure() -> None:
+    scenario = Scenario.succeeds(workers=2, run_ticks=10_000)
+    manifest = tfjob_manifest(NAME, workers=2, run_policy={"activeDeadlineSeconds": 60})
+    with (
+        connected(scenario) as (double, client, _, _),
+        pytest.raises(TfJobTimeoutError, match=r"activeDeadlineSeconds.*kubeflow.trainer_job_deadline_seconds"),
+    ):
+        run(client, manifest)
+    assert deletes(double)
+
+
+# -- deadlines -------------------------------------------------------------------------------------------------
+
+
+def test_never_scheduled_names_pending_pods_and_the_newest_event() -> None:
+    scenario = Scenario.never_scheduled(GPU_EVENT, workers=4, pending=frozenset({2, 3}))
+    with connected(scenario) as (double, client, lines, fake):
+        stale = {"involvedObject": {"kind": "Pod", "name": "tfxp-train-worker-2"}, "reason": "FailedScheduling"}
+        double.cluster.events.append(
+            {
+                **stale,
+                "type": "Warning",
+                "message": "0/8 nodes are available: 8 node(s) had untolerated taint.",
+                "metadata": {"name": "old"},
+                "eventTime": "2024-12-31T00:00:00.000000Z",
+                "lastTimestamp": None,
+            }
+        )
+        started = time.monotonic()
+        with pytest.raises(TfJobNotScheduledError) as caught:
+            run(client, schedule_timeout_seconds=600)
+        real_seconds = time.monotonic() - started
+    error = caught.value
+    assert error.pending_pods == ("tfxp-train-worker-2", "tfxp-train-worker-3")
+    assert error.event == GPU_EVENT
+    assert "2 of 4 replicas did not start within 600 s (kubeflow.trainer_schedule_timeout_seconds)" in str(error)
+    assert "untolerated taint" not in str(error)
+    assert 600 <= fake.now < 610 and real_seconds < 10
+    assert "tfjob tfxp-train: pod tfxp-train-worker-2 (not scheduled: Unschedulable: " + GPU_EVENT + ")" in lines
+    assert deletes(double) and not double.cluster.pods
+
+
+def test_gang_scheduling_that_never_admits_names_the_podgroup_event() -> None:
+    event = "0/8 nodes are unavailable: 8 Insufficient nvidia.com/gpu."
+    with (
+        connected(Scenario.never_scheduled(event, workers=4, gang=True)) as (double, client, _, _),
+        pytest.raises(TfJobNotScheduledError, match=r"created none of its 4 pods.*PodGroup tfxp-train") as caught,
+    ):
+        run(client)
+    assert caught.value.pending_pods == () and caught.value.event == event
+    assert deletes(double)
+
+
+def test_an_image_that_never_arrives_is_reported_at_once_and_at_the_deadline() -> None:
+    message = 'Back-off pulling image "registry.example.com/tfxp:0.1.0"'
+    scenario = Scenario.succeeds(workers=2).image_pull_fails(1, message)
+    with (
+        connected(scenario) as (_, client, lines, _),
+        pytest.raises(
+            TfJobNotScheduledError, match=r"tfxp-train-worker-1 scheduled, waiting \(ImagePullBackOff: Back-off"
+        ),
+    ):
+        run(client, tfjob_manifest(NAME, workers=2))
+    assert sum("ImagePullBackOff" in line for line in lines) == 1
+
+
+def test_a_missing_operator_is_named() -> None:
+    with (
+        connected(Scenario.no_operator()) as (double, client, _, _),
+        pytest.raises(TfJobNotScheduledError, match=r"did not pick it up.*training-operator"),
+    ):
+        run(client, tfjob_manifest(NAME, workers=2))
+    assert deletes(double)
+
+
+def test_a_job_still_running_at_the_deadline_times_out_with_the_chief_log() -> None:
+    with (
+        connected(Scenario.succeeds(workers=2, run_ticks=10_000)) as (double, client, _, fake),
+        pytest.raises(
+            TfJobTimeoutError, match=r"still Running after 3600 s \(kubeflow.trainer_job_deadline_seconds\)"
+        ) as caught,
+    ):
+        run(client, tfjob_manifest(NAME, workers=2), timeout_seconds=3600)
+    assert "tfxp-train-worker-0's log" in caught.value.detail and 3600 <= fake.now < 3610
+    assert deletes(double)
+
+
+# -- refusals --------------------------------------------------------------------------------------------------
+
+
+def test_no_crd_says_to_install_the_training_operator() -> None:
+    with (
+        connected(Scenario.no_crd()) as (double, client, _, _),
+        pytest.raises(TfJobCrdMissingError, match=r"Install the Training Operator v1\.9 .*trainer\.workers=1"),
+    ):
+        run(client)
+    assert [(r.method, r.path.rsplit("/", 1)[-1]) for r in double.requests] == [("POST", "tfjobs")]
+
+
+def test_a_missing_namespace_is_not_a_missing_crd() -> None:
+    with (
+        connected(Scenario.succeeds(), namespace="nowhere") as (_, client, _, _),
+        pytest.raises(TfJobError, match="namespace nowhere does not exist") as caught,
+    ):
+        run(client)
+    assert not isinstance(caught.value, TfJobCrdMissingError)
+
+
+def test_forbidden_create_names_verb_resource_namespace_and_service_account() -> None:
+    with (
+        connected(Scenario.succeeds().forbidden("create")) as (double, client, _, _),
+        pytest.raises(TfJobForbiddenError, match=r"pipeline.rbac.yaml") as caught,
+    ):
+        run(client)
+    error = caught.value
+    assert (error.verb, error.resource, error.namespace) == ("create", "tfjobs.kubeflow.org", NAMESPACE)
+    assert error.service_account == "kubeflow-user/pipeline-runner"
+    assert (
+        "service account kubeflow-user/pipeline-runner to create tfjobs.kubeflow.org in namespace kubeflow-user"
+        in str(error)
+    )
+    assert not double.calls("DELETE")
+
+
+def test_forbidden_pod_list_fails_the_wait_and_still_deletes_the_job() -> None:
+    with (
+        connected(Scenario.succeeds().forbidden("list", "pods")) as (double, client, _, _),
+        pytest.raises(TfJobForbiddenError, match="to list pods in namespace") as caught,
+    ):
+        run(client)
+    assert caught.value.verb == "list" and deletes(double)
+
+
+def test_a_webhook_denial_is_a_rejected_manifest_not_missing_rbac() -> None:
+    manifest = tfjob_manifest(NAME, container_name="main")
+    with (
+        connected(Scenario.succeeds()) as (_, client, _, _),
+        pytest.raises(TfJobRejectedError, match=r"admission webhook.*container with name tensorflow") as caught,
+    ):
+        run(client, manifest)
+    assert not isinstance(caught.value, TfJobForbiddenError)
+
+
+def test_a_manifest_the_crd_schema_refuses_names_the_field() -> None:
+    manifest = tfjob_manifest(NAME)
+    manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "four"
+    with (
+        connected(Scenario.succeeds()) as (_, client, _, _),
+        pytest.raises(TfJobRejectedError, match=r"422 Invalid.*spec.tfReplicaSpecs.Worker.replicas"),
+    ):
+        run(client, manifest)
+
+
+def test_the_rbac_rules_are_enough_and_all_used() -> None:
+    used: set[tuple[str, str]] = set()
+    for scenario, expected in (
+        (Scenario.succeeds(workers=2).worker_fails(0, 1, "Error", "boom"), TfJobFailedError),
+        (Scenario.never_scheduled(GPU_EVENT, workers=2), TfJobNotScheduledError),
+    ):
+        scenario.rbac = RBAC_RULES
+        with connected(scenario) as (double, client, _, _), pytest.raises(expected):
+            run(client, tfjob_manifest(NAME, workers=2))
+        used |= {(request.verb, request.resource) for request in double.requests}
+    granted = {(verb, resource) for rule in RBAC_RULES for resource in rule["resources"] for verb in rule["verbs"]}
+    assert used == granted
+
+
+# -- AlreadyExists ---------------------------------------------------------------------------------------------
+
+
+def test_a_lost_create_answer_adopts_the_job_it_created() -> None:
+    scenario = Scenario.succeeds(workers=2)
+    scenario.lose_create_answer = True
+    with connected(scenario) as (double, client, lines, _):
+        outcome = run(client, tfjob_manifest(NAME, workers=2))
+    assert len(double.calls("POST")) == 2 and outcome.deleted
+    assert any(
+        "already exists and belongs to this task (Pod tfxp-trainer-pod (uid pod-uid-1))" in line for line in lines
+    )
+
+
+@pytest.mark.parametrize("owner", ["pod-uid-of-another-run", None])
+def test_an_existing_job_of_another_owner_is_refused_and_left_alone(owner: str | None) -> None:
+    with connected(Scenario.succeeds()) as (double, client, _, _):
+        double.add_job(tfjob_manifest(NAME, owner_uid=owner))
+        mine = tfjob_manifest(NAME, owner_uid="pod-uid-1" if owner else None)
+        with pytest.raises(
+            TfJobConflictError, match="already exists in namespace kubeflow-user and is not this task's"
+        ):
+            run(client, mine)
+    assert not double.calls("DELETE") and NAME in double.cluster.jobs
+
+
+# -- cancel ----------------------------------------------------------------------------------------------------
+
+
+def test_delete_is_idempotent_and_spares_a_newer_job_of_the_same_name() -> None:
+    with connected(Scenario.succeeds()) as (double, client, _, _):
+        client.submit(tfjob_manifest(NAME))
+        assert client.delete(NAME) is True
+        assert client.delete(NAME) is False
+        newer = double.add_job(tfjob_manifest(NAME))
+        assert client.delete(NAME) is False  # the uid precondition: not the job this client created
+        assert double.cluster.jobs[NAME]["metadata"]["uid"] == newer["metadata"]["uid"]
+
+
+def test_an_interrupt_during_submit_deletes_the_job_the_lost_answer_created() -> None:
+    scenario = Scenario.succeeds()
+    scenario.lose_create_answer = True  # stored, answered 504; the client waits before sending it again
+    with connected(scenario) as (double, client, lines, _):
+
+        def interrupt(seconds: float) -> None:
+            raise KeyboardInterrupt
+
+        client._sleep = interrupt
+        with pytest.raises(KeyboardInterrupt):
+            run(client)
+    assert len(double.calls("POST")) == 1 and deletes(double) and not double.cluster.jobs
+    assert f"tfjob {NAME}: interrupted. The TFJob {NAMESPACE}/{NAME} was deleted." in lines
+
+
+def test_keyboard_interrupt_deletes_the_job_and_propagates() -> None:
+    with connected(Scenario.succeeds(run_ticks=10_000)) as (double, client, lines, fake):
+
+        def interrupt(seconds: float) -> None:
+            fake.now += seconds
+            if fake.now > 20:
+                raise KeyboardInterrupt
+
+        client._sleep = interrupt
+        with pytest.raises(KeyboardInterrupt):
+            run(client)
+    assert deletes(double) and f"tfjob {NAME}: interrupted. The TFJob {NAMESPACE}/{NAME} was deleted." in lines
+
+
+def test_a_job_deleted_meanwhile_ends_the_wait() -> None:
+    with connected(Scenario.succeeds(run_ticks=10_000)) as (double, client, _, fake):
+
+        def someone_deletes(seconds: float) -> None:
+            fake.now += seconds
+            with double.lock:
+                double.cluster.jobs.pop(NAME, None)
+
+        client._sleep = someone_deletes
+        with pytest.raises(TfJobGoneError, match="was deleted while the task waited"):
+            run(client)
+
+
+def test_run_restores_the_previous_sigterm_handler() -> None:
+    def mine(signum: int, frame: object) -> None:
+        pass
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        with connected(Scenario.succeeds(workers=2)) as (_, client, _, _):
+            run(client, tfjob_manifest(NAME, workers=2))
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+SIGTERM_SCRIPT = """
+import sys
+import kubernetes
+sys.path.insert(0, sys.argv[2])
+from k8s_api_double import tfjob_manifest
+from components.k8s.tfjob_client import TfJobClient
+
+api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=sys.argv[1]))
+client = TfJobClient(api, "kubeflow-user", poll_seconds=0.05, log=lambda line: print(line, flush=True))
+client.run(tfjob_manifest("tfxp-train", workers=2), timeout_seconds=120, schedule_timeout_seconds=120)
+print("run returned", flush=True)
+"""
+
+
+def test_sigterm_deletes_the_job_and_exits_non_zero() -> None:
+    double = K8sApiDouble(Scenario.succeeds(workers=2, run_ticks=10**9))
+    with serve(double) as url:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        process = subprocess.Popen(
+            [sys.executable, "-c", SIGTERM_SCRIPT, url, str(REPO / "tests")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not any(_running(job) for job in list(double.cluster.jobs.values())):
+                assert process.poll() is None and time.monotonic() < deadline, "the job never ran"
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == SIGTERM_EXIT_STATUS, output
+    assert "SIGTERM (the run is being stopped). The TFJob kubeflow-user/tfxp-train was deleted." in output
+    assert "run returned" not in output and "Traceback" not in output
+    [body] = deletes(double)
+    assert body["propagationPolicy"] == "Background"
+    assert not double.cluster.jobs and not double.cluster.pods
+
+
+def _running(job: dict[str, Any]) -> bool:
+    return any(
+        c["type"] == "Running" and c["status"] == "True" for c in (job.get("status") or {}).get("conditions") or ()
+    )
+
+
+# -- in the task's pod -----------------------------------------------------------------------------------------
+
+
+def test_task_pod_owner_reads_kfp_pod_name_and_uid() -> None:
+    env = {"KFP_POD_NAME": "tfxp-digits-abc-system-container-impl-123", "KFP_POD_UID": "0f1e-uid"}
+    assert task_pod_owner(env) == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "tfxp-digits-abc-system-container-impl-123",
+        "uid": "0f1e-uid",
+    }
+    assert task_pod_owner({}) is None
+    with pytest.raises(TfJobError, match="KFP_POD_UID is not set while KFP_POD_NAME is"):
+        task_pod_owner({"KFP_POD_NAME": "x"})
+
+
+def test_in_cluster_outside_a_cluster_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(TfJobError, match="not running inside a Kubernetes pod"):
+        in_cluster()
+
+
+def test_in_cluster_reads_the_pod_namespace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def fake_load(client_configuration: Any) -> None:
+        client_configuration.host = "https://10.0.0.1:443"
+
+    monkeypatch.setattr(kubernetes.config, "load_incluster_config", fake_load)
+    namespace_file = tmp_path / "namespace"
+    namespace_file.write_text("kubeflow-user-example-com\n")
+    api, namespace = in_cluster(namespace_file=namespace_file)
+    assert namespace == "kubeflow-user-example-com" and api.configuration.host == "https://10.0.0.1:443"
+    assert in_cluster("given", namespace_file=tmp_path / "missing")[1] == "given"
+    with pytest.raises(TfJobError, match="cannot tell which namespace"):
+        in_cluster(namespace_file=tmp_path / "missing")
+
+
+def test_a_manifest_for_another_namespace_is_refused_before_any_call() -> None:
+    manifest = tfjob_manifest(NAME)
+    manifest["metadata"]["namespace"] = "elsewhere"
+    with (
+        connected(Scenario.succeeds()) as (double, client, _, _),
+        pytest.raises(ValueError, match="names namespace elsewhere"),
+    ):
+        run(client, manifest)
+    assert not double.requests
+
+
+def test_the_module_loads_no_ml_framework() -> None:
+    code = (
+        "import sys, components.k8s.tfjob_client; "
+        "print(sorted(m for m in ('tensorflow', 'tfx', 'kfp', 'pipeline') if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
+    assert loaded.stdout.strip() == "[]"
