@@ -98,3 +98,13 @@ def test_cli_names_the_files_beside_the_spec_and_the_rbac_command(tmp_path: Path
     words = "".join(result.output.split())  # the console wraps long paths
     assert f"besideit:{tmp_path}/pipeline.tfjob.yaml" in words
     assert f"kubectlapply-nkubeflow-f{tmp_path}/pipeline.rbac.yaml" in words
+
+
+def test_the_multi_node_config_compiles_to_eight_a100_workers(tmp_path: Path) -> None:
+    result = compile_pipeline(load_config(Path("configs/imagenet_a100_multinode.yaml")), tmp_path / "pipeline.yaml")
+    run = parse_custom_config(_trainer_custom_config(result))
+    assert run.tfjob is not None and run.trainer.workers == 8
+    worker = run.tfjob.manifest["spec"]["tfReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 8
+    assert worker["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert run.tfjob.manifest["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 8

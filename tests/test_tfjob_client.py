@@ -562,11 +562,14 @@ def _running(job: dict[str, Any]) -> bool:
 
 def test_task_pod_owner_reads_kfp_pod_name_and_uid() -> None:
     env = {"KFP_POD_NAME": "tfxp-digits-abc-system-container-impl-123", "KFP_POD_UID": "0f1e-uid"}
-    assert task_pod_owner(env) == {
+    owner = task_pod_owner(env)
+    assert owner is not None and owner.to_dict() == {
         "apiVersion": "v1",
         "kind": "Pod",
         "name": "tfxp-digits-abc-system-container-impl-123",
         "uid": "0f1e-uid",
+        "controller": False,
+        "blockOwnerDeletion": False,
     }
     assert task_pod_owner({}) is None
     with pytest.raises(TfJobError, match="KFP_POD_UID is not set while KFP_POD_NAME is"):

@@ -80,9 +80,12 @@ FN_ARGS_PLACEHOLDER = "<tfxp-fn-args-uri>"
 # recreates pods, whose restart counts stay 0. The price: a deterministic bug restarts until the backoff limit
 # or the deadline stops it.
 RESTART_POLICY = "OnFailure"
-# `All`: when the job finishes, the operator deletes every pod and Service, finished ones included (`Running`
-# would keep succeeded and failed pods; `None`, the default, keeps all): pkg/controller.v1/common/job.go:43-69.
-CLEAN_POD_POLICY = "All"
+# `Running`: when the job finishes, the operator deletes the pods still running (peers blocked on a failed one, so
+# their GPUs are freed) and keeps the succeeded and failed ones with their logs (`All` would delete those too;
+# `None`, the default, keeps all): pkg/controller.v1/common/job.go:43-69. The Trainer task deletes the job, and
+# with it those pods, once it has read the outcome; if the task died, the failed pods' logs stay for a post-mortem
+# until the TTL below.
+CLEAN_POD_POLICY = "Running"
 # The operator deletes the TFJob this long after it finished (job.go:420-453): the Trainer task deletes it as soon
 # as it has read the outcome, so this only removes jobs whose task died; a day leaves them for a post-mortem.
 FINISHED_JOB_TTL_SECONDS = 86_400
@@ -445,22 +448,20 @@ def bind_tfjob(
     return job
 
 
-# Who uses each right (the Trainer task's Kubernetes client, nothing else):
-# - tfjobs create: submit the job; get: read its status and conditions; list + watch: follow it (a watch starts
-#   from a list's resourceVersion, and watching one object by field selector needs both); delete: when it ended,
-#   on SIGTERM (`tfxp runs terminate`, Argo's deadline) and on the task's own deadline.
-# - pods get/list/watch: each replica's phase, restarts and exit code (`-l training.kubeflow.org/job-name=...`).
+# Who uses each right: the Trainer task's TFJob client (components/k8s/tfjob_api.py), which polls (no watch):
+# - tfjobs create: submit the job; get: read its status and conditions; delete: when it ended, on SIGTERM
+#   (`tfxp runs terminate`, Argo's deadline) and on the task's own deadline.
+# - pods list: each replica's phase, restarts and exit code (`-l training.kubeflow.org/job-name=...`).
 # - pods/log get: the failing replica's log tail for the error message.
-# - events get/list/watch: why a worker is not scheduled (FailedScheduling, gang timeouts) and the operator's
-#   events on the job (restarts, backoff limit, deadline).
-# No patch or update (the job is never changed), no services, no secrets; no `*` anywhere.
+# - events list: why a worker is not scheduled (FailedScheduling, gang timeouts) and the operator's events on the
+#   job (restarts, backoff limit, deadline).
+# No watch, patch or update (the job is never changed), no services, no secrets; no `*` anywhere.
+# tests/test_tfjob_client.py runs the client against an API double that enforces exactly these rules.
 RBAC_RULES: tuple[Mapping[str, Any], ...] = (
-    MappingProxyType(
-        {"apiGroups": [TFJOB_GROUP], "resources": [TFJOB_PLURAL], "verbs": ["create", "get", "list", "watch", "delete"]}
-    ),
-    MappingProxyType({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}),
-    MappingProxyType({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}),
-    MappingProxyType({"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]}),
+    MappingProxyType({"apiGroups": (TFJOB_GROUP,), "resources": (TFJOB_PLURAL,), "verbs": ("create", "get", "delete")}),
+    MappingProxyType({"apiGroups": ("",), "resources": ("pods",), "verbs": ("list",)}),
+    MappingProxyType({"apiGroups": ("",), "resources": ("pods/log",), "verbs": ("get",)}),
+    MappingProxyType({"apiGroups": ("",), "resources": ("events",), "verbs": ("list",)}),
 )
 
 

@@ -24,6 +24,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from components.k8s import tfjob
 from components.k8s import tfjob_status as status
 from components.k8s.tfjob_errors import (
     TfJobError,
@@ -48,14 +49,6 @@ SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceacc
 # (backend/src/v2/component/launcher_v2.go:707, exec.Command without Env).
 POD_NAME_ENV = "KFP_POD_NAME"
 POD_UID_ENV = "KFP_POD_UID"
-# The least the client needs: create/get/delete TFJobs, list the job's pods, read a failed pod's log, list events
-# for the scheduling diagnosis. Polling needs no watch.
-RBAC_RULES: tuple[dict[str, tuple[str, ...]], ...] = (
-    {"apiGroups": (status.TFJOB_GROUP,), "resources": (status.TFJOB_PLURAL,), "verbs": ("create", "get", "delete")},
-    {"apiGroups": ("",), "resources": ("pods",), "verbs": ("list",)},
-    {"apiGroups": ("",), "resources": ("pods/log",), "verbs": ("get",)},
-    {"apiGroups": ("",), "resources": ("events",), "verbs": ("list",)},
-)
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 
 
@@ -94,10 +87,10 @@ class TfJobApi:
         try:
             return self._json(
                 self._custom.create_namespaced_custom_object,
-                status.TFJOB_GROUP,
-                status.TFJOB_VERSION,
+                tfjob.TFJOB_GROUP,
+                tfjob.TFJOB_VERSION,
                 self.namespace,
-                status.TFJOB_PLURAL,
+                tfjob.TFJOB_PLURAL,
                 dict(manifest),
             )
         except ApiException as error:
@@ -125,10 +118,10 @@ class TfJobApi:
         try:
             return self._json(
                 self._custom.get_namespaced_custom_object,
-                status.TFJOB_GROUP,
-                status.TFJOB_VERSION,
+                tfjob.TFJOB_GROUP,
+                tfjob.TFJOB_VERSION,
                 self.namespace,
-                status.TFJOB_PLURAL,
+                tfjob.TFJOB_PLURAL,
                 name,
             )
         except ApiException as error:
@@ -174,10 +167,10 @@ class TfJobApi:
         )
         try:
             self._custom.delete_namespaced_custom_object(
-                status.TFJOB_GROUP,
-                status.TFJOB_VERSION,
+                tfjob.TFJOB_GROUP,
+                tfjob.TFJOB_VERSION,
                 self.namespace,
-                status.TFJOB_PLURAL,
+                tfjob.TFJOB_PLURAL,
                 name,
                 body=options,
                 _request_timeout=DELETE_TIMEOUT,
@@ -201,7 +194,7 @@ class TfJobApi:
             response = self._core.read_namespaced_pod_log(
                 pod,
                 self.namespace,
-                container=status.CONTAINER_NAME,
+                container=tfjob.CONTAINER_NAME,
                 tail_lines=LOG_TAIL_LINES,
                 previous=previous,
                 _preload_content=False,
@@ -266,7 +259,7 @@ def in_cluster(
     return k8s.ApiClient(configuration), namespace
 
 
-def task_pod_owner(env: Mapping[str, str] = os.environ) -> dict[str, Any] | None:
+def task_pod_owner(env: Mapping[str, str] = os.environ) -> tfjob.OwnerReference | None:
     """The owner reference to the Trainer task's pod (KFP_POD_NAME, KFP_POD_UID), for the TFJob's
     `metadata.ownerReferences`; None outside a KFP task.
 
@@ -287,4 +280,4 @@ def task_pod_owner(env: Mapping[str, str] = os.environ) -> dict[str, Any] | None
             f"{missing} is not set while {present} is: KFP sets both on every task (from the pod's metadata.name "
             "and metadata.uid), so this environment is not a KFP task's."
         )
-    return {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid}
+    return tfjob.OwnerReference(name=name, uid=uid)

@@ -16,7 +16,7 @@ messages of a job that did not succeed in tfjob_diagnosis.py, the reading of its
 
 Example (in the Trainer task's pod):
     api, namespace = in_cluster()
-    manifest["metadata"]["ownerReferences"] = [task_pod_owner()]
+    manifest = bind_tfjob(template, name=..., namespace=namespace, fn_args_uri=..., owner=task_pod_owner())
     outcome = TfJobClient(api, namespace, log=print).run(
         manifest, timeout_seconds=172_800, schedule_timeout_seconds=1_800
     )
@@ -37,8 +37,8 @@ from kubernetes import client as k8s
 
 from components.k8s import tfjob_diagnosis as diagnosis
 from components.k8s import tfjob_status as status
+from components.k8s.tfjob import RBAC_RULES
 from components.k8s.tfjob_api import (
-    RBAC_RULES,
     ApiUnreachableError,
     JobExistsError,
     TfJobApi,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.k8s import tfjob
 from components.k8s import tfjob_status as status
 from components.k8s.tfjob_api import LOG_TAIL_LINES, TfJobApi
 from components.k8s.tfjob_errors import (
@@ -181,7 +182,7 @@ def timed_out(api: TfJobApi, name: str, progress: Progress, timeout: float) -> T
 
 def _log_block(exited: status.ContainerExit, tail: str) -> str:
     previous = " (previous run)" if exited.previous else ""
-    return f"Last {LOG_TAIL_LINES} lines of {exited.pod}'s {status.CONTAINER_NAME} log{previous}:\n{tail}"
+    return f"Last {LOG_TAIL_LINES} lines of {exited.pod}'s {tfjob.CONTAINER_NAME} log{previous}:\n{tail}"
 
 
 def _event_text(event: Mapping[str, Any]) -> str:

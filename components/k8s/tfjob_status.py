@@ -19,13 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-# kubeflow.org/v1 (pkg/apis/kubeflow.org/v1/groupversion_info.go, tensorflow_types.go:21-39). The manifest module
-# (components/k8s/tfjob.py) declares the same names; once both are on main, this module imports them from there.
-TFJOB_GROUP = "kubeflow.org"
-TFJOB_VERSION = "v1"
-TFJOB_PLURAL = "tfjobs"
-TFJOB_KIND = "TFJob"
-CONTAINER_NAME = "tensorflow"
+from components.k8s.tfjob import CONTAINER_NAME
+
 # common_types.go:23-37 and the TFJob controller's name (tfjob_controller.go:61), the operator-name label's value.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"

@@ -107,7 +107,9 @@ class WorkerFnArgs:
 
 
 def write_fn_args(args: WorkerFnArgs, uri: str) -> str:
-    """Writes the workers' FnArgs to `uri` (local or a bucket path the workers can read); returns `uri`."""
+    """Writes the workers' FnArgs to `uri` (local or a bucket path the workers can read), creating its folder;
+    returns `uri`."""
+    paths.makedirs(paths.parent_of(uri))
     paths.write_text(uri, args.to_json())
     return uri
 
