@@ -610,6 +610,25 @@ def test_rbac_is_least_privilege() -> None:
         tfjob_rbac("Pipeline_Runner", "kubeflow")
 
 
+def test_workers_run_as_restricted_as_every_other_pod_of_the_run(case: Case) -> None:
+    pod = _worker(case.job)["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = pod["containers"][0]["securityContext"]
+    assert container == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_the_task_gives_the_workers_its_own_service_account(case: Case) -> None:
+    template = tfjob_template(worker_template(case.config))
+    bound = bind_tfjob(template, name="tfxp-w", namespace="team-a", fn_args_uri="gs://b/f.json", owner=None,
+                       service_account="default-editor")  # fmt: skip
+    assert _worker(bound)["template"]["spec"]["serviceAccountName"] == "default-editor"
+    assert _worker(template)["template"]["spec"]["serviceAccountName"] == case.config.kubeflow.service_account
+    with pytest.raises(TFJobError, match="ServiceAccount"):
+        bind_tfjob(template, name="tfxp-w", namespace="team-a", fn_args_uri="gs://b/f.json", owner=None,
+                   service_account="Not_A_Name")  # fmt: skip
+
+
 def test_a_failed_worker_restarts_the_job_and_nothing_is_left(case: Case) -> None:
     assert _worker(case.job)["restartPolicy"] == "OnFailure"
     assert "restartPolicy" not in _worker(case.job)["template"]["spec"]  # the operator sets it from the replica's
@@ -679,7 +698,11 @@ def test_pods_carry_the_trainer_settings(a100: Case) -> None:
 def test_worker_env_merges_the_nccl_defaults_with_the_users() -> None:
     config = load_config(None, ["trainer.workers=2", "kubeflow.trainer_env=[NCCL_SOCKET_IFNAME=eth0, NCCL_DEBUG=INFO]"])
     env = _container(tfjob_template(worker_template(config)))["env"]
-    assert env == [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}]
+    assert env == [
+        {"name": "NCCL_DEBUG", "value": "INFO"},
+        {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
+        {"name": "TFXP_WORKER", "value": "1"},  # run_fn trains as a worker only with it
+    ]
     assert worker_template(load_config(None, ["trainer.workers=2"])).env == {"NCCL_DEBUG": "WARN"}
 
 

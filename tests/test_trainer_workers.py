@@ -76,7 +76,8 @@ def test_the_trainer_starts_workers_instead_of_training_itself(
     launched: list[tuple[int, WorkerFnArgs]] = []
     monkeypatch.setattr(run_fn_module, "launch_workers", lambda run, args: launched.append((run.trainer.workers, args)))
     monkeypatch.setattr(run_fn_module, "train_here", lambda run, args: pytest.fail("trained in the Trainer"))
-    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.setenv("TF_CONFIG", local_tf_configs(2)[0])  # left in the user's shell: not a reason to train here
+    monkeypatch.delenv("TFXP_WORKER", raising=False)
     args = fn_args(digits_dir, tmp_path, workers=2)
     run_fn_module.run_fn(SimpleNamespace(**{**vars(args), "train_steps": 123}))
     assert [workers for workers, _ in launched] == [2]
@@ -88,6 +89,7 @@ def test_a_worker_in_a_cluster_of_another_size_refuses_to_train(
 ) -> None:
     monkeypatch.setattr(run_fn_module, "train_here", lambda run, args: pytest.fail("trained in the wrong cluster"))
     monkeypatch.setenv("TF_CONFIG", local_tf_configs(3)[0])
+    monkeypatch.setenv("TFXP_WORKER", "1")
     with pytest.raises(WorkersError, match=r"trainer.workers=2, but TF_CONFIG names 3 workers"):
         run_fn_module.run_fn(SimpleNamespace(**vars(fn_args(digits_dir, tmp_path, workers=2))))
 

@@ -23,7 +23,7 @@ Every choice below follows the operator's source, kubeflow/trainer branch releas
   called `<job>-worker-<index>` (`pkg/core/utils.go:30-33`); a Service name is a DNS-1035 label of at most 63
   characters, so the job name must leave room for `-worker-<index>`, which the webhook does not check (a longer
   name is accepted and then never gets its Services).
-- restartPolicy `OnFailure` (see `RESTART_POLICY`), cleanPodPolicy `All`, the backoff limit scaled by the
+- restartPolicy `OnFailure` (see `RESTART_POLICY`), cleanPodPolicy `Running`, the backoff limit scaled by the
   number of workers (see `runpolicy_backoff_limit`), `activeDeadlineSeconds`, `ttlSecondsAfterFinished`, and
   `schedulingPolicy` for gang scheduling.
 
@@ -54,6 +54,7 @@ from components.k8s.names import (
     label_value_problem,
     name_problem,
 )
+from components.trainer.workers import WORKER_ENV, WORKER_MODULE
 
 TFJOB_GROUP = "kubeflow.org"
 TFJOB_VERSION = "v1"
@@ -65,7 +66,6 @@ CONTAINER_NAME = "tensorflow"
 PORT_NAME = "tfjob-port"
 PORT = 2222
 REPLICA_TYPE = "Worker"
-WORKER_MODULE = "components.trainer.worker"
 # Filled in by `bind_tfjob`. Neither `{{...}}` (Argo and KFP substitute those in a compiled spec that carries this
 # manifest) nor `$(...)` (Kubernetes expands it in container arguments).
 JOB_NAME_PLACEHOLDER = "<tfxp-job-name>"
@@ -97,8 +97,20 @@ _HASH_LENGTH = 8
 INT32_MAX = 2**31 - 1
 # NCCL's own defaults print nothing on errors; WARN names the failing peer and transport. trainer_env overrides it.
 DEFAULT_WORKER_ENV: Mapping[str, str] = MappingProxyType({"NCCL_DEBUG": "WARN"})
-# Set by the operator (tfjob_controller.go:574-585); a second one in the template would shadow or duplicate it.
-OPERATOR_ENV = frozenset({"TF_CONFIG"})
+# TF_CONFIG is set by the operator (tfjob_controller.go:574-585); a second one in the template would shadow or
+# duplicate it. WORKER_ENV marks the process as a worker (components.trainer.workers), set below on every pod.
+OPERATOR_ENV = frozenset({"TF_CONFIG", WORKER_ENV})
+# The image's user (Dockerfile: useradd --uid 10001), and the restricted Pod Security Standard every other pod of
+# the run gets from KFP (kubeflow/pipelines backend/src/v2/compiler/argocompiler/security_context.go): seccomp
+# RuntimeDefault, no privilege escalation, no capabilities. fsGroup lets the workers write to the shared volume.
+RUN_AS_USER = 10001
+POD_SECURITY_CONTEXT: Mapping[str, Any] = MappingProxyType(
+    {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
+     "seccompProfile": {"type": "RuntimeDefault"}}
+)  # fmt: skip
+CONTAINER_SECURITY_CONTEXT: Mapping[str, Any] = MappingProxyType(
+    {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+)
 # Istio's sidecar never exits, so a worker pod with one never completes, and it intercepts the workers' gRPC; the
 # operator's own SDK turns injection off for every job it creates (sdk/python/kubeflow/training/utils/utils.py:259).
 DEFAULT_ANNOTATIONS: Mapping[str, str] = MappingProxyType({"sidecar.istio.io/inject": "false"})
@@ -201,7 +213,11 @@ def _pod_spec(worker: WorkerTemplate) -> dict[str, Any]:
         "command": ["python", "-m", WORKER_MODULE],
         "args": ["--fn-args", FN_ARGS_PLACEHOLDER],
         "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
-        "env": [{"name": name, "value": value} for name, value in worker.env.items()],
+        "env": [
+            *({"name": name, "value": value} for name, value in worker.env.items()),
+            {"name": WORKER_ENV, "value": "1"},
+        ],
+        "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
         # Requests equal limits, every resource: Guaranteed QoS, so a busy node neither throttles nor evicts a
         # worker first (which would stall every other worker on its collectives).
         "resources": {"requests": _resources(worker), "limits": _resources(worker)},
@@ -213,6 +229,7 @@ def _pod_spec(worker: WorkerTemplate) -> dict[str, Any]:
         # create TFJobs (storage credentials do not need it: GKE Workload Identity answers on the metadata
         # server, EKS and Azure inject their own projected token).
         "automountServiceAccountToken": False,
+        "securityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
         "containers": [container],
         "volumes": volumes,
     }
@@ -403,6 +420,7 @@ def bind_tfjob(
     fn_args_uri: str,
     owner: OwnerReference | None,
     labels: Mapping[str, str] = _NO_LABELS,
+    service_account: str = "",
 ) -> dict[str, Any]:
     """A deep copy of `template` with the run's values: name, namespace, the FnArgs URI, the owner, and `labels`
     added to the job's and the pods' labels (e.g. the KFP run id, so a retry can find an earlier attempt's job).
@@ -414,6 +432,8 @@ def bind_tfjob(
         fn_args_uri: Where the Trainer task wrote the workers' FnArgs.
         owner: The Trainer task's pod, or None for a job nothing owns.
         labels: Run-time labels.
+        service_account: The workers' service account when it differs from the compiled one: the Trainer task's
+            own (so the workers get the same storage identity, in the namespace they run in); "" keeps it.
 
     Raises:
         TFJobError: a template without both placeholders (or already bound), a name the operator cannot use, a bad
@@ -439,6 +459,11 @@ def bind_tfjob(
         metadata["ownerReferences"] = [owner.to_dict()]
     pod = job["spec"]["tfReplicaSpecs"][REPLICA_TYPE]["template"]
     pod["metadata"]["labels"] = {**pod["metadata"].get("labels", {}), **labels}
+    if service_account:
+        account_problem = name_problem("ServiceAccount", service_account)
+        if account_problem:
+            raise TFJobError(account_problem)
+        pod["spec"]["serviceAccountName"] = service_account
     for container in pod["spec"]["containers"]:
         if container["name"] == CONTAINER_NAME:
             container["args"] = [fn_args_uri if arg == FN_ARGS_PLACEHOLDER else arg for arg in container["args"]]

@@ -15,7 +15,7 @@ from typing import Any
 from components.trainer.options import RunOptions, parse_custom_config
 from components.trainer.strategy import cluster_workers
 from components.trainer.training import TrainerPaths, backup_dir_for, train_and_export
-from components.trainer.workers import WorkerFnArgs, WorkersError, launch_workers
+from components.trainer.workers import WORKER_ENV, WorkerFnArgs, WorkersError, launch_workers
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +50,11 @@ def run_fn(fn_args: Any) -> None:
         WorkersError: with several workers, one failed, or TF_CONFIG names another number of workers.
     """
     run = run_options(fn_args)
-    tf_config = os.environ.get("TF_CONFIG")
-    if run.trainer.workers > 1 and not tf_config:
+    if run.trainer.workers > 1 and os.environ.get(WORKER_ENV) != "1":
+        # The Trainer itself (a TF_CONFIG inherited from a shell does not make it a worker): start the workers.
         launch_workers(run, WorkerFnArgs.from_fn_args(fn_args))
         return
-    named = cluster_workers(tf_config)
+    named = cluster_workers(os.environ.get("TF_CONFIG"))
     if run.trainer.workers > 1 and named != run.trainer.workers:
         raise WorkersError(
             f"trainer.workers={run.trainer.workers}, but TF_CONFIG names {named} workers: the cluster this worker "

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 
 from components.errors import TfxpError
-from components.trainer.workers import read_fn_args
+from components.trainer.workers import WORKER_ENV, die_with_launcher, read_fn_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,6 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.trainer.worker", description=__doc__)
     parser.add_argument("--fn-args", required=True, help="the workers' FnArgs JSON written by the Trainer task")
     options = parser.parse_args(argv)
+    die_with_launcher()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not os.environ.get("TF_CONFIG"):
         print(
@@ -33,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    os.environ[WORKER_ENV] = "1"  # this process is a worker whoever started it: run_fn trains, it starts none
     from components.trainer.run_fn import run_fn  # TensorFlow starts here, after TF_CONFIG is known
 
     try:

@@ -40,6 +40,11 @@ logger = logging.getLogger(__name__)
 
 WORKER_MODULE = "components.trainer.worker"
 """The worker entrypoint every worker process (and every TFJob pod) runs."""
+WORKER_ENV = "TFXP_WORKER"
+"""Set to 1 in every worker's environment (by `LocalWorkers` and in the TFJob's pod template): `run_fn` trains as a
+worker only then, so a TF_CONFIG left in a user's shell never turns the Trainer itself into a worker."""
+PARENT_ENV = "TFXP_WORKERS_PARENT"
+"""The local launcher's pid: a local worker ends itself when that process is gone (`die_with_launcher`)."""
 FN_ARGS_FILE = "fn_args.json"
 """The workers' FnArgs, written into the Trainer's model_run directory."""
 LOG_TAIL_LINES = 40
@@ -186,6 +191,12 @@ class LocalWorkers:
     def __init__(self, workers: int, log_dir: str, timeout_seconds: float | None = None) -> None:
         if workers < 2:
             raise ValueError(f"LocalWorkers needs at least 2 workers, got {workers}")
+        cores = os.cpu_count() or 1
+        if workers > max(cores, 2):
+            raise WorkersError(
+                f"trainer.workers={workers} local processes on a host with {cores} cores would only compete for "
+                f"them; use at most {max(cores, 2)} here (several workers are meant for several nodes: Kubeflow)"
+            )
         self.workers = workers
         self.log_dir = Path(log_dir)
         self.timeout_seconds = timeout_seconds
@@ -218,7 +229,7 @@ class LocalWorkers:
     def _start(self, index: int, tf_config: str, fn_args_uri: str) -> _Worker:
         log_path = self.log_dir / f"worker-{index}.log"
         log_path.write_text("", encoding="utf-8")
-        env = {**os.environ, "TF_CONFIG": tf_config}
+        env = {**os.environ, "TF_CONFIG": tf_config, WORKER_ENV: "1", PARENT_ENV: str(os.getpid())}
         process = subprocess.Popen(
             self.command(fn_args_uri),
             env=env,
@@ -227,7 +238,6 @@ class LocalWorkers:
             text=True,
             errors="replace",
             start_new_session=True,  # a Ctrl-C reaches this process, which stops the workers in order
-            preexec_fn=_die_with_parent,
         )
         worker = _Worker(index=index, process=process, log_path=log_path)
         assert process.stdout is not None
@@ -278,13 +288,20 @@ def _raise_on_sigterm() -> Any:
     return signal.signal(signal.SIGTERM, stop)
 
 
-def _die_with_parent() -> None:
-    # Linux: the kernel sends SIGTERM to the worker when this process dies, even by SIGKILL (prctl(2)).
+def die_with_launcher(env: Mapping[str, str] = os.environ) -> None:
+    """In a local worker: have the kernel send SIGTERM when the launcher dies, even by SIGKILL (Linux prctl(2),
+    PR_SET_PDEATHSIG), and end now if it already died. Called first thing in the worker's own process: a
+    `preexec_fn` would run between fork and exec of a process whose other threads (TensorFlow's) may hold locks."""
+    parent = env.get(PARENT_ENV)
+    if not parent:
+        return  # a TFJob pod: the operator and the kubelet own its life
     if sys.platform.startswith("linux"):
         import ctypes
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != int(parent):
+        raise SystemExit(f"components.trainer.worker: the launcher (pid {parent}) is gone; stopping")
 
 
 def _stop(running: Sequence[_Worker]) -> None:
