@@ -251,7 +251,8 @@ class KubeflowSection(ConfigSection):
     trainer_env: Further environment of every worker, `KEY=VALUE`, e.g. `NCCL_SOCKET_IFNAME=eth0`.
     trainer_shared_dir: With `trainer.workers` > 1 and a pipeline root other than `gs://`: a folder on a
       `kubeflow.volumes` mount where the Trainer task stages the Examples for the workers and the chief writes the
-      model, backups and logs.
+      model, backups and logs; the claim must be ReadWriteMany (the task and every worker mount it at once, on
+      different nodes). The task removes its staging folder once the model is copied back.
     """
 
     image: Image = "tfxp:0.1.0"

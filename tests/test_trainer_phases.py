@@ -31,7 +31,7 @@ METRICS_KEYS = {
     "images_per_second", "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_p99", "global_batch", "steps",
     "steps_restored", "measured_steps", "fit_seconds", "start_epoch", "epochs", "final_loss", "final_accuracy",
     "final_train_loss",
-    "final_train_accuracy", "peak_learning_rate", "replicas", "chief", "strategy", "precision", "xla",
+    "final_train_accuracy", "peak_learning_rate", "replicas", "workers", "chief", "strategy", "precision", "xla",
     "loss_scaling", "reasons", "gpu_memory", "model", "num_classes", "phase_seconds", "total_seconds",
 }  # fmt: skip
 

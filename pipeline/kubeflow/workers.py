@@ -212,8 +212,8 @@ def tfjob_yaml(config: TfxpConfig, rbac_file: str = "pipeline.rbac.yaml") -> str
         f"train on trainer.workers={config.trainer.workers} nodes. Written by `tfxp compile` for review; the "
         "compiled spec carries\n"
         "the same manifest. At run time the Trainer task fills in the job's name and the workers' FnArgs\n"
-        f"({JOB_NAME_PLACEHOLDER}, {FN_ARGS_PLACEHOLDER}), sets the namespace ({namespace}) and an owner "
-        "reference to its pod,\n"
+        f"({JOB_NAME_PLACEHOLDER}, {FN_ARGS_PLACEHOLDER}), creates it in its own pod's namespace ({namespace} "
+        "when it runs as compiled) with an owner reference to its pod,\n"
         "submits the job, follows it and deletes it when the training ends: do not apply this file yourself.\n"
         f"The cluster needs the Training Operator (CRD tfjobs.kubeflow.org) and the RBAC in {rbac_file}."
     )
