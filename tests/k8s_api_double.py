@@ -32,7 +32,7 @@ import functools
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import yaml
-from training_operator_double import Cluster, Exit
+from training_operator_double import Cluster, Exit, Refusal
 
 NAMESPACE = "kubeflow-user"
 SERVICE_ACCOUNT = "pipeline-runner"
@@ -64,6 +64,27 @@ EVENT_FIELDS = {
 # What Go's strconv.ParseBool reads as true (the API server's query parameters; the Python client sends "True").
 _GO_TRUE = frozenset({"1", "t", "T", "true", "True", "TRUE"})
 DEFAULT_LOG = "epoch 1/1\nstep 100/100 - loss: 0.12\nexported the model"
+FN_ARGS_URI = "gs://bucket/root/Trainer/model_run/fn_args.json"
+
+
+# Why the API server refuses a pod, as kubernetes' admission plugins say it (the error NewForbidden wraps into
+# `pods "NAME" is forbidden: ...`; kubernetes is not mirrored here, the formats are those plugins' fmt.Errorf):
+def missing_service_account(namespace: str, name: str) -> str:
+    """ServiceAccount admission (plugin/pkg/admission/serviceaccount/admission.go) with the lister's NotFound."""
+    return f'error looking up service account {namespace}/{name}: serviceaccount "{name}" not found'
+
+
+def pod_security_violation(level: str, detail: str) -> str:
+    """PodSecurity admission (staging/src/k8s.io/pod-security-admission/admission/admission.go)."""
+    return f'violates PodSecurity "{level}": {detail}'
+
+
+def quota_exceeded(quota: str, resource: str, requested: str, used: str, limited: str) -> str:
+    """ResourceQuota admission (staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota/controller.go)."""
+    return (
+        f"exceeded quota: {quota}, requested: {resource}={requested}, used: {resource}={used}, "
+        f"limited: {resource}={limited}"
+    )
 
 
 @dataclass
@@ -83,6 +104,7 @@ class Scenario:
         denied: (verb, resource) pairs RBAC refuses; `rbac`: when set, only these rules are allowed.
         unavailable_reads: the first N reads of a TFJob answer 503.
         lose_create_answer: the first create is stored but answered 504 (the answer lost on the way).
+        refused: Worker index -> the API server refuses to create its pod (`pods_refused`).
     """
 
     workers: int = 2
@@ -102,6 +124,7 @@ class Scenario:
     rbac: tuple[Mapping[str, Any], ...] | None = None
     unavailable_reads: int = 0
     lose_create_answer: bool = False
+    refused: dict[int, Refusal] = field(default_factory=dict)
 
     @classmethod
     def succeeds(cls, workers: int = 4, run_ticks: int = 3) -> Scenario:
@@ -144,6 +167,16 @@ class Scenario:
         self.waiting[index] = (reason, message)
         return self
 
+    def pods_refused(self, cause: str, *, indices: Iterable[int] | None = None, times: int | None = None) -> Scenario:
+        """The API server refuses to create the pods of Worker `indices` (default: every one) with `cause`, `times`
+        creates in a row (default: always); the operator records each refusal as a FailedCreatePod event."""
+        for index in range(self.workers) if indices is None else indices:
+            self.refused[index] = Refusal(cause=cause, times=times)
+        return self
+
+    def refusal_for(self, replica_type: str, index: int) -> Refusal | None:
+        return self.refused.get(index) if replica_type == "Worker" else None
+
     def forbidden(self, verb: str, resource: str = PLURAL) -> Scenario:
         """RBAC refuses the service account `verb` on `resource` (e.g. "create", "tfjobs"; "get", "pods/log")."""
         self.denied.add((verb, resource))
@@ -167,22 +200,18 @@ def tfjob_manifest(
     restart_policy: str | None = None,
     run_policy: Mapping[str, Any] | None = None,
     container_name: str = "tensorflow",
+    fn_args_uri: str | None = FN_ARGS_URI,
 ) -> dict[str, Any]:
-    """A minimal TFJob of `workers` workers, as the manifest module will write it (owned by the task's pod)."""
-    worker: dict[str, Any] = {
-        "replicas": workers,
-        "template": {
-            "spec": {
-                "containers": [
-                    {
-                        "name": container_name,
-                        "image": "registry.example.com/tfxp:0.1.0",
-                        "command": ["python", "-m", "components.trainer.worker"],
-                    }
-                ]
-            }
-        },
+    """A minimal TFJob of `workers` workers, as the manifest module writes it: owned by the task's pod, its
+    workers running `--fn-args fn_args_uri` (no arguments when None)."""
+    container: dict[str, Any] = {
+        "name": container_name,
+        "image": "registry.example.com/tfxp:0.1.0",
+        "command": ["python", "-m", "components.trainer.worker"],
     }
+    if fn_args_uri is not None:
+        container["args"] = ["--fn-args", fn_args_uri]
+    worker: dict[str, Any] = {"replicas": workers, "template": {"spec": {"containers": [container]}}}
     if restart_policy:
         worker["restartPolicy"] = restart_policy
     metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/part-of": "tfxp"}}

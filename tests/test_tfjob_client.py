@@ -6,8 +6,11 @@ client and the double, so deadlines of minutes pass in milliseconds.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +21,17 @@ from typing import Any
 
 import kubernetes
 import pytest
-from k8s_api_double import NAMESPACE, K8sApiDouble, Scenario, serve, tfjob_manifest
+from k8s_api_double import (
+    FN_ARGS_URI,
+    NAMESPACE,
+    K8sApiDouble,
+    Scenario,
+    missing_service_account,
+    pod_security_violation,
+    quota_exceeded,
+    serve,
+    tfjob_manifest,
+)
 from training_operator_double import Exit
 
 from components.k8s.tfjob_client import (
@@ -32,10 +45,12 @@ from components.k8s.tfjob_client import (
     TfJobForbiddenError,
     TfJobGoneError,
     TfJobNotScheduledError,
+    TfJobPodsRejectedError,
     TfJobRejectedError,
     TfJobTimeoutError,
     in_cluster,
     task_pod_owner,
+    task_service_account,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -334,6 +349,93 @@ def test_a_job_still_running_at_the_deadline_times_out_with_the_chief_log() -> N
     assert deletes(double)
 
 
+# -- pods the API server refuses --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cause", "indices", "pod", "kind", "hint"),
+    [
+        (
+            missing_service_account(NAMESPACE, "pipeline-runner"),
+            None,
+            "tfxp-train-worker-0",
+            "service-account",
+            r"run as service account pipeline-runner .*namespace kubeflow-user has no such account: check "
+            r"kubeflow.service_account and kubeflow.namespace",
+        ),
+        (
+            pod_security_violation("restricted:latest", 'hostPath volumes (volume "scratch")'),
+            None,
+            "tfxp-train-worker-0",
+            "pod-security",
+            r"enforces the Pod Security level restricted:latest \(its label pod-security.kubernetes.io/enforce\)",
+        ),
+        (
+            # The quota holds two of the four workers: the operator creates those and is refused the third.
+            quota_exceeded("team-gpus", "requests.nvidia.com/gpu", "8", "16", "16"),
+            {2, 3},
+            "tfxp-train-worker-2",
+            "quota",
+            r"ResourceQuota team-gpus has no room for the workers: lower trainer.workers",
+        ),
+    ],
+)
+def test_a_pod_the_api_server_keeps_refusing_fails_the_wait_at_once(
+    cause: str, indices: set[int] | None, pod: str, kind: str, hint: str
+) -> None:
+    scenario = Scenario.succeeds(workers=4).pods_refused(cause, indices=indices)
+    with (
+        connected(scenario) as (double, client, lines, fake),
+        pytest.raises(TfJobPodsRejectedError, match=hint) as caught,
+    ):
+        run(client, schedule_timeout_seconds=1800)
+    error = caught.value
+    assert isinstance(error, TfJobRejectedError) and (error.pod, error.cause) == (pod, kind)
+    assert error.event == f'Error creating: pods "{pod}" is forbidden: {cause}'
+    # Seen on the first poll and still so on the next one, not at the schedule timeout (1800 s).
+    assert fake.now == client.poll_seconds
+    assert [line for line in lines if "could not create" in line] == [
+        f"tfjob {NAME}: the operator could not create {pod}: {error.event}"
+    ]
+    assert f"tfjob {NAME}: its pods could not be created. The TFJob {NAMESPACE}/{NAME} was deleted." in lines
+    assert deletes(double) and not double.cluster.jobs and not double.cluster.pods
+
+
+def test_a_refused_pod_is_not_a_missing_operator() -> None:
+    # The operator fails its Reconcile before it writes any status (job.go:338-342), so the job shows no condition,
+    # as if no operator ran; the event says otherwise.
+    scenario = Scenario.succeeds(workers=2).pods_refused(missing_service_account(NAMESPACE, "pipeline-runner"))
+    with connected(scenario) as (_, client, lines, _), pytest.raises(TfJobPodsRejectedError) as caught:
+        run(client, tfjob_manifest(NAME, workers=2))
+    assert "tfjob tfxp-train: Submitted (Worker: no pods yet)" in lines
+    assert "did not pick it up" not in str(caught.value)
+
+
+def test_a_pod_refused_once_is_created_on_the_operators_retry_and_the_job_runs() -> None:
+    # Every worker's first create is refused (a webhook timing out, a quota still counting a pod that is going).
+    scenario = Scenario.succeeds(workers=2).pods_refused(missing_service_account(NAMESPACE, "x"), times=1)
+    with connected(scenario) as (double, client, lines, _):
+        outcome = run(client, tfjob_manifest(NAME, workers=2))
+    assert outcome.deleted and outcome.replicas["Worker"].succeeded == 2
+    assert sum("could not create" in line for line in lines) == 1
+    assert sum(event["reason"] == "FailedCreatePod" for event in double.cluster.events) == 2
+
+
+def test_a_refused_pod_of_an_earlier_job_of_the_same_name_is_not_this_jobs() -> None:
+    # Events outlive their job (an hour by default); the recorder names the job with its uid.
+    scenario = Scenario.succeeds(workers=2)
+    scenario.operator_every = 3  # two polls before the operator creates the pods
+    with connected(scenario) as (double, client, lines, _):
+        double.cluster.record_event(
+            {"kind": "TFJob", "apiVersion": "kubeflow.org/v1", "name": NAME, "uid": "an-earlier-job"},
+            "FailedCreatePod",
+            f'Error creating: pods "{NAME}-worker-0" is forbidden: {missing_service_account(NAMESPACE, "x")}',
+            kind="Warning",
+        )
+        outcome = run(client, tfjob_manifest(NAME, workers=2))
+    assert outcome.deleted and not any("could not create" in line for line in lines)
+
+
 # -- refusals --------------------------------------------------------------------------------------------------
 
 
@@ -369,6 +471,22 @@ def test_forbidden_create_names_verb_resource_namespace_and_service_account() ->
         in str(error)
     )
     assert not double.calls("DELETE")
+
+
+def test_forbidden_says_to_bind_the_pods_own_account_which_no_config_key_changes() -> None:
+    with (
+        connected(Scenario.succeeds().forbidden("create"), service_account="default-editor") as (_, client, _, _),
+        pytest.raises(TfJobForbiddenError) as caught,
+    ):
+        run(client)
+    text = str(caught.value)
+    assert "as its own pod's service account, kubeflow-user/default-editor, which no config key changes" in text
+    assert (
+        "compile with `--set kubeflow.namespace=kubeflow-user --set kubeflow.service_account=default-editor` "
+        "(those keys decide which account pipeline.rbac.yaml binds) and `kubectl apply -n kubeflow-user -f "
+        "pipeline.rbac.yaml`, or edit the RoleBinding's subject in pipeline.rbac.yaml to that account" in text
+    )
+    assert "set kubeflow.service_account to an account" not in text
 
 
 def test_forbidden_pod_list_fails_the_wait_and_still_deletes_the_job() -> None:
@@ -428,16 +546,127 @@ def test_a_lost_create_answer_adopts_the_job_it_created() -> None:
     )
 
 
-@pytest.mark.parametrize("owner", ["pod-uid-of-another-run", None])
-def test_an_existing_job_of_another_owner_is_refused_and_left_alone(owner: str | None) -> None:
+OTHER_URI = "gs://bucket/another-run/Trainer/model_run/fn_args.json"
+EARLIER_POD_UID = "pod-uid-of-the-first-attempt"
+
+
+@pytest.mark.parametrize(
+    ("existing", "mine", "running"),
+    [
+        ({"owner_uid": "pod-uid-of-another-run", "fn_args_uri": OTHER_URI}, {}, f"running --fn-args {OTHER_URI}"),
+        ({"owner_uid": None, "fn_args_uri": OTHER_URI}, {"owner_uid": None}, f"running --fn-args {OTHER_URI}"),
+        # Manifests without arguments prove no sameness.
+        ({"owner_uid": "pod-uid-of-another-run", "fn_args_uri": None}, {"fn_args_uri": None}, "no worker arguments"),
+    ],
+)
+def test_an_existing_job_of_other_work_is_refused_and_left_alone(
+    existing: dict[str, Any], mine: dict[str, Any], running: str
+) -> None:
     with connected(Scenario.succeeds()) as (double, client, _, _):
-        double.add_job(tfjob_manifest(NAME, owner_uid=owner))
-        mine = tfjob_manifest(NAME, owner_uid="pod-uid-1" if owner else None)
+        double.add_job(tfjob_manifest(NAME, **existing))
         with pytest.raises(
             TfJobConflictError, match="already exists in namespace kubeflow-user and is not this task's"
-        ):
-            run(client, mine)
+        ) as caught:
+            run(client, tfjob_manifest(NAME, **mine))
+    assert running in str(caught.value)
     assert not double.calls("DELETE") and NAME in double.cluster.jobs
+
+
+def test_an_earlier_attempts_job_being_deleted_is_a_conflict() -> None:
+    with connected(Scenario.succeeds()) as (double, client, _, _):
+        double.add_job(tfjob_manifest(NAME, owner_uid=EARLIER_POD_UID))
+        double.cluster.jobs[NAME]["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+        with pytest.raises(TfJobConflictError, match="it is being deleted"):
+            run(client)
+    assert not double.calls("DELETE")
+
+
+def earlier_attempt(double: K8sApiDouble, *, ticks: int) -> dict[str, Any]:
+    """The job a first attempt of the Trainer task created (its pod is gone, SIGKILLed or lost with its node), run
+    `ticks` ticks of the cluster; the retry's manifest has the same name and FnArgs, another owner pod."""
+    job = double.add_job(tfjob_manifest(NAME, workers=2, owner_uid=EARLIER_POD_UID))
+    with double.lock:
+        for _ in range(ticks):
+            double.cluster.tick()
+    return job
+
+
+def _job_state(double: K8sApiDouble) -> list[str]:
+    conditions = double.cluster.jobs[NAME]["status"]["conditions"]
+    return [c["type"] for c in conditions if c["status"] == "True"]
+
+
+def test_a_kfp_retry_follows_the_earlier_attempts_running_job() -> None:
+    with connected(Scenario.succeeds(workers=2, run_ticks=3)) as (double, client, lines, _):
+        earlier = earlier_attempt(double, ticks=2)
+        assert _job_state(double)[-1] == "Running"
+        outcome = run(client, tfjob_manifest(NAME, workers=2, owner_uid="pod-uid-of-the-retry"))
+    uid = earlier["metadata"]["uid"]
+    assert outcome.uid == uid and outcome.deleted and len(double.calls("POST")) == 1
+    # The same pods trained on: each worker's container ran once, in the earlier attempt's job.
+    assert double.cluster.attempts == {(uid, "Worker", 0): 1, (uid, "Worker", 1): 1}
+    [adopted] = [line for line in lines if "already exists" in line]
+    assert adopted == (
+        f"tfjob {NAME}: already exists, created {earlier['metadata']['creationTimestamp']} by an earlier attempt of "
+        f"this task (Pod tfxp-trainer-pod (uid {EARLIER_POD_UID})) for the same work (--fn-args {FN_ARGS_URI}): "
+        "Running; following the earlier attempt's job"
+    )
+    assert [body["preconditions"]["uid"] for body in deletes(double)] == [uid]
+
+
+def test_a_kfp_retry_of_an_already_succeeded_job_returns_at_once() -> None:
+    with connected(Scenario.succeeds(workers=2, run_ticks=3)) as (double, client, lines, fake):
+        earlier = earlier_attempt(double, ticks=8)
+        assert "Succeeded" in _job_state(double)
+        outcome = run(client, tfjob_manifest(NAME, workers=2, owner_uid="pod-uid-of-the-retry"))
+    assert outcome.uid == earlier["metadata"]["uid"] and outcome.replicas["Worker"].succeeded == 2
+    assert fake.now == 0 and outcome.seconds == 0  # no poll waited
+    assert any(line.endswith(": Succeeded; following the earlier attempt's job") for line in lines)
+    assert outcome.deleted and len(double.calls("POST")) == 1
+
+
+def test_a_kfp_retry_replaces_the_earlier_attempts_failed_job_once() -> None:
+    scenario = Scenario.succeeds(workers=2).worker_fails(1, 137, "OOMKilled", "killed")
+    with connected(scenario) as (double, client, lines, _):
+        earlier = earlier_attempt(double, ticks=4)
+        assert "Failed" in _job_state(double)
+        scenario.exits.clear()  # the node that ran out of memory is gone: the job anew runs through
+        outcome = run(client, tfjob_manifest(NAME, workers=2, owner_uid="pod-uid-of-the-retry"))
+    old_uid = earlier["metadata"]["uid"]
+    assert outcome.uid != old_uid and outcome.replicas["Worker"].succeeded == 2
+    assert len(double.calls("POST")) == 2
+    assert [body["preconditions"]["uid"] for body in deletes(double)] == [old_uid, outcome.uid]
+    [replaced] = [line for line in lines if "already exists" in line]
+    assert replaced.endswith(
+        f"and it Failed (TFJob {NAMESPACE}/{NAME} has failed because 1 Worker replica(s) failed.); deleted it, "
+        "creating it anew"
+    )
+    assert f"tfjob {NAME}: created in namespace {NAMESPACE} (2 Worker)" in lines
+
+
+def test_a_failed_job_found_again_after_replacing_one_is_followed_not_replaced_again() -> None:
+    scenario = Scenario.succeeds(workers=2).worker_fails(1, 137, "OOMKilled", "killed", times=10)
+    with connected(scenario) as (double, client, lines, _):
+        earlier = earlier_attempt(double, ticks=4)
+        failed = double.cluster.jobs[NAME]
+        delete_job = double.cluster.delete_job
+        deletions: list[str] = []
+
+        def delete_and_reappear(name: str) -> None:
+            # Someone puts the failed job back as soon as it is first deleted (a client that replaced it each time
+            # would then create its own and succeed).
+            delete_job(name)
+            deletions.append(name)
+            if len(deletions) == 1:
+                double.cluster.jobs[name] = json.loads(json.dumps(failed))
+
+        double.cluster.delete_job = delete_and_reappear  # type: ignore[method-assign]
+        with pytest.raises(TfJobFailedError, match="has failed because 1 Worker replica"):
+            run(client, tfjob_manifest(NAME, workers=2, owner_uid="pod-uid-of-the-retry"))
+    assert len(double.calls("POST")) == 2
+    assert sum("creating it anew" in line for line in lines) == 1
+    assert any(line.endswith("Failed; following the earlier attempt's job") for line in lines)
+    assert all(body["preconditions"]["uid"] == earlier["metadata"]["uid"] for body in deletes(double))
 
 
 # -- cancel ----------------------------------------------------------------------------------------------------
@@ -574,6 +803,62 @@ def test_task_pod_owner_reads_kfp_pod_name_and_uid() -> None:
     assert task_pod_owner({}) is None
     with pytest.raises(TfJobError, match="KFP_POD_UID is not set while KFP_POD_NAME is"):
         task_pod_owner({"KFP_POD_NAME": "x"})
+
+
+def _token(claims: dict[str, Any]) -> str:
+    """A JWT as the API server signs one (the signature is not checked by the reader)."""
+
+    def part(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'RS256', 'kid': 'key-1'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+def _bound_token_claims(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "aud": ["https://kubernetes.default.svc.cluster.local"],
+        "exp": 1767225600,
+        "iss": "https://kubernetes.default.svc.cluster.local",
+        "kubernetes.io": {
+            "namespace": namespace,
+            "pod": {"name": "tfxp-trainer-pod", "uid": "pod-uid-1"},
+            "serviceaccount": {"name": name, "uid": "sa-uid-1"},
+        },
+        "sub": f"system:serviceaccount:{namespace}:{name}",
+    }
+
+
+def test_task_service_account_reads_the_tokens_subject(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    unpadded = set()
+    for name in ("default-editor", "default-editor1", "default-editor12"):  # every base64 padding length
+        token = _token(_bound_token_claims("kubeflow-user-example-com", name))
+        unpadded.add(len(token.split(".")[1]) % 4)
+        token_file.write_text(token)
+        assert task_service_account(token_file) == ("kubeflow-user-example-com", name)
+    assert unpadded == {0, 2, 3}
+    assert task_service_account(tmp_path / "no-token") is None
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        (
+            _token({"sub": "alice@example.com", "iss": "https://accounts.example.com"}),
+            "its subject is 'alice@example.com'",
+        ),
+        (_token({"aud": ["x"]}), "its subject is None"),
+        ("opaque-bearer-token", "a JWT has 3 dot-separated parts, this has 1"),
+        ("e30.bm90IGpzb24.c2ln", "its payload is not JSON"),
+    ],
+)
+def test_task_service_account_refuses_a_token_that_is_not_a_service_accounts(
+    tmp_path: Path, token: str, said: str
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    with pytest.raises(TfJobError, match=rf"is not a service account token: {re.escape(said)}"):
+        task_service_account(token_file)
 
 
 def test_in_cluster_outside_a_cluster_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

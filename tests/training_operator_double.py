@@ -57,6 +57,15 @@ class Exit:
     ticks: int = 2
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """The API server refuses to create a replica's pod: `cause` is the admission plugin's error (what follows
+    `pods "NAME" is forbidden: `); `times` creates in a row are refused (None: every one)."""
+
+    cause: str
+    times: int | None = None
+
+
 @dataclass
 class _PodRun:
     replica: tuple[str, int]
@@ -98,6 +107,17 @@ def set_condition(status: dict[str, Any], kind: str, status_value: str, reason: 
     status["conditions"] = [*kept, new]
 
 
+class _CreateRefusedError(Exception):
+    """The API server refused a pod the operator creates: createNewPod returns the error (pod.go:455-470)."""
+
+
+def _job_ref(job: dict[str, Any]) -> dict[str, Any]:
+    """The object reference the operator's recorder puts on the job's events (client-go's GetReference: with the
+    uid)."""
+    metadata = job["metadata"]
+    return {"kind": "TFJob", "apiVersion": GROUP_VERSION, "name": metadata["name"], "uid": metadata["uid"]}
+
+
 class Cluster:
     """The state the API double serves, and one `tick()` of scheduler, kubelet and operator.
 
@@ -116,6 +136,7 @@ class Cluster:
         self.runs: dict[str, _PodRun] = {}
         self.events: list[dict[str, Any]] = []
         self.attempts: dict[tuple[str, str, int], int] = {}
+        self.refusals: dict[tuple[str, int], int] = {}  # (job uid, Worker index) -> creates refused so far
         self.resource_version = 1000
         self.ticks = 0
 
@@ -140,10 +161,9 @@ class Cluster:
     ) -> None:
         """An event, or one more occurrence of it (same object, reason and message)."""
         for seen in self.events:
-            if seen["involvedObject"]["name"] == involved["name"] and (seen["reason"], seen["message"]) == (
-                reason,
-                message,
-            ):
+            # client-go's EventAggregator keys an event by the whole involved object (uid too), reason and message.
+            same_object = all(seen["involvedObject"].get(key) == involved.get(key) for key in ("kind", "name", "uid"))
+            if same_object and (seen["reason"], seen["message"]) == (reason, message):
                 if series:  # events.k8s.io: a series, the core/v1 timestamps stay null
                     count = seen.get("series", {}).get("count", 1) + 1
                     seen["series"] = {"count": count, "lastObservedTime": micro_stamp(self.clock())}
@@ -299,6 +319,21 @@ class Cluster:
     # -- the TFJob controller --------------------------------------------------------------------------------------
 
     def _reconcile(self, job: dict[str, Any]) -> None:
+        """Reconcile (tfjob_controller.go:119-170). A pod the API server refuses to create fails ReconcileJobs before
+        the job's status is written (job.go:338-342 returns before UpdateJobStatusInApiServer, job.go:354-361), so
+        the status stays as it was (none at all on a new job: the Created condition of the create predicate,
+        tfjob_controller.go:652-661, lives only in the informer's copy until a status write); controller-runtime
+        requeues the job, which here is the next tick."""
+        before = json.loads(json.dumps(job["status"])) if "status" in job else None
+        try:
+            self._reconcile_jobs(job)
+        except _CreateRefusedError:
+            if before is None:
+                job.pop("status", None)
+            else:
+                job["status"] = before
+
+    def _reconcile_jobs(self, job: dict[str, Any]) -> None:
         """ReconcileJobs (job.go:78-364) with UpdateJobStatus (tfjob_controller.go:373-519)."""
         status = job.setdefault("status", {})
         name = job["metadata"]["name"]
@@ -375,7 +410,7 @@ class Cluster:
         else:
             return False
         status.setdefault("completionTime", self.now())
-        self.record_event({"kind": "TFJob", "apiVersion": GROUP_VERSION, "name": name}, "TFJobFailed", message)
+        self.record_event(_job_ref(job), "TFJobFailed", message)
         set_condition(status, "Failed", "True", "TFJobFailed", message, self.now())
         self._delete_pods(run_policy, status, pods)
         return True
@@ -421,7 +456,7 @@ class Cluster:
                 if container["name"] == CONTAINER and terminated:
                     exit_code = terminated["exitCode"]
                     self.record_event(
-                        {"kind": "TFJob", "apiVersion": GROUP_VERSION, "name": name},
+                        _job_ref(job),
                         "ExitedWithCode",
                         f"Pod: {self.namespace}.{pod['metadata']['name']} exited with code {exit_code}",
                     )
@@ -430,7 +465,7 @@ class Cluster:
                     self.pods.pop(pod["metadata"]["name"])
                     message = f"job {name} is restarting because {replica_type} replica(s) failed."
                     self.record_event(
-                        {"kind": "TFJob", "apiVersion": GROUP_VERSION, "name": name},
+                        _job_ref(job),
                         "TFJobRestarting",
                         message,
                         kind="Warning",
@@ -450,6 +485,21 @@ class Cluster:
         """createNewPod (pod.go:383-470): name `<job>-<type>-<index>`, the operator's labels, TF_CONFIG
         (tfjob_controller.go:555-588, tensorflow.go:112-188), the replica's restart policy (core/pod.go:81-87)."""
         name, rt = job["metadata"]["name"], replica_type.lower()
+        pod_name = f"{name}-{rt}-{index}"
+        refusal = self.scenario.refusal_for(replica_type, index)
+        if refusal is not None:
+            key = (job["metadata"]["uid"], index)
+            if refusal.times is None or self.refusals.get(key, 0) < refusal.times:
+                self.refusals[key] = self.refusals.get(key, 0) + 1
+                # createPods records the API server's error as it came (pod_control.go:152-153): NewForbidden's
+                # `pods "NAME" is forbidden: CAUSE` (apimachinery errors.go:209) from the admission plugin.
+                self.record_event(
+                    _job_ref(job),
+                    "FailedCreatePod",
+                    f'Error creating: pods "{pod_name}" is forbidden: {refusal.cause}',
+                    kind="Warning",
+                )
+                raise _CreateRefusedError(refusal.cause)
         template = json.loads(json.dumps(spec.get("template") or {}))
         pod_spec = template.get("spec") or {}
         labels = {
@@ -475,7 +525,6 @@ class Cluster:
                 container.setdefault("env", []).append({"name": "TF_CONFIG", "value": json.dumps(tf_config)})
         policy = spec.get("restartPolicy", "Never")
         pod_spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
-        pod_name = f"{name}-{rt}-{index}"
         pod = {
             "metadata": {
                 "name": pod_name,

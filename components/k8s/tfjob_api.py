@@ -13,8 +13,10 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +45,13 @@ REQUEST_TIMEOUT = (10, 30)
 DELETE_TIMEOUT = (5, 10)
 LOG_TAIL_LINES = 40
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+SERVICE_ACCOUNT_TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+# The `sub` claim of a service account's token: serviceaccount.MakeUsername (kubernetes
+# staging/src/k8s.io/apiserver/pkg/authentication/serviceaccount/util.go), in bound and legacy tokens alike.
+_SERVICE_ACCOUNT_SUBJECT = re.compile(r"system:serviceaccount:(?P<namespace>[^:]+):(?P<name>[^:]+)")
+# The operator records a pod it could not create as a Warning on the job: reason FailedCreatePod, message
+# `Error creating: <the API server's error>` (pkg/controller.v1/control/pod_control.go:37-39,152-153).
+FAILED_CREATE_POD_REASON = "FailedCreatePod"
 # KFP's compiler sets both on the executor container of every task (kubeflow/pipelines
 # backend/src/v2/compiler/argocompiler/common.go:42-56 for the container, container.go:571), not only on the driver
 # (container.go:293), and the launcher runs the component's command with its own environment
@@ -216,6 +225,15 @@ class TfJobApi:
             return []
         return list(listed.get("items") or [])
 
+    def pod_creation_failures(self, name: str, uid: str) -> list[Mapping[str, Any]]:
+        """The operator's FailedCreatePod events of the TFJob with `uid`, oldest first: the recorder names the job
+        with its uid, so an earlier job of the same name (whose events outlive it) does not count."""
+        selector = (
+            f"involvedObject.kind={tfjob.TFJOB_KIND},involvedObject.name={name},involvedObject.uid={uid},"
+            f"reason={FAILED_CREATE_POD_REASON}"
+        )
+        return sorted(self.events(selector), key=lambda event: status.event_time(event) or datetime.min)
+
     def operator_exit_events(self, name: str) -> list[Mapping[str, Any]]:
         """The operator's "Pod: NS.NAME exited with code N" events of the job, non-zero codes, oldest first
         (pkg/controller.v1/common/pod.go:346)."""
@@ -281,3 +299,45 @@ def task_pod_owner(env: Mapping[str, str] = os.environ) -> tfjob.OwnerReference 
             "and metadata.uid), so this environment is not a KFP task's."
         )
     return tfjob.OwnerReference(name=name, uid=uid)
+
+
+def task_service_account(token_path: Path = SERVICE_ACCOUNT_TOKEN_FILE) -> tuple[str, str] | None:
+    """The task pod's own identity, (namespace, service account name), from the `sub` claim
+    (`system:serviceaccount:<namespace>:<name>`) of the token Kubernetes mounts into it; None where no token is
+    mounted (outside a pod, or automountServiceAccountToken false).
+
+    The token is a JWT whose payload is read, not verified: the API server verifies it on every call, and this only
+    says whom it names.
+
+    Args:
+        token_path: the token file (default: /var/run/secrets/kubernetes.io/serviceaccount/token).
+
+    Raises:
+        TfJobError: the file cannot be read, or holds no service account's token.
+
+    Example:
+        task_service_account()  # ("kubeflow-user-example-com", "default-editor")
+    """
+    try:
+        token = token_path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise TfJobError(f"cannot read the pod's service account token {token_path}: {error}") from error
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise TfJobError(
+            f"{token_path} is not a service account token: a JWT has 3 dot-separated parts, this has {len(parts)}"
+        )
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError as error:  # binascii.Error, UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise TfJobError(f"{token_path} is not a service account token: its payload is not JSON ({error})") from error
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    match = _SERVICE_ACCOUNT_SUBJECT.fullmatch(subject) if isinstance(subject, str) else None
+    if match is None:
+        raise TfJobError(
+            f"{token_path} is not a service account token: its subject is {subject!r}, not "
+            "system:serviceaccount:<namespace>:<name>"
+        )
+    return match["namespace"], match["name"]

@@ -1,18 +1,24 @@
 """Submit, wait for and cancel the Training Operator v1.9 TFJob that runs a multi-worker Trainer on Kubeflow.
 
 The Trainer task's pod creates a `kubeflow.org/v1` TFJob (the manifest is built elsewhere), polls it and its pods,
-logs each change as one line (`tfjob x: Running (Worker: 3 active, 1 pending)`), and ends one of three ways: the
+logs each change as one line (`tfjob x: Running (Worker: 3 active, 1 pending)`), and ends one of four ways: the
 operator's Succeeded condition (return), its Failed condition (`TfJobFailedError` naming the first failing replica,
-its exit code and reason, and its log tail), or a deadline (`TfJobNotScheduledError` naming the waiting pods and the
-scheduler's newest FailedScheduling message; `TfJobTimeoutError`). `run` deletes the job on every way out, SIGTERM
-included: Argo stops a run by sending SIGTERM to the task's process group, SIGKILL after the grace period
-(argoproj/argo-workflows `workflow/controller/pod/queue.go:118-128`; `workflow/executor/osspecific/
-signal_darwin.go:19-25`, which signal_linux.go links to; `command_unix.go:37`), and keeps the finished pod, so the
-owner reference to it (`task_pod_owner`) removes the job only when the workflow itself is deleted.
+its exit code and reason, and its log tail), pods the API server keeps refusing to create (`TfJobPodsRejectedError`:
+a missing service account, the namespace's Pod Security level or ResourceQuota, said at once rather than at the
+schedule timeout), or a deadline (`TfJobNotScheduledError` naming the waiting pods and the scheduler's newest
+FailedScheduling message; `TfJobTimeoutError`). A KFP retry of the Trainer task finds the earlier attempt's job
+under the same name and follows it (`submit`).
 
-Polling, not watching: each poll is one GET of the job and one LIST of its pods, so the RBAC stays `get`/`list`
-(RBAC_RULES) and there is no watch to resume after the API server drops it. The calls are in tfjob_api.py, the
-messages of a job that did not succeed in tfjob_diagnosis.py, the reading of its status in tfjob_status.py.
+`run` deletes the job on every way out, SIGTERM included: Argo stops a run by sending SIGTERM to the task's process
+group, SIGKILL after the grace period (argoproj/argo-workflows `workflow/controller/pod/queue.go:118-128`;
+`workflow/executor/osspecific/signal_darwin.go:19-25`, which signal_linux.go links to; `command_unix.go:37`), and
+keeps the finished pod, so the owner reference to it (`task_pod_owner`) removes the job only when the workflow
+itself is deleted.
+
+Polling, not watching: each poll is one GET of the job and one LIST of its pods (and of its events while a pod is
+missing), so the RBAC stays `get`/`list` (RBAC_RULES) and there is no watch to resume after the API server drops
+it. The calls are in tfjob_api.py, the messages of a job that did not succeed in tfjob_diagnosis.py, the reading of
+its status in tfjob_status.py.
 
 Example (in the Trainer task's pod):
     api, namespace = in_cluster()
@@ -44,6 +50,7 @@ from components.k8s.tfjob_api import (
     TfJobApi,
     in_cluster,
     task_pod_owner,
+    task_service_account,
 )
 from components.k8s.tfjob_errors import (
     TfJobConflictError,
@@ -53,6 +60,7 @@ from components.k8s.tfjob_errors import (
     TfJobForbiddenError,
     TfJobGoneError,
     TfJobNotScheduledError,
+    TfJobPodsRejectedError,
     TfJobRejectedError,
     TfJobTimeoutError,
 )
@@ -69,10 +77,12 @@ __all__ = [
     "TfJobGoneError",
     "TfJobNotScheduledError",
     "TfJobOutcome",
+    "TfJobPodsRejectedError",
     "TfJobRejectedError",
     "TfJobTimeoutError",
     "in_cluster",
     "task_pod_owner",
+    "task_service_account",
 ]
 
 CREATE_ATTEMPTS = 3
@@ -116,6 +126,7 @@ _ENDINGS: tuple[tuple[type[BaseException], str], ...] = (
     (KeyboardInterrupt, "interrupted"),
     (TfJobFailedError, "failed"),
     (TfJobNotScheduledError, "its replicas did not start in time"),
+    (TfJobPodsRejectedError, "its pods could not be created"),
     (TfJobTimeoutError, "ran past its deadline"),
     (TfJobError, "could not be followed"),
 )
@@ -160,33 +171,50 @@ class TfJobClient:
     def submit(self, manifest: Mapping[str, Any]) -> str:
         """Creates the TFJob; returns its name.
 
-        A create whose answer was lost (timeout, dropped connection) is sent again, and the 409 AlreadyExists it then
-        gets adopts the job: a job whose ownerReferences hold the manifest's owner (this task's pod) is this task's.
-        Any other job of that name is refused.
+        A create whose answer was lost (timeout, dropped connection) is sent again. A 409 AlreadyExists adopts the
+        job of that name when it is not being deleted and is this task's: its ownerReferences hold the manifest's
+        owner (this task's pod: the lost answer), or it runs the same work (its Worker container's arguments, the
+        `--fn-args URI`, equal the manifest's). The second is a KFP retry of the Trainer task: the job's name comes
+        from the FnArgs URI, the same for every attempt (KFP's driver runs once, Argo retries the executor only),
+        while the retry's pod is a new one; it continues the earlier attempt's training (from its backups), and a
+        job that already Succeeded is followed to its end at once. An earlier attempt's job that already Failed is
+        deleted (only that one, by uid) and created anew, once. Any other job of that name is refused.
 
         Raises:
             ValueError: the manifest has no metadata.name, or names another namespace.
             TfJobCrdMissingError: the cluster has no TFJob resource (the Training Operator is not installed).
-            TfJobForbiddenError: the service account may not create TFJobs.
+            TfJobForbiddenError: the service account may not create TFJobs (or delete a failed earlier one).
             TfJobRejectedError: the API server or the operator's webhook refused the manifest.
-            TfJobConflictError: a TFJob of that name exists and is not this task's.
+            TfJobConflictError: a TFJob of that name exists and is not this task's, or is being deleted.
             TfJobError: the API could not be reached, or answered otherwise.
         """
         name = self._manifest_name(manifest)
-        for attempt in range(1, CREATE_ATTEMPTS + 1):
+        troubles = 0
+        replaced_failed = False  # an earlier attempt's failed job is replaced once at most
+        while True:
             try:
-                created = self._api.create(manifest)
-            except JobExistsError:
-                return self._adopt(manifest, name)
-            except ApiUnreachableError as trouble:
-                if attempt == CREATE_ATTEMPTS:
+                try:
+                    created = self._api.create(manifest)
+                except JobExistsError:
+                    existing = self._api.get(name)
+                    if self._adopt(manifest, name, existing, may_replace=not replaced_failed):
+                        return name
+                    replaced_failed = True
+                    continue
+            except (ApiUnreachableError, TfJobGoneError) as trouble:
+                # No answer (the job may exist now); or the job of the 409 went away before the GET.
+                troubles += 1
+                if troubles == CREATE_ATTEMPTS:
                     raise TfJobError(
                         f"could not create TFJob {self.namespace}/{name}: the Kubernetes API did not answer "
                         f"{CREATE_ATTEMPTS} times ({trouble}).",
                         job=f"{self.namespace}/{name}",
                     ) from trouble
-                self._log(f"tfjob {name}: create got no answer ({trouble}); sending it again")
-                self._sleep(float(attempt))
+                if isinstance(trouble, TfJobGoneError):
+                    self._log(f"tfjob {name}: the job of that name went away meanwhile; creating it again")
+                else:
+                    self._log(f"tfjob {name}: create got no answer ({trouble}); sending it again")
+                self._sleep(float(troubles))
                 continue
             self._uids[name] = str(created["metadata"]["uid"])
             replicas = ", ".join(
@@ -194,23 +222,45 @@ class TfJobClient:
             )
             self._log(f"tfjob {name}: created in namespace {self.namespace} ({replicas})")
             return name
-        raise AssertionError("unreachable: the loop returns or raises")
 
-    def _adopt(self, manifest: Mapping[str, Any], name: str) -> str:
-        existing = self._api.get(name)
-        deleting = existing["metadata"].get("deletionTimestamp")
-        if _owned_by_manifest_owner(existing, manifest) and not deleting:
-            self._uids[name] = str(existing["metadata"]["uid"])
+    def _adopt(self, manifest: Mapping[str, Any], name: str, existing: Mapping[str, Any], *, may_replace: bool) -> bool:
+        """Whether to follow `existing` (True) or create the job anew (False: the failed earlier job is deleted);
+        raises TfJobConflictError when it is not this task's."""
+        metadata = existing["metadata"]
+        deleting = metadata.get("deletionTimestamp")
+        owned = _owned_by_manifest_owner(existing, manifest)
+        same_work = _runs_same_work(existing, manifest)
+        if deleting or not (owned or same_work):
+            raise TfJobConflictError(
+                f"a TFJob named {name} already exists in namespace {self.namespace} and is not this task's (created "
+                f"{metadata.get('creationTimestamp', '?')}, owned by {_owners(existing)}, running "
+                f"{_work(existing)}{'; it is being deleted' if deleting else ''}). If it is left over from an earlier "
+                f"run, delete it (`kubectl -n {self.namespace} delete tfjob {name}`) and retry the run; if another run "
+                "uses it, let that run finish first.",
+                job=f"{self.namespace}/{name}",
+            )
+        uid = str(metadata["uid"])
+        if owned:
+            self._uids[name] = uid
             self._log(f"tfjob {name}: already exists and belongs to this task ({_owners(existing)}); following it")
-            return name
-        raise TfJobConflictError(
-            f"a TFJob named {name} already exists in namespace {self.namespace} and is not this task's (created "
-            f"{existing['metadata'].get('creationTimestamp', '?')}, owned by {_owners(existing)}"
-            f"{'; it is being deleted' if deleting else ''}). If it is left over from an earlier run, delete it "
-            f"(`kubectl -n {self.namespace} delete tfjob {name}`) and retry the run; if another run uses it, let "
-            "that run finish first.",
-            job=f"{self.namespace}/{name}",
+            return True
+        current = status.state(existing)
+        earlier = (
+            f"created {metadata.get('creationTimestamp', '?')} by an earlier attempt of this task "
+            f"({_owners(existing)}) for the same work ({_work(existing)})"
         )
+        if current == "Failed" and may_replace:
+            said = str((status.condition(existing, "Failed") or {}).get("message", "")).strip()
+            done = {"deleted": "deleted it", "gone": "it is gone already", "replaced": "another job took the name"}
+            outcome = done[self._api.delete(name, uid)]
+            self._log(
+                f"tfjob {name}: already exists, {earlier}, and it Failed ({said or 'no message'}); {outcome}, "
+                "creating it anew"
+            )
+            return False
+        self._uids[name] = uid
+        self._log(f"tfjob {name}: already exists, {earlier}: {current}; following the earlier attempt's job")
+        return True
 
     # -- wait ---------------------------------------------------------------------------------------------------
 
@@ -231,6 +281,8 @@ class TfJobClient:
         Raises:
             TfJobFailedError: the operator marked the job Failed.
             TfJobNotScheduledError: some replica did not start within `schedule_timeout_seconds`.
+            TfJobPodsRejectedError: the API server keeps refusing to create one of its pods (a missing service
+                account, the namespace's Pod Security level or ResourceQuota), seen on two polls in a row.
             TfJobTimeoutError: the job ran past `timeout_seconds`, or past its own activeDeadlineSeconds.
             TfJobGoneError: the job was deleted (or replaced) while waiting.
             TfJobForbiddenError: the service account may not read the job or its pods.
@@ -263,6 +315,7 @@ class TfJobClient:
                     )
                 if current == "Failed":
                     raise diagnosis.failure(self._api, name, job, progress)
+                self._check_pod_creation(name, job, pods, progress)
                 if status.started_count(job, pods) >= status.expected_replicas(job):
                     pending_since = None
                 elif pending_since is None:
@@ -285,6 +338,39 @@ class TfJobClient:
                 job=f"{self.namespace}/{name}",
             )
         return job, status.controlled_pods(self._api.list_pods(name), known)
+
+    def _check_pod_creation(
+        self, name: str, job: Mapping[str, Any], pods: list[Mapping[str, Any]], progress: diagnosis.Progress
+    ) -> None:
+        """Fails the wait when the API server keeps refusing the operator one of the job's pods.
+
+        When the pod create fails, the operator records a FailedCreatePod Warning on the job and returns the error
+        (pkg/controller.v1/control/pod_control.go:152-154, common/pod.go:455-470 and 319-324, common/job.go:
+        338-342), so Reconcile fails (tensorflow/tfjob_controller.go:154-157) before the job's status is written
+        (job.go:354-361): such a job shows no condition at all, and it is not a missing operator. controller-runtime
+        requeues a failed Reconcile with exponential backoff (client-go's default controller rate limiter, 5 ms
+        doubling; not mirrored here), so by the next poll (5 s) the operator has tried again. A single refusal may
+        pass (a webhook timing out, a quota freed by a pod that is going away, a service account created a moment
+        later); a missing service account, a Pod Security level and an exhausted quota do not. So the wait fails
+        once the same pod was refused and still does not exist on two polls in a row, well before the schedule
+        timeout, which would otherwise blame capacity. Only a job with fewer pods than replicas is looked at (one
+        events LIST per poll): a refused pod is a missing one. The gang scheduler's PodGroup events (volcano's
+        Unschedulable) are about capacity and are not FailedCreatePod on the TFJob: the schedule timeout handles
+        them."""
+        if len(pods) >= status.expected_replicas(job):
+            progress.refused = ""
+            return
+        found = diagnosis.pod_creation_refusal(self._api, name, self._uids[name], pods)
+        if found is None:
+            progress.refused = ""
+            return
+        pod, event = found
+        key = pod or str(event.get("message", ""))
+        if key == progress.refused:
+            raise diagnosis.pods_rejected(self.namespace, name, pod, event, job)
+        if not progress.refused:
+            self._log(f"tfjob {name}: the operator could not create {pod or 'a pod'}: {event.get('message')}")
+        progress.refused = key
 
     def _report(
         self, name: str, job: Mapping[str, Any], pods: list[Mapping[str, Any]], progress: diagnosis.Progress
@@ -417,11 +503,12 @@ class TfJobClient:
             error.cleanup = note
 
     def _exists_and_is_ours(self, manifest: Mapping[str, Any], name: str) -> bool:
-        # Interrupted while creating: the job may exist; delete it only if it carries this task's owner.
+        # Interrupted while creating: the job may exist; delete it only if it is this task's as `submit` adopts.
         try:
-            return _owned_by_manifest_owner(self._api.get(name), manifest)
+            existing = self._api.get(name)
         except (TfJobError, ApiUnreachableError):
             return False
+        return _owned_by_manifest_owner(existing, manifest) or _runs_same_work(existing, manifest)
 
     def _manifest_name(self, manifest: Mapping[str, Any]) -> str:
         metadata = manifest.get("metadata") or {}
@@ -445,6 +532,18 @@ def _owned_by_manifest_owner(existing: Mapping[str, Any], manifest: Mapping[str,
     proves nothing, so it adopts nothing."""
     wanted = _owner_uids(manifest)
     return bool(wanted) and bool(wanted & _owner_uids(existing))
+
+
+def _runs_same_work(existing: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    """Whether `existing` runs the manifest's work: its Worker container's arguments (`--fn-args URI`) are the
+    manifest's; a manifest without any proves nothing."""
+    wanted = status.worker_args(manifest)
+    return bool(wanted) and status.worker_args(existing) == wanted
+
+
+def _work(job: Mapping[str, Any]) -> str:
+    """`--fn-args URI` of the job's workers, as a reader looks for it."""
+    return " ".join(status.worker_args(job)) or "no worker arguments"
 
 
 def _owners(obj: Mapping[str, Any]) -> str:

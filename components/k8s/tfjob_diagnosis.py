@@ -8,7 +8,8 @@ replica, the Kubernetes reason and the config key to change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from components.k8s.tfjob_errors import (
     TfJobError,
     TfJobFailedError,
     TfJobNotScheduledError,
+    TfJobPodsRejectedError,
     TfJobTimeoutError,
 )
 
@@ -51,6 +53,8 @@ class Progress:
         exits: (pod uid, finishedAt, exit code) -> (the exit, its log tail). The same run shows first as the
             container's state and, after an in-place restart, as its lastState: the key is the same.
         unreachable: the last API trouble, while the API does not answer.
+        refused: the pod (or, unnamed, the message) the operator's newest FailedCreatePod event named on the last
+            poll, while that pod did not exist; "" when none.
     """
 
     line: str = ""
@@ -59,6 +63,7 @@ class Progress:
     reported: set[tuple[str, str]] = field(default_factory=set)
     exits: dict[tuple[str, str, int | None], tuple[status.ContainerExit, str]] = field(default_factory=dict)
     unreachable: str = ""
+    refused: str = ""
     job: Mapping[str, Any] | None = None
     pods: list[Mapping[str, Any]] = field(default_factory=list)
 
@@ -109,6 +114,85 @@ def failure(api: TfJobApi, name: str, job: Mapping[str, Any], progress: Progress
         reason=exited.reason,
         log_tail=tail if not tail.startswith("(") else "",
     )
+
+
+# The API server's errors the operator's FailedCreatePod event carries (`Error creating: pods "NAME" is forbidden:
+# CAUSE`, apimachinery NewForbidden through admission.NewForbidden), from the admission plugins of kubernetes (not
+# mirrored here): ServiceAccount (plugin/pkg/admission/serviceaccount/admission.go: `error looking up service account
+# NS/SA: serviceaccount "SA" not found`), PodSecurity (staging/src/k8s.io/pod-security-admission/admission/
+# admission.go: `violates PodSecurity "LEVEL:VERSION": DETAIL`) and ResourceQuota (staging/src/k8s.io/apiserver/pkg/
+# admission/plugin/resourcequota/controller.go: `exceeded quota: NAME, requested: ..., used: ..., limited: ...`, or
+# `failed quota: NAME: must specify ...`).
+_REFUSED_POD = re.compile(r'pods "(?P<pod>[^"]+)" is forbidden')
+_MISSING_ACCOUNT = re.compile(
+    r'(?:error looking up service account (?P<namespace>[^/\s]+)/[^:\s]+: )?serviceaccount "(?P<name>[^"]+)" not found'
+)
+_POD_SECURITY = re.compile(r'violates PodSecurity "(?P<level>[^"]+)": (?P<detail>.+)')
+_QUOTA = re.compile(r"(?:exceeded|failed) quota: (?P<quota>[^,:]+)[,:] (?P<detail>.+)")
+
+
+def pod_creation_refusal(
+    api: TfJobApi, name: str, uid: str, pods: Sequence[Mapping[str, Any]]
+) -> tuple[str, Mapping[str, Any]] | None:
+    """The operator's newest FailedCreatePod event of the job whose pod does not exist now, with that pod's name
+    ("" when the message names none: then it counts only while the job has no pod at all); None when there is none.
+
+    A pod that exists was created after the refusal, so that refusal has passed."""
+    existing = {str(pod.get("metadata", {}).get("name")) for pod in pods}
+    for event in reversed(api.pod_creation_failures(name, uid)):
+        named = _REFUSED_POD.search(str(event.get("message", "")))
+        pod = named["pod"] if named else ""
+        if (pod and pod not in existing) or (not pod and not existing):
+            return pod, event
+    return None
+
+
+def pods_rejected(
+    namespace: str, name: str, pod: str, event: Mapping[str, Any], job: Mapping[str, Any]
+) -> TfJobPodsRejectedError:
+    """The error of a job whose pod the API server refuses to create, with the setting to change for the usual
+    refusals: a missing service account, the namespace's Pod Security level, its ResourceQuota."""
+    job_id = f"{namespace}/{name}"
+    said = str(event.get("message", "")).strip().rstrip(".")
+    who = f"its pod {pod}" if pod else "its pods"
+    head = (
+        f"TFJob {job_id}: the Training Operator cannot create {who}: the Kubernetes API refused it, and again on the "
+        f"operator's retries (event {event.get('reason', 'FailedCreatePod')}: {said})."
+    )
+    account, security, quota = _MISSING_ACCOUNT.search(said), _POD_SECURITY.search(said), _QUOTA.search(said)
+    if account:
+        where = account["namespace"] or namespace
+        hint = (
+            f"The workers' pods run as service account {account['name']} (their serviceAccountName: the Trainer task's "
+            f"own service account, or kubeflow.service_account), and namespace {where} has no such account: check "
+            f"kubeflow.service_account and kubeflow.namespace (`kubectl -n {where} get serviceaccounts`)."
+        )
+        cause = "service-account"
+    elif security:
+        hint = (
+            f"Namespace {namespace} enforces the Pod Security level {security['level']} (its label "
+            "pod-security.kubernetes.io/enforce) and the workers' pods break it. tfxp's worker pods meet the "
+            "restricted level themselves; change the pod setting it names (what the kubeflow.* keys add: "
+            "kubeflow.volumes, kubeflow.trainer_env, ...) or run in a namespace whose level allows it "
+            f"(`kubectl get namespace {namespace} --show-labels`)."
+        )
+        cause = "pod-security"
+    elif quota:
+        hint = (
+            f"Namespace {namespace}'s ResourceQuota {quota['quota']} has no room for the workers: lower "
+            "trainer.workers or what each worker asks for (kubeflow.trainer_cpu, kubeflow.trainer_memory, "
+            "kubeflow.trainer_accelerator), free the quota, or have it raised "
+            f"(`kubectl -n {namespace} describe resourcequota {quota['quota']}`)."
+        )
+        cause = "quota"
+    else:
+        replicas = status.expected_replicas(job)
+        hint = (
+            f"Fix what the API server names: the job's {replicas} pods come from the Trainer's kubeflow settings "
+            f"(`kubectl -n {namespace} get events --field-selector involvedObject.name={name}` lists every refusal)."
+        )
+        cause = "other"
+    return TfJobPodsRejectedError(f"{head} {hint}", job=job_id, pod=pod, event=said, cause=cause)
 
 
 def not_scheduled(api: TfJobApi, name: str, progress: Progress, timeout: float) -> TfJobNotScheduledError:

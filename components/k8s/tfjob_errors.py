@@ -85,6 +85,21 @@ class TfJobRejectedError(TfJobError):
     """The API server or the operator's admission webhook refused the manifest (422 Invalid, 400, webhook 403)."""
 
 
+class TfJobPodsRejectedError(TfJobRejectedError):
+    """The Kubernetes API refused to create the workers' pods for the operator (a missing service account, a Pod
+    Security Admission level, a ResourceQuota), persistently; the message says which setting to change.
+
+    Attributes:
+        pod: the pod the operator could not create.
+        event: the operator's FailedCreatePod message (`Error creating: pods "x" is forbidden: ...`).
+        cause: `service-account`, `pod-security`, `quota` or `other`.
+    """
+
+    def __init__(self, message: str, *, job: str, pod: str, event: str, cause: str) -> None:
+        super().__init__(message, job=job)
+        self.pod, self.event, self.cause = pod, event, cause
+
+
 class TfJobConflictError(TfJobError):
     """A TFJob of that name exists and is not this task's."""
 
@@ -195,11 +210,26 @@ def forbidden_error(status: ApiStatus, *, namespace: str, job: str | None) -> Tf
     account = _SERVICE_ACCOUNT_USER.fullmatch(user)
     who = f"service account {account['namespace']}/{account['name']}" if account else f"user {user or '?'}"
     qualified = f"{resource}.{group}" if group else resource
+    # The calls carry the pod's own token, so its identity is the service account the run's pods run as, which no
+    # config key changes: kubeflow.namespace and kubeflow.service_account only decide whom the RBAC file binds.
+    if account:
+        namespace_, name = account["namespace"], account["name"]
+        apply = f"`kubectl apply -n {namespace_} -f {RBAC_FILE}`"
+        fix = (
+            f"as its own pod's service account, {namespace_}/{name}, which no config key changes. Give that account "
+            f"the rights: compile with `--set kubeflow.namespace={namespace_} --set kubeflow.service_account={name}` "
+            f"(those keys decide which account {RBAC_FILE} binds) and {apply}, or edit the RoleBinding's subject in "
+            f"{RBAC_FILE} to that account and {apply}."
+        )
+    else:
+        fix = (
+            f"as its own pod's identity, user {user or '?'}: grant it the rules of the Role in {RBAC_FILE} (written "
+            "by `tfxp compile` beside the spec)."
+        )
     message = (
         f"Kubernetes refused the {who} to {verb} {qualified} in namespace {where} (403 Forbidden: "
         f"{say(status)}). The Trainer of a multi-worker run creates, reads and deletes TFJobs and reads its pods, "
-        f"their logs and events: apply the Role and RoleBinding that `tfxp compile` wrote beside the compiled spec "
-        f"(`kubectl apply -f {RBAC_FILE}`), or set kubeflow.service_account to an account that has them."
+        f"their logs and events {fix}"
     )
     service_account = f"{account['namespace']}/{account['name']}" if account else user
     return TfJobForbiddenError(

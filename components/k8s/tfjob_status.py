@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from components.k8s.tfjob import CONTAINER_NAME
+from components.k8s.tfjob import CONTAINER_NAME, REPLICA_TYPE
 
 # common_types.go:23-37 and the TFJob controller's name (tfjob_controller.go:61), the operator-name label's value.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -127,6 +127,17 @@ def replica_of(pod: Mapping[str, Any], job: Mapping[str, Any]) -> tuple[str, int
     spelled = {name.lower(): name for name in replica_specs(job)}
     index = str(labels.get(REPLICA_INDEX_LABEL, "-1"))
     return spelled.get(lowered, lowered), int(index) if index.lstrip("-").isdigit() else -1
+
+
+def worker_args(job: Mapping[str, Any]) -> tuple[str, ...]:
+    """The arguments of the Worker replica's `tensorflow` container (`--fn-args URI` in a tfxp job: the work it
+    runs), or () when it has none."""
+    spec = ((job.get("spec") or {}).get("tfReplicaSpecs") or {}).get(REPLICA_TYPE) or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or ()
+    for container in containers:
+        if container.get("name") == CONTAINER_NAME:
+            return tuple(str(arg) for arg in container.get("args") or ())
+    return ()
 
 
 def is_pending(pod: Mapping[str, Any]) -> bool:
