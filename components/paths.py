@@ -211,11 +211,12 @@ def copy_file(source: str, target: str) -> None:
         shutil.copyfile(source, target)
 
 
-def copy_tree(source: str, target: str) -> None:
-    """Copies the directory `source` to `target` (created; local paths or buckets)."""
+def copy_tree(source: str, target: str, merge: bool = False) -> None:
+    """Copies the directory `source` to `target` (created; local paths or buckets). Locally an existing `target`
+    is an error unless `merge` (buckets have no directories: copying there always merges)."""
     source = source.rstrip("/")
     if not (is_remote(source) or is_remote(target)):
-        shutil.copytree(source, target)
+        shutil.copytree(source, target, dirs_exist_ok=merge)
         return
     walk = gfile().walk(source) if is_remote(source) else os.walk(source)
     for parent, _, names in walk:

@@ -10,9 +10,10 @@ real training is tests/test_trainer_workers.py and the e2e in tests/test_pipelin
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import kubernetes
 import pytest
@@ -61,6 +62,9 @@ class ChiefOnSubmit(tfjob_client.TfJobClient):
     """The client, fast-polling, that plays the chief once the job exists: it reads the FnArgs the job's pods get
     and writes the model where they say."""
 
+    seen: ClassVar[list[WorkerFnArgs]] = []  # the FnArgs each job's pods got (the staging folder is gone afterwards)
+    staged: ClassVar[list[list[bytes]]] = []  # the staged train files the workers read
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **{**kwargs, "poll_seconds": 0.01})
 
@@ -68,6 +72,8 @@ class ChiefOnSubmit(tfjob_client.TfJobClient):
         name = super().submit(manifest)
         (container,) = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
         args = read_fn_args(container["args"][container["args"].index("--fn-args") + 1])
+        ChiefOnSubmit.seen.append(args)
+        ChiefOnSubmit.staged.append(sorted(p.read_bytes() for p in Path(args.train_files[0]).parent.iterdir()))
         model = Path(args.serving_model_dir)
         model.mkdir(parents=True)
         (model / "saved_model.pb").write_bytes(b"the chief's model")
@@ -98,19 +104,20 @@ def test_the_task_stages_submits_the_compiled_job_and_gets_the_chiefs_model(
     args = _launcher_copies(tmp_path)
     launch = _template().model_copy(update={"shared_dir": str(tmp_path / "shared")})
     run_tfjob(launch, args)
+    assert ChiefOnSubmit.staged[-1] == [b"train-0", b"train-1"]  # what the workers read while the job ran
 
     (create,) = cluster.calls("POST", "/tfjobs")
     job = create.body
-    assert job["metadata"]["name"] == job_name_for(POD_NAME) and job["metadata"]["namespace"] == NAMESPACE
+    assert job["metadata"]["namespace"] == NAMESPACE
     assert (
         job["metadata"]["ownerReferences"][0] | {"kind": "Pod", "uid": POD_UID} == job["metadata"]["ownerReferences"][0]
     )
     (container,) = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     fn_args_uri = container["args"][-1]
+    assert job["metadata"]["name"] == job_name_for(f"tfxp-trainer-{fn_args_uri}")
     assert fn_args_uri.startswith(str(tmp_path / "shared")) and fn_args_uri.endswith(FN_ARGS_FILE)
-    staged = read_fn_args(fn_args_uri)
+    staged = ChiefOnSubmit.seen[-1]
     assert all(pattern.startswith(str(tmp_path / "shared")) for pattern in [*staged.train_files, *staged.eval_files])
-    assert sorted(p.read_bytes() for p in Path(staged.train_files[0]).parent.iterdir()) == [b"train-0", b"train-1"]
     assert staged.train_steps == 100 and staged.custom_config == args.custom_config
     # The model is back where KFP's launcher uploads the Trainer's model artifact from, metrics beside it.
     assert (Path(args.serving_model_dir) / "saved_model.pb").read_bytes() == b"the chief's model"
@@ -142,3 +149,24 @@ def test_local_copies_without_a_shared_dir_are_refused_before_any_job(cluster: K
     with pytest.raises(WorkersError, match=r"the workers' pods cannot open .*kubeflow.trainer_shared_dir"):
         run_tfjob(launch, _launcher_copies(tmp_path))
     assert cluster.calls("POST", "/tfjobs") == []
+
+
+def test_a_retried_task_names_the_same_job_and_runs_it_as_its_own_service_account(
+    cluster: K8sApiDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KFP retries the Trainer in a new pod with the same FnArgs: the job's name stays, so the retry finds the
+    earlier attempt's job (the client follows it: tests/test_tfjob_client.py) instead of starting a second one."""
+    monkeypatch.setattr(tfjob_client, "task_service_account", lambda: (NAMESPACE, "default-editor"))
+    args = _launcher_copies(tmp_path)
+    launch = _template().model_copy(update={"shared_dir": str(tmp_path / "shared")})
+    run_tfjob(launch, args)
+    monkeypatch.setenv("KFP_POD_NAME", POD_NAME + "-retry")
+    monkeypatch.setenv("KFP_POD_UID", "another-uid")
+    shutil.rmtree(args.serving_model_dir)  # the second attempt starts without the first one's model
+    run_tfjob(launch, args)
+    first, second = (request.body for request in cluster.calls("POST", "/tfjobs"))
+    assert first["metadata"]["name"] == second["metadata"]["name"]
+    assert first["metadata"]["ownerReferences"][0]["uid"] != second["metadata"]["ownerReferences"][0]["uid"]
+    pods = [job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"] for job in (first, second)]
+    assert [pod["serviceAccountName"] for pod in pods] == ["default-editor", "default-editor"]
+    assert not (tmp_path / "shared").exists() or not any((tmp_path / "shared").iterdir())  # staging removed

@@ -151,7 +151,8 @@ def test_default_config_reaches_95_percent_on_digits(digits_dir: Path, tmp_path:
         ),
         (
             {"trainer": {}, "labels_path": "x", "colour": 1},
-            r"unknown key `colour`; valid keys here: label_offset, labels_path, serving_base, tfjob, trainer, warmup_requests",
+            r"unknown key `colour`; valid keys here: label_offset, labels_path, serving_base, tfjob, trainer, "
+            r"warmup_requests",
         ),
         ({"trainer": {}}, r"missing key `labels_path`"),
         ({"trainer": {"train_steps": "many"}, "labels_path": "x"}, "`trainer.train_steps` = 'many': Input should be"),

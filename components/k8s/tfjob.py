@@ -54,7 +54,7 @@ from components.k8s.names import (
     label_value_problem,
     name_problem,
 )
-from components.trainer.workers import WORKER_ENV, WORKER_MODULE
+from components.trainer.worker_contract import WORKER_ENV, WORKER_MODULE
 
 TFJOB_GROUP = "kubeflow.org"
 TFJOB_VERSION = "v1"

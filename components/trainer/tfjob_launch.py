@@ -7,7 +7,8 @@ Trainer task runs, it
    directly, `components.kfp.entrypoint` keeps them); otherwise the launcher's local copies are staged into
    `kubeflow.trainer_shared_dir` on a volume every pod mounts, and the model is copied back afterwards;
 2. writes the workers' FnArgs there (`fn_args.json` in the model_run output);
-3. binds the template (job name from its own pod, owner reference to its pod, the FnArgs URI) and runs the job
+3. binds the template (a job name from the FnArgs URI, the same on a retry; owner reference to its pod; its own
+   service account for the workers) and runs the job
    with `components.k8s.tfjob_client.TfJobClient.run`, which streams the replicas' states, fails with the failing
    replica's error and log tail, keeps the deadline, and deletes the job when the task stops (SIGTERM).
 
@@ -19,9 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import posixpath
-import socket
 from dataclasses import replace
 
 from components import paths
@@ -56,7 +55,10 @@ def _stage_files(patterns: list[str], target: str) -> list[str]:
         folder = paths.join(target, f"{number:03d}-{posixpath.basename(posixpath.dirname(pattern)) or 'files'}")
         paths.makedirs(folder)
         for source in sorted(tf.io.gfile.glob(pattern)):
-            paths.copy_file(source, paths.join(folder, posixpath.basename(source)))
+            copy = paths.join(folder, posixpath.basename(source))
+            # A retried task finds the copies of its first attempt: what is complete is not copied again.
+            if not (paths.exists(copy) and tf.io.gfile.stat(copy).length == tf.io.gfile.stat(source).length):
+                paths.copy_file(source, copy)
         staged.append(paths.join(folder, "*"))
     return staged
 
@@ -90,8 +92,11 @@ def stage(args: WorkerFnArgs, shared_dir: str) -> tuple[WorkerFnArgs, str]:
 def copy_back(staged: WorkerFnArgs, original: WorkerFnArgs) -> None:
     """Copies the chief's model (and `training_metrics.json` beside it) and its run logs to where the launcher
     uploads the Trainer's outputs from."""
-    paths.copy_tree(posixpath.dirname(staged.serving_model_dir.rstrip("/")), _parent(original.serving_model_dir))
-    paths.copy_tree(staged.model_run_dir, original.model_run_dir)
+    # The launcher (or TFX) may have made the output folders already: merge into them.
+    paths.copy_tree(
+        posixpath.dirname(staged.serving_model_dir.rstrip("/")), _parent(original.serving_model_dir), merge=True
+    )
+    paths.copy_tree(staged.model_run_dir, original.model_run_dir, merge=True)
 
 
 def _parent(path: str) -> str:
@@ -106,22 +111,28 @@ def run_tfjob(launch: TfJobLaunch, args: WorkerFnArgs) -> None:
         components.k8s.tfjob_client.TfJobError: the job could not be created, failed, or missed its deadline.
     """
     from components.k8s.tfjob import bind_tfjob, job_name_for
-    from components.k8s.tfjob_client import TfJobClient, in_cluster, task_pod_owner
+    from components.k8s.tfjob_client import TfJobClient, in_cluster, task_pod_owner, task_service_account
 
+    api, namespace = in_cluster()  # first: outside a cluster nothing is staged
+    identity = task_service_account()
     workers_args, staged_in = (args, "") if not unreachable_paths(args) else stage(args, launch.shared_dir)
     fn_args_uri = write_fn_args(workers_args, paths.join(workers_args.model_run_dir, FN_ARGS_FILE))
-    api, namespace = in_cluster()
-    pod_name = os.environ.get("KFP_POD_NAME") or socket.gethostname()
     manifest = bind_tfjob(
         launch.manifest,
-        name=job_name_for(pod_name),
+        # The FnArgs URI is the same on every attempt of this task (KFP's driver runs once, Argo retries only the
+        # executor), so a retried task finds the job of the attempt before it and follows it.
+        name=job_name_for(f"tfxp-trainer-{fn_args_uri}"),
         namespace=namespace,
         fn_args_uri=fn_args_uri,
         owner=task_pod_owner(),
+        labels={"app.kubernetes.io/component": "trainer-workers"},
+        # The workers run as the task does, so they get its storage identity in the namespace they run in.
+        service_account=identity[1] if identity else "",
     )
     TfJobClient(api, namespace, log=logger.info).run(
         manifest, timeout_seconds=launch.deadline_seconds, schedule_timeout_seconds=launch.schedule_timeout_seconds
     )
     if staged_in:
         copy_back(workers_args, args)
-        logger.info("trainer: copied the model back from %s", staged_in)
+        paths.remove_tree(staged_in)  # the Examples' copies and the backup: the model is in the artifact now
+        logger.info("trainer: copied the model back from %s and removed it", staged_in)

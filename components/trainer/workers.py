@@ -35,14 +35,10 @@ from components import paths
 from components.contract import SAVED_MODEL_FILE
 from components.errors import TfxpError
 from components.trainer.options import RunOptions
+from components.trainer.worker_contract import WORKER_ENV, WORKER_MODULE
 
 logger = logging.getLogger(__name__)
 
-WORKER_MODULE = "components.trainer.worker"
-"""The worker entrypoint every worker process (and every TFJob pod) runs."""
-WORKER_ENV = "TFXP_WORKER"
-"""Set to 1 in every worker's environment (by `LocalWorkers` and in the TFJob's pod template): `run_fn` trains as a
-worker only then, so a TF_CONFIG left in a user's shell never turns the Trainer itself into a worker."""
 PARENT_ENV = "TFXP_WORKERS_PARENT"
 """The local launcher's pid: a local worker ends itself when that process is gone (`die_with_launcher`)."""
 FN_ARGS_FILE = "fn_args.json"
