@@ -93,14 +93,8 @@ def copy_back(staged: WorkerFnArgs, original: WorkerFnArgs) -> None:
     """Copies the chief's model (and `training_metrics.json` beside it) and its run logs to where the launcher
     uploads the Trainer's outputs from."""
     # The launcher (or TFX) may have made the output folders already: merge into them.
-    paths.copy_tree(
-        posixpath.dirname(staged.serving_model_dir.rstrip("/")), _parent(original.serving_model_dir), merge=True
-    )
+    paths.copy_tree(paths.parent_of(staged.serving_model_dir), paths.parent_of(original.serving_model_dir), merge=True)
     paths.copy_tree(staged.model_run_dir, original.model_run_dir, merge=True)
-
-
-def _parent(path: str) -> str:
-    return posixpath.dirname(path.rstrip("/"))
 
 
 def run_tfjob(launch: TfJobLaunch, args: WorkerFnArgs) -> None:
@@ -119,8 +113,9 @@ def run_tfjob(launch: TfJobLaunch, args: WorkerFnArgs) -> None:
     fn_args_uri = write_fn_args(workers_args, paths.join(workers_args.model_run_dir, FN_ARGS_FILE))
     manifest = bind_tfjob(
         launch.manifest,
-        # The FnArgs URI is the same on every attempt of this task (KFP's driver runs once, Argo retries only the
-        # executor), so a retried task finds the job of the attempt before it and follows it.
+        # The FnArgs URI is the same on every attempt of this task: KFP's driver runs once and Argo retries only the
+        # executor template (kubeflow/pipelines 7b70c7b backend/src/v2/compiler/argocompiler/container.go:587), so
+        # the output URIs do not change, and a retried task finds the job of the attempt before it and follows it.
         name=job_name_for(f"tfxp-trainer-{fn_args_uri}"),
         namespace=namespace,
         fn_args_uri=fn_args_uri,
