@@ -24,6 +24,7 @@ import posixpath
 from dataclasses import replace
 
 from components import paths
+from components.kfp.launcher_paths import opens_directly
 from components.trainer.options import TfJobLaunch
 from components.trainer.workers import FN_ARGS_FILE, WorkerFnArgs, WorkersError, write_fn_args
 
@@ -35,9 +36,10 @@ STAGED_MODEL_RUN = "model_run"
 
 
 def unreachable_paths(args: WorkerFnArgs) -> list[str]:
-    """The FnArgs paths other pods cannot open (not on a bucket TensorFlow reads directly)."""
+    """The FnArgs paths other pods cannot open: the launcher's local copies, anything but a bucket TensorFlow
+    reads directly (`components.kfp.launcher_paths`)."""
     every = [*args.train_files, *args.eval_files, args.serving_model_dir, args.model_run_dir]
-    return [path for path in every if not paths.is_remote(path)]
+    return [path for path in every if not (paths.is_remote(path) and opens_directly(path))]
 
 
 def staging_dir(shared_dir: str, args: WorkerFnArgs) -> str:

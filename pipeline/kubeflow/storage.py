@@ -101,7 +101,8 @@ def volumes(config: TfxpConfig) -> tuple[VolumeMount, ...]:
         raise StorageError(f"kubeflow.volumes: {error}") from None
 
 
-def _on_volume(path: str, mounts: Sequence[VolumeMount]) -> bool:
+def on_volume(path: str, mounts: Sequence[VolumeMount]) -> bool:
+    """Whether the local `path` lies on one of the PVC mounts."""
     return any(path == mount.path or path.startswith(f"{mount.path}/") for mount in mounts)
 
 
@@ -163,7 +164,7 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
                 f"{key}={path} is a local path, but beam.extra_args runs Beam on --runner={runner}, whose workers "
                 "see no pod's volumes; use a gs:// path"
             )
-        elif not is_remote(path) and not _on_volume(path, mounts):
+        elif not is_remote(path) and not on_volume(path, mounts):
             warnings.append(
                 f"{key}={path} is a local path: pods on Kubeflow do not see it; use a bucket path, e.g. gs://bucket/…, "
                 "or mount a PVC that holds it (kubeflow.volumes: pvc-name:/mount/path)"

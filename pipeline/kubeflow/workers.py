@@ -98,7 +98,7 @@ def _mounts(config: TfxpConfig) -> tuple[storage.VolumeMount, ...]:
                 f"{SHM_PATH} (kubeflow.trainer_shm_size); mount it elsewhere"
             )
     shared = config.kubeflow.trainer_shared_dir
-    if shared and not any(shared == mount.path or shared.startswith(f"{mount.path}/") for mount in mounts):
+    if shared and not storage.on_volume(shared, mounts):
         where = ", ".join(mount.path for mount in mounts) or "none"
         raise WorkersConfigError(
             f"kubeflow.trainer_shared_dir={shared} is on no kubeflow.volumes mount (mounted: {where}); the workers see "
