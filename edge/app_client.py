@@ -6,6 +6,10 @@ absl-py ~= 2.3, TFX pins absl-py < 2. The metadata is written with tflite-suppor
 classifiers (the label file, normalization, color space, name, version, description), so MediaPipe reads the
 labels and the input handling from the model itself; `classify` is the client check the EdgeExporter gates on.
 
+A model trained with a central crop (`PreprocessingSpec.central_crop` < 1) is fed as TF Serving feeds its
+SavedModel when the app passes MediaPipe the central square as its region of interest (`central_square_roi`):
+MediaPipe crops that region and resizes it to the model input (docs/edge.md, "The central crop").
+
 Example:
     with_metadata = with_model_metadata(tflite, labels, MetadataSpec(name="digits", version="...", description="..."))
     top1 = classify(with_metadata, eval_data.frames).indices  # MediaPipe's top-1 per frame
@@ -25,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from components.contract import LABELS_FILE, write_label_map
+from components.trainer.preprocessing import PreprocessingSpec, central_square
 from edge.errors import EdgeError
 
 GUEST = Path(__file__).with_name("mediapipe_guest.py")
@@ -138,19 +143,55 @@ def read_metadata(tflite: bytes) -> dict[str, Any]:
         return dict(json.loads(_run(["inspect", str(path)], "reading the model metadata")))
 
 
-def classify(tflite: bytes, frames: np.ndarray) -> ClientResult:
-    """MediaPipe ImageClassifier's top-1 for each RGB uint8 frame [N, H, W, 3] (given at the model's size, so
-    MediaPipe does not resize them and sees exactly what LiteRT saw).
+def central_square_roi(height: int, width: int, fraction: float, image_size: int) -> tuple[float, float, float, float]:
+    """MediaPipe's region of interest for a height × width frame: (left, top, right, bottom) in [0, 1].
+
+    It covers the square the serving signatures keep (`components.trainer.preprocessing.central_square`: side
+    ⌊fraction · min(h, w)⌋ at the centre), so that MediaPipe, which crops the region and resizes it to the
+    `image_size` model input, feeds the model what TF Serving feeds the SavedModel. An app computes it once per
+    camera resolution and passes it as `ImageProcessingOptions(region_of_interest=RectF(...))`.
+
+    The square is moved by (scale − 1) / 2 frame pixels right and down (scale = side / image_size): MediaPipe's CPU
+    resize (`cv::warpPerspective`, INTER_LINEAR, from the region's corners to the tensor's; mediapipe
+    calculators/tensor/image_to_tensor_converter_opencv.cc:135-158 at 85c0cdc) samples output pixel j at
+    left + j · scale, TensorFlow's half-pixel bilinear resize at left + (j + 0.5) · scale − 0.5; moved, both
+    sample the same points. The move stays inside the frame's margin whenever image_size > fraction / (1 −
+    fraction) (8 for 0.875); otherwise it is cut to the margin.
+
+    Example:
+        central_square_roi(480, 640, 0.875, 224)  # the 420 × 420 square at (110, 30), moved by 0.44 px
+    """
+    top, left, side = central_square(height, width, fraction)
+    shift = (side / image_size - 1) / 2
+    dy = min(max(shift, -top), height - top - side)
+    dx = min(max(shift, -left), width - left - side)
+    return (left + dx) / width, (top + dy) / height, (left + dx + side) / width, (top + dy + side) / height
+
+
+def classify(tflite: bytes, frames: np.ndarray, spec: PreprocessingSpec | None = None) -> ClientResult:
+    """MediaPipe ImageClassifier's top-1 for each RGB uint8 frame [N, H, W, 3].
+
+    Args:
+        tflite: The model, with metadata.
+        frames: Frames at the model's size already cropped as serving crops (`edge.data`'s frames: MediaPipe
+            then neither crops nor resizes, and sees exactly what LiteRT saw), or whole camera frames of any
+            size with `spec`.
+        spec: The model's preprocessing, for whole frames: with `central_crop` < 1, MediaPipe is given
+            `central_square_roi` of the frames as its region of interest. Defaults to None: the whole frame.
 
     Raises:
         AppClientUnavailableError: no MediaPipe venv. EdgeError: MediaPipe cannot load or run the model.
     """
+    roi = []
+    if spec is not None and spec.central_crop < 1.0:
+        height, width = frames.shape[1:3]
+        roi = ["--roi", *map(repr, central_square_roi(height, width, spec.central_crop, spec.image_size))]
     with tempfile.TemporaryDirectory(prefix="tfxp-mediapipe-") as work:
         root = Path(work)
         (root / "model.tflite").write_bytes(tflite)
         np.save(root / "frames.npy", np.ascontiguousarray(frames, dtype=np.uint8))
         _run(
-            ["classify", str(root / "model.tflite"), str(root / "frames.npy"), str(root / "out.json")],
+            ["classify", str(root / "model.tflite"), str(root / "frames.npy"), str(root / "out.json"), *roi],
             "MediaPipe ImageClassifier",
         )
         result = json.loads((root / "out.json").read_text())

@@ -24,7 +24,7 @@ from components.contract import IMAGE_KEY, LABEL_KEY
 from components.data.errors import DataError
 from components.data.layout import DataSpec, read_directory
 from components.data.probe import FileProbe, glob_files
-from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
+from components.trainer.preprocessing import PreprocessingSpec, center_crop, preprocess_image_bytes
 from edge.errors import EdgeError
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -38,7 +38,9 @@ class LabeledImages:
     Attributes:
         images: float32 [N, H, W, C] in [0, 1] (the `serving_preprocessed` input).
         frames: uint8 [N, H, W, 3] RGB at the model's size (the device model's input, `edge.camera`): decoded
-            to RGB and resized bilinear, as an app's classifier resizes a camera frame.
+            to RGB, cropped to the central square of `spec.central_crop` of the shorter side (the serving crop,
+            which an app asks MediaPipe for as its region of interest) and resized bilinear, as an app's
+            classifier resizes a camera frame.
         labels: int64 [N], 0-based (after subtracting the label offset).
         digest: SHA-256 of the serialized records, in order: the sample's identity (what went into a calibrated
             model), the same whatever the process-wide TensorFlow, Python and NumPy seeds are.
@@ -96,12 +98,16 @@ def _compression(path: str) -> str:
         return "GZIP" if handle.read(2) == _GZIP_MAGIC else ""
 
 
-def camera_frame(image_bytes: tf.Tensor, image_size: int) -> tf.Tensor:
-    """One encoded image as a camera frame at the model's size: RGB uint8 [image_size, image_size, 3]."""
+def camera_frame(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
+    """One encoded image as the device model sees it: RGB uint8 [image_size, image_size, 3], the same central
+    crop (`spec.central_crop`, `components.trainer.preprocessing.center_crop`) as serving, then resized."""
     rgb = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
-    resized = tf.image.resize(tf.cast(rgb, tf.float32), [image_size, image_size], method="bilinear")
+    if spec.central_crop < 1.0:
+        rgb = center_crop(rgb, spec.central_crop)
+    size = spec.image_size
+    resized = tf.image.resize(tf.cast(rgb, tf.float32), [size, size], method="bilinear")
     frame = tf.cast(tf.round(tf.clip_by_value(resized, 0.0, 255.0)), tf.uint8)
-    return tf.ensure_shape(frame, (image_size, image_size, 3))
+    return tf.ensure_shape(frame, (size, size, 3))
 
 
 def _parse_and_preprocess(records: tf.Tensor, spec: PreprocessingSpec) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -111,7 +117,7 @@ def _parse_and_preprocess(records: tf.Tensor, spec: PreprocessingSpec) -> tuple[
     parsed = tf.io.parse_example(records, features)
     images = preprocess_image_bytes(parsed[IMAGE_KEY], spec)  # checks the formats first
     frames = tf.map_fn(
-        lambda image_bytes: camera_frame(image_bytes, spec.image_size),
+        lambda image_bytes: camera_frame(image_bytes, spec),
         parsed[IMAGE_KEY],
         fn_output_signature=tf.TensorSpec((spec.image_size, spec.image_size, 3), tf.uint8),
         parallel_iterations=16,
@@ -133,7 +139,7 @@ def load_split(
     Args:
         examples: A `tfxp data` directory or a TFX Examples artifact URI.
         split: Split name, e.g. `train` or `eval`.
-        spec: The model's preprocessing (image size and channels).
+        spec: The model's preprocessing (image size, channels and central crop).
         limit: Read at most this many examples; None or 0 = all.
         label_offset: Subtracted from `image/class/label` (1 for 1-based label sets).
         shuffle: Draw a seeded random sample instead of the first examples (calibration data should cover

@@ -138,8 +138,18 @@ class AppDescription:
             f"{self.accuracy:.4f} in LiteRT, {self.saved_model_accuracy:.4f} as SavedModel, on {self.count} eval "
             "examples.",
             input_description=f"RGB frame [1, {size}, {size}, 3], {frame.dtype}, pixels 0..255 as the camera gives "
-            f"them; scaling{gray} and normalisation are inside the model.",
+            f"them; scaling{gray} and normalisation are inside the model.{_crop_step(spec)}",
         )
+
+
+def _crop_step(spec: PreprocessingSpec) -> str:
+    """What an app does before the resize for a model trained with a central crop ("" for none)."""
+    if spec.central_crop >= 1.0:
+        return ""
+    return (
+        f" Crop the central square of side {spec.central_crop} x the shorter side first (MediaPipe: "
+        "ImageProcessingOptions(region_of_interest=...) of that square), as serving does."
+    )
 
 
 @dataclass(frozen=True)
@@ -398,10 +408,11 @@ def export_edge_model(
             "image_size": spec.image_size,
             "color_space": "RGB",
             "model_channels": spec.channels,
+            "central_crop": spec.central_crop,
             "steps": "give RGB frames [1, image_size, image_size, 3] with pixels 0..255 as they are (resize "
             "bilinear to image_size × image_size first; MediaPipe's ImageClassifier does it itself); scaling to "
             "[0, 1], gray conversion (ITU-R 601 luma) for one-channel models and any further normalisation are "
-            "inside the model.",
+            f"inside the model.{_crop_step(spec)}",
         },
         "labels_file": LABELS_FILE,
         "num_classes": len(labels),

@@ -9,7 +9,9 @@ the two cannot share a venv. It imports only the standard library, numpy, tflite
   run from its wheel: its `metadata.py` imports `_pywrap_metadata_version`, which the 1.2.x wheels do not ship.
 - `inspect`: prints the model's metadata (JSON) and its packed files as JSON.
 - `classify`: MediaPipe Tasks' ImageClassifier, the API Android, iOS and web apps use, on frames from a .npy;
-  writes the top-1 index and score of each frame (labels come from the model's own metadata).
+  writes the top-1 index and score of each frame (labels come from the model's own metadata). With `--roi`,
+  MediaPipe crops that region of interest (normalised left, top, right, bottom) of each frame and resizes it to
+  the model input: how an app feeds a model trained with a central crop (`edge.app_client.central_square_roi`).
 
 Example (what `edge.app_client` runs):
     .venv-mediapipe/bin/python edge/mediapipe_guest.py write in.tflite out.tflite --spec spec.json
@@ -67,19 +69,25 @@ def inspect(model: Path) -> dict[str, Any]:
     return {"metadata": json.loads(displayer.get_metadata_json()), "files": files}
 
 
-def classify(model: Path, frames_path: Path) -> dict[str, Any]:
-    """MediaPipe ImageClassifier's top-1 index, score and label for each frame (RGB uint8 [N, H, W, 3])."""
+def classify(model: Path, frames_path: Path, roi: list[float] | None = None) -> dict[str, Any]:
+    """MediaPipe ImageClassifier's top-1 index, score and label for each frame (RGB uint8 [N, H, W, 3]), of the
+    region of interest `roi` (normalised left, top, right, bottom) of each frame when given."""
     import mediapipe as mp
     import numpy as np
     from mediapipe.tasks.python import BaseOptions, vision
+    from mediapipe.tasks.python.components.containers.rect import RectF
 
     frames = np.load(frames_path)
     options = vision.ImageClassifierOptions(base_options=BaseOptions(model_asset_path=str(model)), max_results=1)
+    region = None
+    if roi is not None:
+        left, top, right, bottom = roi
+        region = vision.ImageProcessingOptions(region_of_interest=RectF(left=left, top=top, right=right, bottom=bottom))
     indices, scores, labels = [], [], []
     with vision.ImageClassifier.create_from_options(options) as classifier:
         for frame in frames:
             image = mp.Image(image_format=mp.ImageFormat.SRGB, data=np.ascontiguousarray(frame, dtype=np.uint8))
-            (head,) = classifier.classify(image).classifications
+            (head,) = classifier.classify(image, region).classifications
             best = head.categories[0]
             indices.append(int(best.index))
             scores.append(float(best.score))
@@ -100,13 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     classify_parser.add_argument("model", type=Path)
     classify_parser.add_argument("frames", type=Path, help=".npy of uint8 RGB frames [N, H, W, 3]")
     classify_parser.add_argument("out", type=Path, help="JSON with the top-1 of each frame")
+    classify_parser.add_argument(
+        "--roi", type=float, nargs=4, metavar=("LEFT", "TOP", "RIGHT", "BOTTOM"), help="region of interest in [0, 1]"
+    )
     args = parser.parse_args(argv)
     if args.command == "write":
         write(args.model, args.out, json.loads(args.spec.read_text()))
     elif args.command == "inspect":
         print(json.dumps(inspect(args.model), indent=2))
     else:
-        args.out.write_text(json.dumps(classify(args.model, args.frames)))
+        args.out.write_text(json.dumps(classify(args.model, args.frames, args.roi)))
     return 0
 
 

@@ -64,7 +64,13 @@ def release_record(tflite: bytes, labels: Sequence[str], metadata: dict[str, Any
         "size_bytes": len(tflite),
         "file": EDGE_MODEL_FILE,
         "mode": metadata["mode"],
-        "input": {**metadata["input"], "color_space": "RGB", "pixel_range": [0, 255]},
+        "input": {
+            **metadata["input"],
+            "color_space": "RGB",
+            "pixel_range": [0, 255],
+            # The central square (share of the shorter side) to crop before the resize; 1 = the whole frame.
+            "central_crop": metadata.get("normalization", {}).get("central_crop", 1.0),
+        },
         "labels": {"count": len(labels), "sha256": hashlib.sha256(labels_text.encode()).hexdigest()},
         "saved_model": metadata.get("made_from", {}).get("saved_model"),
         "identity": metadata.get("identity"),

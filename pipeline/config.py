@@ -40,6 +40,7 @@ from components.k8s.names import check_resource_name
 from components.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
 from components.paths import is_relative
 from components.trainer.options import TrainerOptions
+from components.trainer.recipe import global_batch, recipe_problems
 from components.validation.drift_options import DriftOptions
 from components.yaml_files import Yaml12Loader, YamlLimitError, load_yaml
 from edge.options import EdgeOptions
@@ -320,6 +321,11 @@ class TfxpConfig(ConfigSection):
                 f"kubeflow.trainer_accelerator.count is {accelerator.count} but kubeflow.trainer_accelerator.type "
                 "is empty; set it, e.g. `--set kubeflow.trainer_accelerator.type=nvidia.com/gpu`"
             )
+        # The global batch the Trainer will have: kubeflow.trainer_accelerator.count GPUs on each worker
+        # (one device when none is requested, as locally). The Trainer checks again with the devices it finds.
+        problems = recipe_problems(self.trainer, global_batch(self.trainer, accelerator.count))
+        if problems:
+            raise ValueError("the training recipe would not train: " + "; ".join(problems))
         return self
 
     def to_dict(self) -> dict[str, Any]:

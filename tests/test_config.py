@@ -120,13 +120,19 @@ def test_sections_are_the_packages_own_types() -> None:
         ServingOptions,
     )
     # The digits defaults users see (the section's, not those of an older copy of it).
-    assert (config.trainer.train_steps, config.trainer.warmup_steps, config.trainer.image_size) == (300, 30, 16)
+    assert (config.trainer.train_steps, config.trainer.schedule.warmup_fraction, config.trainer.image_size) == (
+        300,
+        0.1,
+        16,
+    )
+    assert (config.trainer.optimizer.name, config.trainer.schedule.learning_rate) == ("sgd", 0.1)
 
 
 def test_unregistered_model_lists_the_registered_ones() -> None:
     with pytest.raises(
         ConfigError,
-        match=r"`trainer.model` = 'resnet5': unknown model; registered: mobilenet_v2, resnet50, small_resnet$",
+        match=r"`trainer.model` = 'resnet5': unknown model; registered: mobilenet_v2, resnet50, resnet50_v1, "
+        r"small_resnet$",
     ):
         build_config({}, ["trainer.model=resnet5"])
 
@@ -168,8 +174,9 @@ def test_unregistered_model_fails_the_cli_within_a_second(command: str, tmp_path
     seconds = time.perf_counter() - started
 
     assert result.exit_code == 2, result.output
-    assert "`trainer.model` = 'resnet5': unknown model; registered: mobilenet_v2, resnet50, small_resnet" in " ".join(
-        result.output.split()
+    assert (
+        "`trainer.model` = 'resnet5': unknown model; registered: mobilenet_v2, resnet50, resnet50_v1, small_resnet"
+        in " ".join(result.output.split())
     )
     assert seconds < 1.0
     assert not (tmp_path / "out").exists()
@@ -198,7 +205,10 @@ def test_data_spans_label_offset_and_patterns() -> None:
         ("data.path=  ", "`data.path` = '': is empty"),
         ("trainer.train_steps=true", "`trainer.train_steps` = True: expected a number, got the boolean true"),
         ("evaluator.min_accuracy=false", "`evaluator.min_accuracy` = False: expected a number, got the boolean false"),
-        ("trainer.learning_rate=.inf", "`trainer.learning_rate` = inf: Input should be a finite number"),
+        (
+            "trainer.schedule.learning_rate=.inf",
+            "`trainer.schedule.learning_rate` = inf: Input should be a finite number",
+        ),
     ],
 )
 def test_values_pydantic_would_quietly_accept_are_errors(override: str, message: str) -> None:

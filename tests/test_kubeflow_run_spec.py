@@ -1020,7 +1020,7 @@ def test_train_args_overrides_the_trainer_sections_steps(monkeypatch: pytest.Mon
         "train_and_export",
         lambda run, paths: seen.append(run) or {"final_accuracy": 1.0, "images_per_second": 1.0, "total_seconds": 1.0},
     )
-    trainer = {"train_steps": 300, "warmup_steps": 30}
+    trainer = {"train_steps": 300, "schedule": {"warmup_steps": 30}}
     fn_args = types.SimpleNamespace(
         train_steps=40,
         custom_config={"trainer": trainer, "labels_path": "labels.txt", "label_offset": 0, "warmup_requests": 0},
@@ -1034,4 +1034,4 @@ def test_train_args_overrides_the_trainer_sections_steps(monkeypatch: pytest.Mon
     module.run_fn(types.SimpleNamespace(**{**vars(fn_args), "train_steps": 300}))
 
     assert [run.trainer.train_steps for run in seen] == [40, 300]
-    assert seen[0].trainer.warmup_steps == 30
+    assert seen[0].trainer.schedule.warmup_steps == 30

@@ -25,7 +25,7 @@ TINY = {
     "batch_size": 16,
     "train_steps": 8,
     "steps_per_epoch": 4,
-    "warmup_steps": 2,
+    "schedule": {"warmup_steps": 2},
     "deterministic": True,
     "cache": True,
 }

@@ -21,7 +21,7 @@ def bfloat16_policy() -> Iterator[None]:
 
 
 def test_registry_has_the_documented_models() -> None:
-    assert set(registered_models()) >= {"small_resnet", "resnet50", "mobilenet_v2"}
+    assert set(registered_models()) >= {"small_resnet", "resnet50", "resnet50_v1", "mobilenet_v2"}
 
 
 def test_unknown_model_lists_the_registered_ones() -> None:
@@ -42,6 +42,7 @@ def test_registering_a_name_twice_fails() -> None:
         ("small_resnet", ModelSpec(image_size=16, channels=1, num_classes=10, width=8)),
         ("mobilenet_v2", ModelSpec(image_size=32, channels=3, num_classes=5, width=16)),
         ("resnet50", ModelSpec(image_size=32, channels=3, num_classes=7, width=64)),
+        ("resnet50_v1", ModelSpec(image_size=32, channels=3, num_classes=7, width=64)),
     ],
 )
 def test_mixed_precision_keeps_head_and_softmax_float32(bfloat16_policy: None, name: str, spec: ModelSpec) -> None:
@@ -79,3 +80,13 @@ def test_every_declared_model_name_has_exactly_one_builder() -> None:
 def test_an_undeclared_name_cannot_be_registered() -> None:
     with pytest.raises(ValueError, match=r"model 'resnet18' is not declared in components/trainer/options.py"):
         register_model("resnet18")
+
+
+def test_small_resnet_zero_gamma_zeroes_each_blocks_last_batch_norm() -> None:
+    model = build_model("small_resnet", ModelSpec(16, 1, 10, width=4, zero_gamma=True))
+    gammas = {
+        layer.name: layer.gamma.numpy() for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)
+    }
+    last = {f"stage{stage}_bn2" for stage in (1, 2, 3)}
+    assert all((gammas[name] == 0).all() for name in last)
+    assert all((gamma == 1).all() for name, gamma in gammas.items() if name not in last)

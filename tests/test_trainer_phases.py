@@ -12,6 +12,7 @@ import tf_keras as keras
 
 from components.contract import TRAINING_METRICS_FILE
 from components.trainer.models import ModelSpec
+from components.trainer.optimization import build_recipe
 from components.trainer.options import RunOptions, TrainerOptions
 from components.trainer.phases import (
     CompiledModel,
@@ -32,7 +33,8 @@ METRICS_KEYS = {
     "steps_restored", "measured_steps", "fit_seconds", "start_epoch", "epochs", "final_loss", "final_accuracy",
     "final_train_loss",
     "final_train_accuracy", "peak_learning_rate", "replicas", "workers", "chief", "strategy", "precision", "xla",
-    "loss_scaling", "reasons", "gpu_memory", "model", "num_classes", "phase_seconds", "total_seconds",
+    "loss_scaling", "reasons", "gpu_memory", "model", "num_classes", "phase_seconds", "total_seconds", "recipe",
+    "diagnosis",
 }  # fmt: skip
 
 
@@ -97,14 +99,17 @@ def test_build_and_compile_gives_a_compiled_model_with_one_output_per_class(runt
     assert compiled.model.output_shape == (None, 7)
     assert (compiled.name, compiled.spec.num_classes, compiled.spec.image_size) == ("small_resnet", 7, 8)
     # Linear scaling: the base rate at the base batch, proportionally more for a bigger global batch.
-    assert compiled.peak_learning_rate == pytest.approx(TINY.learning_rate * 16 / TINY.base_batch_size)
+    assert compiled.peak_learning_rate == pytest.approx(
+        TINY.schedule.learning_rate * 16 / TINY.schedule.base_batch_size
+    )
     assert not compiled.loss_scaling
     logs = compiled.model.train_on_batch(np.zeros((2, 8, 8, 1), np.float32), np.array([0, 6]), return_dict=True)
     assert set(logs) == {"loss", "accuracy"} and np.isfinite(logs["loss"])
 
 
 def test_metrics_of_a_fake_history_and_evaluation(runtime: TrainingRuntime) -> None:
-    compiled = CompiledModel(keras.Sequential(), "small_resnet", ModelSpec(8, 1, 10, 4), 0.004)
+    recipe = build_recipe(TINY, global_batch=16, num_classes=10)
+    compiled = CompiledModel(keras.Sequential(), "small_resnet", ModelSpec(8, 1, 10, 4), recipe)
     throughput = {
         **{"images_per_second": 900.0, "step_time_ms_p50": 1.0, "step_time_ms_p90": 2.0, "step_time_ms_p99": 3.0},
         **{"global_batch": 16, "steps": 7, "steps_restored": 0, "measured_steps": 2, "fit_seconds": 0.5},
@@ -120,7 +125,13 @@ def test_metrics_of_a_fake_history_and_evaluation(runtime: TrainingRuntime) -> N
     assert (metrics["final_loss"], metrics["final_accuracy"]) == (0.5, 0.875)
     assert (metrics["final_train_loss"], metrics["final_train_accuracy"]) == (0.75, 0.625)
     assert (metrics["start_epoch"], metrics["epochs"], metrics["num_classes"]) == (1, 3, 10)
-    assert metrics["peak_learning_rate"] == 0.004
+    assert metrics["peak_learning_rate"] == pytest.approx(0.1 * 16 / 64)
+    assert (
+        metrics["recipe"]["description"]
+        == "sgd, momentum 0.9, cosine schedule, peak 0.025 at global batch 16, warmup 1 steps"
+    )
+    assert metrics["recipe"]["curve"][0] == [0, pytest.approx(0.025)] and metrics["recipe"]["warmup_steps"] == 1
+    assert metrics["diagnosis"] == {"broken": False, "symptoms": [], "likely_causes": []}
     assert (metrics["strategy"], metrics["precision"], metrics["xla"], metrics["loss_scaling"]) == (
         "default",
         "float32",

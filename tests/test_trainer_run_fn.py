@@ -23,7 +23,7 @@ TINY_TRAINER = {
     "batch_size": 16,
     "train_steps": 7,
     "steps_per_epoch": 3,
-    "warmup_steps": 2,
+    "schedule": {"warmup_steps": 2},
 }
 
 
@@ -147,7 +147,7 @@ def test_default_config_reaches_95_percent_on_digits(digits_dir: Path, tmp_path:
         ({"trainer": 3, "labels_path": "x"}, "`trainer` = 3: Input should be a valid dictionary"),
         (
             {"trainer": {"learning_rat": 0.1}, "labels_path": "x"},
-            r"unknown key `trainer.learning_rat`; valid keys here: trainer.model, .*trainer.learning_rate",
+            r"unknown key `trainer.learning_rat`; valid keys here: trainer.model, .*trainer.schedule.learning_rate",
         ),
         (
             {"trainer": {}, "labels_path": "x", "colour": 1},

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
 from components.trainer.memory import GpuMemoryConfigError, configure_gpu_memory, parse_gpu_memory
-from components.trainer.strategy import WarmupCosineDecay, resolve_strategy, scaled_learning_rate, worker_index
+from components.trainer.strategy import resolve_strategy, worker_index
 from components.trainer.xla import resolve_xla
 
 TWO_WORKERS = json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}})
@@ -64,20 +63,6 @@ def test_resolve_xla(requested: str, replicas: int, gpus: int, expected: bool) -
 def test_xla_on_with_cpu_replicas_is_refused() -> None:
     with pytest.raises(ValueError, match=r"trainer\.xla=on with 2 replicas on CPU devices fails"):
         resolve_xla("on", replicas=2, num_gpus=0)
-
-
-def test_linear_scaling_rule() -> None:
-    assert scaled_learning_rate(0.1, global_batch=1024, base_batch_size=256) == pytest.approx(0.4)
-
-
-def test_warmup_then_cosine_decay() -> None:
-    schedule = WarmupCosineDecay(peak=1.0, warmup_steps=10, total_steps=110)
-    values = np.array([float(schedule(step)) for step in range(111)])
-    assert values[0] == pytest.approx(0.1)  # warmup starts above zero: step 0 already learns
-    assert values[9] == pytest.approx(1.0) and values[10] == pytest.approx(1.0)
-    assert np.all(np.diff(values[:10]) > 0) and np.all(np.diff(values[10:]) < 0)
-    assert values[60] == pytest.approx(0.5, abs=1e-6) and values[110] == pytest.approx(0.0, abs=1e-6)
-    assert WarmupCosineDecay.from_config(schedule.get_config()).get_config() == schedule.get_config()
 
 
 @pytest.mark.parametrize(("setting", "parsed"), [("growth", ("growth", None)), ("limit_mb:2048", ("limit_mb", 2048))])

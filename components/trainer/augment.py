@@ -1,4 +1,13 @@
-"""Training augmentation: random crop, horizontal flip and translation, per image or per batch.
+"""Training augmentation: random-resized crop, horizontal flip and translation, per image or per batch.
+
+`crop` is the Inception crop (Szegedy et al., "Going deeper with convolutions", 2015): a window covering a random
+share of the image's area (`AugmentParams.crop_area`, 8–100 % by default) with a random aspect ratio
+(`crop_aspect`, 3/4–4/3), drawn by TensorFlow's own `tf.image.stateless_sample_distorted_bounding_box` with up to
+10 attempts, as Model Garden's `random_crop_image` does (tf-models-official 2.20.0,
+official/vision/ops/preprocess_ops.py:607-642). When no attempt fits, the op gives the whole image, and then, as
+in Model Garden's classification input (dataloaders/classification_input.py:216-223), the central crop the model
+is evaluated with (`AugmentParams.fallback_crop` = `PreprocessingSpec.central_crop`) is used instead. The resize
+to the model input follows, so the crop also zooms.
 
 Two forms of the same three transforms, because which one is cheap depends on the image size:
 
@@ -18,40 +27,106 @@ Randomness is stateless, seeded per element by (seed, element index), so a seed 
 also with parallel maps.
 
 Example:
-    pixels = augment_pixels(decode_pixels(image_bytes, spec), ("crop", "flip"), tf.constant([42, 7]))
+    params = AugmentParams(crop_area=(0.08, 1.0), crop_aspect=(3 / 4, 4 / 3))
+    pixels = augment_pixels(decode_pixels(image_bytes, spec), ("crop", "flip"), tf.constant([42, 7]), params)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import tensorflow as tf
 
-PixelTransform = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
+from components.trainer.preprocessing import center_crop
 
-CROP_MIN_SCALE = 0.8  # a crop keeps 80–100 % of each side
+MAX_CROP_ATTEMPTS = 10  # tf.image.sample_distorted_bounding_box's default, and Model Garden's
+# The batch form draws its boxes on a canvas of the image's aspect with at least this many pixels a side: the op
+# works in whole pixels, and on a 16-pixel side most small-area windows would round out of range.
+BOX_CANVAS_MIN_SIDE = 256
 MAX_SHIFT = 0.1  # translation by up to ±10 % of each side
 # Largest model input side augmented on batches; between digits (16) and ImageNet (224) the per-pixel cost of
 # the batch form passes the per-image op overhead somewhere around 64–96 px on CPU.
 BATCH_AUGMENT_MAX_SIZE = 64
 
 
+@dataclass(frozen=True)
+class AugmentParams:
+    """The augmentations' settings (`trainer.crop_area`, `trainer.crop_aspect`, `trainer.eval_crop`).
+
+    Attributes:
+        crop_area: `crop`: range of the window's share of the image's area, 0 < low <= high <= 1. Defaults to
+            (0.08, 1.0), the Inception/ImageNet recipes'.
+        crop_aspect: `crop`: range of the window's width / height, 0 < low <= high. Defaults to (3/4, 4/3).
+        fallback_crop: `crop`: the central crop (share of the shorter side) used when no window fits in
+            `MAX_CROP_ATTEMPTS`, the evaluation crop (`PreprocessingSpec.central_crop`). Defaults to 1.0, the
+            whole image.
+    """
+
+    crop_area: tuple[float, float] = (0.08, 1.0)
+    crop_aspect: tuple[float, float] = (3 / 4, 4 / 3)
+    fallback_crop: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, (low, high), top in (
+            ("crop_area", self.crop_area, 1.0),
+            ("crop_aspect", self.crop_aspect, float("inf")),
+        ):
+            if not 0 < low <= high <= top:
+                bound = " <= 1" if name == "crop_area" else ""
+                raise ValueError(
+                    f"AugmentParams.{name} = ({low}, {high}): expected (low, high) with 0 < low <= high{bound}"
+                )
+        if not 0 < self.fallback_crop <= 1:
+            raise ValueError(f"AugmentParams.fallback_crop = {self.fallback_crop}: expected a share in (0, 1]")
+
+
+DEFAULT_PARAMS = AugmentParams()
+
+PixelTransform = Callable[[tf.Tensor, tf.Tensor, AugmentParams], tf.Tensor]
+
+
 def _uniform(seed: tf.Tensor, shape: Sequence[int], low: float = 0.0, high: float = 1.0) -> tf.Tensor:
     return tf.random.stateless_uniform(shape, seed=seed, minval=low, maxval=high)
 
 
-def _crop(pixels: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-    # A window of 80–100 % of each side (same scale for both: no aspect distortion) at a random position.
-    size = tf.shape(pixels)[:2]
-    scale = _uniform(seed, [], CROP_MIN_SCALE, 1.0)
-    window = tf.maximum(tf.cast(tf.round(tf.cast(size, tf.float32) * scale), tf.int32), 1)
-    position = _uniform(tf.random.experimental.stateless_fold_in(seed, 1), [2])
-    offset = tf.cast(position * tf.cast(size - window + 1, tf.float32), tf.int32)
-    offset = tf.minimum(offset, size - window)
-    return tf.slice(pixels, tf.concat([offset, [0]], 0), tf.concat([window, [-1]], 0))
+def sample_crop_box(image_shape: tf.Tensor, seed: tf.Tensor, params: AugmentParams) -> tuple[tf.Tensor, tf.Tensor]:
+    """One Inception crop window of an image of `image_shape` [height, width, channels].
+
+    Args:
+        image_shape: int32 [3].
+        seed: int32/int64 [2]; the same seed and shape give the same window.
+        params: The area and aspect ranges.
+
+    Returns:
+        (begin int32 [3], size int32 [3]) for `tf.slice`; the whole image when no window fitted.
+    """
+    begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        image_shape,
+        bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+        seed=seed,
+        # The window must cover crop_area[0] of the one box, the whole image: the area bound again, as in
+        # Model Garden's random_crop_image.
+        min_object_covered=params.crop_area[0],
+        aspect_ratio_range=params.crop_aspect,
+        area_range=params.crop_area,
+        max_attempts=MAX_CROP_ATTEMPTS,
+    )
+    return begin, size
 
 
-def _translate(pixels: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+def _crop(pixels: tf.Tensor, seed: tf.Tensor, params: AugmentParams) -> tf.Tensor:
+    shape = tf.shape(pixels)
+    begin, size = sample_crop_box(shape, seed, params)
+    cropped = tf.slice(pixels, begin, size)
+    if params.fallback_crop >= 1.0:
+        return cropped
+    # The op's fallback is the whole image; Model Garden then takes the evaluation's central crop.
+    fell_back = tf.reduce_all(tf.equal(size[:2], shape[:2]))  # size is [height, width, -1]
+    return tf.cond(fell_back, lambda: center_crop(pixels, params.fallback_crop), lambda: cropped)
+
+
+def _translate(pixels: tf.Tensor, seed: tf.Tensor, params: AugmentParams) -> tf.Tensor:
     # Shift by up to ±10 % of each side; uncovered pixels are zero (black).
     size = tf.shape(pixels)[:2]
     limit = tf.cast(tf.cast(size, tf.float32) * MAX_SHIFT, tf.int32)
@@ -60,7 +135,7 @@ def _translate(pixels: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     return tf.slice(padded, tf.concat([limit - shift, [0]], 0), tf.concat([size, [-1]], 0))
 
 
-def _flip(pixels: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+def _flip(pixels: tf.Tensor, seed: tf.Tensor, params: AugmentParams) -> tf.Tensor:
     return tf.cond(_uniform(seed, []) < 0.5, lambda: tf.reverse(pixels, axis=[1]), lambda: pixels)
 
 
@@ -76,13 +151,16 @@ def check_augmentations(names: Sequence[str]) -> None:
         )
 
 
-def augment_pixels(pixels: tf.Tensor, names: Sequence[str], seed: tf.Tensor) -> tf.Tensor:
+def augment_pixels(
+    pixels: tf.Tensor, names: Sequence[str], seed: tf.Tensor, params: AugmentParams = DEFAULT_PARAMS
+) -> tf.Tensor:
     """Applies the named augmentations, in order, to one decoded image.
 
     Args:
         pixels: uint8 [height, width, channels], as `preprocessing.decode_pixels` returns.
         names: Any of `crop`, `flip`, `translate`.
         seed: int32/int64 [2], e.g. (run seed, element index): the same seed gives the same result.
+        params: The crop's ranges. Defaults to `AugmentParams()`.
 
     Returns:
         uint8 pixels; `crop` makes them smaller (the resize to the model input scales them back).
@@ -92,7 +170,7 @@ def augment_pixels(pixels: tf.Tensor, names: Sequence[str], seed: tf.Tensor) -> 
     """
     check_augmentations(names)
     for index, name in enumerate(names):
-        pixels = AUGMENTATIONS[name](pixels, tf.random.experimental.stateless_fold_in(seed, index))
+        pixels = AUGMENTATIONS[name](pixels, tf.random.experimental.stateless_fold_in(seed, index), params)
     return pixels
 
 
@@ -101,19 +179,23 @@ def augment_on_batches(image_size: int) -> bool:
     return image_size <= BATCH_AUGMENT_MAX_SIZE
 
 
-def augment_batch(images: tf.Tensor, names: Sequence[str], seed: tf.Tensor) -> tf.Tensor:
+def augment_batch(
+    images: tf.Tensor, names: Sequence[str], seed: tf.Tensor, params: AugmentParams = DEFAULT_PARAMS
+) -> tf.Tensor:
     """Applies the named augmentations, in order, to each image of a batch, in one `crop_and_resize`.
 
     Each transform moves the image's sampling box (normalised [y1, x1, y2, x2], starting at the whole image):
-    `crop` shrinks it to 80–100 % of each side at a random position, `translate` shifts it by up to ±10 % of
-    each side (uncovered pixels are zero), `flip` swaps its left and right edges. Without transforms the box
-    is the whole image and the result equals the input.
+    `crop` shrinks it to an Inception window of the box (`sample_crop_box`, drawn per image on a canvas of at
+    least `BOX_CANVAS_MIN_SIDE` pixels a side; the ranges apply to the resized image), `translate` shifts it by
+    up to ±10 % of each side (uncovered pixels are zero), `flip` swaps its left and right edges. Without
+    transforms the box is the whole image and the result equals the input.
 
     Args:
         images: float32 [N, height, width, channels].
         names: Any of `crop`, `flip`, `translate`.
         seed: int32/int64 [2], e.g. (run seed, index of the batch's first element): the same seed and batch
             give the same result.
+        params: The crop's ranges. Defaults to `AugmentParams()`.
 
     Returns:
         float32 images of the input shape.
@@ -135,9 +217,8 @@ def augment_batch(images: tf.Tensor, names: Sequence[str], seed: tf.Tensor) -> t
     for index, name in enumerate(names):
         height, width = bottom - top, right - left
         if name == "crop":
-            scale = uniform(index, 0, CROP_MIN_SCALE, 1.0)
-            top, left = top + height * (1 - scale) * uniform(index, 1), left + width * (1 - scale) * uniform(index, 2)
-            bottom, right = top + height * scale, left + width * scale
+            y1, x1, y2, x2 = tf.unstack(_crop_boxes(tf.shape(images), seed, index, params), axis=1)
+            top, left, bottom, right = top + height * y1, left + width * x1, top + height * y2, left + width * x2
         elif name == "translate":
             shift_y, shift_x = uniform(index, 0, -MAX_SHIFT, MAX_SHIFT), uniform(index, 1, -MAX_SHIFT, MAX_SHIFT)
             top, bottom = top - height * shift_y, bottom - height * shift_y
@@ -148,3 +229,24 @@ def augment_batch(images: tf.Tensor, names: Sequence[str], seed: tf.Tensor) -> t
     boxes = tf.stack([top, left, bottom, right], axis=1)
     size = tf.shape(images)[1:3]
     return tf.image.crop_and_resize(images, boxes, tf.range(count), size, extrapolation_value=0.0)
+
+
+def _crop_boxes(shape: tf.Tensor, seed: tf.Tensor, index: int, params: AugmentParams) -> tf.Tensor:
+    """float32 [N, 4]: one normalised Inception window [y1, x1, y2, x2] per image of a batch of `shape`."""
+    size = shape[1:3]
+    scale = tf.maximum(1, -(-BOX_CANVAS_MIN_SIDE // tf.reduce_min(size)))  # ceil division
+    canvas = tf.concat([size * scale, shape[3:4]], 0)
+    extent = tf.cast(size * scale, tf.float32)
+    base = tf.random.experimental.stateless_fold_in(seed, index)
+    fallback = tf.constant([[(1 - params.fallback_crop) / 2] * 2 + [(1 + params.fallback_crop) / 2] * 2])
+
+    def one(element: tf.Tensor) -> tf.Tensor:
+        begin, window = sample_crop_box(canvas, tf.random.experimental.stateless_fold_in(base, element), params)
+        start, end = tf.cast(begin[:2], tf.float32) / extent, tf.cast(begin[:2] + window[:2], tf.float32) / extent
+        box = tf.concat([start, end], 0)
+        if params.fallback_crop >= 1.0:
+            return box
+        # As in `_crop`: when no window fitted, the evaluation's central crop (of the square model input).
+        return tf.where(tf.reduce_all(tf.equal(window[:2], canvas[:2])), fallback[0], box)
+
+    return tf.map_fn(one, tf.range(shape[0]), fn_output_signature=tf.TensorSpec([4], tf.float32))

@@ -10,6 +10,10 @@ and, for TFMA only, `tfxp_eval_labels`: `examples` → `label_index` int64 [None
 `data.label_offset`, so 1-based data sets are scored against 0-based classes),
 plus `assets/labels.txt`, `assets/preprocessing.json` and `assets.extra/tf_serving_warmup_requests`.
 
+The signatures taking encoded images decode, crop the central `spec.central_crop` of the shorter side and resize
+(`preprocess_image_bytes`), exactly as evaluation does; `serving_preprocessed` takes images already so prepared,
+and `preprocessing.json` (`PreprocessingSpec.to_json`, with `central_crop`) tells the device export the crop.
+
 Example:
     export_saved_model(model, "/models/digits/1", spec, labels, warmup_images=[png_bytes])
 """

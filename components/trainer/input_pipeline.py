@@ -13,10 +13,12 @@ per batch instead of one per image: for 16×16 digits the per-element overhead w
 itself (bench/input_pipeline.py: ~8,500 images/s per element, ~25,000 per batch on 2 cores); for 224×224
 JPEGs both forms are within noise.
 
-Decode and resize are the shared preprocessing (`decode_pixels` + `pixels_to_input` = `decode_image`);
-augmentation works on the decoded uint8 pixels between the two, or on resized batches of small images
-(augment.py says why and where the line is). Shuffling serialized records instead of decoded images keeps
-the shuffle buffer ~10× smaller for JPEGs.
+Decode, central crop and resize are the shared preprocessing (`decode_pixels` + `pixels_to_input` =
+`decode_image`, with `InputOptions.spec`); augmentation works on the decoded uint8 pixels between the two, or on
+resized batches of small images (augment.py says why and where the line is). Training with the `crop`
+augmentation skips the central crop: its random-resized crop takes the place of it.
+
+Shuffling serialized records instead of decoded images keeps the shuffle buffer ~10× smaller for JPEGs.
 
 Example:
     dataset = make_dataset(["/data/train/*.gz"], InputOptions(image_size=32, channels=1, batch_size=64))
@@ -24,13 +26,20 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import tensorflow as tf
 
 from components.contract import IMAGE_KEY, LABEL_KEY
-from components.trainer.augment import augment_batch, augment_on_batches, augment_pixels, check_augmentations
+from components.trainer.augment import (
+    AugmentParams,
+    augment_batch,
+    augment_on_batches,
+    augment_pixels,
+    check_augmentations,
+)
 from components.trainer.preprocessing import (
     PreprocessingSpec,
     check_image_formats,
@@ -58,6 +67,11 @@ class InputOptions:
         cache: Cache decoded images in memory (small data sets only).
         shuffle_buffer: Shuffle buffer in examples.
         augment: Augmentations of each decoded training image, any of `flip`, `crop`, `translate`.
+        crop_area: `crop`: range of the random-resized crop's share of the image's area (`trainer.crop_area`).
+        crop_aspect: `crop`: range of its width / height (`trainer.crop_aspect`).
+        central_crop: The central square's share of the shorter side cropped before the resize
+          (`trainer.eval_crop`; `PreprocessingSpec.central_crop`): every eval image, and training images
+          unless `crop` augments them. 1.0 = the whole image.
         deterministic: Fixed element order and seeded randomness (tests); slower.
         seed: Seed for file order, shuffling and augmentation.
         num_workers: Workers reading the data; with >1 each worker reads its own shard (whole files when
@@ -74,6 +88,9 @@ class InputOptions:
     cache: bool = False
     shuffle_buffer: int = 2048
     augment: tuple[str, ...] = ()
+    crop_area: tuple[float, float] = (0.08, 1.0)
+    crop_aspect: tuple[float, float] = (3 / 4, 4 / 3)
+    central_crop: float = 1.0
     deterministic: bool = False
     seed: int = 42
     num_workers: int = 1
@@ -84,10 +101,20 @@ class InputOptions:
         check_augmentations(self.augment)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be ≥ 1, got {self.batch_size}")
+        _ = (self.spec, self.augment_params)  # bad crop settings fail here, naming the field, not at the first batch
 
     @property
     def spec(self) -> PreprocessingSpec:
-        return PreprocessingSpec(image_size=self.image_size, channels=self.channels)
+        """The preprocessing of evaluation, the same as the exported model's."""
+        return PreprocessingSpec(image_size=self.image_size, channels=self.channels, central_crop=self.central_crop)
+
+    @property
+    def augment_params(self) -> AugmentParams:
+        return AugmentParams(crop_area=self.crop_area, crop_aspect=self.crop_aspect, fallback_crop=self.central_crop)
+
+    def input_spec(self, augment: Sequence[str]) -> PreprocessingSpec:
+        """`spec`, without the central crop when `crop` augments the images (its random crop replaces it)."""
+        return dataclasses.replace(self.spec, central_crop=1.0) if "crop" in augment else self.spec
 
 
 def list_files(file_patterns: str | Sequence[str]) -> list[str]:
@@ -141,9 +168,10 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
     )
     if options.num_workers > 1 and not shard_files:
         dataset = dataset.shard(options.num_workers, options.worker_index)
-    spec = options.spec
     deterministic = options.deterministic or None  # None: follow the dataset options (non-deterministic = faster)
     augment = options.augment if options.training else ()
+    spec = options.input_spec(augment)
+    params = options.augment_params
 
     def read(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         features = tf.io.parse_single_example(serialized, _FEATURES)
@@ -153,7 +181,7 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
 
     def finish(index: tf.Tensor, pixels: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         if augment:
-            pixels = augment_pixels(pixels, augment, tf.stack([tf.constant(options.seed, tf.int64), index]))
+            pixels = augment_pixels(pixels, augment, tf.stack([tf.constant(options.seed, tf.int64), index]), params)
         return pixels_to_input(pixels, spec), label
 
     if options.cache and not augment:
@@ -194,14 +222,14 @@ def _read_batch(
     indices: tf.Tensor, serialized: tf.Tensor, options: InputOptions, augment: tuple[str, ...]
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """A batch of serialized examples (and their element indices, for seeds) → (images, labels)."""
-    spec = options.spec
+    spec, params = options.input_spec(augment), options.augment_params
     features = tf.io.parse_example(serialized, _FEATURES)
     on_batches = bool(augment) and augment_on_batches(spec.image_size)
 
     def one_image(index: tf.Tensor, image_bytes: tf.Tensor) -> tf.Tensor:
         pixels = decode_pixels(image_bytes, spec)
         if augment and not on_batches:
-            pixels = augment_pixels(pixels, augment, tf.stack([tf.constant(options.seed, tf.int64), index]))
+            pixels = augment_pixels(pixels, augment, tf.stack([tf.constant(options.seed, tf.int64), index]), params)
         return pixels_to_input(pixels, spec)
 
     images = tf.map_fn(
@@ -211,7 +239,7 @@ def _read_batch(
         parallel_iterations=16,
     )
     if on_batches:
-        images = augment_batch(images, augment, tf.stack([tf.constant(options.seed, tf.int64), indices[0]]))
+        images = augment_batch(images, augment, tf.stack([tf.constant(options.seed, tf.int64), indices[0]]), params)
     return images, features[LABEL_KEY] - options.label_offset
 
 

@@ -21,6 +21,7 @@ from pydantic import Field, ValidationError, model_validator
 from components.config_section import ConfigSection, describe_errors, registered
 from components.errors import TfxpError
 from components.image_formats import DEFAULT_MAX_IMAGE_PIXELS
+from components.trainer.recipe import OptimizerOptions, ScheduleOptions
 
 # The model registry's names, declared here without Keras so the config checks `trainer.model` when it loads.
 # components/trainer/models.py registers one builder under each name and refuses any other.
@@ -28,10 +29,16 @@ from components.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 MAX_STEPS = 2**32 - 1
 # A TFJob's replicas field is an int32; thousands of nodes is far past any cluster tfxp targets.
 MAX_WORKERS = 1024
-MODEL_NAMES = ("small_resnet", "resnet50", "mobilenet_v2")
+MODEL_NAMES = ("small_resnet", "resnet50", "resnet50_v1", "mobilenet_v2")
 ModelName = Annotated[str, registered("model", MODEL_NAMES)]
 # Keras mixed-precision policies; components/trainer/precision.py resolves `auto` and notes on the others.
 Precision = Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"]
+# Keys that moved, and where to: refused under the old name (in YAML and `--set` alike) with the new one named.
+MOVED_KEYS = {
+    "learning_rate": "schedule.learning_rate",
+    "base_batch_size": "schedule.base_batch_size",
+    "warmup_steps": "schedule.warmup_steps",
+}
 
 
 class TrainerConfigError(TfxpError, ValueError):
@@ -42,14 +49,17 @@ class TrainerOptions(ConfigSection):
     """The `trainer` config section.
 
     Attributes:
-        model: Model registry name (`small_resnet`, `resnet50`, `mobilenet_v2`).
+        model: Model registry name (`small_resnet`, `resnet50` (v1.5), `resnet50_v1`, `mobilenet_v2`).
         train_steps: Optimizer steps in total.
         steps_per_epoch: Steps between checkpoints/backups and metric logs.
         eval_steps: Evaluation batches after training; 0 = the whole eval split.
         batch_size: Batch size per replica; global batch = batch_size × replicas.
-        learning_rate: Base learning rate for a global batch of `base_batch_size`.
-        base_batch_size: Batch size `learning_rate` was tuned for (linear scaling).
-        warmup_steps: Linear warmup steps before cosine decay.
+        optimizer: The optimizer and its weight decay (`components/trainer/recipe.py`, `OptimizerOptions`).
+        schedule: The learning-rate schedule: peak per base batch, warmup, decay (`ScheduleOptions`).
+        label_smoothing: Label smoothing ε of the cross-entropy (the ImageNet recipes: 0.1); 0 = none.
+        images_per_epoch: Images in one pass over the train split (ImageNet: 1,281,167); converts
+            `schedule.warmup_epochs` into steps with the global batch. 0 = not given.
+        zero_gamma: Start each residual block's last BatchNorm γ at 0 (Goyal et al.; for large batches).
         precision: `auto`, `float32`, `mixed_float16` or `mixed_bfloat16`.
         xla: `auto`, `on` or `off` (Keras `jit_compile`).
         strategy: `auto`, `default`, `mirrored` or `multi_worker`.
@@ -67,6 +77,14 @@ class TrainerOptions(ConfigSection):
         cache: Cache decoded images in memory (small data sets).
         shuffle_buffer: Shuffle buffer in examples.
         augment: Augmentations applied per batch: any of `flip`, `crop`, `translate`.
+        crop_area: `crop`: the range of the crop's share of the image's area (Inception-style random-resized
+            crop; the ImageNet recipes: 0.08–1).
+        crop_aspect: `crop`: the range of the crop's width / height (the recipes: 3/4–4/3).
+        eval_crop: The central crop's share of the image's shorter side before the resize, in evaluation, the
+            serving signatures and the device model alike (Model Garden: 0.875); 1 = the whole image, squashed.
+        init_weights: Initial weights: a Keras weights file (`.h5`/`.weights.h5`), a TF2 checkpoint prefix or a
+            SavedModel directory, local or on a bucket; the head is new when the classes differ. "" = random.
+        freeze_backbone_steps: With `init_weights`, train only the head for this many first steps.
         deterministic: Deterministic input order and ops (tests); slower.
         profile_steps: Profiler step window `start,stop`; empty = off.
         seed: Random seed.
@@ -79,9 +97,11 @@ class TrainerOptions(ConfigSection):
     steps_per_epoch: int = Field(100, ge=1)
     eval_steps: int = Field(0, ge=0, le=MAX_STEPS)
     batch_size: int = Field(64, ge=1)
-    learning_rate: float = Field(0.002, gt=0)
-    base_batch_size: int = Field(64, ge=1)
-    warmup_steps: int = Field(30, ge=0)
+    optimizer: OptimizerOptions = OptimizerOptions()
+    schedule: ScheduleOptions = ScheduleOptions()
+    label_smoothing: float = Field(0.0, ge=0, lt=1)
+    images_per_epoch: int = Field(0, ge=0)
+    zero_gamma: bool = False
     precision: Precision = "auto"
     xla: Literal["auto", "on", "off"] = "auto"
     strategy: Literal["auto", "default", "mirrored", "multi_worker"] = "auto"
@@ -95,10 +115,48 @@ class TrainerOptions(ConfigSection):
     cache: bool = True
     shuffle_buffer: int = Field(2048, ge=1)
     augment: tuple[Literal["flip", "crop", "translate"], ...] = ()
+    crop_area: tuple[float, float] = (0.08, 1.0)
+    crop_aspect: tuple[float, float] = (0.75, 4 / 3)
+    eval_crop: float = Field(1.0, gt=0, le=1)
+    init_weights: str = ""
+    freeze_backbone_steps: int = Field(0, ge=0)
     deterministic: bool = False
     profile_steps: str = Field("", pattern=r"^$|^[0-9]+,[0-9]+$")
     seed: int = 42
     warm_start: Literal["none", "served"] = "none"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_moved_keys(cls, values: Any) -> Any:
+        if isinstance(values, Mapping):
+            moved = [key for key in MOVED_KEYS if key in values]
+            if moved:
+                raise ValueError(
+                    "; ".join(f"`trainer.{key}` moved to `trainer.{MOVED_KEYS[key]}`" for key in moved)
+                    + ': rename it in the config file or the --set (docs/training.md, "The recipe")'
+                )
+        return values
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> TrainerOptions:
+        for key, (low, high), floor in (("crop_area", self.crop_area, 0.0), ("crop_aspect", self.crop_aspect, 0.0)):
+            if not floor < low <= high or (key == "crop_area" and high > 1):
+                raise ValueError(
+                    f"trainer.{key} = [{low}, {high}]: expected [low, high] with 0 < low <= high"
+                    + (" <= 1" if key == "crop_area" else "")
+                    + ", e.g. [0.08, 1.0] for crop_area, [0.75, 1.3333] for crop_aspect"
+                )
+        if self.freeze_backbone_steps and not self.init_weights:
+            raise ValueError(
+                f"trainer.freeze_backbone_steps={self.freeze_backbone_steps} freezes a pretrained backbone, but "
+                "trainer.init_weights is empty; set it to the weights to start from, or drop freeze_backbone_steps"
+            )
+        if self.freeze_backbone_steps >= self.train_steps:
+            raise ValueError(
+                f"trainer.freeze_backbone_steps={self.freeze_backbone_steps} is not below trainer.train_steps="
+                f"{self.train_steps}: the backbone would never train"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_workers(self) -> TrainerOptions:

@@ -23,11 +23,13 @@ import tf_keras as keras
 
 from components.errors import TfxpError
 from components.trainer.callbacks import ProfilerWindow, StopAtStep, ThroughputCallback
+from components.trainer.diagnosis import TopPredictedShare
 from components.trainer.input_pipeline import InputOptions, make_dataset
 from components.trainer.models import ModelSpec, build_model
+from components.trainer.optimization import Recipe, add_weight_decay, build_recipe
 from components.trainer.options import RunOptions, TrainerOptions
+from components.trainer.recipe import check_recipe
 from components.trainer.runtime import TrainingRuntime
-from components.trainer.strategy import WarmupCosineDecay, scaled_learning_rate
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,9 @@ def build_inputs(
         cache=trainer.cache,
         shuffle_buffer=trainer.shuffle_buffer,
         augment=trainer.augment,
+        crop_area=trainer.crop_area,
+        crop_aspect=trainer.crop_aspect,
+        central_crop=trainer.eval_crop,
         deterministic=trainer.deterministic,
         seed=trainer.seed,
         num_workers=workers,
@@ -70,13 +75,20 @@ class CompiledModel:
         model: Built and compiled in the strategy's scope, under the runtime's precision policy.
         name: Its registry name (`trainer.model`).
         spec: Input size, channels, classes and width.
-        peak_learning_rate: The schedule's peak, scaled with the global batch.
+        recipe: The optimizer, schedule and loss it was compiled with.
+        decayed_variables: Variables whose weight decay is in the loss (coupled L2; 0 for LARS and AdamW).
     """
 
     model: keras.Model
     name: str
     spec: ModelSpec
-    peak_learning_rate: float
+    recipe: Recipe
+    decayed_variables: int = 0
+
+    @property
+    def peak_learning_rate(self) -> float:
+        """The schedule's peak, scaled with the global batch."""
+        return self.recipe.peak_learning_rate
 
     @property
     def loss_scaling(self) -> bool:
@@ -85,26 +97,29 @@ class CompiledModel:
 
 
 def build_and_compile(trainer: TrainerOptions, runtime: TrainingRuntime, num_classes: int) -> CompiledModel:
-    """Builds `trainer.model` for `num_classes` classes and compiles it: Adam, warmup + cosine decay.
+    """Builds `trainer.model` for `num_classes` classes and compiles it with the configured recipe.
 
-    The peak learning rate follows the linear scaling rule: `trainer.learning_rate` at
-    `trainer.base_batch_size`, proportionally more for a larger global batch.
+    The optimizer, schedule, weight decay and label smoothing are `trainer.optimizer`, `trainer.schedule` and
+    `trainer.label_smoothing` (`optimization.build_recipe`); the peak learning rate follows the linear scaling
+    rule from `trainer.schedule.base_batch_size` to the runtime's global batch.
 
     Raises:
+        RecipeError: the recipe is known not to train at the runtime's global batch (`recipe.recipe_problems`).
         ValueError: an unknown model name.
     """
-    spec = ModelSpec(trainer.image_size, trainer.channels, num_classes, trainer.width)
-    peak_learning_rate = scaled_learning_rate(trainer.learning_rate, runtime.global_batch, trainer.base_batch_size)
+    check_recipe(trainer, runtime.global_batch)
+    spec = ModelSpec(trainer.image_size, trainer.channels, num_classes, trainer.width, trainer.zero_gamma)
     with runtime.strategy.scope():
         model = build_model(trainer.model, spec)
-        schedule = WarmupCosineDecay(peak_learning_rate, trainer.warmup_steps, trainer.train_steps)
+        recipe = build_recipe(trainer, runtime.global_batch, num_classes)
+        decayed = add_weight_decay(model, trainer.optimizer)
         model.compile(
-            optimizer=keras.optimizers.Adam(schedule),
-            loss=keras.losses.SparseCategoricalCrossentropy(),
+            optimizer=recipe.optimizer,
+            loss=recipe.loss,
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
             jit_compile=runtime.jit_compile,
         )
-    return CompiledModel(model, trainer.model, spec, peak_learning_rate)
+    return CompiledModel(model, trainer.model, spec, recipe, decayed)
 
 
 @dataclass(frozen=True)
@@ -178,11 +193,13 @@ class Evaluation:
         model: The float32 copy of the trained model: what was evaluated and what gets exported.
         loss: Sparse categorical cross-entropy on the eval split.
         accuracy: Top-1 accuracy on the eval split.
+        top_predicted_share: The share of eval images given the most often predicted class (`diagnosis`).
     """
 
     model: keras.Model
     loss: float
     accuracy: float
+    top_predicted_share: float | None = None
 
 
 def evaluate(
@@ -206,7 +223,10 @@ def evaluate(
     served = float32_copy(compiled)
     served.compile(
         loss=keras.losses.SparseCategoricalCrossentropy(),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        metrics=[
+            keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+            TopPredictedShare(compiled.spec.num_classes),
+        ],
     )
     eval_data = build_inputs(run, file_patterns, runtime, training=False)
     result = served.evaluate(eval_data, steps=run.trainer.eval_steps or None, return_dict=True, verbose=0)
@@ -215,7 +235,7 @@ def evaluate(
             f"the eval split has no records ({', '.join(file_patterns) or 'no files'}), so the trained model "
             "cannot be evaluated; `tfxp data inspect DIR` counts the records per split: write the eval split again"
         )
-    return Evaluation(served, float(result["loss"]), float(result["accuracy"]))
+    return Evaluation(served, float(result["loss"]), float(result["accuracy"]), float(result["top_predicted_share"]))
 
 
 def float32_copy(compiled: CompiledModel) -> keras.Model:

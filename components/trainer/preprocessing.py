@@ -7,6 +7,11 @@ pixels are used as stored (docs/architecture.md, "Model contract"). Normalisatio
 model, so the TFLite model (which is converted from the `serving_preprocessed` signature) and every SavedModel
 signature share it too.
 
+With `central_crop` < 1 (ImageNet: 0.875), evaluation and every SavedModel signature that takes encoded images first
+crop the central square of side `central_crop` × the shorter side, keeping the aspect, then resize (Model Garden's
+`center_crop_image`); training with the `crop` augmentation uses its random-resized crop instead (augment.py).
+The device model gets the same crop from its app: MediaPipe's region of interest (docs/edge.md).
+
 Example:
     spec = PreprocessingSpec(image_size=32, channels=1)
     images = preprocess_image_bytes(tf.constant([png_bytes]), spec)  # float32 [1, 32, 32, 1]
@@ -73,11 +78,15 @@ class PreprocessingSpec:
         max_image_pixels: Largest width x height an image's header may declare; larger ones are refused before
             decoding (`components.image_formats.DEFAULT_MAX_IMAGE_PIXELS`). Specs written before it existed
             read as the default.
+        central_crop: The central square's side as a share of the image's shorter side, cropped before the
+            resize (`center_crop`; `trainer.eval_crop`, Model Garden's 0.875). Defaults to 1.0: the whole image,
+            squashed to a square, as specs written before it existed read.
     """
 
     image_size: int
     channels: int
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    central_crop: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.image_size, int) or isinstance(self.image_size, bool) or self.image_size < 1:
@@ -87,6 +96,15 @@ class PreprocessingSpec:
         if not isinstance(self.max_image_pixels, int) or self.max_image_pixels < 1:
             raise ValueError(
                 f"PreprocessingSpec.max_image_pixels must be a positive int, got {self.max_image_pixels!r}"
+            )
+        if (
+            not isinstance(self.central_crop, (int, float))
+            or isinstance(self.central_crop, bool)
+            or not 0 < self.central_crop <= 1
+        ):
+            raise ValueError(
+                f"PreprocessingSpec.central_crop must be a share of the shorter side in (0, 1] (1 = the whole "
+                f"image, Model Garden's 0.875), got {self.central_crop!r}"
             )
 
     @property
@@ -425,12 +443,44 @@ def decode_pixels(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
     return tf.cast(tf.round(luma), tf.uint8)[..., tf.newaxis]
 
 
+def central_square(height: int, width: int, fraction: float) -> tuple[int, int, int]:
+    """(top, left, side) in pixels of the central square `center_crop` keeps of a height × width image.
+
+    The same arithmetic as `center_crop`, for callers without TensorFlow (the device model's region of
+    interest, `edge.app_client.central_square_roi`): side = ⌊fraction · min(h, w)⌋ (at least 1),
+    offset = ⌊(size − fraction · min(h, w)) / 2⌋ on each axis, as Model Garden truncates them.
+    """
+    crop = fraction * min(height, width)
+    return int((height - crop) / 2.0), int((width - crop) / 2.0), max(int(crop), 1)
+
+
+def center_crop(pixels: tf.Tensor, fraction: float) -> tf.Tensor:
+    """The central square of side ⌊fraction · min(height, width)⌋ of an [height, width, channels] image.
+
+    Model Garden's `center_crop_image` (tf-models-official 2.20.0, official/vision/ops/preprocess_ops.py:531-563),
+    which its classification input crops with before the resize to evaluate (dataloaders/classification_input.py:
+    289-296) and to serve (`inference_fn`, :320-322). The offset is computed from the unrounded side, then both are
+    truncated to ints; a side of at least one pixel is kept so that tiny images still give an image.
+    `central_square` is the same rule in plain Python.
+    """
+    size = tf.cast(tf.shape(pixels)[:2], tf.float32)
+    crop = fraction * tf.minimum(size[0], size[1])
+    offset = tf.cast((size - crop) / 2.0, tf.int32)
+    side = tf.maximum(tf.cast(crop, tf.int32), 1)
+    return pixels[offset[0] : offset[0] + side, offset[1] : offset[1] + side]
+
+
 def pixels_to_input(pixels: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
     """uint8 pixels of any size → the model input (the second half of `decode_image`).
+
+    With `spec.central_crop` < 1 the central square (`center_crop`) is cropped first; at 1 nothing is cropped and
+    the whole image is squashed to a square, as before the crop existed.
 
     Returns:
         float32 [image_size, image_size, channels] in [0, 1].
     """
+    if spec.central_crop < 1.0:
+        pixels = center_crop(pixels, spec.central_crop)
     image = tf.image.convert_image_dtype(pixels, tf.float32)  # uint8 → [0, 1]
     # Bilinear resize is the identity when the image already has the target size.
     image = tf.image.resize(image, [spec.image_size, spec.image_size], method=tf.image.ResizeMethod.BILINEAR)

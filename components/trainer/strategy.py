@@ -1,4 +1,4 @@
-"""Distribution strategy choice, global batch and the learning-rate schedule.
+"""Distribution strategy choice: which `tf.distribute` strategy a run trains under, and which task is chief.
 
 `auto` = MultiWorkerMirroredStrategy when TF_CONFIG names more than one worker, MirroredStrategy when more than
 one GPU is visible, the default (single-device) strategy otherwise. The choice is a pure function of the
@@ -11,11 +11,9 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 
 import tensorflow as tf
-import tf_keras as keras
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
 
@@ -136,39 +134,3 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return resolver.task_type == "chief" or (
         resolver.task_type == "worker" and resolver.task_id == 0 and "chief" not in resolver.cluster_spec().jobs
     )
-
-
-def scaled_learning_rate(base_learning_rate: float, global_batch: int, base_batch_size: int) -> float:
-    """Linear scaling rule (Goyal et al. 2017): the learning rate grows with the global batch."""
-    return base_learning_rate * global_batch / base_batch_size
-
-
-@keras.utils.register_keras_serializable(package="tfxp")
-class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warmup from 0 to `peak` over `warmup_steps`, then cosine decay to 0 at `total_steps`.
-
-    Example:
-        schedule = WarmupCosineDecay(peak=0.004, warmup_steps=50, total_steps=600)
-        float(schedule(50))  # 0.004
-    """
-
-    def __init__(self, peak: float, warmup_steps: int, total_steps: int) -> None:
-        super().__init__()
-        if total_steps < 1 or warmup_steps < 0:
-            raise ValueError(f"need total_steps ≥ 1 and warmup_steps ≥ 0, got {total_steps} and {warmup_steps}")
-        self.peak = peak
-        self.warmup_steps = min(warmup_steps, total_steps)
-        self.total_steps = total_steps
-
-    def __call__(self, step: tf.Tensor) -> tf.Tensor:
-        step = tf.cast(step, tf.float32)
-        warmup = float(max(self.warmup_steps, 1))
-        decay_steps = float(max(self.total_steps - self.warmup_steps, 1))
-        progress = tf.clip_by_value((step - self.warmup_steps) / decay_steps, 0.0, 1.0)
-        cosine = 0.5 * self.peak * (1.0 + tf.cos(math.pi * progress))
-        # Warmup starts at peak/warmup (not 0) so the very first step updates the weights.
-        linear = self.peak * tf.minimum(step + 1.0, warmup) / warmup
-        return tf.where(step < self.warmup_steps, linear, cosine)
-
-    def get_config(self) -> dict[str, float | int]:
-        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "total_steps": self.total_steps}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -23,8 +24,10 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.contract import IMAGE_KEY, TRAINING_METRICS_FILE, read_label_map
+from components.trainer.diagnosis import diagnose, explain
 from components.trainer.export import export_saved_model
 from components.trainer.input_pipeline import list_files
+from components.trainer.optimization import schedule_curve
 from components.trainer.options import RunOptions, TrainerOptions
 from components.trainer.phases import (
     CompiledModel,
@@ -36,8 +39,11 @@ from components.trainer.phases import (
     fit,
 )
 from components.trainer.preprocessing import PreprocessingSpec
+from components.trainer.recipe import describe
 from components.trainer.runtime import REPORTED_REASONS, TrainingRuntime, set_up_runtime
 from components.trainer.warm_start import apply_warm_start
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,45 @@ def backup_dir_for(base_dir: str, run: RunOptions, paths: Sequence[str]) -> str:
     return f"{base_dir.rstrip('/')}/backup-{hashlib.sha256(fingerprint.encode()).hexdigest()[:16]}"
 
 
+BACKUP_RECIPE_FILE = "recipe.json"
+
+
+def note_backups(backup_dir: str, trainer: TrainerOptions, chief: bool) -> list[str]:
+    """Records this run's optimizer in its backup dir, and says which other backups beside it are not resumed.
+
+    A backup is resumed only by the same options and inputs (`backup_dir_for`); one written under another
+    optimizer or schedule holds optimizer slots (momentum, Adam's moments) that mean nothing to this one, so the
+    run starts fresh, and says so.
+
+    Returns:
+        One line per backup beside this one that is not resumed (also logged).
+    """
+    base = backup_dir.rstrip("/").rsplit("/", 1)[0]
+    notes = []
+    for other in sorted(tf.io.gfile.glob(f"{base}/backup-*")):
+        if other.rstrip("/") == backup_dir.rstrip("/"):
+            continue
+        recorded = f"{other}/{BACKUP_RECIPE_FILE}"
+        written_under = "other options"
+        if tf.io.gfile.exists(recorded):
+            with tf.io.gfile.GFile(recorded) as handle:
+                written_under = json.loads(handle.read()).get("description", written_under)
+        notes.append(
+            f"trainer: the backup {other} was written under {written_under}; this run ("
+            f"{trainer.optimizer.name}, {trainer.schedule.name} schedule) does not resume it and starts fresh"
+        )
+    for note in notes:
+        logger.warning("%s", note)
+    if chief:
+        tf.io.gfile.makedirs(backup_dir)
+        with tf.io.gfile.GFile(f"{backup_dir.rstrip('/')}/{BACKUP_RECIPE_FILE}", "w") as handle:
+            description = f"{trainer.optimizer.name}, {trainer.schedule.name} schedule"
+            handle.write(
+                json.dumps({"description": description, "optimizer": trainer.optimizer.model_dump(mode="json")})
+            )
+    return notes
+
+
 def read_encoded_images(file_patterns: Sequence[str], count: int, compression: str = "GZIP") -> list[bytes]:
     """The first `count` `image/encoded` values of the split (for warmup requests)."""
     if count <= 0:
@@ -103,7 +148,12 @@ def export(
     export_saved_model(
         model,
         export_dir,
-        PreprocessingSpec(run.trainer.image_size, run.trainer.channels, run.trainer.max_image_pixels),
+        PreprocessingSpec(
+            run.trainer.image_size,
+            run.trainer.channels,
+            run.trainer.max_image_pixels,
+            central_crop=run.trainer.eval_crop,
+        ),
         labels,
         warmup,
         label_offset=run.label_offset,
@@ -155,6 +205,18 @@ def collect_metrics(
         "final_train_loss": float(fitted.history["loss"][-1]),
         "final_train_accuracy": float(fitted.history["accuracy"][-1]),
         "peak_learning_rate": compiled.peak_learning_rate,
+        "recipe": recipe_record(trainer, compiled, runtime.global_batch),
+        "diagnosis": diagnose(
+            float(fitted.history["accuracy"][-1]),
+            float(fitted.history["loss"][-1]),
+            evaluation.accuracy,
+            evaluation.loss,
+            num_classes,
+            evaluation.top_predicted_share,
+            compiled.recipe.warmup_steps,
+            trainer.train_steps,
+            eval_crop_differs=("crop" in trainer.augment) != (trainer.eval_crop < 1),
+        ),
         "replicas": runtime.replicas,
         "workers": runtime.workers,
         "chief": runtime.chief,
@@ -168,6 +230,29 @@ def collect_metrics(
         "num_classes": num_classes,
         "phase_seconds": dict(clock.seconds),
         "total_seconds": clock.total(),
+    }
+
+
+def recipe_record(trainer: TrainerOptions, compiled: CompiledModel, global_batch: int) -> dict[str, Any]:
+    """The recipe as it ran: optimizer, schedule (with its curve, for the report's plot), loss, weight decay."""
+    recipe = compiled.recipe
+    return {
+        "description": describe(trainer, global_batch),
+        "optimizer": trainer.optimizer.model_dump(mode="json"),
+        "optimizer_class": type(recipe.optimizer).__name__,
+        "schedule": trainer.schedule.model_dump(mode="json"),
+        "peak_learning_rate": recipe.peak_learning_rate,
+        "warmup_steps": recipe.warmup_steps,
+        "train_steps": trainer.train_steps,
+        "label_smoothing": trainer.label_smoothing,
+        "decayed_in_loss": compiled.decayed_variables,
+        "model": trainer.model,
+        "zero_gamma": trainer.zero_gamma,
+        "augment": list(trainer.augment),
+        "crop_area": list(trainer.crop_area),
+        "crop_aspect": list(trainer.crop_aspect),
+        "eval_crop": trainer.eval_crop,
+        "curve": [[step, rate] for step, rate in schedule_curve(recipe.schedule)],
     }
 
 
@@ -214,6 +299,8 @@ def train_and_export(
     with _scratch_dir() as scratch:
         clock.lap("setup")
         log_dir = paths.model_run_dir if runtime.chief else scratch
+        if paths.backup_dir:
+            note_backups(paths.backup_dir, run.trainer, runtime.chief)
         fitted = fit(compiled, train_data, run.trainer, runtime, log_dir, paths.backup_dir, extra_callbacks)
         clock.lap("fit")
         evaluation = evaluate(compiled, run, paths.eval_files, runtime)
@@ -223,6 +310,8 @@ def train_and_export(
         clock.lap("export")
     metrics = collect_metrics(run.trainer, runtime, compiled, fitted, evaluation, len(labels), clock)
     metrics["warm_start"] = warm.to_dict()
+    if metrics["diagnosis"]["broken"]:
+        logger.warning("trainer: %s", explain(metrics["diagnosis"]))
     if runtime.chief:
         write_metrics(metrics, (paths.model_run_dir, *paths.metrics_dirs))
     return metrics
