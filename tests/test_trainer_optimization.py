@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer.diagnosis import TopPredictedShare, diagnose, explain
+from components.trainer.diagnosis import diagnose, explain
+from components.trainer.eval_metrics import TopPredictedShare
 from components.trainer.models import ModelSpec, build_model
 from components.trainer.optimization import (
     DECAYS,
@@ -186,6 +187,7 @@ def test_the_issues_one_class_model_is_said_broken_with_its_causes() -> None:
     assert diagnosis["likely_causes"][0].startswith("the schedule: the warmup (300 steps) takes 100% of the run")
     assert any(cause.startswith("BatchNorm statistics") for cause in diagnosis["likely_causes"])
     assert explain(diagnosis).startswith("the trained model looks broken: training accuracy 0.95")
+    assert "Likely causes: (1) the schedule: the warmup (300 steps)" in explain(diagnosis)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@
                                   the RunReport component and `tfxp run` (`pipeline.summary` adds ML Metadata's part)
     facts.RunFacts                what the report knows (filled by `pipeline.report.gather` for a local run's
                                   output, or by `inputs.facts_from_inputs` from the pipeline's artifacts)
-    build.build_page(facts)       → `page.Page`: the sections of `page.SECTION_IDS` (run_sections, model_sections)
+    build.build_page(facts)       → `page.Page`: the sections of `page.SECTION_IDS` (run_sections, model_sections,
+                                  recipe_section for the Training section's recipe and `diagnosis`)
     render.render_page(page)      → HTML: inline CSS, inline SVG plots (`plots`, matplotlib), no script, no request
 
 `component.RunReport` is the pipeline's last component: it writes the page into its `report` artifact and next

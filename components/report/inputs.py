@@ -24,7 +24,7 @@ from components.baseline import reason
 from components.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE, read_label_map
 from components.data.spans import parse_spans
 from components.edge_exporter.summary import edge_summary
-from components.report import evaluation, readers
+from components.report import diagnosis, evaluation, readers
 from components.report.facts import RunFacts, reported
 from components.report.summary import BaselineRecord, DataSeen, EdgeRecord, RunSummary
 
@@ -174,27 +174,31 @@ def _evaluation(summary: RunSummary, inputs: ReportInputs) -> list[str]:
 
 def _decision(summary: RunSummary, inputs: ReportInputs, failures: list[str]) -> None:
     """`decision` and `blessing_reason` (naming the served version): `no new data` when the Trainer's model is an
-    earlier run's and nothing new was pushed (refused again, or an earlier run already pushed it: never twice)."""
+    earlier run's and nothing new was pushed (refused again, or an earlier run already pushed it: never twice).
+    When the Trainer's own diagnosis says the model is broken, the reason ends with its symptoms and likely causes,
+    so the run says why, not only "not pushed"."""
     pushed = summary.pushed_model_dir
     no_new_data = inputs.model_cached and (inputs.already_served is not None or not pushed)
     summary.decision = "no new data" if no_new_data else "pushed" if pushed else "not pushed"
     training = summary.metrics.training or {}
     if "warm_start" in training:
         summary.warm_start = training["warm_start"]
-    if summary.blessing_reason is not None:  # the Evaluator's output could not be read: said so already
-        return
-    evaluator = inputs.config.get("evaluator") or {}
-    baseline = summary.baseline or BaselineRecord()
-    summary.blessing_reason = reason.blessing_reason(
-        summary.blessed,
-        summary.metrics.accuracy,
-        reason.Baseline(baseline.mode, baseline.version, baseline.accuracy, baseline.not_compared),
-        float(evaluator.get("min_accuracy", 0.0)),
-        float(evaluator.get("max_accuracy_drop", 0.0)),
-        failures,
-        already_served=inputs.already_served,
-        no_new_data=no_new_data,
-    )
+    if summary.blessing_reason is None:  # else the Evaluator's output could not be read: said so already
+        evaluator = inputs.config.get("evaluator") or {}
+        baseline = summary.baseline or BaselineRecord()
+        summary.blessing_reason = reason.blessing_reason(
+            summary.blessed,
+            summary.metrics.accuracy,
+            reason.Baseline(baseline.mode, baseline.version, baseline.accuracy, baseline.not_compared),
+            float(evaluator.get("min_accuracy", 0.0)),
+            float(evaluator.get("max_accuracy_drop", 0.0)),
+            failures,
+            already_served=inputs.already_served,
+            no_new_data=no_new_data,
+        )
+    broken = diagnosis.broken_diagnosis(training)
+    if broken is not None:
+        summary.blessing_reason += "; " + diagnosis.reason_clause(broken)
 
 
 def artifact_facts(facts: RunFacts, inputs: ReportInputs, labels: list[str] | None = None) -> None:

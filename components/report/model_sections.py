@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.report import plots, text
+from components.report import plots, recipe_section, text
 from components.report.evaluation import per_class_rates
 from components.report.facts import RunFacts
 from components.report.page import (
@@ -193,7 +193,8 @@ def _data_path(summary: dict[str, Any]) -> str:
 
 
 def training_section(facts: RunFacts) -> Section:
-    """Loss and accuracy per epoch, images/s and step-time percentiles, the precision/XLA/strategy choices."""
+    """Loss and accuracy per epoch, images/s and step-time percentiles, the precision/XLA/strategy choices, the
+    recipe with its learning-rate schedule, and the Trainer's alert when it says the model is broken."""
     training = facts.summary.get("metrics", {}).get("training") or {}
     blocks: list[Any] = []
     if not training and not facts.curves:
@@ -205,6 +206,7 @@ def training_section(facts: RunFacts) -> Section:
                 f"{text.number(training.get('images_per_second'), 0)} images/s"
             )
         )
+        blocks += recipe_section.diagnosis_blocks(training)
     panels = _panels(facts.curves, training)
     if panels:
         epochs = max(len(points) for series in panels.values() for points in series.values())
@@ -235,6 +237,7 @@ def training_section(facts: RunFacts) -> Section:
         reasons = training.get("reasons") or {}
         rows = tuple((name, _choice(training.get(name)), str(reasons.get(name, ""))) for name in CHOICES)
         blocks.append(Table("Runtime choices", ("choice", "value", "why"), rows))
+        blocks += recipe_section.recipe_blocks(training)
     return Section("training", "Training", blocks)
 
 

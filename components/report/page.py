@@ -38,6 +38,15 @@ class Missing:
 
 
 @dataclass(frozen=True)
+class Alert:
+    """What a reader must not miss in its section (the Trainer's diagnosis that the model it trained is broken):
+    shown boxed in the `bad` colour; `title` leads it in bold."""
+
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
 class Facts:
     """Label → value pairs, as a definition list."""
 
@@ -96,7 +105,7 @@ class Collapsed:
     text: str
 
 
-Block = Lead | Paragraph | Missing | Facts | Table | Figure | ImageGrid | Collapsed
+Block = Lead | Paragraph | Missing | Alert | Facts | Table | Figure | ImageGrid | Collapsed
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,35 @@ def curves(
     return _figure(key, 3.0, draw, title, desc, columns=len(panels))
 
 
+def line_plot(
+    key: str,
+    title: str,
+    desc: str,
+    xlabel: str,
+    ylabel: str,
+    series: Mapping[str, Sequence[Sequence[float]]],
+    marks: Mapping[str, float] | None = None,
+) -> str:
+    """Lines without markers, for many points (`series`: name → [[x, y], ...], e.g. a learning-rate schedule);
+    each of `marks` (label → x) is a dotted vertical line, named in the legend (e.g. where the warmup ends)."""
+
+    def draw(axes: Any) -> None:
+        for number, (name, points) in enumerate(series.items()):
+            xs, ys = [point[0] for point in points], [point[1] for point in points]
+            axes.plot(xs, ys, label=name, color=PALETTE[number % len(PALETTE)], linewidth=2)
+        for label, x in (marks or {}).items():
+            axes.axvline(x, color="#555555", linestyle=":", linewidth=1.5, label=label)
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel(ylabel)
+        axes.set_title(title)
+        if all(point[1] >= 0 for points in series.values() for point in points):
+            axes.set_ylim(bottom=0)  # a rate that decays to 0 ends on the axis, not above an offset one
+        axes.grid(alpha=0.3)
+        _legend_outside(axes, fontsize=8)
+
+    return _figure(key, 3.0, draw, title, desc)
+
+
 def _legend_outside(axes: Any, **options: Any) -> None:
     """The legend right of the plot, where it covers no data."""
     axes.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), **options)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 
 from components.report.page import (
+    Alert,
     Block,
     Collapsed,
     Facts,
@@ -51,6 +52,8 @@ h2 { margin: 0 0 0.6rem; font-size: 1.3rem; }
 .lead { font-size: 1.2rem; font-weight: 600; margin: 0.2rem 0 0.6rem; }
 .lead.good { color: var(--good); } .lead.bad { color: var(--bad); }
 .missing { background: var(--note); border-left: 4px solid #e6a700; padding: 0.5rem 0.75rem; margin: 0.6rem 0; }
+.alert { background: #fdecea; border-left: 4px solid var(--bad); padding: 0.5rem 0.75rem; margin: 0.6rem 0; }
+.alert strong { color: var(--bad); }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 0.25rem 1rem; margin: 0.6rem 0; }
 dt { color: var(--muted); } dd { margin: 0; overflow-wrap: anywhere; }
 figure { margin: 0.8rem 0; }
@@ -98,6 +101,8 @@ def _block(block: Block) -> str:
         return f"<p>{escape(block.text)}</p>"
     if isinstance(block, Missing):
         return f'<p class="missing" role="note">{escape(block.text)}</p>'
+    if isinstance(block, Alert):
+        return f'<p class="alert" role="note"><strong>{escape(block.title)}</strong> {escape(block.text)}</p>'
     if isinstance(block, Facts):
         items = "".join(f"<dt>{escape(label)}</dt><dd>{escape(value)}</dd>" for label, value in block.items)
         return f"<dl>{items}</dl>"

@@ -2,7 +2,8 @@
 
 A model that learned its training images but answers one class (or chance) on the eval split is not a model the
 Evaluator should merely "not push": the run's message names the symptoms and the usual causes. The check is a
-pure function of numbers in `training_metrics.json`; `TopPredictedShare` is the one extra metric it needs.
+pure function of numbers in `training_metrics.json` (`eval_metrics.TopPredictedShare` is the one extra metric
+it needs), and imports no ML framework, so the report words it the same way (`components/report/diagnosis.py`).
 
 Example:
     diagnose(train_accuracy=0.95, train_loss=0.2, eval_accuracy=0.37, eval_loss=71.8, num_classes=3,
@@ -13,10 +14,8 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
-
-import tensorflow as tf
-import tf_keras as keras
 
 # Training accuracy at least this high, and this far above the eval accuracy, makes a poor eval a broken model.
 HIGH_TRAIN_ACCURACY = 0.5
@@ -29,31 +28,6 @@ CHANCE_MARGIN = 0.1
 LOSS_RATIO = 5.0
 # A warmup longer than this share of the run leaves little time at a decayed rate.
 LONG_WARMUP = 0.5
-
-
-@keras.utils.register_keras_serializable(package="tfxp")
-class TopPredictedShare(keras.metrics.Metric):
-    """The share of images whose top-1 prediction is the most often predicted class (1.0 = one class only)."""
-
-    def __init__(self, num_classes: int, name: str = "top_predicted_share", **kwargs: Any) -> None:
-        super().__init__(name=name, **kwargs)
-        self.num_classes = num_classes
-        self.counts = self.add_weight("counts", shape=(num_classes,), initializer="zeros", dtype=tf.float32)
-
-    def update_state(self, y_true: tf.Tensor, y_pred: tf.Tensor, sample_weight: tf.Tensor | None = None) -> None:
-        predicted = tf.argmax(y_pred, axis=-1, output_type=tf.int32)
-        self.counts.assign_add(
-            tf.math.bincount(predicted, minlength=self.num_classes, maxlength=self.num_classes, dtype=tf.float32)
-        )
-
-    def result(self) -> tf.Tensor:
-        return tf.math.divide_no_nan(tf.reduce_max(self.counts), tf.reduce_sum(self.counts))
-
-    def reset_state(self) -> None:
-        self.counts.assign(tf.zeros_like(self.counts))
-
-    def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "num_classes": self.num_classes}
 
 
 def diagnose(
@@ -119,13 +93,19 @@ def diagnose(
     return {"broken": True, "symptoms": symptoms, "likely_causes": causes}
 
 
+def symptoms_text(symptoms: Sequence[str]) -> str:
+    """The symptoms joined by semicolons; a generic line when none is listed."""
+    return "; ".join(symptoms) or "no symptoms listed"
+
+
+def causes_text(causes: Sequence[str]) -> str:
+    """The causes numbered, `(1) ...; (2) ...` (a cause may hold a semicolon of its own); `not listed` when none."""
+    return "; ".join(f"({number}) {cause}" for number, cause in enumerate(causes, 1)) or "not listed"
+
+
 def explain(diagnosis: dict[str, Any]) -> str:
-    """One paragraph for logs and the run's reason; "" when the model is not broken."""
+    """One paragraph for the Trainer's log and the report; "" when the model is not broken."""
     if not diagnosis.get("broken"):
         return ""
-    return (
-        "the trained model looks broken: "
-        + "; ".join(diagnosis["symptoms"])
-        + ". Likely causes: "
-        + "; ".join(diagnosis["likely_causes"])
-    )
+    symptoms, causes = diagnosis.get("symptoms", []), diagnosis.get("likely_causes", [])
+    return f"the trained model looks broken: {symptoms_text(symptoms)}. Likely causes: {causes_text(causes)}."

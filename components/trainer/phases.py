@@ -23,7 +23,7 @@ import tf_keras as keras
 
 from components.errors import TfxpError
 from components.trainer.callbacks import ProfilerWindow, StopAtStep, ThroughputCallback
-from components.trainer.diagnosis import TopPredictedShare
+from components.trainer.eval_metrics import TopPredictedShare
 from components.trainer.input_pipeline import InputOptions, make_dataset
 from components.trainer.models import ModelSpec, build_model
 from components.trainer.optimization import Recipe, add_weight_decay, build_recipe
