@@ -104,6 +104,7 @@ def test_the_multi_node_config_compiles_to_eight_a100_workers(tmp_path: Path) ->
     result = compile_pipeline(load_config(Path("configs/imagenet_a100_multinode.yaml")), tmp_path / "pipeline.yaml")
     run = parse_custom_config(_trainer_custom_config(result))
     assert run.tfjob is not None and run.trainer.workers == 8
+    assert (run.trainer.optimizer.name, run.trainer.schedule.name) == ("lars", "polynomial")
     worker = run.tfjob.manifest["spec"]["tfReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 8
     assert worker["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from pipeline.config import load_config
+
 TINY = {
     "image_size": 8,
     "channels": 1,
@@ -132,7 +134,15 @@ HEARTBEAT_LOSS = "stopped sending heartbeats"
 def _two_workers(digits_dir: Path, root: Path) -> list[tuple[int, str, str]]:
     """Runs the two-worker job under `root`; (return code, stdout, stderr) per worker."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-    job = _job(digits_dir, root / "shared", strategy="auto")
+    # The multinode config's recipe (LARS, polynomial decay, label smoothing) on the tiny model: the recipe
+    # across MultiWorkerMirroredStrategy, its trust ratio on all-reduced gradients.
+    multinode = load_config(Path(__file__).resolve().parents[1] / "configs/imagenet_a100_multinode.yaml").trainer
+    recipe = {
+        "optimizer": multinode.optimizer.model_dump(mode="json"),
+        "schedule": {**multinode.schedule.model_dump(mode="json"), "warmup_epochs": 0, "warmup_steps": 2},
+        "label_smoothing": multinode.label_smoothing,
+    }
+    job = _job(digits_dir, root / "shared", strategy="auto", **recipe)
     processes = []
     for index in range(2):
         tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
@@ -164,6 +174,7 @@ def test_multi_worker_two_processes_only_chief_exports(digits_dir: Path, tmp_pat
     (chief,), (other,) = (_metrics(stdout) for stdout, _ in outputs)
     assert chief["strategy"] == other["strategy"] == "multi_worker"
     assert chief["replicas"] == 2 and chief["global_batch"] == 32
+    assert chief["recipe"]["optimizer_class"] == "Lars" and chief["recipe"]["schedule"]["name"] == "polynomial"
     assert chief["final_loss"] == pytest.approx(other["final_loss"], rel=1e-5)  # one synchronous model
     assert chief["chief"] is True and other["chief"] is False
     shared = root / "shared"
