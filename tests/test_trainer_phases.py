@@ -34,7 +34,7 @@ METRICS_KEYS = {
     "final_train_loss",
     "final_train_accuracy", "peak_learning_rate", "replicas", "workers", "chief", "strategy", "precision", "xla",
     "loss_scaling", "reasons", "gpu_memory", "model", "num_classes", "phase_seconds", "total_seconds", "recipe",
-    "diagnosis",
+    "diagnosis", "eval_top_predicted_share",
 }  # fmt: skip
 
 

@@ -202,6 +202,7 @@ def collect_metrics(
         "epochs": trainer.epochs,
         "final_loss": evaluation.loss,
         "final_accuracy": evaluation.accuracy,
+        "eval_top_predicted_share": evaluation.top_predicted_share,
         "final_train_loss": float(fitted.history["loss"][-1]),
         "final_train_accuracy": float(fitted.history["accuracy"][-1]),
         "peak_learning_rate": compiled.peak_learning_rate,
