@@ -83,8 +83,8 @@ class TrainerOptions(ConfigSection):
         eval_crop: The central crop's share of the image's shorter side before the resize, in evaluation, the
             serving signatures and the device model alike (Model Garden: 0.875); 1 = the whole image, squashed.
         init_weights: Initial weights: a Keras weights file (`.h5`/`.weights.h5`), a TF2 checkpoint prefix or a
-            SavedModel directory, local or on a bucket; the head is new when the classes differ. "" = random.
-        freeze_backbone_steps: With `init_weights`, train only the head for this many first steps.
+            SavedModel directory, local or on a bucket; the head is new when the classes differ. "" = random
+            (`components/trainer/init_weights.py`).
         deterministic: Deterministic input order and ops (tests); slower.
         profile_steps: Profiler step window `start,stop`; empty = off.
         seed: Random seed.
@@ -119,7 +119,6 @@ class TrainerOptions(ConfigSection):
     crop_aspect: tuple[float, float] = (0.75, 4 / 3)
     eval_crop: float = Field(1.0, gt=0, le=1)
     init_weights: str = ""
-    freeze_backbone_steps: int = Field(0, ge=0)
     deterministic: bool = False
     profile_steps: str = Field("", pattern=r"^$|^[0-9]+,[0-9]+$")
     seed: int = 42
@@ -146,16 +145,6 @@ class TrainerOptions(ConfigSection):
                     + (" <= 1" if key == "crop_area" else "")
                     + ", e.g. [0.08, 1.0] for crop_area, [0.75, 1.3333] for crop_aspect"
                 )
-        if self.freeze_backbone_steps and not self.init_weights:
-            raise ValueError(
-                f"trainer.freeze_backbone_steps={self.freeze_backbone_steps} freezes a pretrained backbone, but "
-                "trainer.init_weights is empty; set it to the weights to start from, or drop freeze_backbone_steps"
-            )
-        if self.freeze_backbone_steps >= self.train_steps:
-            raise ValueError(
-                f"trainer.freeze_backbone_steps={self.freeze_backbone_steps} is not below trainer.train_steps="
-                f"{self.train_steps}: the backbone would never train"
-            )
         return self
 
     @model_validator(mode="after")

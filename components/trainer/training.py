@@ -26,6 +26,7 @@ import tf_keras as keras
 from components.contract import IMAGE_KEY, TRAINING_METRICS_FILE, read_label_map
 from components.trainer.diagnosis import diagnose, explain
 from components.trainer.export import export_saved_model
+from components.trainer.init_weights import load_initial_weights
 from components.trainer.input_pipeline import list_files
 from components.trainer.optimization import schedule_curve
 from components.trainer.options import RunOptions, TrainerOptions
@@ -296,6 +297,8 @@ def train_and_export(
     labels = read_labels(run.labels_path)
     train_data = build_inputs(run, paths.train_files, runtime, training=True)
     compiled = build_and_compile(run.trainer, runtime, len(labels))
+    # Pretrained weights first; a served model of this pipeline that matches (warm start) then takes over.
+    initial = load_initial_weights(compiled.model, run.trainer.init_weights)
     warm = apply_warm_start(compiled.model, run.trainer.warm_start, run.serving_base, labels)
     with _scratch_dir() as scratch:
         clock.lap("setup")
@@ -311,6 +314,7 @@ def train_and_export(
         clock.lap("export")
     metrics = collect_metrics(run.trainer, runtime, compiled, fitted, evaluation, len(labels), clock)
     metrics["warm_start"] = warm.to_dict()
+    metrics["init_weights"] = initial.to_dict()
     if metrics["diagnosis"]["broken"]:
         logger.warning("trainer: %s", explain(metrics["diagnosis"]))
     if runtime.chief:
