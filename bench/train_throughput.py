@@ -17,8 +17,8 @@ GPU mode (one configuration, e.g. on an A100/H100 host):
     .venv/bin/python bench/train_throughput.py --out bench/results \\
         --model resnet50 --synthetic --precision mixed_float16 --xla --batch 256
 
-Anchors for that command: NVIDIA's TF ResNet-50 v1.5 (`resnet50`) reaches 2,375 img/s with AMP+XLA on one A100 40GB (909 img/s
-TF32+XLA); with several GPUs the strategy is MirroredStrategy and `--batch` is per replica.
+Anchors for that command: NVIDIA's TF ResNet-50 v1.5 (`resnet50`) reaches 2,375 img/s with AMP+XLA on one A100
+40GB (909 img/s TF32+XLA); with several GPUs the strategy is MirroredStrategy and `--batch` is per replica.
 
 Multi-worker scaling (`--workers 1 2`): for each N, one whole Trainer run on digits (or `--data DIR`) with the
 same per-replica `--batch` and `--steps` timed steps, `--rounds` times: N = 1 is `run_fn` in one process without
