@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
-from components.contract import IMAGE_KEY, LABEL_KEY
+from components.contract import EDGE_METADATA_FILE, IMAGE_KEY, LABEL_KEY
 from components.data.errors import DataError
 from components.data.layout import DataSpec, read_directory
 from components.data.probe import FileProbe, glob_files
@@ -219,3 +220,18 @@ def _sample_records(files: list[str], limit: int | None, shuffle: bool, seed: in
     if shuffle:
         records = [records[index] for index in rng.permutation(len(records))]
     return records[:limit] if limit else records
+
+
+def central_crop_near(model: Path) -> float:
+    """The serving crop of the device model at `model`, from the `edge_metadata.json` the EdgeExporter wrote
+    beside it (`normalization.central_crop`); 1.0 (the whole frame) when there is none or it does not say.
+
+    `tfxp edge eval` and `tfxp edge verify` feed frames cropped by it, so a model trained with
+    `trainer.eval_crop` < 1 is judged on the pixels TF Serving and the app (MediaPipe's region of interest) use.
+    """
+    metadata = model.parent / EDGE_METADATA_FILE
+    try:
+        recorded = json.loads(metadata.read_text()).get("normalization", {}).get("central_crop", 1.0)
+    except (OSError, ValueError, AttributeError):
+        return 1.0
+    return float(recorded) if isinstance(recorded, int | float) and 0 < recorded <= 1 else 1.0

@@ -239,3 +239,14 @@ def test_load_split_rejects_records_without_the_contract_features(tmp_path: Path
 
     with pytest.raises(EdgeError, match=r"cannot read the `eval` examples .*`image/encoded`.*`image/class/label`"):
         load_split(tmp_path, "eval", SPEC)
+
+
+def test_the_cli_reads_the_serving_crop_beside_the_device_model(tmp_path: Path) -> None:
+    from edge.data import central_crop_near
+
+    model = tmp_path / "model.tflite"
+    assert central_crop_near(model) == 1.0  # no edge_metadata.json: the whole frame
+    (tmp_path / "edge_metadata.json").write_text('{"normalization": {"central_crop": 0.875}}')
+    assert central_crop_near(model) == 0.875
+    (tmp_path / "edge_metadata.json").write_text('{"normalization": {"central_crop": "lots"}}')
+    assert central_crop_near(model) == 1.0

@@ -144,7 +144,7 @@ def eval_command(
     import numpy as np
 
     from components.trainer.preprocessing import PreprocessingSpec
-    from edge.data import load_split
+    from edge.data import central_crop_near, load_split
     from edge.evaluate import accuracy_of
     from edge.runtime import TfliteModel, read_tflite
 
@@ -152,7 +152,8 @@ def eval_command(
     tflite_bytes = read_tflite(model)
     tflite = TfliteModel(tflite_bytes, threads=threads, where=str(model))
     height, channels = _input_size(tflite.image_shape, model)
-    data = load_split(examples, split, PreprocessingSpec(height, channels), limit=limit, label_offset=label_offset)
+    spec = PreprocessingSpec(height, channels, central_crop=central_crop_near(model))
+    data = load_split(examples, split, spec, limit=limit, label_offset=label_offset)
     if client not in ("none", "mediapipe"):
         raise EdgeError(f"unknown --client {client}; pass mediapipe or none")
     predictions = tflite.predict(data.frames)
@@ -317,13 +318,18 @@ def verify_command(
     core = check_cpu(cpu)  # first: `max` is refused before TensorFlow loads or anything is prepared
 
     from components.trainer.preprocessing import PreprocessingSpec
-    from edge.data import load_split
+    from edge.data import central_crop_near, load_split
     from edge.runtime import TfliteModel, read_tflite
 
     content = read_tflite(model)
     height, channels = _input_size(TfliteModel(content, where=str(model)).image_shape, model)
     data = load_split(
-        examples, "eval", PreprocessingSpec(height, channels), limit=samples, label_offset=label_offset, shuffle=True
+        examples,
+        "eval",
+        PreprocessingSpec(height, channels, central_crop=central_crop_near(model)),
+        limit=samples,
+        label_offset=label_offset,
+        shuffle=True,
     )
     run = verify_on_arch(
         content,
