@@ -87,3 +87,39 @@ def test_nothing_loadable_names_the_key_and_the_formats(tmp_path: Path) -> None:
     with pytest.raises(InitWeightsError, match=r"trainer.init_weights = .*: no weights there; expected a SavedModel"):
         load_initial_weights(build_model("small_resnet", SPEC), str(tmp_path / "nothing"))
     assert load_initial_weights(build_model("small_resnet", SPEC), "").loaded == 0
+
+
+def test_the_head_trains_alone_first_then_everything(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    from components.trainer.options import TrainerOptions
+    from components.trainer.phases import build_and_compile, train_head_first
+    from components.trainer.runtime import set_up_runtime
+
+    trainer = TrainerOptions(
+        image_size=8, channels=1, width=4, batch_size=8, train_steps=4, init_weights="x", freeze_backbone_steps=3
+    )
+    runtime = set_up_runtime(trainer, tf_config="")
+    compiled = build_and_compile(trainer, runtime, num_classes=3)
+    model = compiled.model
+    images = tf.data.Dataset.from_tensors((tf.random.uniform((8, 8, 8, 1)), tf.constant([0, 1, 2, 0, 1, 2, 0, 1])))
+    data = images.repeat()
+    backbone = {w.name: w.numpy().copy() for w in model.weights if not w.name.startswith("logits/")}
+    head = model.get_layer("logits").kernel.numpy().copy()
+
+    assert train_head_first(compiled, data, trainer, runtime) == 3
+    # Frozen: every backbone weight, BatchNorm's moving statistics included, is as it was; the head trained.
+    assert all(np.array_equal(backbone[w.name], w.numpy()) for w in model.weights if w.name in backbone)
+    assert not np.array_equal(head, model.get_layer("logits").kernel.numpy())
+    # Then everything trains, under the run's own optimizer (fresh: its schedule starts at step 0).
+    assert all(layer.trainable for layer in model.layers) and model.optimizer is compiled.recipe.optimizer
+    model.fit(data, epochs=1, steps_per_epoch=1, verbose=0)
+    assert not np.array_equal(backbone["stem_conv/kernel:0"], model.get_layer("stem_conv").kernel.numpy())
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def test_freezing_a_random_backbone_is_refused() -> None:
+    from components.trainer.options import TrainerOptions
+
+    with pytest.raises(ValueError, match="a random backbone would stay random"):
+        TrainerOptions(freeze_backbone_steps=10)

@@ -85,6 +85,8 @@ class TrainerOptions(ConfigSection):
         init_weights: Initial weights: a Keras weights file (`.h5`/`.weights.h5`), a TF2 checkpoint prefix or a
             SavedModel directory, local or on a bucket; the head is new when the classes differ. "" = random
             (`components/trainer/init_weights.py`).
+        freeze_backbone_steps: Before the `train_steps`, train only the classification head for this many steps
+            (the rest frozen, BatchNorm statistics included), as fine-tuning a pretrained backbone usually starts.
         deterministic: Deterministic input order and ops (tests); slower.
         profile_steps: Profiler step window `start,stop`; empty = off.
         seed: Random seed.
@@ -119,6 +121,7 @@ class TrainerOptions(ConfigSection):
     crop_aspect: tuple[float, float] = (0.75, 4 / 3)
     eval_crop: float = Field(1.0, gt=0, le=1)
     init_weights: str = ""
+    freeze_backbone_steps: int = Field(0, ge=0, le=MAX_STEPS)
     deterministic: bool = False
     profile_steps: str = Field("", pattern=r"^$|^[0-9]+,[0-9]+$")
     seed: int = 42
@@ -145,6 +148,16 @@ class TrainerOptions(ConfigSection):
                     + (" <= 1" if key == "crop_area" else "")
                     + ", e.g. [0.08, 1.0] for crop_area, [0.75, 1.3333] for crop_aspect"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _check_freeze(self) -> TrainerOptions:
+        if self.freeze_backbone_steps and not self.init_weights and self.warm_start == "none":
+            raise ValueError(
+                f"trainer.freeze_backbone_steps={self.freeze_backbone_steps} freezes a pretrained backbone, but "
+                "trainer.init_weights is empty and trainer.warm_start is none: a random backbone would stay random. "
+                "Set trainer.init_weights, or drop freeze_backbone_steps"
+            )
         return self
 
     @model_validator(mode="after")

@@ -17,6 +17,7 @@ import importlib.util
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import tensorflow as tf
 import tf_keras as keras
@@ -113,13 +114,54 @@ def build_and_compile(trainer: TrainerOptions, runtime: TrainingRuntime, num_cla
         model = build_model(trainer.model, spec)
         recipe = build_recipe(trainer, runtime.global_batch, num_classes)
         decayed = add_weight_decay(model, trainer.optimizer)
-        model.compile(
-            optimizer=recipe.optimizer,
-            loss=recipe.loss,
-            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-            jit_compile=runtime.jit_compile,
-        )
+        _compile(model, recipe.optimizer, recipe.loss, runtime)
     return CompiledModel(model, trainer.model, spec, recipe, decayed)
+
+
+HEAD_LAYERS = ("logits", "probabilities")
+
+
+def train_head_first(
+    compiled: CompiledModel, train_data: tf.data.Dataset, trainer: TrainerOptions, runtime: TrainingRuntime
+) -> int:
+    """`trainer.freeze_backbone_steps`: trains only the classification head for that many steps, before `fit`.
+
+    Every other layer is made non-trainable (in tf_keras a frozen BatchNormalization also keeps its statistics), the
+    model is compiled with a head-only copy of the recipe (its own warmup and decay over these steps), trained, then
+    unfrozen and compiled again with the run's own optimizer, so `fit` trains everything for `train_steps` steps
+    from the head this left. The usual fine-tuning order: a new head first, so its random gradients do not wreck
+    pretrained features.
+
+    Returns:
+        The steps it trained (0 when `freeze_backbone_steps` is 0).
+    """
+    steps = trainer.freeze_backbone_steps
+    if not steps:
+        return 0
+    model = compiled.model
+    frozen = [layer for layer in model.layers if layer.name not in HEAD_LAYERS and layer.trainable]
+    head_only = trainer.model_copy(update={"train_steps": steps})
+    with runtime.strategy.scope():
+        for layer in frozen:
+            layer.trainable = False
+        recipe = build_recipe(head_only, runtime.global_batch, compiled.spec.num_classes)
+        _compile(model, recipe.optimizer, recipe.loss, runtime)
+    model.fit(train_data, epochs=1, steps_per_epoch=steps, verbose=2)
+    with runtime.strategy.scope():
+        for layer in frozen:
+            layer.trainable = True
+        _compile(model, compiled.recipe.optimizer, compiled.recipe.loss, runtime)
+    logger.info("trainer: trained the head alone for %d steps (trainer.freeze_backbone_steps), then everything", steps)
+    return steps
+
+
+def _compile(model: keras.Model, optimizer: Any, loss: keras.losses.Loss, runtime: TrainingRuntime) -> None:
+    model.compile(
+        optimizer=optimizer,
+        loss=loss,
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=runtime.jit_compile,
+    )
 
 
 @dataclass(frozen=True)

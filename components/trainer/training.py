@@ -38,6 +38,7 @@ from components.trainer.phases import (
     build_inputs,
     evaluate,
     fit,
+    train_head_first,
 )
 from components.trainer.preprocessing import PreprocessingSpec
 from components.trainer.recipe import describe
@@ -303,6 +304,7 @@ def train_and_export(
     with _scratch_dir() as scratch:
         clock.lap("setup")
         log_dir = paths.model_run_dir if runtime.chief else scratch
+        head_steps = train_head_first(compiled, train_data, run.trainer, runtime)
         if paths.backup_dir:
             note_backups(paths.backup_dir, run.trainer, runtime.chief)
         fitted = fit(compiled, train_data, run.trainer, runtime, log_dir, paths.backup_dir, extra_callbacks)
@@ -314,7 +316,7 @@ def train_and_export(
         clock.lap("export")
     metrics = collect_metrics(run.trainer, runtime, compiled, fitted, evaluation, len(labels), clock)
     metrics["warm_start"] = warm.to_dict()
-    metrics["init_weights"] = initial.to_dict()
+    metrics["init_weights"] = {**initial.to_dict(), "head_only_steps": head_steps}
     if metrics["diagnosis"]["broken"]:
         logger.warning("trainer: %s", explain(metrics["diagnosis"]))
     if runtime.chief:
