@@ -49,9 +49,14 @@ def test_new_version_swaps_in_under_load_without_failing_a_request(tmp_path: Pat
     )
     with ModelServer([ModelConfig("hot", base)], options) as server:
         results: list[LoadTestResult] = []
+        # The load runs until both sides of the swap have answered (`stop`), not for a fixed time: on a loaded
+        # CI machine pushing and warming version 2 can take longer than any fixed window.
+        stop = threading.Event()
         load = threading.Thread(
             target=lambda: results.append(
-                run_load_test(lambda: GrpcClient(server.grpc_target, "hot"), IMAGES, concurrency=4, seconds=7.0)
+                run_load_test(
+                    lambda: GrpcClient(server.grpc_target, "hot"), IMAGES, concurrency=4, seconds=120.0, stop=stop
+                )
             )
         )
         load.start()
@@ -67,6 +72,8 @@ def test_new_version_swaps_in_under_load_without_failing_a_request(tmp_path: Pat
             4 * POLL_SECONDS,
             "version 1 unloading",
         )
+        time.sleep(0.5)  # the load's workers send a few requests to version 2 alone
+        stop.set()
         load.join()
         with pytest.raises(NotFoundError, match=r"Specific\(hot, 1\)"):
             probe.predict_images(IMAGES[:1], version=1)

@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from components.contract import SAVED_MODEL_FILE
 from components.errors import TfxpError
 
 HEAD_LAYER = "logits"
@@ -73,7 +74,7 @@ def detect_format(source: str) -> str:
         InitWeightsError: nothing of these at the path.
     """
     path = source.rstrip("/")
-    if tf.io.gfile.isdir(path) and tf.io.gfile.exists(f"{path}/saved_model.pb"):
+    if tf.io.gfile.isdir(path) and tf.io.gfile.exists(f"{path}/{SAVED_MODEL_FILE}"):
         return "saved_model"
     if tf.io.gfile.exists(f"{path}.index"):
         return "checkpoint"
@@ -81,7 +82,7 @@ def detect_format(source: str) -> str:
         return "h5"
     raise InitWeightsError(
         f"trainer.init_weights = {source!r}: no weights there; expected a SavedModel directory (with "
-        "saved_model.pb), a Keras .h5 weights file, or a TF2 checkpoint prefix (the path without .index)"
+        f"{SAVED_MODEL_FILE}), a Keras .h5 weights file, or a TF2 checkpoint prefix (the path without .index)"
     )
 
 
