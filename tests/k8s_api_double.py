@@ -31,6 +31,7 @@ import contextlib
 import functools
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -239,6 +240,21 @@ class Recorded:
     resource: str = ""
 
 
+@dataclass
+class SlowAnswer:
+    """Answers to requests of `verb` on `resource` (RBAC's words: `create`/`get`/`list`/`delete`, `tfjobs`/`pods`)
+    come `seconds` late: all at once after the wait, or (`trickle`) one byte at a time spread over it, which socket
+    read timeouts never trip. The request takes effect at once (a create is stored before its answer is sent);
+    `times` such answers (None: every one). `started` is set when the first one begins."""
+
+    verb: str
+    resource: str
+    seconds: float
+    trickle: bool = False
+    times: int | None = None
+    started: threading.Event = field(default_factory=threading.Event)
+
+
 def _status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "kind": "Status",
@@ -298,6 +314,25 @@ class K8sApiDouble:
         self._schema = _crd_schema() if validate_schema else None
         self._unavailable_left = scenario.unavailable_reads
         self._lose_create = scenario.lose_create_answer
+        self.slow: list[SlowAnswer] = []
+        # Requests whose answer is not sent yet (a slow one), by RBAC verb: what a test may interrupt.
+        self.in_flight: dict[str, int] = {}
+
+    def slow_answer(self, verb: str, resource: str = PLURAL, seconds: float = 5.0, **options: Any) -> SlowAnswer:
+        """Makes answers to `verb` on `resource` slow (SlowAnswer); returns it (its `started` event)."""
+        slow = SlowAnswer(verb, resource, seconds, **options)
+        with self.lock:
+            self.slow.append(slow)
+        return slow
+
+    def _slowness(self, request: Recorded) -> SlowAnswer | None:
+        with self.lock:
+            for slow in self.slow:
+                if (slow.verb, slow.resource) == (request.verb, request.resource) and slow.times != 0:
+                    if slow.times is not None:
+                        slow.times -= 1
+                    return slow
+        return None
 
     def calls(self, method: str, path_part: str = "") -> list[Recorded]:
         return [r for r in self.requests if r.method == method and path_part in r.path]
@@ -589,11 +624,31 @@ def _handler(double: K8sApiDouble) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             request = Recorded(self.command, url.path, parse_qs(url.query), json.loads(raw) if raw else None)
             status, content_type, data = double.answer(request)
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            slow = double._slowness(request)
+            if slow is not None:
+                with double.lock:
+                    double.in_flight[request.verb] = double.in_flight.get(request.verb, 0) + 1
+                slow.started.set()
+            try:
+                if slow is not None and not slow.trickle:
+                    time.sleep(slow.seconds)
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if slow is not None and slow.trickle:
+                    for index in range(len(data)):
+                        self.wfile.write(data[index : index + 1])
+                        self.wfile.flush()
+                        time.sleep(slow.seconds / max(len(data), 1))
+                else:
+                    self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client went away (abandoned the call, or its process ended)
+            finally:
+                if slow is not None:
+                    with double.lock:
+                        double.in_flight[request.verb] -= 1
 
         do_GET = do_POST = do_DELETE = _serve  # noqa: N815  (http.server's naming)
 

@@ -22,11 +22,13 @@ PRODUCT = ("components", "edge", "pipeline", "serving")
 # Exceptions that are not user errors: a request's status, sent to clients with its code (serving/errors.py);
 # private control flow of `tfxp run-spec`.
 NOT_USER_ERRORS = {
-    # The TFJob client's control flow, caught inside it (a transient API answer, a 409 to adopt from, SIGTERM
-    # unwinding `run` so that it deletes the job); what reaches a user is a TfJobError.
+    # The TFJob client's control flow, caught inside it (a transient API answer, a 409 to adopt from); what reaches
+    # a user is a TfJobError.
     "ApiUnreachableError",
     "JobExistsError",
-    "_TerminationRequested",
+    # A stop signal unwinding to its cleanup (components/stop_request.py), like KeyboardInterrupt; the process then
+    # exits with 143 (SIGTERM) or as Ctrl-C does.
+    "StopRequested",
     "ServingError",
     "InvalidArgumentError",
     "NotFoundError",

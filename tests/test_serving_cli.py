@@ -154,7 +154,8 @@ def test_serve_help_says_it_stands_in_for_tf_serving() -> None:
     assert "Production serves the pushed model with TensorFlow Serving" in " ".join(output.split())
 
 
-def test_tfxp_serve_answers_until_interrupted(model_base: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
+def test_tfxp_serve_answers_until_interrupted(model_base: Path, stop: signal.Signals) -> None:
     grpc_port, rest_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()
     command = [
         str(Path(sys.executable).parent / "tfxp"), "serve", "--model-base", str(model_base), "--model-name", "pets",
@@ -166,7 +167,7 @@ def test_tfxp_serve_answers_until_interrupted(model_base: Path) -> None:
         retry = RetryPolicy(max_attempts=120, initial_backoff_seconds=0.25, multiplier=1.0)
         with GrpcClient(f"127.0.0.1:{grpc_port}", "pets", retry=retry) as client:
             assert client.predict_images([random_png(8, 1, 0)]).model_version == 1
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         output, _ = process.communicate(timeout=30)
     finally:
         if process.poll() is None:

@@ -20,12 +20,13 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from components.deadline import with_deadline
 from components.k8s import tfjob
 from components.k8s import tfjob_status as status
 from components.k8s.tfjob_errors import (
@@ -38,11 +39,22 @@ from components.k8s.tfjob_errors import (
     say,
 )
 
+if TYPE_CHECKING:
+    from components.stop_request import StopRequest
+
 # (connect, read) seconds of every call; the kubernetes client ignores a float `_request_timeout` (its rest.py takes
-# an int or a pair only), so this is a pair.
+# an int or a pair only), so this is a pair. These bound each connect and each socket read, not the call (a server
+# that trickles its answer never trips them), so every call also has a whole-call deadline (`with_deadline`).
 REQUEST_TIMEOUT = (10, 30)
-# On SIGTERM the grace period (the pod's terminationGracePeriodSeconds, 30 s by default) bounds the deletion.
-DELETE_TIMEOUT = (5, 10)
+DELETE_TIMEOUT = (3, 6)
+READ_DEADLINE_SECONDS = 40.0
+# After SIGTERM the pod's grace period (terminationGracePeriodSeconds, 30 s by default) bounds everything that is
+# left: the create in flight (it is waited for: abandoned, it could still create the job after the cleanup looked),
+# the look whether an unanswered create made the job, and the deletion. Reads in flight are abandoned at once.
+CREATE_DEADLINE_SECONDS = 12.0
+CLEANUP_LOOK_DEADLINE_SECONDS = 4.0
+DELETE_DEADLINE_SECONDS = 8.0
+T = TypeVar("T")
 LOG_TAIL_LINES = 40
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 SERVICE_ACCOUNT_TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
@@ -76,10 +88,27 @@ class TfJobApi:
         self.namespace = namespace
         self._custom = k8s.CustomObjectsApi(api)
         self._core = k8s.CoreV1Api(api)
+        # Set by TfJobClient.run: a stop signal abandons the read in flight (StopRequested), never a create or delete.
+        self.stop: StopRequest | None = None
 
-    def _json(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        response = method(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
-        return dict(json.loads(response.data))
+    def _bounded(self, call: Callable[[], T], what: str, deadline: float, *, abandon_on_stop: bool) -> T:
+        """`call()` within `deadline` seconds in all (else urllib3's TimeoutError, a transport error)."""
+        late = urllib3.exceptions.TimeoutError(f"no whole answer to {what} within {deadline:.0f} s")
+        return with_deadline(call, deadline, late, stop=self.stop if abandon_on_stop else None)
+
+    def _json(
+        self,
+        method: Callable[..., Any],
+        *args: Any,
+        deadline: float = READ_DEADLINE_SECONDS,
+        abandon_on_stop: bool = True,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        def call() -> dict[str, Any]:
+            response = method(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+            return dict(json.loads(response.data))
+
+        return self._bounded(call, getattr(method, "__name__", "the call"), deadline, abandon_on_stop=abandon_on_stop)
 
     def _job_id(self, name: str) -> str:
         return f"{self.namespace}/{name}"
@@ -101,6 +130,8 @@ class TfJobApi:
                 self.namespace,
                 tfjob.TFJOB_PLURAL,
                 dict(manifest),
+                deadline=CREATE_DEADLINE_SECONDS,
+                abandon_on_stop=False,
             )
         except ApiException as error:
             refusal = api_status(error)
@@ -115,8 +146,8 @@ class TfJobApi:
         except TRANSPORT_ERRORS as error:
             raise ApiUnreachableError(f"{type(error).__name__}: {error}") from error
 
-    def get(self, name: str) -> dict[str, Any]:
-        """The TFJob as the API server has it.
+    def get(self, name: str, *, cleanup: bool = False) -> dict[str, Any]:
+        """The TFJob as the API server has it (`cleanup`: a short deadline, and not abandoned on a stop signal).
 
         Raises:
             TfJobGoneError: it does not exist.
@@ -132,6 +163,8 @@ class TfJobApi:
                 self.namespace,
                 tfjob.TFJOB_PLURAL,
                 name,
+                deadline=CLEANUP_LOOK_DEADLINE_SECONDS if cleanup else READ_DEADLINE_SECONDS,
+                abandon_on_stop=not cleanup,
             )
         except ApiException as error:
             refusal = api_status(error)
@@ -175,14 +208,19 @@ class TfJobApi:
             propagation_policy="Background", preconditions=k8s.V1Preconditions(uid=uid) if uid else None
         )
         try:
-            self._custom.delete_namespaced_custom_object(
-                tfjob.TFJOB_GROUP,
-                tfjob.TFJOB_VERSION,
-                self.namespace,
-                tfjob.TFJOB_PLURAL,
-                name,
-                body=options,
-                _request_timeout=DELETE_TIMEOUT,
+            self._bounded(
+                lambda: self._custom.delete_namespaced_custom_object(
+                    tfjob.TFJOB_GROUP,
+                    tfjob.TFJOB_VERSION,
+                    self.namespace,
+                    tfjob.TFJOB_PLURAL,
+                    name,
+                    body=options,
+                    _request_timeout=DELETE_TIMEOUT,
+                ),
+                "delete_namespaced_custom_object",
+                DELETE_DEADLINE_SECONDS,
+                abandon_on_stop=False,
             )
         except ApiException as error:
             refusal = api_status(error)
@@ -199,7 +237,8 @@ class TfJobApi:
     def log_tail(self, pod: str, *, previous: bool = False) -> str:
         """The last LOG_TAIL_LINES lines of the pod's `tensorflow` container (`previous`: of its run before the
         current one), or `(log unavailable: why)`."""
-        try:
+
+        def call() -> bytes:
             response = self._core.read_namespaced_pod_log(
                 pod,
                 self.namespace,
@@ -209,11 +248,15 @@ class TfJobApi:
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             )
+            return bytes(response.data)
+
+        try:
+            data = self._bounded(call, "read_namespaced_pod_log", READ_DEADLINE_SECONDS, abandon_on_stop=True)
         except ApiException as error:
             return f"(log unavailable: {say(api_status(error))})"
         except TRANSPORT_ERRORS as error:
             return f"(log unavailable: {type(error).__name__})"
-        text = response.data.decode("utf-8", "replace").rstrip("\n")
+        text = data.decode("utf-8", "replace").rstrip("\n")
         return text or "(the log is empty)"
 
     def events(self, field_selector: str) -> list[Mapping[str, Any]]:

@@ -13,7 +13,10 @@ under the same name and follows it (`submit`).
 group, SIGKILL after the grace period (argoproj/argo-workflows `workflow/controller/pod/queue.go:118-128`;
 `workflow/executor/osspecific/signal_darwin.go:19-25`, which signal_linux.go links to; `command_unix.go:37`), and
 keeps the finished pod, so the owner reference to it (`task_pod_owner`) removes the job only when the workflow
-itself is deleted.
+itself is deleted. The signal is only recorded (components/stop_request.py): a read in flight is abandoned, a
+create in flight is waited for (its deadline), and the deletion runs on the normal path with its own deadline, so
+the process exits within STOP_BOUND_SECONDS of the SIGTERM (inside Kubernetes' default 30 s grace period), with
+the job deleted or a message saying it could not be.
 
 Polling, not watching: each poll is one GET of the job and one LIST of its pods (and of its events while a pod is
 missing), so the RBAC stays `get`/`list` (RBAC_RULES) and there is no watch to resume after the API server drops
@@ -32,11 +35,9 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from types import FrameType
 from typing import Any
 
 from kubernetes import client as k8s
@@ -45,6 +46,9 @@ from components.k8s import tfjob_diagnosis as diagnosis
 from components.k8s import tfjob_status as status
 from components.k8s.tfjob import RBAC_RULES
 from components.k8s.tfjob_api import (
+    CLEANUP_LOOK_DEADLINE_SECONDS,
+    CREATE_DEADLINE_SECONDS,
+    DELETE_DEADLINE_SECONDS,
     ApiUnreachableError,
     JobExistsError,
     TfJobApi,
@@ -64,10 +68,12 @@ from components.k8s.tfjob_errors import (
     TfJobRejectedError,
     TfJobTimeoutError,
 )
+from components.stop_request import StopRequest, StopRequested
 
 __all__ = [
     "RBAC_RULES",
     "SIGTERM_EXIT_STATUS",
+    "STOP_BOUND_SECONDS",
     "TfJobClient",
     "TfJobConflictError",
     "TfJobCrdMissingError",
@@ -88,6 +94,10 @@ __all__ = [
 CREATE_ATTEMPTS = 3
 # What a process killed by SIGTERM reports; `run` exits with it after deleting the job.
 SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
+# The longest `run` takes from SIGTERM to its exit: the create in flight, the look whether it made the job, the
+# deletion (each with its whole-call deadline, tfjob_api.py), and a poll slice of slack. Kubernetes' default grace
+# period, after which the kubelet sends SIGKILL, is 30 s.
+STOP_BOUND_SECONDS = CREATE_DEADLINE_SECONDS + CLEANUP_LOOK_DEADLINE_SECONDS + DELETE_DEADLINE_SECONDS + 1.0
 # Waiting reasons of a scheduled pod worth a log line at once (the kubelet's; the rest are ContainerCreating).
 _WAIT_PROBLEMS = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
@@ -116,13 +126,8 @@ class TfJobOutcome:
     deleted: bool = False
 
 
-class _TerminationRequested(BaseException):
-    """Raised by the SIGTERM handler to unwind `run` (a BaseException so no `except Exception` swallows it)."""
-
-
 # How `run` names the way the wait ended, in its log line about the deletion.
 _ENDINGS: tuple[tuple[type[BaseException], str], ...] = (
-    (_TerminationRequested, "SIGTERM (the run is being stopped)"),
     (KeyboardInterrupt, "interrupted"),
     (TfJobFailedError, "failed"),
     (TfJobNotScheduledError, "its replicas did not start in time"),
@@ -140,7 +145,8 @@ class TfJobClient:
         namespace: where the TFJobs go: the task pod's own namespace, so its owner reference is valid.
         poll_seconds: time between two looks at the job (default 5).
         log: where progress lines go (default: this module's logger at INFO).
-        clock, sleep: the time source and the wait between polls (tests pass fakes).
+        clock, sleep: the time source and the wait between polls (tests pass fakes; by default the wait ends
+            at once when `run` receives a stop signal).
 
     Example:
         client = TfJobClient(api, "kubeflow", log=print)
@@ -156,7 +162,7 @@ class TfJobClient:
         poll_seconds: float = 5.0,
         log: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.namespace = namespace
         self.poll_seconds = poll_seconds
@@ -164,7 +170,19 @@ class TfJobClient:
         self._log = log or logging.getLogger(__name__).info
         self._clock = clock
         self._sleep = sleep
+        self._stop: StopRequest | None = None  # while `run` runs
         self._uids: dict[str, str] = {}
+
+    def _pause(self, seconds: float) -> None:
+        """Waits `seconds` between two calls; raises StopRequested when `run` received a stop signal."""
+        if self._sleep is not None:
+            self._sleep(seconds)
+        elif self._stop is not None:
+            self._stop.wait(seconds)
+        else:
+            time.sleep(seconds)
+        if self._stop is not None:
+            self._stop.raise_if_requested()
 
     # -- submit -------------------------------------------------------------------------------------------------
 
@@ -192,6 +210,8 @@ class TfJobClient:
         troubles = 0
         replaced_failed = False  # an earlier attempt's failed job is replaced once at most
         while True:
+            if self._stop is not None:
+                self._stop.raise_if_requested()  # a create is waited for once sent: do not send one after a stop
             try:
                 try:
                     created = self._api.create(manifest)
@@ -214,7 +234,7 @@ class TfJobClient:
                     self._log(f"tfjob {name}: the job of that name went away meanwhile; creating it again")
                 else:
                     self._log(f"tfjob {name}: create got no answer ({trouble}); sending it again")
-                self._sleep(float(troubles))
+                self._pause(float(troubles))
                 continue
             self._uids[name] = str(created["metadata"]["uid"])
             replicas = ", ".join(
@@ -325,7 +345,7 @@ class TfJobClient:
                 raise diagnosis.not_scheduled(self._api, name, progress, schedule_timeout_seconds)
             if now - start >= timeout_seconds:
                 raise diagnosis.timed_out(self._api, name, progress, timeout_seconds)
-            self._sleep(max(0.0, min(self.poll_seconds, start + timeout_seconds - now)))
+            self._pause(max(0.0, min(self.poll_seconds, start + timeout_seconds - now)))
 
     def _look(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
         job = self._api.get(name)
@@ -443,8 +463,11 @@ class TfJobClient:
         artifact, nothing else reads the job, and the operator's default cleanPodPolicy None
         (tensorflow_defaults.go:52-53) would keep every worker pod until the workflow is deleted.
 
-        SIGTERM is handled while `run` runs in the main thread (Python delivers signals there only); the previous
-        handler is restored afterwards.
+        SIGTERM and SIGINT are recorded while `run` runs in the main thread (Python delivers signals there only;
+        elsewhere they are not caught, and the log says so), and the previous handlers come back afterwards. A stop
+        signal abandons the read in flight, waits for a create in flight (its deadline), deletes the job with the
+        deletion's own deadline and exits within STOP_BOUND_SECONDS: SIGTERM with status 143 (SystemExit), SIGINT
+        as KeyboardInterrupt. A second signal during the deletion is recorded and changes nothing.
 
         Raises:
             What `submit` and `wait` raise; the error's message then also says whether the job was deleted.
@@ -452,13 +475,17 @@ class TfJobClient:
         """
         name = self._manifest_name(manifest)
         submitted = finished = False
-        with _SigtermGuard(self._log, name) as guard:
+        with StopRequest() as stop:
+            if not stop.installed:
+                self._log(f"tfjob {name}: not in the main thread, so a SIGTERM will not delete the job")
+            self._stop = self._api.stop = stop
             try:
                 self.submit(manifest)
                 submitted = True
                 outcome = self.wait(
                     name, timeout_seconds=timeout_seconds, schedule_timeout_seconds=schedule_timeout_seconds
                 )
+                stop.raise_if_requested()  # a signal during the last poll still stops the run: delete the job
                 if keep_on_success:
                     finished = True
                     return outcome
@@ -466,12 +493,15 @@ class TfJobClient:
                 finished = True
                 return replace(outcome, deleted=deleted)
             except BaseException as error:
-                guard.disarm()  # a SIGTERM now must not cut the deletion short
                 if not finished:
                     self._clean_up(error, manifest, name, submitted=submitted)
-                if isinstance(error, _TerminationRequested):
-                    raise SystemExit(SIGTERM_EXIT_STATUS) from None
+                if isinstance(error, StopRequested):
+                    if error.signum == signal.SIGINT:
+                        raise KeyboardInterrupt from None
+                    raise SystemExit(error.exit_status) from None
                 raise
+            finally:
+                self._stop = self._api.stop = None
 
     def _delete_after_success(self, name: str) -> bool:
         try:
@@ -486,10 +516,14 @@ class TfJobClient:
         return deleted
 
     def _clean_up(self, error: BaseException, manifest: Mapping[str, Any], name: str, *, submitted: bool) -> None:
-        interrupted = isinstance(error, (_TerminationRequested, KeyboardInterrupt))
+        interrupted = isinstance(error, (StopRequested, KeyboardInterrupt))
         if not submitted and not (interrupted and self._exists_and_is_ours(manifest, name)):
             return  # nothing was created (or it is not ours to delete)
-        why = next((text for kind, text in _ENDINGS if isinstance(error, kind)), f"stopped by {type(error).__name__}")
+        if isinstance(error, StopRequested):
+            why = "SIGTERM (the run is being stopped)" if error.signum == signal.SIGTERM else "interrupted"
+        else:
+            stopped = f"stopped by {type(error).__name__}"
+            why = next((text for kind, text in _ENDINGS if isinstance(error, kind)), stopped)
         job_id = f"{self.namespace}/{name}"
         try:
             note = f"The TFJob {job_id} was deleted." if self.delete(name) else f"The TFJob {job_id} was already gone."
@@ -505,7 +539,7 @@ class TfJobClient:
     def _exists_and_is_ours(self, manifest: Mapping[str, Any], name: str) -> bool:
         # Interrupted while creating: the job may exist; delete it only if it is this task's as `submit` adopts.
         try:
-            existing = self._api.get(name)
+            existing = self._api.get(name, cleanup=True)
         except (TfJobError, ApiUnreachableError):
             return False
         return _owned_by_manifest_owner(existing, manifest) or _runs_same_work(existing, manifest)
@@ -549,36 +583,3 @@ def _work(job: Mapping[str, Any]) -> str:
 def _owners(obj: Mapping[str, Any]) -> str:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
     return ", ".join(f"{ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})" for ref in refs) or "nothing"
-
-
-class _SigtermGuard:
-    """While inside: the first SIGTERM raises _TerminationRequested, so `run` unwinds and deletes the job on its
-    normal path rather than from inside a signal handler that may have interrupted an API call; once disarmed
-    (the deletion has begun), SIGTERM is ignored. The previous handler comes back on exit. Python runs signal
-    handlers in the main thread only, so elsewhere the guard does nothing (and says so)."""
-
-    def __init__(self, log: Callable[[str], None], name: str) -> None:
-        self._log, self._name = log, name
-        self._armed = self._installed = False
-        self._previous: Any = None
-
-    def __enter__(self) -> _SigtermGuard:
-        if threading.current_thread() is not threading.main_thread():
-            self._log(f"tfjob {self._name}: not in the main thread, so a SIGTERM will not delete the job")
-            return self
-        self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
-        self._armed = self._installed = True
-        return self
-
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        if self._armed:
-            self._armed = False
-            raise _TerminationRequested()
-
-    def disarm(self) -> None:
-        self._armed = False
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._armed = False
-        if self._installed:
-            signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)

@@ -34,6 +34,7 @@ from typing import IO, Any
 from components import paths
 from components.contract import SAVED_MODEL_FILE
 from components.errors import TfxpError
+from components.stop_request import StopRequest, StopRequested
 from components.trainer.options import RunOptions
 from components.trainer.worker_contract import WORKER_ENV, WORKER_MODULE
 
@@ -210,16 +211,22 @@ class LocalWorkers:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         running: list[_Worker] = []
-        previous = _raise_on_sigterm()
-        try:
-            for index, tf_config in enumerate(local_tf_configs(self.workers)):
-                running.append(self._start(index, tf_config, fn_args_uri))
-            logger.info("trainer: %d local workers started (logs in %s)", self.workers, self.log_dir)
-            self._wait(running, started)
-        finally:
-            _stop(running)
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+        # SIGTERM/SIGINT are recorded (components/stop_request.py), not raised mid-Popen: the loop below stops the
+        # workers it started and exits as the signal would have (143 for SIGTERM, KeyboardInterrupt for Ctrl-C).
+        with StopRequest() as stop:
+            try:
+                for index, tf_config in enumerate(local_tf_configs(self.workers)):
+                    stop.raise_if_requested()
+                    running.append(self._start(index, tf_config, fn_args_uri))
+                logger.info("trainer: %d local workers started (logs in %s)", self.workers, self.log_dir)
+                self._wait(running, started, stop)
+            except StopRequested as request:
+                logger.warning("trainer: %s received; stopping the %d local workers", request, len(running))
+                if request.signum == signal.SIGINT:
+                    raise KeyboardInterrupt from None
+                raise SystemExit(request.exit_status) from None
+            finally:
+                _stop(running)
         return time.monotonic() - started
 
     def _start(self, index: int, tf_config: str, fn_args_uri: str) -> _Worker:
@@ -241,8 +248,9 @@ class LocalWorkers:
         worker.reader.start()
         return worker
 
-    def _wait(self, running: list[_Worker], started: float) -> None:
+    def _wait(self, running: list[_Worker], started: float, stop: StopRequest) -> None:
         while True:
+            stop.raise_if_requested()
             codes = [worker.process.poll() for worker in running]
             failed = [worker for worker, code in zip(running, codes, strict=True) if code not in (None, 0)]
             if failed:
@@ -258,7 +266,7 @@ class LocalWorkers:
                     f"trainer: the {self.workers} local workers did not finish within {self.timeout_seconds:.0f} s; "
                     f"they were stopped. Their logs: {self.log_dir}"
                 )
-            time.sleep(0.2)
+            stop.wait(0.2)
 
     def _failure(self, worker: _Worker, running: list[_Worker]) -> WorkersError:
         if worker.reader is not None:
@@ -270,18 +278,6 @@ class LocalWorkers:
             f"trainer: worker {worker.index} of {self.workers} failed ({_describe_exit(code)}); workers {others} were "
             f"stopped. Its log ({worker.log_path}) ends:\n{tail}"
         )
-
-
-def _raise_on_sigterm() -> Any:
-    """While the workers run, SIGTERM raises SystemExit here (so `run` stops them) instead of ending this
-    process at once and leaving them behind. Returns the previous handler (None off the main thread)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    return signal.signal(signal.SIGTERM, stop)
 
 
 def die_with_launcher(env: Mapping[str, str] = os.environ) -> None:

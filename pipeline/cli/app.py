@@ -20,7 +20,8 @@ from typer.main import get_command_from_info, get_group
 from typer.models import CommandInfo
 
 from components.errors import TfxpError
-from pipeline.cli.console import fail
+from components.stop_request import StopRequested
+from pipeline.cli.console import console, fail
 from pipeline.cli.quiet import command_output, set_verbose
 
 if TYPE_CHECKING:
@@ -99,6 +100,11 @@ class LazyGroup(TyperGroup):
                 # The one place user errors become `error: ...` and exit 2 (Kedro's KedroCLI does the same). An
                 # OSError names the file or address and the system's reason (permissions, disk full, port taken).
                 raise fail(str(error)) from None
+            except StopRequested as stop:
+                # SIGTERM or Ctrl-C, recorded and unwound to here after the command's own cleanup
+                # (components/stop_request.py): the status a process killed by that signal reports.
+                console.print(f"stopped ({stop}); what was running was stopped", highlight=False, markup=False)
+                raise typer.Exit(stop.exit_status) from None
 
 
 app = typer.Typer(

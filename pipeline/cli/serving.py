@@ -6,8 +6,6 @@ The work happens in `serving/`; these handlers map the config and options onto i
 from __future__ import annotations
 
 import json
-import signal
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from components.paths import is_remote
+from components.stop_request import StopRequest
 from pipeline.cli.console import UserError, console, fail, warn
 from pipeline.cli.options import (
     ConfigOption,
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from serving.client import ServingClient
     from serving.manager import ModelConfig
     from serving.options import ServingOptions
+    from serving.server import ModelServer, ServerOptions
 
 ModelNameOption = Annotated[str | None, typer.Option("--model-name", help="Model name (default serving.model_name).")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds each request may take.")]
@@ -155,9 +155,13 @@ def serve(
         server = ModelServer(options=options, model_config_file=model_config_file)
     else:
         server = ModelServer(_model_configs(config, model_base, model_name), options)
-    stop = threading.Event()
-    for signal_number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signal_number, lambda *_: stop.set())
+    # SIGTERM (Kubernetes stopping the pod) and Ctrl-C are recorded, not raised (components/stop_request.py): the
+    # loop below sees them and stops the server on its normal path.
+    with StopRequest() as stop:
+        _serve_until_stopped(server, options, stop)
+
+
+def _serve_until_stopped(server: ModelServer, options: ServerOptions, stop: StopRequest) -> None:
     server.start()
     for manager in server.core.models():
         versions = manager.available_versions()

@@ -17,7 +17,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +31,7 @@ from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.errors import TfxpError
+from components.stop_request import StopRequest
 
 ContainerSpec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
 # The command names KFP images run Python with; run-spec runs them with this environment's interpreter.
@@ -220,11 +223,45 @@ def resolve_command(
     return resolved
 
 
+# What the backend leaves a task between SIGTERM and SIGKILL: Kubernetes' default terminationGracePeriodSeconds.
+TASK_GRACE_SECONDS = 30.0
+
+
 def run_command(command: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> int:
-    """Runs `command` with this process's environment plus `env`, stdout and stderr into `log_path`; its exit code."""
+    """Runs `command` with this process's environment plus `env`, stdout and stderr into `log_path`; its exit code.
+
+    Stopping `tfxp run-spec` (SIGTERM, Ctrl-C) stops the task as Kubernetes stops a pod: SIGTERM to the task's
+    process group, SIGKILL after TASK_GRACE_SECONDS; then StopRequested is raised (the task is not recorded, so a
+    rerun runs it again). The signal is recorded, not raised mid-call (components/stop_request.py).
+
+    Raises:
+        StopRequested: a stop signal arrived while the task ran.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     environment = {**os.environ, **(env or {})}
-    with log_path.open("w") as log:
-        return subprocess.run(
-            list(command), stdout=log, stderr=subprocess.STDOUT, check=False, env=environment
-        ).returncode
+    with log_path.open("w") as log, StopRequest() as stop:
+        stop.raise_if_requested()
+        process = subprocess.Popen(
+            list(command), stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True
+        )
+        try:
+            while process.poll() is None:
+                if stop.wait(0.2):
+                    break
+        finally:
+            if process.poll() is None:
+                _stop_task(process)
+        stop.raise_if_requested()
+        return process.returncode
+
+
+def _stop_task(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM to the task's process group, SIGKILL to what is left after TASK_GRACE_SECONDS."""
+    for signum, wait in ((signal.SIGTERM, TASK_GRACE_SECONDS), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signum)
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
