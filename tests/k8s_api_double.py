@@ -315,6 +315,8 @@ class K8sApiDouble:
         self._unavailable_left = scenario.unavailable_reads
         self._lose_create = scenario.lose_create_answer
         self.slow: list[SlowAnswer] = []
+        # The next reads of a TFJob answered 200 with this body instead (a proxy's HTML page, a cut-off JSON...).
+        self.odd_reads: list[tuple[str, bytes]] = []
         # Requests whose answer is not sent yet (a slow one), by RBAC verb: what a test may interrupt.
         self.in_flight: dict[str, int] = {}
 
@@ -487,6 +489,9 @@ class K8sApiDouble:
             return self._json(
                 503, _status(503, "ServiceUnavailable", "the server is currently unable to handle the request")
             )
+        if self.odd_reads:
+            content_type, body = self.odd_reads.pop(0)
+            return 200, content_type, body
         if name in self.cluster.jobs:
             self.cluster.tick()
         if name not in self.cluster.jobs:

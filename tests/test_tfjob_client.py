@@ -200,6 +200,27 @@ def test_an_unavailable_api_server_is_retried() -> None:
     assert "tfjob tfxp-train: the Kubernetes API answers again" in lines
 
 
+@pytest.mark.parametrize(
+    "odd",
+    [
+        ("text/html", b"<html><body>502 from the proxy</body></html>"),
+        ("application/json", b'{"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metad'),
+        ("application/json", b'["not", "an", "object"]'),
+        ("application/json", b"x" * (33 * 1024 * 1024)),
+    ],
+    ids=["html", "cut-off-json", "json-list", "oversized"],
+)
+def test_an_unreadable_answer_is_retried_and_never_deletes_the_job(odd: tuple[str, bytes]) -> None:
+    """A 200 that is not the API server's answer is no decision about the job: the next poll asks again."""
+    with connected(Scenario.succeeds(workers=2, run_ticks=5)) as (double, client, lines, _):
+        double.odd_reads = [odd, odd]
+        outcome = run(client, tfjob_manifest(NAME, workers=2))
+    assert outcome.deleted and len(deletes(double)) == 1  # only the deletion after success
+    trouble = [line for line in lines if "did not answer" in line]
+    assert len(trouble) == 1 and "UnreadableAnswerError" in trouble[0], lines
+    assert "tfjob tfxp-train: the Kubernetes API answers again" in lines
+
+
 # -- failure ---------------------------------------------------------------------------------------------------
 
 
