@@ -8,7 +8,9 @@ those walkers recurse on forever. This loader composes the node graph first, cou
 expand to (a long text counts a node per `SCALAR_CHARS_PER_NODE` characters), and refuses a document that would
 expand by more than `MAX_ALIAS_NODES` nodes, uses more than `MAX_ALIASES` aliases, aliases an anchor inside itself,
 or nests deeper than `MAX_DEPTH`; the error names the file and the line. A few aliases (`<<: *defaults` in a
-config) stay well within the budget.
+config) stay well within the budget. A key written twice in one mapping is refused too, naming both lines: PyYAML
+keeps the last one silently, so `trainer:` written twice would drop the first section without a word (keys
+brought in by a `<<` merge may be overridden, as YAML's merge key means).
 
 Example:
     documents = read_yaml_all(Path("pipeline.yaml"))       # list of documents
@@ -37,6 +39,10 @@ class YamlLimitError(yaml.YAMLError):
     """The document's aliases or nesting exceed the limits; the message names the file, the line and the fix."""
 
 
+class YamlDuplicateKeyError(yaml.YAMLError):
+    """A mapping holds the same key twice; the message names the file, both lines and the key."""
+
+
 class _Bounded:
     """A composer mixin for a PyYAML loader class: counts aliases and their expansion, and the nesting depth."""
 
@@ -48,6 +54,7 @@ class _Bounded:
         self._depth = 0
         self._open: set[str] = set()
         self._weights: dict[int, int] = {}
+        self._checked_mappings: set[int] = set()
 
     def compose_document(self) -> Any:
         self._reset_bounds()
@@ -72,6 +79,24 @@ class _Bounded:
     def _refuse(self, mark: Any, problem: str) -> YamlLimitError:
         line = f", line {mark.line + 1}" if mark is not None else ""
         return YamlLimitError(f"{self.source}{line}: {problem}")
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        # Before SafeConstructor flattens `<<` merges into node.value (merged keys may be overridden).
+        if isinstance(node, yaml.MappingNode) and id(node) not in self._checked_mappings:
+            self._checked_mappings.add(id(node))
+            first_lines: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node)  # type: ignore[attr-defined]
+                line = key_node.start_mark.line + 1
+                if key in first_lines:
+                    raise YamlDuplicateKeyError(
+                        f"{self.source}, line {line}: the key {key!r} is written twice in one mapping (first at line "
+                        f"{first_lines[key]}); YAML would keep only the last silently. Remove one, or merge them"
+                    )
+                first_lines[key] = line
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()  # type: ignore[attr-defined]

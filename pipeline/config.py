@@ -42,7 +42,7 @@ from components.paths import is_relative
 from components.trainer.options import TrainerOptions
 from components.trainer.recipe import global_batch, recipe_problems
 from components.validation.drift_options import DriftOptions
-from components.yaml_files import Yaml12Loader, YamlLimitError, load_yaml
+from components.yaml_files import Yaml12Loader, YamlDuplicateKeyError, YamlLimitError, load_yaml
 from edge.options import EdgeOptions
 from serving.options import ServingOptions
 
@@ -414,7 +414,7 @@ def load_config(path: Path | None = None, overrides: Sequence[str] = ()) -> Tfxp
             raise ConfigError(f"cannot read config file {path}: {error.strerror}; pass an existing --config") from None
         except UnicodeDecodeError:
             raise ConfigError(f"config file {path} is not UTF-8 text; --config takes a YAML file") from None
-        except YamlLimitError as error:
+        except (YamlLimitError, YamlDuplicateKeyError) as error:
             raise ConfigError(str(error)) from None
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {error}") from None

@@ -269,6 +269,27 @@ def test_run_spec_cli_refuses_the_bomb_in_one_message(tmp_path: Path) -> None:
     assert code != 0 and "YAML aliases" in output and "Traceback" not in output
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        ("trainer:\n  train_steps: 5\ndata:\n  path: x\ntrainer:\n  batch_size: 8\n", 5, "'trainer'"),
+        ("trainer:\n  train_steps: 5\n  train_steps: 50\n", 3, "'train_steps'"),
+        ("serving: {grpc_port: 1, grpc_port: 2}\n", 1, "'grpc_port'"),
+    ],
+    ids=["section", "key", "flow"],
+)
+def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path: Path, text: str, line: int, key: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"config file .*config.yaml, line {line}: the key {key} is written twice"):
+        load_config(path)
+
+
+def test_merged_keys_may_be_overridden_and_equal_looking_keys_of_other_types_are_distinct() -> None:
+    assert load_yaml("d: &d {x: 1, y: 2}\ne:\n  <<: *d\n  x: 3\n", "t")["e"] == {"x": 3, "y": 2}
+    assert load_yaml("1: a\n'1': b\n", "t") == {1: "a", "1": "b"}
+
+
 def test_manifests_with_an_alias_bomb_are_refused(tmp_path: Path) -> None:
     (tmp_path / "kubernetes").mkdir()
     (tmp_path / "kubernetes" / "deployment.yaml").write_text(f"kind: Deployment\nspec: {_bomb()}\n")
