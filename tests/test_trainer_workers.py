@@ -22,6 +22,7 @@ from components.trainer import run_fn as run_fn_module
 from components.trainer import worker
 from components.trainer.options import RunOptions, TrainerOptions
 from components.trainer.strategy import cluster_workers, worker_index
+from components.trainer.worker_contract import WORKER_ENV
 from components.trainer.workers import (
     LocalWorkers,
     WorkerFnArgs,
@@ -169,3 +170,31 @@ def test_stopping_the_trainer_stops_its_workers(digits_dir: Path, tmp_path: Path
         assert alive == [], f"workers left behind after {stop.name}: {alive}"
     finally:
         trainer.kill()
+
+
+STRAY = '{"cluster": {"worker": ["a:1", "b:2", "c:3"]}, "task": {"type": "worker", "index": 1}}'
+
+
+@pytest.mark.parametrize(
+    ("trainer", "env", "dropped"),
+    [
+        ({}, {"TF_CONFIG": STRAY}, True),  # one worker, strategy auto: would wait for b and c forever
+        ({}, {"TF_CONFIG": "not json"}, True),
+        ({"strategy": "multi_worker"}, {"TF_CONFIG": STRAY}, False),  # asked for the cluster it names
+        ({"workers": 2}, {"TF_CONFIG": STRAY}, False),  # the launcher's business (it sets its own)
+        ({}, {"TF_CONFIG": STRAY, WORKER_ENV: "1"}, False),  # a worker tfxp started
+        ({}, {}, False),
+    ],
+    ids=["auto", "malformed", "multi_worker", "two-workers", "a-worker", "none"],
+)
+def test_a_stray_tf_config_is_ignored_for_one_worker_with_a_warning(
+    trainer: dict[str, Any], env: dict[str, str], dropped: bool
+) -> None:
+    run = RunOptions(trainer=TrainerOptions(**{**TINY, **trainer}), labels_path="labels.txt")
+    before = dict(env)
+    warning = run_fn_module.drop_stray_tf_config(run, env)
+    assert (warning is not None) == dropped
+    if dropped:
+        assert "TF_CONFIG" not in env and "trainer.workers is 1" in (warning or "")
+    else:
+        assert env == before

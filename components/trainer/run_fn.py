@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+from collections.abc import MutableMapping
 from typing import Any
 
 from components.trainer.options import RunOptions, parse_custom_config
@@ -36,6 +37,31 @@ def run_options(fn_args: Any) -> RunOptions:
     return run
 
 
+def drop_stray_tf_config(run: RunOptions, env: MutableMapping[str, str] = os.environ) -> str | None:
+    """Removes a `TF_CONFIG` that a one-worker Trainer inherited (a shell, an earlier job's environment); returns
+    the warning, or None when there was nothing to drop.
+
+    With `trainer.workers: 1` nobody started a cluster for this run, so a TF_CONFIG naming one would make
+    `trainer.strategy: auto` wait for peers that never come. It is kept when this process is a worker tfxp
+    started, or when `trainer.strategy: multi_worker` asks for the cluster TF_CONFIG names.
+    """
+    inherited = env.get("TF_CONFIG")
+    if not inherited or run.trainer.workers > 1 or env.get(WORKER_ENV) == "1":
+        return None
+    if run.trainer.strategy == "multi_worker":
+        return None
+    del env["TF_CONFIG"]
+    try:
+        named = f"it names {cluster_workers(inherited)} worker(s)"
+    except ValueError:
+        named = "it is not even a valid cluster description"
+    return (
+        f"trainer: ignoring the TF_CONFIG in this process's environment ({named}, "
+        "but trainer.workers is 1 and trainer.strategy is not multi_worker); set trainer.workers to "
+        "train on several workers, or unset TF_CONFIG"
+    )
+
+
 # TFX Trainer calls this.
 def run_fn(fn_args: Any) -> None:
     """Trains, evaluates and exports the model of the Trainer's `custom_config`, here or on its workers.
@@ -50,6 +76,9 @@ def run_fn(fn_args: Any) -> None:
         WorkersError: with several workers, one failed, or TF_CONFIG names another number of workers.
     """
     run = run_options(fn_args)
+    stray = drop_stray_tf_config(run)
+    if stray:
+        logger.warning(stray)
     if run.trainer.workers > 1 and os.environ.get(WORKER_ENV) != "1":
         # The Trainer itself (a TF_CONFIG inherited from a shell does not make it a worker): start the workers.
         launch_workers(run, WorkerFnArgs.from_fn_args(fn_args))
