@@ -23,7 +23,7 @@ PARAMETERS = {
     "data_path": {"parameterType": "STRING", "defaultValue": "gs://bucket/digits"},
     "warm_start": {"parameterType": "BOOLEAN", "defaultValue": False},
 }
-NOW = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 
 
 @pytest.fixture

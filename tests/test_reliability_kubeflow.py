@@ -382,7 +382,7 @@ def test_february_29_is_warned() -> None:
 
 
 def test_a_past_start_with_catch_up_is_warned() -> None:
-    now = datetime.datetime(2026, 3, 1, tzinfo=datetime.timezone.utc)
+    now = datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC)
     trigger = Trigger.make(every="1d", start="2026-01-01", now=now)
     (warning,) = trigger.warnings(catchup=True, now=now)
     assert "--start 2026-01-01T00:00:00Z is in the past and catch-up is on" in warning

@@ -21,7 +21,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 REPLICA_TYPE_ORDER = ("Chief", "Evaluator", "Master", "PS", "Worker")  # tfjob_controller.go:419-425
 DEFAULT_PORT = 2222  # tensorflow_types.go:28
-START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def stamp(seconds: float) -> str:

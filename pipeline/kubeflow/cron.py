@@ -283,13 +283,13 @@ def parse_time(text: str, option: str = "--start") -> datetime.datetime:
             "(no zone = UTC)"
         ) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.astimezone(datetime.timezone.utc)
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.astimezone(datetime.UTC)
 
 
 def rfc3339(moment: datetime.datetime) -> str:
     """`2025-01-31T02:00:00Z`, the form KFP's API takes."""
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -336,7 +336,7 @@ class Trigger:
             )
         start_time = parse_time(start, "--start") if start else None
         end_time = parse_time(end, "--end") if end else None
-        now = now or datetime.datetime.now(datetime.timezone.utc)
+        now = now or datetime.datetime.now(datetime.UTC)
         if end_time is not None:
             if start_time is not None and end_time <= start_time:
                 raise ScheduleInputError(f"--end {end} is not after --start {start}; no run would start")
@@ -355,7 +355,7 @@ class Trigger:
         the other (`cron_schedule.go:97-110`, `periodic_schedule.go:60`: with catch-up the next run is the one after
         the last, from the start time)."""
         notes = list(self.cron.warnings) if self.cron else []
-        now = now or datetime.datetime.now(datetime.timezone.utc)
+        now = now or datetime.datetime.now(datetime.UTC)
         if catchup and self.start:
             started = parse_time(self.start)
             if started < now:

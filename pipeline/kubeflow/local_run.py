@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -467,7 +467,7 @@ def run_spec(
         raise RunSpecError(f"--state {state}: cannot write there ({error.strerror}); pass a writable folder") from None
     pipeline = spec.pipeline_info.name
     run_id = run_id or str(uuid.uuid4())
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
     # metadata/client.go:420: a run's root is <root>/<pipeline>/<run id> (a query string, e.g. ?region=, stays on the
     # run's root only; driver.go:767 drops it for the tasks' folders); Vertex: <root>/<project number>/<job>.
     base = root.split("?", 1)[0].rstrip("/")

@@ -118,7 +118,7 @@ def api_time(value: object) -> datetime.datetime | None:
     """A time from the KFP API as an aware UTC time; None for a missing one (the API writes 1970-01-01)."""
     if not isinstance(value, datetime.datetime) or value.timestamp() <= 0:
         return None
-    return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
 
 
 def run_summary(run: Any) -> RunSummary:

@@ -287,7 +287,7 @@ class KfpRunClient:
         name = doc.pipeline_spec.pipeline_info.name
         arguments = typed_arguments(params or {}, pipeline_parameters(doc.to_dicts()[0]), f"pipeline {name}")
         experiment = experiment or name
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         run_name = run_name or f"{name}-{stamp}"
         root, notes = self.preflight(doc.pipeline_spec, str(package), pipeline_root)
         client = self.api()
