@@ -8,6 +8,8 @@ runs/{id} for waiting. It records every request so the tests assert what the rea
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -143,6 +145,51 @@ def test_token_and_token_path_together_are_refused(tmp_path: Path) -> None:
         KfpAuth.from_env({TOKEN_ENV: "t", TOKEN_PATH_ENV: str(tmp_path)})
     with pytest.raises(SubmitError, match=f"{TOKEN_PATH_ENV}=.*missing is not a readable file"):
         KfpAuth.from_env({TOKEN_PATH_ENV: str(tmp_path / "missing")})
+
+
+SECRET = "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0"
+
+
+@pytest.mark.parametrize(
+    ("env", "kind"),
+    [
+        ({TOKEN_ENV: SECRET + "\nX-Injected: 1"}, "a line break at position 30"),
+        ({TOKEN_ENV: SECRET[:10] + " " + SECRET[10:]}, "a space at position 11"),
+        ({TOKEN_ENV: SECRET + "\u00e9"}, "character U+00E9"),
+        ({COOKIE_ENV: "session=" + SECRET + "\r\n"}, None),  # stripped at the ends: accepted
+        ({COOKIE_ENV: "session=" + SECRET + "\x07x"}, "character U+0007"),
+    ],
+    ids=["newline", "space", "non-ascii", "cookie-crlf-at-end", "cookie-bell"],
+)
+def test_a_credential_http_cannot_carry_is_refused_without_showing_it(env: dict[str, str], kind: str | None) -> None:
+    if kind is None:
+        assert KfpAuth.from_env(env).headers()["Cookie"] == "session=" + SECRET
+        return
+    with pytest.raises(SubmitError, match=re.escape(kind)) as raised:
+        KfpAuth.from_env(env)
+    assert SECRET not in str(raised.value) and SECRET[10:] not in str(raised.value)
+    assert "the value is not shown" in str(raised.value)
+
+
+def test_a_token_file_is_read_only_when_it_is_a_small_regular_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(SubmitError, match=f"{TOKEN_PATH_ENV}=.*fifo is not a regular file"):
+        KfpAuth.from_env({TOKEN_PATH_ENV: str(fifo)})  # opening a FIFO nobody writes would block forever
+    assert time.monotonic() - started < 5
+    big = tmp_path / "big"
+    big.write_bytes(b"a" * (65 * 1024))
+    with pytest.raises(SubmitError, match="more than a token"):
+        KfpAuth.from_env({TOKEN_PATH_ENV: str(big)})
+    bad = tmp_path / "bad"
+    bad.write_text(SECRET + "\nsecond line\n")
+    with pytest.raises(SubmitError, match="a line break") as raised:
+        KfpAuth.from_env({TOKEN_PATH_ENV: str(bad)})
+    assert SECRET not in str(raised.value)
+    good = tmp_path / "token"
+    good.write_text(SECRET + "\n")
+    assert KfpAuth.from_env({TOKEN_PATH_ENV: str(good)}).headers() == {"Authorization": f"Bearer {SECRET}"}
 
 
 def test_a_server_without_the_kfp_api_is_named(fake: FakeKfp, host: str, package: Path) -> None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -37,6 +39,12 @@ TOKEN_ENV = "TFXP_KFP_TOKEN"
 COOKIE_ENV = "TFXP_KFP_COOKIE"
 TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
 UI_ENDPOINT_ENV = "KF_PIPELINES_UI_ENDPOINT"
+
+# A bearer token (RFC 6750 b64token) or cookie header value as HTTP allows one: printable ASCII, no line break, no
+# control character (a newline would end the header and start another). A projected token is ~1 KB.
+_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+_COOKIE = re.compile(r"[\x20-\x7e]+")
+MAX_TOKEN_FILE_BYTES = 64 * 1024
 
 AUTH_HINT = f"set {TOKEN_ENV}, {TOKEN_PATH_ENV} or {COOKIE_ENV} in the environment"
 HOST_HINT = (
@@ -73,11 +81,12 @@ class KfpAuth:
         if token and path_value:
             raise SubmitError(f"both {TOKEN_ENV} and {TOKEN_PATH_ENV} are set; unset one of them")
         token_path = Path(path_value) if path_value else None
-        if token_path is not None and not os.access(token_path, os.R_OK):
-            raise SubmitError(
-                f"{TOKEN_PATH_ENV}={token_path} is not a readable file; point it at the projected "
-                "service-account token (e.g. /var/run/secrets/kubeflow/pipelines/token) or unset it"
-            )
+        if token is not None:
+            check_secret(token, TOKEN_ENV, _TOKEN)
+        if cookie is not None:
+            check_secret(cookie, COOKIE_ENV, _COOKIE)
+        if token_path is not None:
+            check_secret(read_token_file(token_path), f"the token file {token_path} ({TOKEN_PATH_ENV})", _TOKEN)
         return cls(token=token, token_path=token_path, cookie=cookie)
 
     def describe(self) -> str:
@@ -98,7 +107,10 @@ class KfpAuth:
             OSError: the token file cannot be read.
         """
         headers = {}
-        token = self.token or (self.token_path.read_text().strip() if self.token_path else None)
+        token = self.token
+        if token is None and self.token_path is not None:
+            token = read_token_file(self.token_path)  # projected tokens rotate: read it for each call
+            check_secret(token, f"the token file {self.token_path} ({TOKEN_PATH_ENV})", _TOKEN)
         if token:
             headers["Authorization"] = f"Bearer {token}"
         if self.cookie:
@@ -121,6 +133,64 @@ class KfpAuth:
     def token_file_error(self, error: OSError) -> SubmitError:
         """The error for a token file that cannot be read."""
         return SubmitError(f"cannot read the token file {self.token_path} ({TOKEN_PATH_ENV}): {error}")
+
+
+def read_token_file(path: Path) -> str:
+    """The token in `path`, stripped: a regular file of at most MAX_TOKEN_FILE_BYTES (a FIFO or a device would
+    block or never end; only a regular file is opened).
+
+    Raises:
+        SubmitError: not a readable regular file, or too large.
+    """
+    fix = (
+        "point it at the projected service-account token (e.g. /var/run/secrets/kubeflow/pipelines/token) or unset "
+        f"{TOKEN_PATH_ENV}"
+    )
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise SubmitError(f"{TOKEN_PATH_ENV}={path} is not a regular file; {fix}")
+        if info.st_size > MAX_TOKEN_FILE_BYTES:
+            raise SubmitError(
+                f"{TOKEN_PATH_ENV}={path} holds {info.st_size} bytes, more than a token "
+                f"({MAX_TOKEN_FILE_BYTES // 1024} KiB at most); {fix}"
+            )
+        with path.open("rb") as handle:
+            data = handle.read(MAX_TOKEN_FILE_BYTES + 1)
+    except OSError as error:
+        raise SubmitError(f"{TOKEN_PATH_ENV}={path} is not a readable file ({error.strerror}); {fix}") from None
+    if len(data) > MAX_TOKEN_FILE_BYTES:
+        raise SubmitError(f"{TOKEN_PATH_ENV}={path} grew past {MAX_TOKEN_FILE_BYTES // 1024} KiB; {fix}")
+    try:
+        return data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise SubmitError(f"{TOKEN_PATH_ENV}={path} is not ASCII text, so not a token; {fix}") from None
+
+
+def check_secret(value: str, where: str, pattern: re.Pattern[str]) -> None:
+    """Refuses a credential HTTP cannot carry, without ever showing it.
+
+    Raises:
+        SubmitError: names `where`, the position and the kind of the first bad character, never the value.
+    """
+    if not value:
+        raise SubmitError(f"{where} is empty; set a token or unset it")
+    if pattern.fullmatch(value):
+        return
+    found = next(((i, c) for i, c in enumerate(value) if not pattern.fullmatch(c) and c != "="), None)
+    if found is None:  # only a padding `=` out of place
+        found = (value.index("="), "=")
+    position, bad = found
+    if bad in "\r\n":
+        kind = "a line break"
+    elif bad.isspace():
+        kind = "a space"
+    else:
+        kind = f"character U+{ord(bad):04X}"
+    raise SubmitError(
+        f"{where} holds {kind} at position {position + 1} of {len(value)}, which an HTTP header cannot carry "
+        "(the value is not shown); copy the token again without it"
+    )
 
 
 def check_host(host: str) -> str:
