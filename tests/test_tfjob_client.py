@@ -36,7 +36,6 @@ from training_operator_double import Exit
 
 from components.k8s.tfjob_client import (
     RBAC_RULES,
-    SIGTERM_EXIT_STATUS,
     TfJobClient,
     TfJobConflictError,
     TfJobCrdMissingError,
@@ -756,55 +755,6 @@ def test_run_restores_the_previous_sigterm_handler() -> None:
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-SIGTERM_SCRIPT = """
-import sys
-import kubernetes
-sys.path.insert(0, sys.argv[2])
-from k8s_api_double import tfjob_manifest
-from components.k8s.tfjob_client import TfJobClient
-
-api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=sys.argv[1]))
-client = TfJobClient(api, "kubeflow-user", poll_seconds=0.05, log=lambda line: print(line, flush=True))
-client.run(tfjob_manifest("tfxp-train", workers=2), timeout_seconds=120, schedule_timeout_seconds=120)
-print("run returned", flush=True)
-"""
-
-
-def test_sigterm_deletes_the_job_and_exits_non_zero() -> None:
-    double = K8sApiDouble(Scenario.succeeds(workers=2, run_ticks=10**9))
-    with serve(double) as url:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        process = subprocess.Popen(
-            [sys.executable, "-c", SIGTERM_SCRIPT, url, str(REPO / "tests")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not any(_running(job) for job in list(double.cluster.jobs.values())):
-                assert process.poll() is None and time.monotonic() < deadline, "the job never ran"
-                time.sleep(0.05)
-            process.send_signal(signal.SIGTERM)
-            output, _ = process.communicate(timeout=30)
-        finally:
-            if process.poll() is None:
-                process.kill()
-    assert process.returncode == SIGTERM_EXIT_STATUS, output
-    assert "SIGTERM (the run is being stopped). The TFJob kubeflow-user/tfxp-train was deleted." in output
-    assert "run returned" not in output and "Traceback" not in output
-    [body] = deletes(double)
-    assert body["propagationPolicy"] == "Background"
-    assert not double.cluster.jobs and not double.cluster.pods
-
-
-def _running(job: dict[str, Any]) -> bool:
-    return any(
-        c["type"] == "Running" and c["status"] == "True" for c in (job.get("status") or {}).get("conditions") or ()
-    )
 
 
 # -- in the task's pod -----------------------------------------------------------------------------------------

@@ -168,6 +168,8 @@ def test_sigterm_during_a_poll_abandons_the_read_and_deletes_at_once(verb: str, 
     stopped = stop_at(when_running(lambda d: d.slow_answer(verb, resource, seconds=120.0, trickle=trickle)))
     assert_stopped_cleanly(stopped)
     assert stopped.exit_seconds < 5.0  # not the read's 40 s deadline
+    [delete] = stopped.double.calls("DELETE")
+    assert delete.body["propagationPolicy"] == "Background" and not stopped.double.cluster.pods
 
 
 def test_a_second_sigterm_during_the_deletion_changes_nothing() -> None:
