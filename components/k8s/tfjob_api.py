@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from components.deadline import with_deadline
 from components.k8s import tfjob
 from components.k8s import tfjob_status as status
+from components.k8s.api_answers import MAX_ANSWER_BYTES, MAX_LOG_BYTES, json_object, read_capped
 from components.k8s.tfjob_errors import (
     TfJobError,
     TfJobGoneError,
@@ -54,10 +55,6 @@ READ_DEADLINE_SECONDS = 40.0
 CREATE_DEADLINE_SECONDS = 12.0
 CLEANUP_LOOK_DEADLINE_SECONDS = 4.0
 DELETE_DEADLINE_SECONDS = 8.0
-# The most tfxp reads of one answer: an object is at most etcd's 1.5 MiB request limit, a list of a 64-worker job's
-# pods or events a few MiB; a log tail is 40 lines. More is not an answer to these calls.
-MAX_ANSWER_BYTES = 32 * 1024 * 1024
-MAX_LOG_BYTES = 256 * 1024
 T = TypeVar("T")
 LOG_TAIL_LINES = 40
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -110,7 +107,7 @@ class TfJobApi:
     ) -> dict[str, Any]:
         def call() -> dict[str, Any]:
             response = method(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
-            return _json_object(_read_capped(response, MAX_ANSWER_BYTES), getattr(method, "__name__", "the call"))
+            return json_object(read_capped(response, MAX_ANSWER_BYTES), getattr(method, "__name__", "the call"))
 
         return self._bounded(call, getattr(method, "__name__", "the call"), deadline, abandon_on_stop=abandon_on_stop)
 
@@ -252,7 +249,7 @@ class TfJobApi:
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             )
-            return _read_capped(response, MAX_LOG_BYTES)
+            return read_capped(response, MAX_LOG_BYTES)
 
         try:
             data = self._bounded(call, "read_namespaced_pod_log", READ_DEADLINE_SECONDS, abandon_on_stop=True)
@@ -290,31 +287,6 @@ class TfJobApi:
             if event.get("reason") == "ExitedWithCode" and not str(event.get("message", "")).endswith(" code 0")
         ]
         return sorted(exits, key=lambda event: status.event_time(event) or datetime.min)
-
-
-class UnreadableAnswerError(urllib3.exceptions.HTTPError):
-    """A 2xx answer that is not what the API server sends (not a JSON object, or larger than the cap): counted as
-    no answer (a transport error, retried at the next poll), never as a decision about the job."""
-
-
-def _read_capped(response: Any, limit: int) -> bytes:
-    """The body of `response` (urllib3, not preloaded), at most `limit` bytes; UnreadableAnswerError past it."""
-    data = bytes(response.read(limit + 1))
-    if len(data) > limit:
-        response.close()  # the rest is never read: the connection cannot go back to the pool
-        raise UnreadableAnswerError(f"an answer larger than {limit // 1024} KiB (cut off there)")
-    response.release_conn()
-    return data
-
-
-def _json_object(data: bytes, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise UnreadableAnswerError(f"{what} answered something that is not JSON ({data[:60]!r})") from None
-    if not isinstance(value, dict):
-        raise UnreadableAnswerError(f"{what} answered JSON that is not an object ({type(value).__name__})")
-    return value
 
 
 def in_cluster(
