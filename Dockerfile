@@ -24,6 +24,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /opt/tfxp
 COPY pyproject.toml constraints.txt ./
 COPY pipeline ./pipeline
+COPY foundation ./foundation
 COPY components ./components
 COPY serving ./serving
 COPY edge ./edge

@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # After the sys.path entry. None of these imports TensorFlow: the parent process never starts it.
-from components.contract import TRAINING_METRICS_FILE  # noqa: E402
 from components.trainer.options import RunOptions, TrainerOptions  # noqa: E402
 from components.trainer.workers import (  # noqa: E402
     FN_ARGS_FILE,
@@ -37,6 +36,7 @@ from components.trainer.workers import (  # noqa: E402
     read_fn_args,
     write_fn_args,
 )
+from foundation.contract import TRAINING_METRICS_FILE  # noqa: E402
 
 # components.trainer.callbacks.ThroughputCallback leaves a run's first 5 steps out of images/s (tracing, the
 # input pipeline filling): a run trains this many steps more than the timed ones.

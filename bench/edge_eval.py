@@ -36,9 +36,9 @@ LIMITS = {"ms_per_image": 0.5, "export_time_ratio_20x": 3.0}
 def make_data(workdir: Path, factor: int) -> dict[int, Path]:
     """The digits data set, and a copy whose eval split holds each eval record `factor` times."""
     from components.data.digits import write_digits
-    from components.data.layout import DataSpec, read_directory
-    from components.data.probe import FileProbe
-    from components.data.tfrecords import iter_examples, write_shards
+    from foundation.data.layout import DataSpec, read_directory
+    from foundation.data.probe import FileProbe
+    from foundation.data.tfrecords import iter_examples, write_shards
 
     base = workdir / "digits"
     write_digits(base)
@@ -55,10 +55,10 @@ def make_data(workdir: Path, factor: int) -> dict[int, Path]:
 
 def train_digits(data: Path, workdir: Path, steps: int) -> Path:
     """A digits model as configs/default.yaml trains it, with fewer steps (its accuracy does not matter here)."""
-    from components.data.layout import DataSpec, read_directory
-    from components.data.probe import FileProbe
     from components.trainer.options import parse_custom_config
     from components.trainer.training import TrainerPaths, train_and_export
+    from foundation.data.layout import DataSpec, read_directory
+    from foundation.data.probe import FileProbe
     from pipeline.config import load_config
     from pipeline.pipeline import trainer_custom_config
 
@@ -80,9 +80,9 @@ def eager_load_split(examples: Path, split: str, spec: Any) -> Any:
     import numpy as np
     import tensorflow as tf
 
-    from components.contract import IMAGE_KEY, LABEL_KEY
-    from components.trainer.preprocessing import preprocess_image_bytes
     from edge.data import LabeledImages, camera_frame, example_files
+    from foundation.contract import IMAGE_KEY, LABEL_KEY
+    from foundation.preprocessing import preprocess_image_bytes
 
     files = example_files(examples, split)
     features = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string), LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}

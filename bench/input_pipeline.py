@@ -79,8 +79,8 @@ def prepare_data(work: Path, jpeg_images: int) -> dict[str, dict[str, Any]]:
 def load_encoded(pattern: str) -> list[bytes]:
     import tensorflow as tf
 
-    from components.contract import IMAGE_KEY
     from components.trainer.input_pipeline import list_files
+    from foundation.contract import IMAGE_KEY
 
     feature = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string)}
     records = tf.data.TFRecordDataset(list_files(pattern), compression_type="GZIP")
@@ -91,7 +91,7 @@ def ceiling_runner(encoded: list[bytes], image_size: int, channels: int, images:
     """(a): decode+resize `images` in-memory images on one thread per core; returns seconds."""
     import tensorflow as tf
 
-    from components.trainer.preprocessing import PreprocessingSpec, decode_pixels, pixels_to_input
+    from foundation.preprocessing import PreprocessingSpec, decode_pixels, pixels_to_input
 
     spec = PreprocessingSpec(image_size, channels)
     threads = os.cpu_count() or 1
@@ -129,7 +129,7 @@ def naive_dataset(pattern: str, image_size: int, channels: int) -> Any:
     import tensorflow as tf
 
     from components.trainer.input_pipeline import list_files, parse_example
-    from components.trainer.preprocessing import PreprocessingSpec
+    from foundation.preprocessing import PreprocessingSpec
 
     spec = PreprocessingSpec(image_size, channels)
     dataset = tf.data.TFRecordDataset(list_files(pattern), compression_type="GZIP").repeat()

@@ -81,7 +81,7 @@ def export(name: str, base: Path, image_size: int, channels: int, num_classes: i
     """An untrained `name` model as version 1 under `base`, exported as the Trainer exports (the model contract)."""
     from components.trainer.export import export_saved_model
     from components.trainer.models import ModelSpec, build_model
-    from components.trainer.preprocessing import PreprocessingSpec
+    from foundation.preprocessing import PreprocessingSpec
 
     model = build_model(name, ModelSpec(image_size, channels, num_classes, width))
     version_dir = base / "1"
@@ -94,7 +94,7 @@ def forward_ms(version_dir: Path, image_size: int, channels: int, batch: int = 3
     """Milliseconds of one `serving_preprocessed` call on a float batch (the model alone, no decoding)."""
     import tensorflow as tf
 
-    from components.contract import INPUT_IMAGES, SIGNATURE_PREPROCESSED
+    from foundation.contract import INPUT_IMAGES, SIGNATURE_PREPROCESSED
 
     function = tf.saved_model.load(str(version_dir)).signatures[SIGNATURE_PREPROCESSED]
     inputs = {INPUT_IMAGES: tf.random.uniform((batch, image_size, image_size, channels))}
@@ -110,7 +110,7 @@ def in_process_images_per_second(version_dir: Path, images: list[bytes], batch: 
     """`serving_default` called in this process on `batch` encoded images at a time (decode included)."""
     import tensorflow as tf
 
-    from components.contract import INPUT_IMAGE_BYTES, SIGNATURE_DEFAULT
+    from foundation.contract import INPUT_IMAGE_BYTES, SIGNATURE_DEFAULT
 
     function = tf.saved_model.load(str(version_dir)).signatures[SIGNATURE_DEFAULT]
     inputs = {INPUT_IMAGE_BYTES: tf.constant([images[index % len(images)] for index in range(batch)])}

@@ -53,8 +53,8 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != RO
 # The bombs are the reliability tests' own (tests/image_bombs.py).
 sys.path.append(str(ROOT / "tests"))
 
-from components.contract import SAVED_MODEL_FILE  # noqa: E402  (after the sys.path entry)
-from components.publish import version_number  # noqa: E402
+from foundation.contract import SAVED_MODEL_FILE  # noqa: E402  (after the sys.path entry)
+from foundation.publish import version_number  # noqa: E402
 
 MODEL = "soak"
 PHASES = ("steady", "new versions", "half-written", "rollback", "stalled clients", "bomb images")
@@ -66,7 +66,7 @@ def export_source(workdir: Path) -> Path:
     """The digits model of configs/default.yaml (untrained: serving cost only), exported as the Trainer does."""
     from components.trainer.export import export_saved_model
     from components.trainer.models import ModelSpec, build_model
-    from components.trainer.preprocessing import PreprocessingSpec
+    from foundation.preprocessing import PreprocessingSpec
 
     source = workdir / "source"
     model = build_model("small_resnet", ModelSpec(image_size=16, channels=1, num_classes=10, width=16))

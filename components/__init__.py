@@ -2,7 +2,7 @@
 
 The custom artifact types are reachable as `components.<Type>` because KubeflowV2DagRunner names a custom type
 by its `TYPE_NAME`, and TFX's v2 container entrypoint imports that name as a class path (`module.Class`, one
-dot). They load lazily, so `import components.contract` stays free of TFX.
+dot). They load lazily, so `import foundation.contract` stays free of TFX.
 """
 
 from __future__ import annotations

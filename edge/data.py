@@ -1,7 +1,7 @@
 """Labelled images of one split, decoded with the trainer's shared preprocessing inside the tf.data pipeline.
 
 Reads the data contract's tf.Examples (`image/encoded`, `image/class/label`) from a data directory in any layout
-`tfxp run` reads (`components.data.layout`) or from a TFX Examples artifact (`URI/Split-<split>/*`).
+`tfxp run` reads (`foundation.data.layout`) or from a TFX Examples artifact (`URI/Split-<split>/*`).
 
 Example:
     spec = PreprocessingSpec(image_size=32, channels=1)
@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from components.contract import EDGE_METADATA_FILE, IMAGE_KEY, LABEL_KEY
-from components.data.errors import DataError
-from components.data.layout import DataSpec, read_directory
-from components.data.probe import FileProbe, glob_files
-from components.trainer.preprocessing import PreprocessingSpec, center_crop, preprocess_image_bytes
 from edge.errors import EdgeError
+from foundation.contract import EDGE_METADATA_FILE, IMAGE_KEY, LABEL_KEY
+from foundation.data.errors import DataError
+from foundation.data.layout import DataSpec, read_directory
+from foundation.data.probe import FileProbe, glob_files
+from foundation.preprocessing import PreprocessingSpec, center_crop, preprocess_image_bytes
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BATCH = 64
@@ -58,7 +58,7 @@ class LabeledImages:
 
 def example_files(examples: str | Path, split: str) -> list[str]:
     """The TFRecord files of one split: a TFX Examples artifact's `Split-<split>/*`, or the split of a data
-    directory as `tfxp run` reads it (`components.data.layout`: every layout, every span folder).
+    directory as `tfxp run` reads it (`foundation.data.layout`: every layout, every span folder).
 
     Args:
         examples: A data directory or a TFX Examples artifact URI.
@@ -101,7 +101,7 @@ def _compression(path: str) -> str:
 
 def camera_frame(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
     """One encoded image as the device model sees it: RGB uint8 [image_size, image_size, 3], the same central
-    crop (`spec.central_crop`, `components.trainer.preprocessing.center_crop`) as serving, then resized."""
+    crop (`spec.central_crop`, `foundation.preprocessing.center_crop`) as serving, then resized."""
     rgb = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
     if spec.central_crop < 1.0:
         rgb = center_crop(rgb, spec.central_crop)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 
 class EdgeError(TfxpError, ValueError):

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from components.contract import OUTPUT_PROBABILITIES, SIGNATURE_PREPROCESSED
 from edge.data import LabeledImages
 from edge.errors import EdgeError
 from edge.runtime import TfliteModel
+from foundation.contract import OUTPUT_PROBABILITIES, SIGNATURE_PREPROCESSED
 
 
 @dataclass(frozen=True)

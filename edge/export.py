@@ -2,7 +2,7 @@
 
 `export_edge_model` does the work without writing anything; `write_edge_model` lays out the EdgeModel
 directory (`model.tflite`, `labels.txt`, `edge_metadata.json`) and `push_edge_model` writes it and publishes
-it as `<edge base>/<model>/<version>/` (`components.publish`: staged beside the versions, renamed when complete).
+it as `<edge base>/<model>/<version>/` (`foundation.publish`: staged beside the versions, renamed when complete).
 
 A device model's version identity is what went into it, not its bytes (int8 conversion is not byte-reproducible):
 the SavedModel (its path, as the Pusher records it, and its fingerprint), the edge options that shape the model
@@ -32,7 +32,16 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from components.contract import (
+from edge.app_client import MetadataSpec, agreement, classify, with_model_metadata
+from edge.benchmark import benchmark
+from edge.data import LabeledImages, load_split
+from edge.errors import EdgeError
+from edge.evaluate import accuracy_of, evaluate_saved_model
+from edge.options import EdgeOptions
+from edge.quantize import convert, get_mode
+from edge.release import RELEASE_FILE, release_record
+from edge.runtime import TensorInfo, TfliteModel
+from foundation.contract import (
     EDGE_METADATA_FILE,
     EDGE_MODEL_FILE,
     LABELS_ASSET,
@@ -43,17 +52,8 @@ from components.contract import (
     read_label_map,
     write_label_map,
 )
-from components.publish import find_published, list_versions, next_version, publish_version
-from components.trainer.preprocessing import PreprocessingSpec
-from edge.app_client import MetadataSpec, agreement, classify, with_model_metadata
-from edge.benchmark import benchmark
-from edge.data import LabeledImages, load_split
-from edge.errors import EdgeError
-from edge.evaluate import accuracy_of, evaluate_saved_model
-from edge.options import EdgeOptions
-from edge.quantize import convert, get_mode
-from edge.release import RELEASE_FILE, release_record
-from edge.runtime import TensorInfo, TfliteModel
+from foundation.preprocessing import PreprocessingSpec
+from foundation.publish import find_published, list_versions, next_version, publish_version
 
 EDGE_FILES = (EDGE_MODEL_FILE, LABELS_FILE, EDGE_METADATA_FILE)
 METADATA_FORMAT = "tfxp.edge/1"
@@ -200,7 +200,7 @@ def _tfxp_version() -> str:
 
 
 def read_labels(saved_model: Path) -> list[str]:
-    """Class names from the SavedModel's `assets/labels.txt` (`components.contract.read_label_map`'s rule).
+    """Class names from the SavedModel's `assets/labels.txt` (`foundation.contract.read_label_map`'s rule).
 
     Raises:
         EdgeError: the file is missing or breaks the label-map rule (the message names the file and line).
@@ -462,7 +462,7 @@ def find_edge_version(model_base: str | Path, identity: str) -> str | None:
 
 
 def push_edge_model(export: EdgeExport, out_dir: str | Path, model_base: str | Path) -> str:
-    """Writes the EdgeModel into `out_dir` and publishes it as `<model_base>/<version>/` (`components.publish`).
+    """Writes the EdgeModel into `out_dir` and publishes it as `<model_base>/<version>/` (`foundation.publish`).
 
     The version's identity is `export.metadata["identity"]` (see the module docstring): a model made from inputs
     published before is not published again, and its version is the pushed path. On buckets `model.tflite` is

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from components.config_section import ConfigSection, registered
+from foundation.config_section import ConfigSection, registered
 
 MODE_NAMES = ("none", "dynamic", "float16", "int8")
 ModeName = Annotated[str, registered("quantization mode", MODE_NAMES)]

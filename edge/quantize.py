@@ -22,10 +22,10 @@ import numpy as np
 import tensorflow as tf
 from ai_edge_litert.tools import flatbuffer_utils
 
-from components.contract import SIGNATURE_PREPROCESSED
 from edge.camera import camera_function
 from edge.errors import EdgeError
 from edge.options import MODE_NAMES, IoDtype, SupportedOps
+from foundation.contract import SIGNATURE_PREPROCESSED
 
 # The names are the `edge` section's (edge/options.py), declared there once.
 IO_DTYPES: dict[str, tf.DType] = {name: tf.as_dtype(name) for name in get_args(IoDtype)}

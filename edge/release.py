@@ -23,8 +23,8 @@ from typing import Any
 
 from ai_edge_litert.tools import flatbuffer_utils
 
-from components.contract import EDGE_MODEL_FILE
-from components.publish import list_versions
+from foundation.contract import EDGE_MODEL_FILE
+from foundation.publish import list_versions
 
 RELEASE_FILE = "release.json"
 RELEASE_FORMAT = "tfxp.edge-release/1"

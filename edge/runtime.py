@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter, SignatureRunner
 
-from components.contract import OUTPUT_PROBABILITIES, SIGNATURE_PREPROCESSED
 from edge.errors import EdgeError
+from foundation.contract import OUTPUT_PROBABILITIES, SIGNATURE_PREPROCESSED
 
 _FLATBUFFER_ID = b"TFL3"  # bytes 4..8 of every TFLite flatbuffer (its file identifier)
 

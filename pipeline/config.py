@@ -32,18 +32,18 @@ from pydantic import (
     model_validator,
 )
 
-from components.config_section import ConfigSection, describe_errors, section_keys
-from components.data.spans import POLICY_HELP, SpanError, parse_policy
-from components.errors import TfxpError
-from components.k8s.image import Image
-from components.k8s.names import check_resource_name
-from components.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
-from components.paths import is_relative
 from components.trainer.options import TrainerOptions
 from components.trainer.recipe import global_batch, recipe_problems
 from components.validation.drift_options import DriftOptions
-from components.yaml_files import Yaml12Loader, YamlDuplicateKeyError, YamlLimitError, load_yaml
 from edge.options import EdgeOptions
+from foundation.config_section import ConfigSection, describe_errors, section_keys
+from foundation.data.spans import POLICY_HELP, SpanError, parse_policy
+from foundation.errors import TfxpError
+from foundation.k8s.image import Image
+from foundation.k8s.names import check_resource_name
+from foundation.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
+from foundation.paths import is_relative
+from foundation.yaml_files import Yaml12Loader, YamlDuplicateKeyError, YamlLimitError, load_yaml
 from serving.options import ServingOptions
 
 
@@ -58,7 +58,7 @@ MAX_HASH_BUCKETS = 2**32 - 1
 
 
 def _load_yaml(text: str, source: str) -> Any:
-    # YAML 1.2 booleans only (`trainer.xla: on` stays the text "on"); aliases bounded (components.yaml_files).
+    # YAML 1.2 booleans only (`trainer.xla: on` stays the text "on"); aliases bounded (foundation.yaml_files).
     try:
         return load_yaml(text, source, Yaml12Loader)
     except ValueError as error:  # PyYAML's int() of a number with more than 4300 digits

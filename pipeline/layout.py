@@ -1,9 +1,9 @@
 """Where a run reads and writes, shared by both runners: the output layout (docs/architecture.md, "Output contract"),
-and the config's data section handed to the data-files rule (`components.data.layout`, which every reader of data
+and the config's data section handed to the data-files rule (`foundation.data.layout`, which every reader of data
 shares: `tfxp run`, `tfxp compile`, `tfxp data inspect`, `tfxp predict --examples`, edge and bench).
 
 `resolve_data` makes `data.split: auto` and `data.label_offset: auto` concrete from what a `DataProbe` reports, and
-checks span folders against `data.spans`; the runners pass the probe (`components.data.probe.FileProbe`: local disk
+checks span folders against `data.spans`; the runners pass the probe (`foundation.data.probe.FileProbe`: local disk
 or `tf.io.gfile`), so this module never touches the disk itself.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.data import layout as data_layout
-from components.data.layout import DataProbe, DataSpec
+from foundation.data import layout as data_layout
+from foundation.data.layout import DataProbe, DataSpec
 from pipeline.config import DataSection, TfxpConfig
 
 
@@ -56,7 +56,7 @@ def output_layout(config: TfxpConfig) -> OutputLayout:
 
 
 def data_spec(data: DataSection) -> DataSpec:
-    """The data section's keys that decide which files are read, for `components.data.layout`."""
+    """The data section's keys that decide which files are read, for `foundation.data.layout`."""
     return DataSpec(
         path=data.path,
         split=data.split,
@@ -71,7 +71,7 @@ def data_spec(data: DataSection) -> DataSpec:
 
 def resolve_data(config: TfxpConfig, probe: DataProbe | None = None) -> TfxpConfig:
     """`config` with `data.split` (and its patterns) and `data.label_offset` made concrete, span folders checked
-    (`components.data.layout.resolve_spec`, which says when the data is listed and what each error names).
+    (`foundation.data.layout.resolve_spec`, which says when the data is listed and what each error names).
 
     Raises:
         DataError: see `resolve_spec`.
@@ -84,7 +84,7 @@ def resolve_data(config: TfxpConfig, probe: DataProbe | None = None) -> TfxpConf
 
 def split_patterns(config: TfxpConfig) -> dict[str, str]:
     """ImportExampleGen's input splits: split name → glob relative to `data.path`
-    (`components.data.layout.split_patterns`).
+    (`foundation.data.layout.split_patterns`).
 
     Example:
         split_patterns(config)  # {"train": "span-*/train/*", "eval": "span-*/eval/*"} with data.spans=all

@@ -24,7 +24,6 @@ from components.baseline.component import COMPONENT_ID as SERVED_BASELINE_ID
 from components.baseline.component import ServedBaseline
 from components.baseline.evaluator import BaselineEvaluator
 from components.baseline.reason import ACCURACY_EPSILON
-from components.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 from components.edge_exporter.component import EdgeExporter
 from components.example_gen.component import SpanImportExampleGen
 from components.pusher.executor import AtomicPusher
@@ -36,6 +35,7 @@ from components.validation.drift_check import DriftRun
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
 from components.validation.span_statistics import statistics_cache_dir
 from components.validation.strict_example_validator import StrictExampleValidator
+from foundation.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 from pipeline.config import TfxpConfig
 from pipeline.layout import OutputLayout, output_layout, split_patterns
 

@@ -18,12 +18,12 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.baseline.served import find_served_model
 from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
-from components.contract import SAVED_MODEL_FILE
-from components.data.spans import SPANS_PROPERTY, parse_spans
-from components.publish import is_complete_version
 from components.report.inputs import ReportInputs, summarize
 from components.report.summary import ComponentState, DataSeen, RunSummary
 from components.validation.drift import RECORD_PROPERTIES, STOPPED_DECISION, summary_entry
+from foundation.contract import SAVED_MODEL_FILE
+from foundation.data.spans import SPANS_PROPERTY, parse_spans
+from foundation.publish import is_complete_version
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.mlmd import latest_run, open_store, run_executions

@@ -23,7 +23,7 @@ _HOST_PORT = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.%\w]+)\]|(?P<host>[^\s:/\[\]
 def is_url_address(text: str) -> bool:
     """Whether a server address is written as a URL (`http://host:port`) rather than `HOST:PORT`.
 
-    An endpoint's form, not a path's location: whether a path is on a bucket is `components.paths.is_remote`.
+    An endpoint's form, not a path's location: whether a path is on a bucket is `foundation.paths.is_remote`.
     """
     return "://" in text
 

@@ -36,9 +36,9 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from components.contract import INPUT_IMAGE_BYTES, OUTPUT_CLASSES, OUTPUT_PROBABILITIES
-from components.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
-from components.deadline import with_deadline
+from foundation.contract import INPUT_IMAGE_BYTES, OUTPUT_CLASSES, OUTPUT_PROBABILITIES
+from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
+from foundation.deadline import with_deadline
 from serving.address import parse_grpc_target, parse_rest_url
 from serving.config_error import ServingConfigError
 from serving.errors import (

@@ -31,8 +31,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from components.k8s.image import check_image
-from components.k8s.quantity import cpu_cores
+from foundation.k8s.image import check_image
+from foundation.k8s.quantity import cpu_cores
 from serving.config_error import ServingConfigError
 from serving.k8s_manifests import (
     CONFIG_DIR,

@@ -6,14 +6,14 @@
   kubernetes-validate (the `check` extra; its schemas ship with it, so this runs offline). It has no schema for
   KServe's InferenceService, whose predictor is a core PodSpec plus KServe's fields and whose model is a core
   Container plus KServe's fields: those parts are checked as the Pod KServe will create (`predictor_pod`);
-- every `metadata.name` against the rule for its kind (`components.k8s.names.NAME_RULES`), which schema
+- every `metadata.name` against the rule for its kind (`foundation.k8s.names.NAME_RULES`), which schema
   validators do not check but the API server does;
 - every integer and quantity against what the API server stores (`value_problems`): integers of an int32 or
   int64 field within range (HPA `maxReplicas`, `replicas`, ports, probe periods: JSON Schema validators ignore
   `format: int32`, the API server refuses 2^31), every Quantity (resources, emptyDir `sizeLimit`) by
-  `components.k8s.quantity`, and KServe's int32 replica fields;
+  `foundation.k8s.quantity`, and KServe's int32 replica fields;
 - every Namespace against tfxp's policy: never relabel a namespace Kubernetes itself manages
-  (`components.k8s.names.RESERVED_NAMESPACES`);
+  (`foundation.k8s.names.RESERVED_NAMESPACES`);
 - every pod against the "restricted" Pod Security Standard (`restricted_violations`);
 - the directory with checkov (`run_checkov`), with the skips and soft failures of `serving/checkov.yaml`.
 
@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from components.errors import TfxpError
-from components.k8s.names import RESERVED_NAMESPACES, name_problem
-from components.k8s.quantity import INT32_MAX, INT64_MAX, QuantityError, parse_quantity
-from components.yaml_files import read_yaml, read_yaml_all
+from foundation.errors import TfxpError
+from foundation.k8s.names import RESERVED_NAMESPACES, name_problem
+from foundation.k8s.quantity import INT32_MAX, INT64_MAX, QuantityError, parse_quantity
+from foundation.yaml_files import read_yaml, read_yaml_all
 
 KUBERNETES_VERSION = "1.33"  # the schemas kubernetes-validate checks against
 CHECKOV_CONFIG = Path(__file__).with_name("checkov.yaml")
@@ -346,7 +346,7 @@ def _check_object(report: CheckReport, path: str, document: Manifest, kubernetes
     try:
         problems.append(name_problem(kind, name))
     except KeyError:
-        problems.append(f"no name rule for kind {kind} in components.k8s.names.NAME_RULES")
+        problems.append(f"no name rule for kind {kind} in foundation.k8s.names.NAME_RULES")
     spec = _pod_spec(pod or document)
     problems += [f"restricted Pod Security Standard: {problem}" for problem in restricted_violations(spec or {})]
     failed = [problem for problem in problems if problem]

@@ -27,9 +27,9 @@ from typing import Any
 
 import yaml
 
-from components.k8s.image import ImageError, parse_image
-from components.k8s.names import parse_label
-from components.paths import uri
+from foundation.k8s.image import ImageError, parse_image
+from foundation.k8s.names import parse_label
+from foundation.paths import uri
 from serving.k8s_names import serving_names
 from serving.options import ServingOptions
 

@@ -1,4 +1,4 @@
-"""Kubernetes names for a TF Serving model (the name rules themselves are `components.k8s.names`).
+"""Kubernetes names for a TF Serving model (the name rules themselves are `foundation.k8s.names`).
 
 A TF Serving model name may hold capitals, `_` and `.` and be of any length (`resnet50_imagenet`); a Kubernetes
 object name may not: most kinds need a DNS-1123 subdomain, Services (and KServe InferenceServices) a DNS-1035
@@ -19,7 +19,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from components.k8s.names import MAX_INFERENCE_SERVICE_NAME, MAX_LABEL_LENGTH
+from foundation.k8s.names import MAX_INFERENCE_SERVICE_NAME, MAX_LABEL_LENGTH
 
 _HASH_LENGTH = 8
 

@@ -12,7 +12,7 @@ request's declared sizes first:
   per-request batch limit (`serving.max_batch_size`), with server-side batching or without it.
 
 - pixels: the width x height every image among a request's string values declares in its header, times
-  its frames for a GIF (`components.image_formats.image_pixels`), summed, may not exceed
+  its frames for a GIF (`foundation.image_formats.image_pixels`), summed, may not exceed
   `serving.max_request_pixels`, so a few small files that decode to gigabytes are refused before any is
   decoded (the model's graph refuses each image over its own per-image limit, `trainer.max_image_pixels`, in
   TF Serving too).
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
-from components.image_formats import image_pixels
+from foundation.image_formats import image_pixels
 from serving.errors import InvalidArgumentError
 from serving.options import DEFAULT_MAX_REQUEST_PIXELS
 from serving.tensors import dtype_of, shape_string

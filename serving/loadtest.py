@@ -32,7 +32,7 @@ import grpc
 import numpy as np
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from components.contract import INPUT_IMAGE_BYTES
+from foundation.contract import INPUT_IMAGE_BYTES
 from serving import event_loop
 from serving.address import parse_grpc_target, parse_rest_url
 from serving.client import DEFAULT_SIGNATURE, ServingClient, request_model_spec, to_json_value

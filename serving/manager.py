@@ -1,6 +1,6 @@
 """Which model versions are loaded, and how requests find them: TF Serving's ServerCore, in small.
 
-Each model has a base path whose version subdirectories (`components.publish.version_number`: ASCII digits within
+Each model has a base path whose version subdirectories (`foundation.publish.version_number`: ASCII digits within
 int64, as TF Serving parses them) are versions. A version policy (latest N, specific,
 all) picks the aspired versions; polling loads new ones (and replays their warmup records) before unloading
 those no longer aspired, as TF Serving's availability-preserving policy does, so traffic never sees a gap.
@@ -29,7 +29,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import file_system_storage_path_source_pb2, model_server_config_pb2
 
-from components.publish import looks_like_version, version_number
+from foundation.publish import looks_like_version, version_number
 from serving.config_error import ServingConfigError
 from serving.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from serving.servable import Servable

@@ -14,11 +14,11 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from components.config_section import ConfigSection
-from components.k8s.image import Image
-from components.k8s.names import check_claim_name, check_label, check_namespace, check_own_namespace
-from components.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
-from components.paths import is_remote
+from foundation.config_section import ConfigSection
+from foundation.k8s.image import Image
+from foundation.k8s.names import check_claim_name, check_label, check_namespace, check_own_namespace
+from foundation.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
+from foundation.paths import is_remote
 from serving.k8s_names import kubernetes_name
 
 Namespace = Annotated[str, AfterValidator(check_namespace)]
@@ -64,10 +64,10 @@ class ServingOptions(ConfigSection):
         gpu_max_batch_size: GPU batching (batching_parameters_gpu.txt): largest batch.
         gpu_batch_timeout_micros: GPU batching: longest wait to fill a batch.
         cpu_image: Pinned TF Serving CPU image for the docker script and Kubernetes (an OCI image reference,
-            `components.k8s.image`).
+            `foundation.k8s.image`).
         gpu_image: Pinned TF Serving GPU image.
         cpu: CPU request/limit per serving pod (also the GPU batch threads), a Kubernetes quantity above 0.
-        memory: Memory request/limit per serving pod, a Kubernetes quantity above 0 (`components.k8s.quantity`).
+        memory: Memory request/limit per serving pod, a Kubernetes quantity above 0 (`foundation.k8s.quantity`).
         gpus: GPUs per serving pod (0 = the CPU image).
         min_replicas: Serving pods the autoscaler keeps at least.
         max_replicas: Serving pods the autoscaler may add up to.

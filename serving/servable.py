@@ -24,8 +24,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
-from components.contract import SAVED_MODEL_FILE
-from components.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
+from foundation.contract import SAVED_MODEL_FILE
+from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from serving.batching import BatchingOptions, BatchScheduler
 from serving.errors import (
     FailedPreconditionError,

@@ -16,7 +16,7 @@ from pathlib import Path
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from components.contract import WARMUP_ASSET
+from foundation.contract import WARMUP_ASSET
 
 # TF Serving refuses warmup files with more records than this (servables/tensorflow/saved_model_warmup_util).
 MAX_WARMUP_RECORDS = 1000

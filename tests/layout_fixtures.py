@@ -14,7 +14,7 @@ from pathlib import Path
 import tensorflow as tf
 from serving_fixtures import random_png
 
-from components.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
+from foundation.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
 
 CLASSES = ("cat", "dog", "emu")
 SYNSETS = ("n02123045", "n02084071", "n01517565")

@@ -19,9 +19,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from components.contract import IMAGE_KEY
 from components.trainer.export import export_saved_model
-from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
+from foundation.contract import IMAGE_KEY
+from foundation.preprocessing import PreprocessingSpec, preprocess_image_bytes
 
 
 def tiny_classifier(image_size: int, channels: int, num_classes: int, seed: int = 0) -> keras.Model:

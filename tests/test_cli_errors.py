@@ -12,13 +12,13 @@ from typer import _click as click  # Typer vendors Click; its commands and conte
 from typer.main import get_command
 from typer.testing import CliRunner, Result
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 from pipeline.cli import app
 from pipeline.cli.app import COMMANDS
 from pipeline.cli.console import warn
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("components", "edge", "pipeline", "serving")
+PRODUCT = ("foundation", "components", "edge", "pipeline", "serving")
 # Exceptions that are not user errors: a request's status, sent to clients with its code (serving/errors.py);
 # private control flow of `tfxp run-spec`.
 NOT_USER_ERRORS = {
@@ -26,7 +26,7 @@ NOT_USER_ERRORS = {
     # a user is a TfJobError.
     "ApiUnreachableError",
     "JobExistsError",
-    # A stop signal unwinding to its cleanup (components/stop_request.py), like KeyboardInterrupt; the process then
+    # A stop signal unwinding to its cleanup (foundation/stop_request.py), like KeyboardInterrupt; the process then
     # exits with 143 (SIGTERM) or as Ctrl-C does.
     "StopRequested",
     "ServingError",
@@ -92,13 +92,13 @@ def test_every_exception_class_in_product_code_is_a_tfxp_error() -> None:
         for name, (_, where) in classes.items()
         if name not in NOT_USER_ERRORS and not _derives_from_tfxp_error(name, classes)
     ]
-    assert not strays, f"derive these from components.errors.TfxpError (or list them in NOT_USER_ERRORS): {strays}"
+    assert not strays, f"derive these from foundation.errors.TfxpError (or list them in NOT_USER_ERRORS): {strays}"
 
 
 def test_the_converted_errors_keep_their_other_bases() -> None:
-    from components.contract import LabelMapError
-    from components.data.errors import DataError
     from edge.errors import EdgeError
+    from foundation.contract import LabelMapError
+    from foundation.data.errors import DataError
     from pipeline.config import ConfigError
     from pipeline.kubeflow.cron import ScheduleInputError
     from pipeline.kubeflow.params import ParamError

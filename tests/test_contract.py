@@ -1,4 +1,4 @@
-"""components.contract: the one label-map rule, the same verdict from every entry point, and no heavy imports."""
+"""foundation.contract: the one label-map rule, the same verdict from every entry point, and no heavy imports."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from components.contract import LabelMapError, parse_label_map, read_label_map, write_label_map
+from foundation.contract import LabelMapError, parse_label_map, read_label_map, write_label_map
 from pipeline.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +106,7 @@ def test_written_label_maps_read_back_and_bad_names_are_refused(tmp_path: Path) 
 
 def test_importing_the_contract_paths_and_versions_modules_loads_no_ml_framework() -> None:
     code = (
-        "import sys, components.contract, components.publish, components.paths, components.baseline.served; "
+        "import sys, foundation.contract, foundation.publish, foundation.paths, components.baseline.served; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'tfx', 'keras', 'tf_keras'}))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

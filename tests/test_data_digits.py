@@ -11,12 +11,12 @@ import pytest
 from sklearn.datasets import load_digits
 from typer.testing import CliRunner
 
-from components.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY, read_label_map
 from components.data.dataset import MANIFEST_FILE, DatasetSummary
 from components.data.digits import write_digits
-from components.data.errors import DataError
 from components.data.inspect import inspect_dataset
-from components.data.tfrecords import iter_examples
+from foundation.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY, read_label_map
+from foundation.data.errors import DataError
+from foundation.data.tfrecords import iter_examples
 from pipeline.cli import app
 
 

@@ -12,13 +12,13 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from components.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY, read_label_map
 from components.data import dataset as dataset_module
 from components.data.dataset import MANIFEST_FILE
-from components.data.errors import DataError
 from components.data.from_folder import check_images, convert_folder
 from components.data.inspect import inspect_dataset
-from components.data.tfrecords import iter_examples
+from foundation.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY, read_label_map
+from foundation.data.errors import DataError
+from foundation.data.tfrecords import iter_examples
 from pipeline.cli import app
 
 

@@ -1,4 +1,4 @@
-"""`tfxp data inspect` reads every layout `tfxp run` reads (components.data.layout), with the run's label offset."""
+"""`tfxp data inspect` reads every layout `tfxp run` reads (foundation.data.layout), with the run's label offset."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from layout_fixtures import LAYOUTS, write_layout
 from typer.testing import CliRunner
 
 from components.data.inspect import inspect_data
-from components.data.layout import DataSpec
+from foundation.data.layout import DataSpec
 from pipeline.cli import app
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from components.contract import LABEL_KEY, TEXT_KEY, read_label_map
 from components.data.dataset import MANIFEST_FILE, corrupt_labels
 from components.data.digits import SOURCE, write_digit_spans
-from components.data.errors import DataError
 from components.data.span_writer import check_span_cut, cut_into_spans, existing_spans, prepare_span
-from components.data.tfrecords import iter_examples
+from foundation.contract import LABEL_KEY, TEXT_KEY, read_label_map
+from foundation.data.errors import DataError
+from foundation.data.tfrecords import iter_examples
 from pipeline.cli import app
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from components.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY
 from components.data.dataset import Record, stratified_split
-from components.data.errors import DataError
-from components.data.tfrecords import iter_examples, make_example, read_label_ids, shard_bounds, write_shards
+from foundation.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY
+from foundation.data.errors import DataError
+from foundation.data.tfrecords import iter_examples, make_example, read_label_ids, shard_bounds, write_shards
 
 
 def test_make_example_holds_the_contract_features() -> None:

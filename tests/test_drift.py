@@ -15,7 +15,6 @@ from PIL import Image
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
 from components.data.span_damage import rewrite_span
-from components.data.tfrecords import make_example
 from components.validation.drift import (
     AGREEMENT,
     DRIFT,
@@ -42,6 +41,7 @@ from components.validation.drift_check import (
 )
 from components.validation.drift_options import DriftOptions
 from components.validation.span_statistics import image_properties, span_split_files, span_tables, split_statistics
+from foundation.data.tfrecords import make_example
 from pipeline.config import ConfigError, build_config
 from pipeline.layout import output_layout
 from pipeline.pipeline import drift_run
@@ -306,7 +306,7 @@ def test_the_previous_spans_are_the_served_models_else_every_earlier_one() -> No
 
 
 def test_a_refused_span_the_served_model_never_saw_is_not_the_reference_for_the_next(tmp_path: Path) -> None:
-    from components.publish import PUSH_RECORD
+    from foundation.publish import PUSH_RECORD
 
     data, serving = tmp_path / "data", tmp_path / "serving"
     for span in (1, 2, 3, 5):

@@ -18,11 +18,11 @@ import tf_keras as keras
 from test_edge_data import shared_data, shared_model, small_cnn
 
 from components.trainer.export import export_saved_model
-from components.trainer.preprocessing import PreprocessingSpec
 from edge import arch, verify
 from edge.data import LabeledImages, load_split
 from edge.options import EdgeOptions
 from edge.quantize import convert
+from foundation.preprocessing import PreprocessingSpec
 
 pytestmark = [
     pytest.mark.arm,

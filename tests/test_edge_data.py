@@ -19,10 +19,10 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.trainer.export import export_saved_model
-from components.trainer.preprocessing import PreprocessingSpec
 from edge.app_client import MEDIAPIPE_VENV, PYTHON_ENV
 from edge.data import example_files, load_split
 from edge.errors import EdgeError
+from foundation.preprocessing import PreprocessingSpec
 
 LABELS = ["top", "bottom", "left", "right"]
 MEDIAPIPE_PYTHON = Path(os.environ.get(PYTHON_ENV) or MEDIAPIPE_VENV / "bin" / "python")

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from test_edge_data import LABELS, SPEC, synthetic_images, write_split
 
-from components.publish import PUSH_RECORD, find_published, list_versions
 from edge.benchmark import LatencyStats, benchmark
 from edge.data import LabeledImages, load_split
 from edge.errors import EdgeError
@@ -30,6 +29,7 @@ from edge.export import (
 from edge.options import EdgeOptions
 from edge.quantize import convert
 from edge.runtime import TfliteModel, read_tflite
+from foundation.publish import PUSH_RECORD, find_published, list_versions
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,11 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
-from components.contract import IMAGE_KEY, LABEL_KEY
-from components.data.spans import SpanError
 from components.example_gen.component import SpanImportExampleGen
 from components.example_gen.driver import SpanDriver
 from components.example_gen.executor import Executor
+from foundation.contract import IMAGE_KEY, LABEL_KEY
+from foundation.data.spans import SpanError
 
 
 def _write(path: Path, labels: list[int], gzip: bool) -> None:

@@ -14,7 +14,7 @@ from components.baseline.driver import ServedModelDriver
 from components.baseline.evaluator import holds_model
 from components.baseline.executor import Executor
 from components.baseline.reason import Baseline, blessing_reason
-from components.contract import INPUT_EXAMPLES, LABELS_ASSET, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
+from foundation.contract import INPUT_EXAMPLES, LABELS_ASSET, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 
 DIGITS = [str(digit) for digit in range(10)]
 

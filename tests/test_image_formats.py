@@ -27,13 +27,13 @@ from serving_fixtures import write_model_version
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from typer.testing import CliRunner
 
-from components.contract import IMAGE_KEY, LABEL_KEY
 from components.data.dataset import MANIFEST_FILE
 from components.data.from_folder import convert_folder
 from components.data.images import upright_image_bytes
-from components.data.tfrecords import iter_examples
-from components.image_formats import ACCEPTED_TEXT, detect_image_format, served_format_error
-from components.trainer.preprocessing import PreprocessingSpec, decode_image, image_format_errors
+from foundation.contract import IMAGE_KEY, LABEL_KEY
+from foundation.data.tfrecords import iter_examples
+from foundation.image_formats import ACCEPTED_TEXT, detect_image_format, served_format_error
+from foundation.preprocessing import PreprocessingSpec, decode_image, image_format_errors
 from pipeline.cli import app
 from serving.errors import readable_message
 from serving.manager import ModelConfig
@@ -209,7 +209,7 @@ def test_formats_are_recognised_by_content_and_the_graph_agrees(files: dict[str,
 
 
 def test_the_format_tables_load_neither_tensorflow_nor_pillow() -> None:
-    code = "import sys, components.image_formats; print(sorted({'tensorflow', 'PIL'} & set(sys.modules)))"
+    code = "import sys, foundation.image_formats; print(sorted({'tensorflow', 'PIL'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

@@ -10,10 +10,10 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.data.fingerprint import data_files, data_fingerprint, fingerprinted_spans, selected_patterns
-from components.data.spans import SpanError
 from components.kfp import fingerprint_task
 from components.notify.notice import notice_text, parse_final_status, run_outcome
 from components.notify.run_record import RunRecord, produced_by_run, read_run_record, run_dir_of, write_run_record
+from foundation.data.spans import SpanError
 
 SPLITS = ["span-*/train/*", "span-*/eval/*"]
 

@@ -470,7 +470,7 @@ def test_a100_reads_the_flat_imagenet_shards_as_they_are(a100_compiled: CompileR
 
 
 def test_compile_detects_a_readable_data_path_and_carries_the_span_policy(tmp_path: Path) -> None:
-    from components.data.tfrecords import make_example, write_shards
+    from foundation.data.tfrecords import make_example, write_shards
 
     for span in (1, 2, 3):
         for split in ("train", "validation"):

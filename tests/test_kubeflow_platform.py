@@ -14,7 +14,7 @@ from kfp.kubernetes import kubernetes_executor_config_pb2
 from kfp_fake import spec_dict
 from typer.testing import CliRunner
 
-from components.k8s.names import check_secret_name
+from foundation.k8s.names import check_secret_name
 from pipeline.cli import app
 from pipeline.config import KubeflowSection
 from pipeline.kubeflow.platform import apply_pod_settings, check_platform_doc, pod_settings

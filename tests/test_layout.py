@@ -1,4 +1,4 @@
-"""The data-files rule (components.data.layout, through pipeline.layout): remote paths, the layouts `data.split:
+"""The data-files rule (foundation.data.layout, through pipeline.layout): remote paths, the layouts `data.split:
 auto` recognises, span folders against `data.spans`, the label offset from the data, and the one rule from the
 data section to the files ImportExampleGen reads."""
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.data.errors import DataError
-from components.data.layout import detect_layout, infer_label_offset
-from components.data.probe import LabelEvidence, Listing
-from components.paths import is_remote
+from foundation.data.errors import DataError
+from foundation.data.layout import detect_layout, infer_label_offset
+from foundation.data.probe import LabelEvidence, Listing
+from foundation.paths import is_remote
 from pipeline.config import TfxpConfig, build_config
 from pipeline.layout import resolve_data, split_patterns
 from pipeline.pipeline import example_gen_input_config, example_gen_output_config
@@ -200,7 +200,7 @@ def test_example_gen_and_the_failure_diagnosis_read_the_same_files(split: str) -
 
 def _tfxp_data(root: Path) -> None:
     """A tiny data set as `tfxp data` writes it: one example a split, labels.txt."""
-    from components.data.tfrecords import make_example, write_shards
+    from foundation.data.tfrecords import make_example, write_shards
 
     for split in ("train", "eval"):
         write_shards(root / split, [1], 1, lambda label: make_example(b"png", label, "one").SerializeToString())
@@ -235,8 +235,8 @@ def test_local_runs_refuse_a_bucket_output_and_missing_data(tmp_path: Path) -> N
 
 
 def test_the_file_probe_lists_and_samples_leniently(tmp_path: Path) -> None:
-    from components.data.probe import list_dir, sample_label_evidence
-    from components.data.tfrecords import make_example, write_shards
+    from foundation.data.probe import list_dir, sample_label_evidence
+    from foundation.data.tfrecords import make_example, write_shards
 
     write_shards(tmp_path / "b", [3, 4], 1, lambda label: make_example(b"png", label, f"c{label}").SerializeToString())
     (tmp_path / "a.tfrecord.gz").write_bytes(b"\x1f\x8b garbage")  # unreadable: left for the run to name

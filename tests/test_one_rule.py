@@ -1,11 +1,11 @@
-"""One rule per concept: scheme tests on paths live in `components.paths`, the SavedModel's file name in the contract.
+"""One rule per concept: scheme tests on paths live in `foundation.paths`, the SavedModel's file name in the contract.
 
 The scan reads every product module (not tests) with `ast`, so prose in docstrings is free but code is not:
 
 - a string `"://"` or a bare scheme prefix (`"gs://"`, `"minio://"`, an f-string part ending in `"://"`) outside
-  `components/paths.py` is a scheme test or a URI built by hand: use `is_remote`, `scheme`, `split_bucket`, `uri`.
+  `foundation/paths.py` is a scheme test or a URI built by hand: use `is_remote`, `scheme`, `split_bucket`, `uri`.
   The host-URL parsers (`http://host:port` endpoints, another concept) are allowed by name.
-- a string holding `saved_model.pb` outside `components/contract.py`: use `SAVED_MODEL_FILE`.
+- a string holding `saved_model.pb` outside `foundation/contract.py`: use `SAVED_MODEL_FILE`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("components", "edge", "pipeline", "serving", "bench", "scripts")
-PATHS_MODULE = "components/paths.py"
-CONTRACT_MODULE = "components/contract.py"
+PRODUCT = ("foundation", "components", "edge", "pipeline", "serving", "bench", "scripts")
+PATHS_MODULE = "foundation/paths.py"
+CONTRACT_MODULE = "foundation/contract.py"
 # Functions that parse host URLs (endpoints, not paths): file → function names.
 HOST_URL_PARSERS = {
     "serving/address.py": {"is_url_address", "rest_base_url", "parse_rest_url"},
@@ -102,12 +102,12 @@ def saved_model_names(path: Path, relative: str) -> list[str]:
 
 def test_scheme_tests_on_paths_live_in_the_paths_module() -> None:
     found = [hit for path in _product_files() for hit in scheme_tests(path, path.relative_to(ROOT).as_posix())]
-    assert not found, "use components.paths (is_remote, scheme, split_bucket, uri) instead:\n" + "\n".join(found)
+    assert not found, "use foundation.paths (is_remote, scheme, split_bucket, uri) instead:\n" + "\n".join(found)
 
 
 def test_the_saved_model_file_is_named_only_in_the_contract() -> None:
     found = [hit for path in _product_files() for hit in saved_model_names(path, path.relative_to(ROOT).as_posix())]
-    assert not found, "use components.contract.SAVED_MODEL_FILE instead:\n" + "\n".join(found)
+    assert not found, "use foundation.contract.SAVED_MODEL_FILE instead:\n" + "\n".join(found)
 
 
 def _scan(tmp_path: Path, code: str, relative: str = "components/module.py") -> list[str]:

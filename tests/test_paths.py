@@ -1,4 +1,4 @@
-"""components.paths: the one scheme rule, and file access that reads a bucket like a local folder."""
+"""foundation.paths: the one scheme rule, and file access that reads a bucket like a local folder."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from components import paths
+from foundation import paths
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def test_first_run_blesses_and_pushes_a_servable_model(
 ) -> None:
     import tensorflow as tf
 
-    from components.data.tfrecords import iter_examples
+    from foundation.data.tfrecords import iter_examples
 
     out, summary = first_run
     assert summary["status"] == "succeeded"
@@ -223,7 +223,7 @@ def test_corrupt_shard_fails_naming_file_and_component(digits_dir: Path, tmp_pat
 def test_schema_violations_stop_the_run_before_training(digits_dir: Path, tmp_path: Path) -> None:
     import tensorflow as tf
 
-    from components.data.tfrecords import make_example
+    from foundation.data.tfrecords import make_example
 
     data = tmp_path / "data"
     shutil.copytree(digits_dir, data)

@@ -1,4 +1,4 @@
-"""components.publish: numbered versions that appear complete or not at all, and re-pushes that reuse them."""
+"""foundation.publish: numbered versions that appear complete or not at all, and re-pushes that reuse them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from components import paths, publish
-from components.publish import PUSH_RECORD, find_published, list_versions, next_version, publish_version
+from foundation import paths, publish
+from foundation.publish import PUSH_RECORD, find_published, list_versions, next_version, publish_version
 
 
 def _model(tmp_path: Path, name: str = "model") -> Path:

@@ -9,8 +9,8 @@ from tfx.proto import pusher_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
-from components.publish import PUSH_RECORD, list_versions
 from components.pusher.executor import AtomicPusherExecutor
+from foundation.publish import PUSH_RECORD, list_versions
 
 
 def _model(tmp_path: Path, run: str) -> standard_artifacts.Model:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from components.data.spans import SpanError, parse_policy
+from foundation.data.spans import SpanError, parse_policy
 from pipeline.config import ConfigError, load_config
 from pipeline.kubeflow.params import ParamError, PipelineParameter
 from serving.client import RestClient, RetryPolicy

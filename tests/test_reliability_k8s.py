@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as oracle
 
-from components.k8s.image import ImageError, check_image, parse_image
-from components.k8s.quantity import SUFFIXES, QuantityError, memory_bytes, parse_quantity
+from foundation.k8s.image import ImageError, check_image, parse_image
+from foundation.k8s.quantity import SUFFIXES, QuantityError, memory_bytes, parse_quantity
 from pipeline.config import ConfigError, TfxpConfig, load_config
 from pipeline.kubeflow import pod, storage
 from serving.deploy import _docker_script, render_deploy_assets, write_deploy_assets
@@ -372,7 +372,7 @@ RULE_TRACES = ("kubernetes.utils", "Gi|", "|Gi", "Ki|", "[a-z0-9]([-a-z0-9]*[a-z
 def test_quantity_name_and_image_rules_live_only_in_components_k8s() -> None:
     found = [
         f"{path.relative_to(REPO)}: {trace}"
-        for package in ("components", "serving", "pipeline", "edge")
+        for package in ("foundation", "components", "serving", "pipeline", "edge")
         for path in sorted((REPO / package).rglob("*.py"))
         if "k8s" not in path.relative_to(REPO / package).parts[:1]
         for trace in RULE_TRACES

@@ -28,7 +28,7 @@ from trickling_server import trickling_server
 from typer.testing import CliRunner
 
 from components.notify.notice import post_notice
-from components.yaml_files import MAX_ALIASES, YamlLimitError, load_yaml, load_yaml_all
+from foundation.yaml_files import MAX_ALIASES, YamlLimitError, load_yaml, load_yaml_all
 from pipeline.cli import app
 from pipeline.config import ConfigError, load_config
 from pipeline.kubeflow.auth import TOKEN_ENV, KfpAuth, RedirectRefusedError, check_api

@@ -15,11 +15,11 @@ import pytest
 from tfx.types import standard_artifacts
 
 from components.edge_exporter.artifacts import EdgeModel
-from components.publish import list_versions
 from components.report import evaluation
 from components.report import executor as report_executor
 from components.report.artifacts import HtmlReport
 from components.report.executor import Executor, published_report_path
+from foundation.publish import list_versions
 from serving.manager import ModelConfig, ModelManager
 
 VERSION = "1796091911"

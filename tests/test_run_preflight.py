@@ -61,7 +61,7 @@ def test_a_missing_label_map_is_said_before_tensorflow_is_imported(tmp_path: Pat
 
 def test_the_data_probe_reads_the_examples_once_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`data.label_offset: auto` reads the first examples through TensorFlow: once, in the pre-flight."""
-    import components.data.probe as probe
+    import foundation.data.probe as probe
     import pipeline.runners.local as local
     from pipeline.cli import app
 

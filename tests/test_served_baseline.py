@@ -21,8 +21,8 @@ from components.baseline.served import (
     find_served_model,
     served_fingerprint,
 )
-from components.contract import INPUT_EXAMPLES, SIGNATURE_DEFAULT, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
-from components.publish import PUSH_RECORD
+from foundation.contract import INPUT_EXAMPLES, SIGNATURE_DEFAULT, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
+from foundation.publish import PUSH_RECORD
 
 
 def _save(directory: Path, signatures: tuple[str, ...] = (SIGNATURE_TF_EXAMPLE, SIGNATURE_EVAL_LABELS)) -> Path:

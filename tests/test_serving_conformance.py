@@ -38,9 +38,9 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from components.publish import publish_version
 from components.trainer.export import export_saved_model
-from components.trainer.preprocessing import PreprocessingSpec
+from foundation.preprocessing import PreprocessingSpec
+from foundation.publish import publish_version
 from serving.batching import BatchingOptions
 from serving.client import GrpcClient, RestClient
 from serving.errors import InvalidArgumentError

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.k8s.names import DNS1035_LABEL, MAX_INFERENCE_SERVICE_NAME, NAME_RULES, name_problem
+from foundation.k8s.names import DNS1035_LABEL, MAX_INFERENCE_SERVICE_NAME, NAME_RULES, name_problem
 from pipeline.cli import app
 from pipeline.cli.serving import local_model_dir
 from pipeline.config import ConfigError, load_config

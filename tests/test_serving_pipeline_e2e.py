@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from typer.testing import CliRunner
 
-from components.data.tfrecords import iter_examples
+from foundation.data.tfrecords import iter_examples
 from pipeline.cli import app
 from serving.batching import BatchingOptions
 from serving.client import GrpcClient, RestClient

@@ -1,10 +1,10 @@
-"""components.data.spans: span folder names and which spans `data.spans` selects (TFX RollingRange semantics)."""
+"""foundation.data.spans: span folder names and which spans `data.spans` selects (TFX RollingRange semantics)."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.data.spans import (
+from foundation.data.spans import (
     SpanError,
     find_spans,
     format_spans,

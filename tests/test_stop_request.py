@@ -1,4 +1,4 @@
-"""components/stop_request.py and the places that turn SIGTERM/SIGINT into cleanup through it.
+"""foundation/stop_request.py and the places that turn SIGTERM/SIGINT into cleanup through it.
 
 The TFJob client's cases are in test_tfjob_client_sigterm.py; here: the recorder itself, `with_deadline`'s
 abandoned call, and the local worker launcher stopped at random moments of its start-up and wait (its workers
@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from components.deadline import with_deadline
-from components.stop_request import StopRequest, StopRequested
+from foundation.deadline import with_deadline
+from foundation.stop_request import StopRequest, StopRequested
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -125,7 +125,7 @@ def test_the_local_worker_launcher_stopped_at_any_moment_leaves_no_worker(tmp_pa
 TASK_RUNNER = """
 import sys
 from pathlib import Path
-from components.stop_request import StopRequested
+from foundation.stop_request import StopRequested
 from pipeline.kubeflow.local_task import run_command
 
 task = ("import signal, sys, time\\n"

@@ -36,7 +36,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.k8s.names import DNS1035_LABEL, name_problem
 from components.k8s.tfjob import (
     CONTAINER_NAME,
     FN_ARGS_PLACEHOLDER,
@@ -62,6 +61,7 @@ from components.k8s.tfjob import (
     tfjob_template,
 )
 from components.trainer.options import MAX_WORKERS
+from foundation.k8s.names import DNS1035_LABEL, name_problem
 from pipeline.config import TfxpConfig, load_config
 from pipeline.kubeflow.workers import (
     WorkersConfigError,

@@ -18,7 +18,7 @@ from test_edge_data import needs_mediapipe
 from components.trainer.augment import AugmentParams, augment_batch, augment_pixels
 from components.trainer.export import export_saved_model
 from components.trainer.input_pipeline import InputOptions, make_dataset
-from components.trainer.preprocessing import (
+from foundation.preprocessing import (
     PreprocessingSpec,
     center_crop,
     central_square,

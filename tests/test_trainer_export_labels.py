@@ -8,10 +8,10 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from components.contract import EVAL_LABEL_KEY, SIGNATURE_EVAL_LABELS
-from components.data.tfrecords import make_example
 from components.trainer.export import export_saved_model
-from components.trainer.preprocessing import PreprocessingSpec
+from foundation.contract import EVAL_LABEL_KEY, SIGNATURE_EVAL_LABELS
+from foundation.data.tfrecords import make_example
+from foundation.preprocessing import PreprocessingSpec
 
 
 def test_eval_labels_subtract_the_label_offset(tmp_path: Path) -> None:

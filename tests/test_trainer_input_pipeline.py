@@ -13,7 +13,7 @@ from PIL import Image
 from components.trainer import input_pipeline
 from components.trainer.augment import augment_batch, augment_on_batches, augment_pixels
 from components.trainer.input_pipeline import InputOptions, make_dataset
-from components.trainer.preprocessing import PreprocessingSpec, pixels_to_input
+from foundation.preprocessing import PreprocessingSpec, pixels_to_input
 
 NUM_EXAMPLES = 20
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import tf_keras as keras
 
-from components.contract import TRAINING_METRICS_FILE
 from components.trainer.models import ModelSpec
 from components.trainer.optimization import build_recipe
 from components.trainer.options import RunOptions, TrainerOptions
@@ -24,6 +23,7 @@ from components.trainer.phases import (
 )
 from components.trainer.runtime import TrainingRuntime, set_up_runtime
 from components.trainer.training import PhaseClock, collect_metrics, write_metrics
+from foundation.contract import TRAINING_METRICS_FILE
 
 TINY = TrainerOptions(image_size=8, channels=1, width=4, batch_size=16, train_steps=7, steps_per_epoch=3)
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from components.trainer.preprocessing import (
+from foundation.preprocessing import (
     PreprocessingSpec,
     decode_image,
     decode_pixels,
@@ -119,7 +119,7 @@ def test_spec_rejects_bad_values(kwargs: dict[str, int], message: str) -> None:
 
 
 def test_a_spec_written_before_the_pixel_limit_reads_with_the_default() -> None:
-    from components.image_formats import DEFAULT_MAX_IMAGE_PIXELS
+    from foundation.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 
     spec = PreprocessingSpec.from_json('{"channels": 1, "image_size": 32}')
     assert spec.max_image_pixels == DEFAULT_MAX_IMAGE_PIXELS
@@ -159,8 +159,8 @@ def _graph_errors(images: list[bytes], limit: int = LIMIT) -> list[str]:
 def test_an_animated_gif_bomb_is_refused_by_python_and_by_the_graph_alike() -> None:
     from image_bombs import gif_bomb
 
-    from components.image_formats import image_pixels, oversized_error
-    from components.trainer.preprocessing import check_image_formats
+    from foundation.image_formats import image_pixels, oversized_error
+    from foundation.preprocessing import check_image_formats
 
     bomb = gif_bomb()  # 200 frames of 3000 x 3000: 1.5 MB, 1.75 GB in DecodeImage
     expected = (
@@ -181,7 +181,7 @@ def test_an_animated_gif_bomb_is_refused_by_python_and_by_the_graph_alike() -> N
 def test_a_small_animated_gif_passes_while_its_frames_times_pixels_are_within_the_limit() -> None:
     from image_bombs import gif_bomb
 
-    from components.image_formats import oversized_error
+    from foundation.image_formats import oversized_error
 
     small = gif_bomb(10, 64)  # 10 x 64 x 64 = 40960 pixels once decoded
     within = PreprocessingSpec(image_size=8, channels=1, max_image_pixels=40960)
@@ -195,7 +195,7 @@ def test_a_small_animated_gif_passes_while_its_frames_times_pixels_are_within_th
 def test_a_truncated_gif_counts_the_frames_it_holds() -> None:
     from image_bombs import gif_bomb
 
-    from components.image_formats import GifFrames, gif_frames, oversized_error
+    from foundation.image_formats import GifFrames, gif_frames, oversized_error
 
     bomb, small = gif_bomb(), gif_bomb(10, 64)
     half, cut_small, screen_only = bomb[: len(bomb) // 2], small[: len(small) - 30], small[:20]
@@ -212,7 +212,7 @@ def test_a_truncated_gif_counts_the_frames_it_holds() -> None:
 def test_a_gif_whose_blocks_do_not_end_within_the_cap_is_refused() -> None:
     from image_bombs import gif_bomb
 
-    from components.image_formats import GIF_MAX_STEPS, GIF_NO_END_MESSAGE, gif_frames, oversized_error
+    from foundation.image_formats import GIF_MAX_STEPS, GIF_NO_END_MESSAGE, gif_frames, oversized_error
 
     small = gif_bomb(1, 16)
     comment = b"\x21\xfe" + b"\x01x" * GIF_MAX_STEPS + b"\x00"  # a comment of one-byte sub-blocks
@@ -225,7 +225,7 @@ def test_a_gif_whose_blocks_do_not_end_within_the_cap_is_refused() -> None:
 def test_a_gif_whose_frames_are_larger_than_its_screen_counts_the_frames_size() -> None:
     from image_bombs import gif_bomb
 
-    from components.image_formats import image_pixels, oversized_error
+    from foundation.image_formats import image_pixels, oversized_error
 
     # giflib allocates each frame at its own descriptor's size, whatever the screen declares.
     bomb = bytearray(gif_bomb(8, 3000))

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.contract import IMAGE_KEY, LABEL_KEY, LabelMapError
 from components.trainer.options import TrainerConfigError
-from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
 from components.trainer.run_fn import run_fn
+from foundation.contract import IMAGE_KEY, LABEL_KEY, LabelMapError
+from foundation.preprocessing import PreprocessingSpec, preprocess_image_bytes
 
 TINY_TRAINER = {
     "image_size": 8,

@@ -9,8 +9,8 @@ import pytest
 
 from components.trainer.export import export_saved_model
 from components.trainer.models import ModelSpec, build_model
-from components.trainer.preprocessing import PreprocessingSpec
 from components.trainer.warm_start import warm_start, warm_start_from_served
+from foundation.preprocessing import PreprocessingSpec
 
 LABELS = ["cat", "dog", "fox"]
 SPEC = ModelSpec(image_size=8, channels=1, num_classes=3, width=4)

@@ -16,11 +16,11 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import io_utils
 from tfx_bsl.coders import example_coder
 
-from components.data.layout import class_problems
-from components.data.probe import LabelEvidence
 from components.validation.data_checks import names_classes, read_class_evidence, statistics_options
 from components.validation.label_map_schema import tighten_schema
 from components.validation.strict_example_validator import DataValidationError, StrictExampleValidatorExecutor
+from foundation.data.layout import class_problems
+from foundation.data.probe import LabelEvidence
 
 DIGITS = [str(digit) for digit in range(10)]
 SYNSETS = ["n01440764", "n01443537", "n01484850"]

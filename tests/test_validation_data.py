@@ -16,7 +16,6 @@ from tensorflow_data_validation.statistics import stats_impl
 from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx_bsl.coders import example_coder
 
-from components.data.tfrecords import make_example, write_shards
 from components.validation.data_checks import (
     RefusedImages,
     count_refused_images,
@@ -24,6 +23,7 @@ from components.validation.data_checks import (
     statistics_options,
 )
 from components.validation.strict_example_validator import DataValidationError
+from foundation.data.tfrecords import make_example, write_shards
 from pipeline.config import load_config
 from pipeline.runners.diagnose import explain_failure, scan_records
 

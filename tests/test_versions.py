@@ -1,4 +1,4 @@
-"""The one "is this a version folder" rule (components.publish) and everything that reads versions through it.
+"""The one "is this a version folder" rule (foundation.publish) and everything that reads versions through it.
 
 A version is a folder named by ASCII digits whose value fits TF Serving's int64 (TF Serving parses names with
 `safe_strto64`, tensorflow_serving/sources/storage_path/file_system_storage_path_source.cc, and skips the rest).
@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from components.baseline.served import find_served_model
-from components.contract import EDGE_MODEL_FILE, SAVED_MODEL_FILE
 from components.notify.notice import pushed_version_of
-from components.publish import (
+from components.pusher.driver import pushed_fingerprint
+from foundation.contract import EDGE_MODEL_FILE, SAVED_MODEL_FILE
+from foundation.publish import (
     MAX_VERSION,
     PUSH_RECORD,
     is_complete_version,
@@ -32,7 +33,6 @@ from components.publish import (
     read_push_record,
     version_number,
 )
-from components.pusher.driver import pushed_fingerprint
 from serving.manager import ModelConfig, ModelManager
 
 # Folder names a careless or hostile hand leaves in a model base path; none is a version.

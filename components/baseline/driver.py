@@ -16,7 +16,7 @@ from typing import Any
 from components.baseline.served import served_fingerprint
 from components.baseline.spec import BASE_PATH_KEY, FINGERPRINT_KEY, LABELS_PATH_KEY
 from components.fingerprint_driver import FingerprintDriver
-from components.paths import read_bytes
+from foundation.paths import read_bytes
 
 
 class ServedModelDriver(FingerprintDriver):

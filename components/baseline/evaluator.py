@@ -20,9 +20,9 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_component_specs
 from tfx.utils import path_utils
 
-from components.contract import SAVED_MODEL_FILE
-from components.data.spans import SPANS_PROPERTY
 from components.executor_types import ArtifactDict, ExecProperties
+from foundation.contract import SAVED_MODEL_FILE
+from foundation.data.spans import SPANS_PROPERTY
 
 
 def holds_model(artifact: types.Artifact) -> bool:

@@ -1,6 +1,6 @@
 """The served model: the newest complete version under a TF Serving base path, checked as an Evaluator baseline.
 
-What TF Serving serves is the highest version directory that holds a model (`components.publish` owns the rule
+What TF Serving serves is the highest version directory that holds a model (`foundation.publish` owns the rule
 of what a version is and writes them; a local publish appears in one rename, a bucket publish writes
 `SAVED_MODEL_FILE` last). Hidden staging directories, names that are no version (`5.tmp`, `²`, a number beyond
 int64) and versions still being copied are not served, so they are not the baseline either. `find_served_model`
@@ -10,7 +10,7 @@ A baseline must load and carry the signatures the Evaluator runs (`SIGNATURE_TF_
 `SIGNATURE_EVAL_LABELS` for the labels); otherwise `check_served_model` raises `ServedModelError` naming the
 version, its path, what is wrong and the two ways out (fix or remove the version, or `evaluator.baseline: none`).
 
-Paths may be local or buckets (`components.paths`); TensorFlow is imported only to load or stat the model.
+Paths may be local or buckets (`foundation.paths`); TensorFlow is imported only to load or stat the model.
 
 Example:
     served = find_served_model("tfxp_output/serving/digits")
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components import paths
 from components.baseline.comparable import label_map_mismatch
-from components.contract import (
+from foundation import paths
+from foundation.contract import (
     LABELS_ASSET,
     SAVED_MODEL_FILE,
     SIGNATURE_EVAL_LABELS,
@@ -33,8 +33,8 @@ from components.contract import (
     LabelMapError,
     read_label_map,
 )
-from components.errors import TfxpError
-from components.publish import newest_version, push_identity, read_push_record, trained_spans
+from foundation.errors import TfxpError
+from foundation.publish import newest_version, push_identity, read_push_record, trained_spans
 
 # What the Evaluator runs on a baseline (pipeline.pipeline.eval_config): predictions, then TFMA's labels.
 EVAL_SIGNATURES = (SIGNATURE_TF_EXAMPLE, SIGNATURE_EVAL_LABELS)
@@ -52,7 +52,7 @@ class ServedModel:
     Attributes:
         version: The version directory's name, e.g. `1796083574`.
         path: `<base>/<version>`.
-        identity: What `components.publish` recorded as its identity (the pushed SavedModel's path in the
+        identity: What `foundation.publish` recorded as its identity (the pushed SavedModel's path in the
             Trainer's model artifact); "" for a version another tool wrote.
         trained_spans: The spans its model was trained on, from its push record (`publish.trained_spans`); None
             when the record does not say.

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from components.data.errors import DataError
-from components.contract import IMAGE_KEY, LABEL_KEY, LABELS_FILE, TEXT_KEY, write_label_map
-from components.data.tfrecords import SHARD_PATTERN, SPLITS, make_example, write_shards
+from foundation.data.errors import DataError
+from foundation.contract import IMAGE_KEY, LABEL_KEY, LABELS_FILE, TEXT_KEY, write_label_map
+from foundation.data.tfrecords import SHARD_PATTERN, SPLITS, make_example, write_shards
 
 MANIFEST_FILE = "tfxp_dataset.json"
 # What `tfxp data` writes into `out`; with --overwrite exactly these are replaced.

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from components.data.dataset import DatasetSummary, Record, check_corrupt_fraction, check_eval_fraction, write_dataset
-from components.data.errors import DataError
+from foundation.data.errors import DataError
 from components.data.span_writer import check_span_cut, cut_into_spans, prepare_span
 
 DIGIT_NAMES = tuple(str(digit) for digit in range(10))

@@ -18,7 +18,7 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from components.data.spans import (
+from foundation.data.spans import (
     NO_SPANS,
     SPAN_GLOB,
     SpanError,
@@ -98,7 +98,7 @@ def selected_patterns(
         spans_policy: `data.spans` (`none`, `latest`, `all` or N).
 
     Raises:
-        components.data.spans.SpanError: the policy selects no span, or is malformed.
+        foundation.data.spans.SpanError: the policy selects no span, or is malformed.
     """
     policy = parse_policy(spans_policy)
     if policy == NO_SPANS:
@@ -118,7 +118,7 @@ def data_files(input_base: str, split_patterns: Sequence[str], spans_policy: str
 
     Raises:
         FileNotFoundError: `input_base` is not a folder.
-        components.data.spans.SpanError: see `selected_patterns`.
+        foundation.data.spans.SpanError: see `selected_patterns`.
     """
     gfile = _gfile()
     if not gfile.isdir(input_base):

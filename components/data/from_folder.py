@@ -19,10 +19,10 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from components.data.dataset import DatasetSummary, Record, check_eval_fraction, check_output, write_dataset
-from components.data.errors import DataError
+from foundation.data.errors import DataError
 from components.data.images import IMAGE_SUFFIXES, ImageCheck, check_image
 from components.data.span_writer import check_span_labels, check_span_root, prepare_span
-from components.data.spans import span_dir_name
+from foundation.data.spans import span_dir_name
 
 MAX_LISTED = 10
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from PIL import Image, ImageOps
 
-from components.image_formats import ACCEPTED_FORMATS, ACCEPTED_TEXT, HEADER_BYTES, UNKNOWN, detect_image_format
+from foundation.image_formats import ACCEPTED_FORMATS, ACCEPTED_TEXT, HEADER_BYTES, UNKNOWN, detect_image_format
 
 # Names of image files: one whose content is no known format is broken (an error), not skipped like notes.txt.
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp"})

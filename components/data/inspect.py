@@ -1,6 +1,6 @@
 """Counting what a data directory holds, per split and label (and per span, for a directory of spans).
 
-The files come from the data-files rule `tfxp run` reads by (`components.data.layout`): every layout it reads
+The files come from the data-files rule `tfxp run` reads by (`foundation.data.layout`): every layout it reads
 (`tfxp data`'s folders, ImageNet's flat `train-*`/`validation-*` files, TFRecords split by hash buckets, span
 folders), compressed or not, and the label offset it detects (`data.label_offset: auto`) or is given.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.contract import LABELS_FILE, read_label_map
+from foundation.contract import LABELS_FILE, read_label_map
 from components.data.dataset import DatasetSummary
-from components.data.errors import DataError
-from components.data.layout import DataSpec, SplitFiles, read_directory
-from components.data.probe import FileProbe
-from components.data.tfrecords import read_label_ids
+from foundation.data.errors import DataError
+from foundation.data.layout import DataSpec, SplitFiles, read_directory
+from foundation.data.probe import FileProbe
+from foundation.data.tfrecords import read_label_ids
 
 MISSING_HINT = (
     f"a data set directory needs a {LABELS_FILE} with one class name a line (line i = label i-1); write data "
@@ -53,7 +53,7 @@ def inspect_data(directory: Path, spec: DataSpec | None = None) -> Inspection:
     Raises:
         DataError: the directory is missing, its layout is not recognised, a split has no files, or a file is
             unreadable.
-        LabelMapError: labels.txt is missing or breaks the label-map rule (`components.contract`).
+        LabelMapError: labels.txt is missing or breaks the label-map rule (`foundation.contract`).
 
     Example:
         inspect_data(Path("data/imagenet")).total.counts["eval"]["n01440764"]

@@ -15,8 +15,8 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from components.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
-from components.data.tfrecords import compression_for
+from foundation.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
+from foundation.data.tfrecords import compression_for
 
 
 def damage_image(encoded: bytes, brighten: float = 0.0, scale: float = 1.0) -> bytes:

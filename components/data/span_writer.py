@@ -16,11 +16,11 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from components.contract import LABELS_FILE, read_label_map, write_label_map
+from foundation.contract import LABELS_FILE, read_label_map, write_label_map
 from components.data.dataset import MANIFEST_FILE, check_output
-from components.data.errors import DataError
-from components.data.spans import find_spans, span_dir_name
-from components.data.tfrecords import SPLITS
+from foundation.data.errors import DataError
+from foundation.data.spans import find_spans, span_dir_name
+from foundation.data.tfrecords import SPLITS
 
 
 def check_span_root(root: Path) -> None:

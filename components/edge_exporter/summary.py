@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from components import paths
-from components.contract import EDGE_METADATA_FILE, EDGE_MODEL_FILE
 from edge.errors import EdgeError
+from foundation import paths
+from foundation.contract import EDGE_METADATA_FILE, EDGE_MODEL_FILE
 
 
 def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:

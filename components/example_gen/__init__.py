@@ -1,1 +1,1 @@
-"""ImportExampleGen that reads the span folders `data.spans` selects (`components.data.spans`), on any orchestrator."""
+"""ImportExampleGen that reads the span folders `data.spans` selects (`foundation.data.spans`), on any orchestrator."""

@@ -17,9 +17,9 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 
-from components.data.spans import NO_SPANS, parse_policy
 from components.example_gen.driver import SpanDriver
 from components.example_gen.executor import SPANS_KEY, Executor
+from foundation.data.spans import NO_SPANS, parse_policy
 
 
 class SpanImportExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
@@ -36,7 +36,7 @@ class SpanImportExampleGen(ImportExampleGen):
 
     Args:
         input_base: The data directory (`data.path`).
-        input_config: The input splits (`components.data.layout.split_patterns`; with spans they start with `span-*/`).
+        input_config: The input splits (`foundation.data.layout.split_patterns`; with spans they start with `span-*/`).
         output_config: Hash-bucket output splits, or None when the input splits are the output splits.
         spans: `data.spans`: `none`, `latest`, `all` or N (the newest N spans).
 

@@ -22,8 +22,8 @@ from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
 from components.data.fingerprint import data_files
-from components.data.spans import NO_SPANS, SELECTED_SPANS_KEY, format_spans, parse_policy
 from components.example_gen.executor import SPANS_KEY
+from foundation.data.spans import NO_SPANS, SELECTED_SPANS_KEY, format_spans, parse_policy
 
 
 def select_and_fingerprint(exec_properties: dict[str, Any]) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def select_and_fingerprint(exec_properties: dict[str, Any]) -> dict[str, Any]:
     unchanged for data without spans (`spans: none`, TFX's fingerprint stands).
 
     Raises:
-        components.data.spans.SpanError: the policy selects no span, or a selected span lacks a split's files.
+        foundation.data.spans.SpanError: the policy selects no span, or a selected span lacks a split's files.
     """
     policy = parse_policy(exec_properties.get(SPANS_KEY) or NO_SPANS)
     if policy == NO_SPANS:

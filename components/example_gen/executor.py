@@ -24,7 +24,8 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 
 from components.data.fingerprint import incomplete_span_error, list_span_folders
-from components.data.spans import (
+from components.executor_types import ArtifactDict, ExecProperties
+from foundation.data.spans import (
     INPUT_BASE_PROPERTY,
     NO_SPANS,
     SELECTED_SPANS_KEY,
@@ -36,7 +37,6 @@ from components.data.spans import (
     parse_spans,
     select_spans,
 )
-from components.executor_types import ArtifactDict, ExecProperties
 
 SPANS_KEY = "spans"
 """The exec property holding `data.spans` (`none`, `latest`, `all` or N, as a string)."""

@@ -46,15 +46,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from components.errors import TfxpError
-from components.k8s.names import (
+from components.trainer.worker_contract import WORKER_ENV, WORKER_MODULE
+from foundation.errors import TfxpError
+from foundation.k8s.names import (
     DNS1035_LABEL,
     MAX_LABEL_LENGTH,
     label_key_problem,
     label_value_problem,
     name_problem,
 )
-from components.trainer.worker_contract import WORKER_ENV, WORKER_MODULE
 
 TFJOB_GROUP = "kubeflow.org"
 TFJOB_VERSION = "v1"

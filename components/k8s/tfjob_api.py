@@ -26,7 +26,6 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from components.deadline import with_deadline
 from components.k8s import tfjob
 from components.k8s import tfjob_status as status
 from components.k8s.api_answers import MAX_ANSWER_BYTES, MAX_LOG_BYTES, json_object, read_capped
@@ -39,9 +38,10 @@ from components.k8s.tfjob_errors import (
     is_transient,
     say,
 )
+from foundation.deadline import with_deadline
 
 if TYPE_CHECKING:
-    from components.stop_request import StopRequest
+    from foundation.stop_request import StopRequest
 
 # (connect, read) seconds of every call; the kubernetes client ignores a float `_request_timeout` (its rest.py takes
 # an int or a pair only), so this is a pair. These bound each connect and each socket read, not the call (a server

@@ -13,7 +13,7 @@ under the same name and follows it (`submit`).
 group, SIGKILL after the grace period (argoproj/argo-workflows `workflow/controller/pod/queue.go:118-128`;
 `workflow/executor/osspecific/signal_darwin.go:19-25`, which signal_linux.go links to; `command_unix.go:37`), and
 keeps the finished pod, so the owner reference to it (`task_pod_owner`) removes the job only when the workflow
-itself is deleted. The signal is only recorded (components/stop_request.py): a read in flight is abandoned, a
+itself is deleted. The signal is only recorded (foundation/stop_request.py): a read in flight is abandoned, a
 create in flight is waited for (its deadline), and the deletion runs on the normal path with its own deadline, so
 the process exits within STOP_BOUND_SECONDS of the SIGTERM (inside Kubernetes' default 30 s grace period), with
 the job deleted or a message saying it could not be.
@@ -68,7 +68,7 @@ from components.k8s.tfjob_errors import (
     TfJobRejectedError,
     TfJobTimeoutError,
 )
-from components.stop_request import StopRequest, StopRequested
+from foundation.stop_request import StopRequest, StopRequested
 
 __all__ = [
     "RBAC_RULES",

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 TRAINING_OPERATOR_INSTALL = (
     'kubectl apply --server-side -k "github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4"'

@@ -45,10 +45,10 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.data.fingerprint import fingerprinted_spans
-from components.data.spans import SELECTED_SPANS_KEY
-from components.errors import TfxpError
 from components.kfp.fingerprint_task import DATA_OUTPUT
 from components.kfp.launcher_paths import local_path_for_uri, opens_directly
+from foundation.data.spans import SELECTED_SPANS_KEY
+from foundation.errors import TfxpError
 
 TFX_ENTRYPOINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 """The module TFX's compiler runs in every task's container."""

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 TASK = "InputFingerprint"
 """The task's name in the compiled spec."""
@@ -57,7 +57,7 @@ def fingerprints(parameters: dict[str, str]) -> dict[str, str]:
     """
     from components.baseline.served import served_fingerprint
     from components.data.fingerprint import data_fingerprint
-    from components.data.spans import SpanError
+    from foundation.data.spans import SpanError
 
     input_base = parameters[INPUT_BASE]
     try:

@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 import posixpath
 
-from components.errors import TfxpError
-from components.paths import is_remote, scheme, uri
+from foundation.errors import TfxpError
+from foundation.paths import is_remote, scheme, uri
 
 KFP_DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
 """Open-source KFP's pipeline root when neither the run nor the kfp-launcher ConfigMap names one

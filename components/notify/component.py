@@ -15,7 +15,6 @@ from tfx.dsl.component.experimental.annotations import Parameter
 from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 
-from components.contract import SAVED_MODEL_FILE
 from components.kfp.launcher_paths import opens_directly
 from components.notify.notice import (
     FinalStatus,
@@ -28,7 +27,8 @@ from components.notify.notice import (
     run_outcome,
 )
 from components.notify.run_record import RUN_RECORDS_DIR, read_run_record
-from components.publish import push_records
+from foundation.contract import SAVED_MODEL_FILE
+from foundation.publish import push_records
 
 logger = logging.getLogger(__name__)
 # The task whose blessing the notice reports, and its output key (TFX's Evaluator).

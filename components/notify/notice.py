@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from components.deadline import with_deadline
-from components.errors import TfxpError
-from components.paths import name_of
-from components.publish import push_identity
+from foundation.deadline import with_deadline
+from foundation.errors import TfxpError
+from foundation.paths import name_of
+from foundation.publish import push_identity
 
 # KFP task states (open-source KFP's task status names; Vertex AI's `PipelineState` short forms).
 # Open-source KFP passes the DAG execution's MLMD state (`GetLastKnownState().String()`: NEW, RUNNING, COMPLETE,
@@ -202,7 +202,7 @@ def pushed_version_of(records: Mapping[str, Mapping[str, Any]], run_id: str) -> 
     """The version this run published, from the serving base's push records.
 
     Args:
-        records: Version directory → its push record, newest first (`components.publish.push_records`: the
+        records: Version directory → its push record, newest first (`foundation.publish.push_records`: the
             Pusher's identity is the pushed model's path, which lies under the run's outputs).
         run_id: The run's id; a record whose source path has it as a path segment is this run's.
 

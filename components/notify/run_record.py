@@ -26,7 +26,7 @@ import posixpath
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from components import paths
+from foundation import paths
 
 RUN_RECORDS_DIR = "runs"
 """Beside the versions under the serving base path: `<serving base>/runs/<run id>.json` (not a version)."""

@@ -22,10 +22,10 @@ from tfx.proto import pusher_pb2
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
-from components.contract import SAVED_MODEL_FILE
 from components.fingerprint_driver import FingerprintDriver
-from components.paths import name_of
-from components.publish import list_versions
+from foundation.contract import SAVED_MODEL_FILE
+from foundation.paths import name_of
+from foundation.publish import list_versions
 
 # The execution property the driver sets (TFX's PusherSpec does not declare it; the launcher passes it on).
 PUSHED_FINGERPRINT_KEY = "pushed_fingerprint"

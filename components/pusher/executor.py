@@ -1,4 +1,4 @@
-"""Pusher executor that publishes every version through `components.publish`, on local paths and buckets alike.
+"""Pusher executor that publishes every version through `foundation.publish`, on local paths and buckets alike.
 
 TFX's Pusher names a version by the clock and copies into it (`SAVED_MODEL_FILE` last); ours publishes through
 `publish_version`: a hidden staging name first, then one rename locally or a file-by-file move on a bucket with
@@ -19,11 +19,11 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components.contract import SAVED_MODEL_FILE
-from components.data.spans import SPANS_PROPERTY, parse_spans
 from components.executor_types import ArtifactDict, ExecProperties
-from components.publish import TRAINED_SPANS_KEY, find_published, publish_version
 from components.pusher.driver import PushedVersionsDriver
+from foundation.contract import SAVED_MODEL_FILE
+from foundation.data.spans import SPANS_PROPERTY, parse_spans
+from foundation.publish import TRAINED_SPANS_KEY, find_published, publish_version
 
 PUBLISHED_NOW_PROPERTY = "published_now"
 """PushedModel custom property: 1 when this execution created the version, 0 when it found it published."""
@@ -31,7 +31,7 @@ PUBLISHED_NOW_PROPERTY = "published_now"
 
 class AtomicPusherExecutor(pusher_executor.Executor):
     """Like TFX's Pusher for file-system destinations, but a version is never seen half-written and a model
-    artifact is pushed once (`components.publish`)."""
+    artifact is pushed once (`foundation.publish`)."""
 
     def Do(self, input_dict: ArtifactDict, output_dict: ArtifactDict, exec_properties: ExecProperties) -> None:  # noqa: N802  (TFX's API)
         self._log_startup(input_dict, output_dict, exec_properties)

@@ -2,7 +2,7 @@
 
 The KFP v2 UI renders only `system.HTML` artifacts, which a TFX component cannot produce (`artifacts`), so on
 Kubeflow the page is found in the RunReport task's `report` artifact (`report.html`) and, when a model was pushed,
-at `<serving base>/reports/<version>.html`. TF Serving, `components.publish.list_versions` and `tfxp serve` take only
+at `<serving base>/reports/<version>.html`. TF Serving, `foundation.publish.list_versions` and `tfxp serve` take only
 numeric directories as versions, so `reports/` is never served.
 
 Example:

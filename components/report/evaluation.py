@@ -17,8 +17,8 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from components import paths
-from components.contract import (
+from foundation import paths
+from foundation.contract import (
     IMAGE_KEY,
     INPUT_EXAMPLES,
     LABEL_KEY,

@@ -18,13 +18,13 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 
 from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
-from components.data.spans import SPANS_PROPERTY
 from components.executor_types import ArtifactDict, ExecProperties
 from components.notify.run_record import RunRecord, run_dir_of, write_run_record
 from components.report import spec as keys
 from components.report.build import REPORT_FILE, report_html
 from components.report.inputs import ReportInputs, facts_from_inputs
 from components.report.render import CONTENT_SECURITY_POLICY
+from foundation.data.spans import SPANS_PROPERTY
 
 logger = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from components.baseline import reason
-from components.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE, read_label_map
-from components.data.spans import parse_spans
 from components.edge_exporter.summary import edge_summary
 from components.report import diagnosis, evaluation, readers
 from components.report.facts import RunFacts, reported
 from components.report.summary import BaselineRecord, DataSeen, EdgeRecord, RunSummary
+from foundation.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE, read_label_map
+from foundation.data.spans import parse_spans
 
 NO_METADATA = (
     "Not in this report: the pipeline's RunReport component has no ML Metadata, which records {what}. The local "

@@ -1,7 +1,7 @@
 """Readers of the artifacts the report shows, each from one artifact directory: local, or a bucket on Kubeflow.
 
 StatisticsGen's statistics (examples per split and class), ExampleValidator's anomalies, the Trainer's TensorBoard
-scalars and the SavedModel's size. Files are read through `tf.io.gfile` (`components.paths`), so a
+scalars and the SavedModel's size. Files are read through `tf.io.gfile` (`foundation.paths`), so a
 `gs://` pipeline root reads like a local one; TensorFlow, its protos and TensorBoard load inside the functions
 that need them. Each raises what its library raises for an unreadable file; the caller records that as a problem.
 
@@ -16,8 +16,8 @@ import json
 import posixpath
 from typing import Any
 
-from components import paths
-from components.contract import TEXT_KEY
+from foundation import paths
+from foundation.contract import TEXT_KEY
 
 SPLIT_PREFIX = "Split-"
 """TFX writes each split of an artifact into `Split-<name>/`."""

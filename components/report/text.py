@@ -6,7 +6,7 @@ import re
 import time
 from typing import Any
 
-from components.paths import name_of
+from foundation.paths import name_of
 
 NOT_KNOWN = "—"
 BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from components.trainer.preprocessing import center_crop
+from foundation.preprocessing import center_crop
 
 MAX_CROP_ATTEMPTS = 10  # tf.image.sample_distorted_bounding_box's default, and Model Garden's
 # The batch form draws its boxes on a canvas of the image's aspect with at least this many pixels a side: the op

@@ -27,7 +27,7 @@ from pathlib import Path
 import tensorflow as tf
 import tf_keras as keras
 
-from components.contract import (
+from foundation.contract import (
     EVAL_LABEL_KEY,
     IMAGE_KEY,
     INPUT_EXAMPLES,
@@ -45,7 +45,7 @@ from components.contract import (
     WARMUP_ASSET,
     write_label_map,
 )
-from components.trainer.preprocessing import PreprocessingSpec, preprocess_image_bytes
+from foundation.preprocessing import PreprocessingSpec, preprocess_image_bytes
 
 
 def make_signatures(

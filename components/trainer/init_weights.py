@@ -34,8 +34,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from components.contract import SAVED_MODEL_FILE
-from components.errors import TfxpError
+from foundation.contract import SAVED_MODEL_FILE
+from foundation.errors import TfxpError
 
 HEAD_LAYER = "logits"
 

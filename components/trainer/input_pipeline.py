@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from components.contract import IMAGE_KEY, LABEL_KEY
 from components.trainer.augment import (
     AugmentParams,
     augment_batch,
@@ -40,7 +39,8 @@ from components.trainer.augment import (
     augment_pixels,
     check_augmentations,
 )
-from components.trainer.preprocessing import (
+from foundation.contract import IMAGE_KEY, LABEL_KEY
+from foundation.preprocessing import (
     PreprocessingSpec,
     check_image_formats,
     decode_image,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 logger = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from components.config_section import ConfigSection, describe_errors, registered
-from components.errors import TfxpError
-from components.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 from components.trainer.recipe import OptimizerOptions, ScheduleOptions
+from foundation.config_section import ConfigSection, describe_errors, registered
+from foundation.errors import TfxpError
+from foundation.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 
 # The model registry's names, declared here without Keras so the config checks `trainer.model` when it loads.
 # components/trainer/models.py registers one builder under each name and refuses any other.

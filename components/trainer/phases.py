@@ -22,7 +22,6 @@ from typing import Any
 import tensorflow as tf
 import tf_keras as keras
 
-from components.errors import TfxpError
 from components.trainer.callbacks import ProfilerWindow, StopAtStep, ThroughputCallback
 from components.trainer.eval_metrics import TopPredictedShare
 from components.trainer.input_pipeline import InputOptions, make_dataset
@@ -31,6 +30,7 @@ from components.trainer.optimization import Recipe, add_weight_decay, build_reci
 from components.trainer.options import RunOptions, TrainerOptions
 from components.trainer.recipe import check_recipe
 from components.trainer.runtime import TrainingRuntime
+from foundation.errors import TfxpError
 
 logger = logging.getLogger(__name__)
 

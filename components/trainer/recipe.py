@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
-from components.config_section import ConfigSection
-from components.errors import TfxpError
+from foundation.config_section import ConfigSection
+from foundation.errors import TfxpError
 
 if TYPE_CHECKING:
     from components.trainer.options import TrainerOptions

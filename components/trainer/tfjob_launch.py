@@ -23,10 +23,10 @@ import logging
 import posixpath
 from dataclasses import replace
 
-from components import paths
 from components.kfp.launcher_paths import opens_directly
 from components.trainer.options import TfJobLaunch
 from components.trainer.workers import FN_ARGS_FILE, WorkerFnArgs, WorkersError, write_fn_args
+from foundation import paths
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,6 @@ from typing import Any
 import tensorflow as tf
 import tf_keras as keras
 
-from components.contract import IMAGE_KEY, TRAINING_METRICS_FILE, read_label_map
 from components.trainer.diagnosis import diagnose, explain
 from components.trainer.export import export_saved_model
 from components.trainer.init_weights import load_initial_weights
@@ -40,10 +39,11 @@ from components.trainer.phases import (
     fit,
     train_head_first,
 )
-from components.trainer.preprocessing import PreprocessingSpec
 from components.trainer.recipe import describe
 from components.trainer.runtime import REPORTED_REASONS, TrainingRuntime, set_up_runtime
 from components.trainer.warm_start import apply_warm_start
+from foundation.contract import IMAGE_KEY, TRAINING_METRICS_FILE, read_label_map
+from foundation.preprocessing import PreprocessingSpec
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class TrainerPaths:
 
 
 def read_labels(labels_path: str) -> list[str]:
-    """Class names from the label map (`components.contract.read_label_map`: one rule for every reader).
+    """Class names from the label map (`foundation.contract.read_label_map`: one rule for every reader).
 
     Raises:
         LabelMapError: the file is missing (naming `data.labels`), has a blank line or a duplicate name, or

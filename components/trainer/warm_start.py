@@ -22,7 +22,7 @@ from typing import Any
 import tf_keras as keras
 
 from components.baseline.served import find_served_model
-from components.contract import LABELS_ASSET, LabelMapError, read_label_map
+from foundation.contract import LABELS_ASSET, LabelMapError, read_label_map
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from types import SimpleNamespace
 
-from components.errors import TfxpError
 from components.trainer.workers import WORKER_ENV, die_with_launcher, read_fn_args
+from foundation.errors import TfxpError
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,12 +31,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from components import paths
-from components.contract import SAVED_MODEL_FILE
-from components.errors import TfxpError
-from components.stop_request import StopRequest, StopRequested
 from components.trainer.options import RunOptions
 from components.trainer.worker_contract import WORKER_ENV, WORKER_MODULE
+from foundation import paths
+from foundation.contract import SAVED_MODEL_FILE
+from foundation.errors import TfxpError
+from foundation.stop_request import StopRequest, StopRequested
 
 logger = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class LocalWorkers:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         running: list[_Worker] = []
-        # SIGTERM/SIGINT are recorded (components/stop_request.py), not raised mid-Popen: the loop below stops the
+        # SIGTERM/SIGINT are recorded (foundation/stop_request.py), not raised mid-Popen: the loop below stops the
         # workers it started and exits as the signal would have (143 for SIGTERM, KeyboardInterrupt for Ctrl-C).
         with StopRequest() as stop:
             try:

@@ -8,7 +8,7 @@ fail it two seconds in, naming no record. Both are caught from StatisticsGen's s
   each value's format from its magic bytes, unrecognised ones as UNKNOWN. TFDV writes the histogram only for a
   feature with 100 values or more of which 80 % are images, so its absence at 100 values or more says the same.
 
-TFDV knows JPEG, PNG, GIF and BMP; the model also accepts WebP (`components.image_formats`). So where TFDV flags
+TFDV knows JPEG, PNG, GIF and BMP; the model also accepts WebP (`foundation.image_formats`). So where TFDV flags
 values, and the split's examples are at hand, they are read once and judged by the model's own rule
 (`served_format_error`): only values the served model would refuse count, by format.
 
@@ -26,10 +26,10 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from components.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
-from components.data.layout import class_problems
-from components.data.probe import LabelEvidence
-from components.image_formats import ACCEPTED_TEXT, HEADER_BYTES, UNKNOWN, detect_image_format, served_format_error
+from foundation.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
+from foundation.data.layout import class_problems
+from foundation.data.probe import LabelEvidence
+from foundation.image_formats import ACCEPTED_TEXT, HEADER_BYTES, UNKNOWN, detect_image_format, served_format_error
 
 # TFDV's ImageStatsGenerator (`tensorflow_data_validation/statistics/generators/image_stats_generator.py`): the
 # custom statistic, its label for unrecognised values, and when it writes one (at least 100 values, 80 % images).
@@ -148,7 +148,7 @@ def _decoded(value: bytes) -> str:
 
 
 def class_mismatches(split: str, evidence: Counter[LabelEvidence], names: list[str], label_offset: int) -> list[str]:
-    """`components.data.layout.class_problems` of a split, one line each, naming the split and the fix."""
+    """`foundation.data.layout.class_problems` of a split, one line each, naming the split and the fix."""
     return [f"split '{split}': {problem}; {CLASSES_HINT}" for problem in class_problems(evidence, names, label_offset)]
 
 

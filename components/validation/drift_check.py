@@ -1,7 +1,7 @@
 """The validator's drift checks between spans, end to end: which spans, their statistics, the served model, a verdict.
 
 Each span the run reads is judged against the previous spans until it passes: the spans the served model was trained
-on (its push record's `spans`, `components.publish.trained_spans`) that are older than it and still under
+on (its push record's `spans`, `foundation.publish.trained_spans`) that are older than it and still under
 `data.path`, else every older span folder (`previous_spans`). So a refused span that was never trained on is not the
 reference for the spans after it. Their
 statistics come from the cache under `<pipeline.output>/statistics` (`components.validation.span_statistics`), so
@@ -32,7 +32,6 @@ from typing import Any
 import tensorflow as tf
 
 from components.baseline.served import find_served_model
-from components.data.spans import SPAN_GLOB, find_spans, format_spans, select_spans
 from components.validation.drift import (
     DriftDecision,
     Finding,
@@ -52,6 +51,7 @@ from components.validation.span_statistics import (
     span_tables,
     split_statistics,
 )
+from foundation.data.spans import SPAN_GLOB, find_spans, format_spans, select_spans
 
 logger = logging.getLogger(__name__)
 TRAIN_SPLIT = "train"

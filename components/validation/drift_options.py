@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
-from components.config_section import ConfigSection
+from foundation.config_section import ConfigSection
 
 KEY_PREFIX = "data.drift"
 

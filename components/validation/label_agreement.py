@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from components.contract import (
+from foundation.contract import (
     EVAL_LABEL_KEY,
     INPUT_EXAMPLES,
     OUTPUT_PROBABILITIES,
     SIGNATURE_EVAL_LABELS,
     SIGNATURE_TF_EXAMPLE,
 )
-from components.data.tfrecords import compression_for
+from foundation.data.tfrecords import compression_for
 
 _BATCH = 128
 

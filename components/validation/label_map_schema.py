@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.contract import IMAGE_KEY, LABEL_KEY
+from foundation.contract import IMAGE_KEY, LABEL_KEY
 
 CONTRACT_FEATURES = (IMAGE_KEY, LABEL_KEY)
 

@@ -9,8 +9,8 @@ from tfx import v1 as tfx
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components.contract import read_label_map
 from components.validation.label_map_schema import tighten_schema
+from foundation.contract import read_label_map
 
 SCHEMA_FILE = "schema.pbtxt"
 

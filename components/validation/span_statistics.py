@@ -35,10 +35,10 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from components.contract import IMAGE_KEY, LABEL_KEY
 from components.data.fingerprint import DataFiles
-from components.data.tfrecords import compression_for
-from components.image_formats import detect_image_format
+from foundation.contract import IMAGE_KEY, LABEL_KEY
+from foundation.data.tfrecords import compression_for
+from foundation.image_formats import detect_image_format
 
 logger = logging.getLogger(__name__)
 

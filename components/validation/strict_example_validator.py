@@ -8,7 +8,7 @@ Before the schema, it checks what no schema expresses (`components.validation.da
 records, `image/encoded` values that are not images the model accepts, and examples of other classes than the
 label map. The second reads TFDV's image statistics and, where they flag values, the split's examples (the
 optional `examples` input); the third reads every example's label, synset and text and matches them with the
-label map by the synset-or-text rule `data.label_offset: auto` uses (`components.data.layout.class_problems`), so
+label map by the synset-or-text rule `data.label_offset: auto` uses (`foundation.data.layout.class_problems`), so
 a span of other classes is refused on LocalDagRunner and Kubeflow alike.
 
 After the schema, with `data.drift` on (the `drift` execution property, a `DriftRun` as JSON), it judges each
@@ -36,9 +36,6 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import io_utils, json_utils
 
-from components.contract import LABEL_KEY, read_label_map
-from components.data.spans import INPUT_BASE_PROPERTY, SPANS_PROPERTY, parse_spans
-from components.errors import TfxpError
 from components.notify.run_record import RunRecord, run_dir_of, run_key_of, write_run_record
 from components.validation.data_checks import (
     class_mismatches,
@@ -49,6 +46,9 @@ from components.validation.data_checks import (
 )
 from components.validation.drift import RECORD_PROPERTIES, DriftDecision, stop_decision, stop_message
 from components.validation.label_map_schema import CONTRACT_FEATURES
+from foundation.contract import LABEL_KEY, read_label_map
+from foundation.data.spans import INPUT_BASE_PROPERTY, SPANS_PROPERTY, parse_spans
+from foundation.errors import TfxpError
 
 logger = logging.getLogger(__name__)
 ANOMALIES_FILE = "SchemaDiff.pb"

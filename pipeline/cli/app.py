@@ -19,8 +19,8 @@ from typer.core import MarkupMode, TyperGroup
 from typer.main import get_command_from_info, get_group
 from typer.models import CommandInfo
 
-from components.errors import TfxpError
-from components.stop_request import StopRequested
+from foundation.errors import TfxpError
+from foundation.stop_request import StopRequested
 from pipeline.cli.console import console, fail
 from pipeline.cli.quiet import command_output, set_verbose
 
@@ -102,7 +102,7 @@ class LazyGroup(TyperGroup):
                 raise fail(str(error)) from None
             except StopRequested as stop:
                 # SIGTERM or Ctrl-C, recorded and unwound to here after the command's own cleanup
-                # (components/stop_request.py): the status a process killed by that signal reports.
+                # (foundation/stop_request.py): the status a process killed by that signal reports.
                 console.print(f"stopped ({stop}); what was running was stopped", highlight=False, markup=False)
                 raise typer.Exit(stop.exit_status) from None
 

@@ -2,7 +2,7 @@
 
 Command modules import these from here, never from `pipeline.cli.app`, which only names the commands.
 
-A command reports bad input by raising a `components.errors.TfxpError` (`UserError` for what the CLI itself
+A command reports bad input by raising a `foundation.errors.TfxpError` (`UserError` for what the CLI itself
 checks); the root group (`pipeline.cli.app.LazyGroup`) catches it once and prints it with `fail`, exit 2.
 A command raises `fail` itself only for another exit status (a failed run: 1).
 
@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 console = Console(emoji=False)
 error_console = Console(stderr=True, emoji=False)

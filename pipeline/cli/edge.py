@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from components.contract import LABELS_FILE, read_label_map
 from edge.errors import EdgeError
+from foundation.contract import LABELS_FILE, read_label_map
 from pipeline.cli.console import console
 from pipeline.cli.options import existing_dir, existing_file, output_file
 
@@ -143,10 +143,10 @@ def eval_command(
     """Accuracy and per-class accuracy of MODEL on a split, with LiteRT (and MediaPipe with --client)."""
     import numpy as np
 
-    from components.trainer.preprocessing import PreprocessingSpec
     from edge.data import central_crop_near, load_split
     from edge.evaluate import accuracy_of
     from edge.runtime import TfliteModel, read_tflite
+    from foundation.preprocessing import PreprocessingSpec
 
     labels = _labels_near(model, examples)  # first: a bad label map fails before the evaluation
     tflite_bytes = read_tflite(model)
@@ -317,9 +317,9 @@ def verify_command(
         raise EdgeError(f"unknown --kernels {kernels}; pass one of: {', '.join(KERNELS)}")
     core = check_cpu(cpu)  # first: `max` is refused before TensorFlow loads or anything is prepared
 
-    from components.trainer.preprocessing import PreprocessingSpec
     from edge.data import central_crop_near, load_split
     from edge.runtime import TfliteModel, read_tflite
+    from foundation.preprocessing import PreprocessingSpec
 
     content = read_tflite(model)
     height, channels = _input_size(TfliteModel(content, where=str(model)).image_shape, model)

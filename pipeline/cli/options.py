@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from components.paths import is_remote
+from foundation.paths import is_remote
 from pipeline.cli.console import UserError
 from serving.address import check_port, parse_grpc_target, parse_rest_url
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from components.paths import is_remote
-from components.stop_request import StopRequest
+from foundation.paths import is_remote
+from foundation.stop_request import StopRequest
 from pipeline.cli.console import UserError, console, fail, warn
 from pipeline.cli.options import (
     ConfigOption,
@@ -49,7 +49,7 @@ WaitOption = Annotated[
 
 
 def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str | None) -> list[ModelConfig]:
-    from components.publish import is_version_name
+    from foundation.publish import is_version_name
     from serving.manager import ModelConfig, VersionPolicy
 
     serving = config.serving
@@ -155,7 +155,7 @@ def serve(
         server = ModelServer(options=options, model_config_file=model_config_file)
     else:
         server = ModelServer(_model_configs(config, model_base, model_name), options)
-    # SIGTERM (Kubernetes stopping the pod) and Ctrl-C are recorded, not raised (components/stop_request.py): the
+    # SIGTERM (Kubernetes stopping the pod) and Ctrl-C are recorded, not raised (foundation/stop_request.py): the
     # loop below sees them and stops the server on its normal path.
     with StopRequest() as stop:
         _serve_until_stopped(server, options, stop)
@@ -202,8 +202,8 @@ def _client(
 
 
 def _labels_for(config: TfxpConfig, labels_file: Path | None) -> list[str] | None:
-    from components.contract import LABELS_ASSET, read_label_map
-    from components.publish import newest_version
+    from foundation.contract import LABELS_ASSET, read_label_map
+    from foundation.publish import newest_version
 
     if labels_file is not None:
         return read_label_map(labels_file, missing_hint="pass an existing label map (one class name a line)")
@@ -230,11 +230,11 @@ def _read_examples(
 ) -> tuple[list[str], list[bytes], list[int]]:
     from dataclasses import replace
 
-    from components.contract import IMAGE_KEY, LABEL_KEY
-    from components.data.layout import HASH_SPLIT, read_directory
-    from components.data.probe import FileProbe
-    from components.data.spans import LATEST
-    from components.data.tfrecords import iter_examples as read_examples
+    from foundation.contract import IMAGE_KEY, LABEL_KEY
+    from foundation.data.layout import HASH_SPLIT, read_directory
+    from foundation.data.probe import FileProbe
+    from foundation.data.spans import LATEST
+    from foundation.data.tfrecords import iter_examples as read_examples
     from pipeline.layout import data_spec
 
     # DIR read as `tfxp run` reads data.path (the config's data section), its newest span when it has spans.

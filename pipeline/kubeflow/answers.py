@@ -77,7 +77,7 @@ def check_kfp_answers(client: Any, host: str, timeout: float) -> None:
     A 2xx answer whose body is not a JSON object, or an answer of a creating endpoint without the id it creates,
     raises `UnexpectedAnswerError` (naming the endpoint and what came back) before kfp reads fields from it.
     Requests without a timeout of their own (kfp sets none) get `timeout` seconds for connecting and for each read,
-    so a request abandoned at the whole-call deadline (`components.deadline`) ends when the server goes
+    so a request abandoned at the whole-call deadline (`foundation.deadline`) ends when the server goes
     silent.
 
     Args:

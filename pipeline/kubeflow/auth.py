@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.deadline import with_deadline
+from foundation.deadline import with_deadline
 from pipeline.kubeflow.runs import NoAnswerError, SubmitError
 
 TOKEN_ENV = "TFXP_KFP_TOKEN"

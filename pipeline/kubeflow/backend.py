@@ -51,8 +51,6 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components import paths
-from components.errors import TfxpError
 from components.kfp.launcher_paths import (
     KFP_DEFAULT_ROOT,
     LAUNCHER_MOUNTS,
@@ -60,7 +58,9 @@ from components.kfp.launcher_paths import (
     LauncherPathError,
     local_path_for_uri,
 )
-from components.paths import is_remote, scheme, split_bucket
+from foundation import paths
+from foundation.errors import TfxpError
+from foundation.paths import is_remote, scheme, split_bucket
 
 KFP, VERTEX = "kfp", "vertex"
 BACKENDS = (KFP, VERTEX)

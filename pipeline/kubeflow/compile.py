@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.contract import LabelMapError
-from components.data.errors import DataError
-from components.data.probe import FileProbe
-from components.errors import TfxpError
 from components.k8s.tfjob import tfjob_template
 from components.kfp import fingerprint_task
 from components.notify.run_record import RUN_RECORDS_DIR
-from components.paths import is_remote
 from components.trainer.options import TfJobLaunch
+from foundation.contract import LabelMapError
+from foundation.data.errors import DataError
+from foundation.data.probe import FileProbe
+from foundation.errors import TfxpError
+from foundation.paths import is_remote
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow import pod, storage
 from pipeline.kubeflow.cache_keys import check_input_fingerprint, wire_input_fingerprint

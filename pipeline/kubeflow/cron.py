@@ -25,7 +25,7 @@ import datetime
 import re
 from dataclasses import dataclass
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 # robfig/cron's descriptors (besides `@every`, which tfxp takes as --every).
 DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})

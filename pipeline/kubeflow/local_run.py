@@ -38,8 +38,8 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.errors import TfxpError
 from components.kfp.launcher_paths import LAUNCHER_ROOT_ENV, LauncherPathError, local_path_for_uri
+from foundation.errors import TfxpError
 from pipeline.kubeflow import backend as backend_rules
 from pipeline.kubeflow import local_task
 from pipeline.kubeflow.backend import (

@@ -30,8 +30,8 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.errors import TfxpError
-from components.stop_request import StopRequest
+from foundation.errors import TfxpError
+from foundation.stop_request import StopRequest
 
 ContainerSpec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
 # The command names KFP images run Python with; run-spec runs them with this environment's interpreter.
@@ -232,7 +232,7 @@ def run_command(command: Sequence[str], log_path: Path, env: Mapping[str, str] |
 
     Stopping `tfxp run-spec` (SIGTERM, Ctrl-C) stops the task as Kubernetes stops a pod: SIGTERM to the task's
     process group, SIGKILL after TASK_GRACE_SECONDS; then StopRequested is raised (the task is not recorded, so a
-    rerun runs it again). The signal is recorded, not raised mid-call (components/stop_request.py).
+    rerun runs it again). The signal is recorded, not raised mid-call (foundation/stop_request.py).
 
     Raises:
         StopRequested: a stop signal arrived while the task ran.

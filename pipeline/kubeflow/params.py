@@ -7,7 +7,7 @@ read that from the spec as YAML/JSON (a file's first document, or the `pipeline_
 pipeline version) and turn `k=v` strings into the typed values the API's `runtime_config.parameters` takes.
 
 Example:
-    parameters = pipeline_parameters(read_yaml_all(Path("pipeline.yaml"))[0])  # components.yaml_files
+    parameters = pipeline_parameters(read_yaml_all(Path("pipeline.yaml"))[0])  # foundation.yaml_files
     arguments = typed_arguments(parse_param_entries(["train_steps=500"]), parameters)   # {"train_steps": 500}
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 # The old PrimitiveType names → ParameterType names.
 _LEGACY_TYPES = {"INT": "NUMBER_INTEGER", "DOUBLE": "NUMBER_DOUBLE", "STRING": "STRING"}
@@ -216,7 +216,7 @@ def _train_args_problem(text: str) -> str | None:
 
 
 def _spans_problem(text: str) -> str | None:
-    from components.data.spans import NO_SPANS, SpanError, parse_policy
+    from foundation.data.spans import NO_SPANS, SpanError, parse_policy
 
     try:
         policy = parse_policy(text)

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2
 
-from components.k8s.names import check_secret_name
+from foundation.k8s.names import check_secret_name
 from pipeline.config import KubeflowSection
 from pipeline.kubeflow.pod import PodSettings, parse_pod_annotation, parse_pod_label
 from pipeline.kubeflow.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError

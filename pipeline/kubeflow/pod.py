@@ -15,10 +15,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from components.k8s import quantity as quantity_module
-from components.k8s.image import check_image
-from components.k8s.image import parse_image as parse_image_reference
-from components.k8s.names import label_key_problem, label_value_problem
+from foundation.k8s import quantity as quantity_module
+from foundation.k8s.image import check_image
+from foundation.k8s.image import parse_image as parse_image_reference
+from foundation.k8s.names import label_key_problem, label_value_problem
 
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -65,7 +65,7 @@ class Toleration:
 
 
 def cpu_cores(quantity: str) -> float:
-    """A Kubernetes CPU quantity (`8`, `0.5`, `500m`) in cores (`components.k8s.quantity`).
+    """A Kubernetes CPU quantity (`8`, `0.5`, `500m`) in cores (`foundation.k8s.quantity`).
 
     Raises:
         ValueError: not a CPU quantity above 0.
@@ -124,7 +124,7 @@ def image_warnings(image: str) -> list[str]:
     without a digest can give stale cache hits (KFP's cache key holds the image string, not its content).
 
     Raises:
-        ValueError: the image is no OCI image reference (`components.k8s.image`), e.g. empty or with a bad digest.
+        ValueError: the image is no OCI image reference (`foundation.k8s.image`), e.g. empty or with a bad digest.
     """
     reference = parse_image_reference(check_image(image, key="kubeflow.image"))
     if reference.digest:

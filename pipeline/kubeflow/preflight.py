@@ -29,7 +29,7 @@ from typing import Any
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.kfp.launcher_paths import KFP_DEFAULT_ROOT
-from components.paths import is_remote, scheme, uri
+from foundation.paths import is_remote, scheme, uri
 from pipeline.kubeflow.runs import SubmitError
 from pipeline.kubeflow.spec import exit_handler_tasks
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 SUCCEEDED = "SUCCEEDED"
 UNSPECIFIED = "RUNTIME_STATE_UNSPECIFIED"

@@ -23,9 +23,9 @@ import yaml
 from google.protobuf import duration_pb2, json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.errors import TfxpError
 from components.kfp.entrypoint import ENTRYPOINT, TFX_ENTRYPOINT
-from components.yaml_files import YamlLimitError, read_yaml_all
+from foundation.errors import TfxpError
+from foundation.yaml_files import YamlLimitError, read_yaml_all
 from pipeline.kubeflow.pod import Resources, Toleration, cpu_cores, image_warnings, memory_gigabytes
 
 ContainerSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
@@ -103,7 +103,7 @@ class PipelineDoc:
 
 def load_pipeline_doc(path: Path) -> PipelineDoc:
     """Reads a compiled pipeline YAML the way `kfp.Client.create_run_from_pipeline_package` does, but with aliases
-    and nesting bounded (`components.yaml_files`): `tfxp submit`, `pipeline upload` and `schedule create` call
+    and nesting bounded (`foundation.yaml_files`): `tfxp submit`, `pipeline upload` and `schedule create` call
     this before they hand the file to kfp, whose own `yaml.safe_load` is unbounded.
 
     The first YAML document is the `PipelineSpec`; later documents merge into the `PlatformSpec`.

@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.errors import TfxpError
-from components.k8s.names import name_problem
-from components.k8s.quantity import QuantityError, memory_bytes
 from components.kfp.launcher_paths import DIRECT_SCHEMES, KFP_DEFAULT_ROOT, LAUNCHER_MOUNTS
-from components.paths import is_remote, scheme, uri
+from foundation.errors import TfxpError
+from foundation.k8s.names import name_problem
+from foundation.k8s.quantity import QuantityError, memory_bytes
+from foundation.paths import is_remote, scheme, uri
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError, container_tasks, executor_label
 

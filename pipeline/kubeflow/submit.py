@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.deadline import with_deadline
+from foundation.deadline import with_deadline
 from pipeline.kubeflow.answers import check_kfp_answers, require_id
 from pipeline.kubeflow.auth import (
     KfpAuth,

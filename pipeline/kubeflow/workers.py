@@ -20,9 +20,6 @@ from typing import Any, TypeVar
 
 import yaml
 
-from components.errors import TfxpError
-from components.k8s.names import DNS1123_SUBDOMAIN, MAX_SUBDOMAIN_LENGTH, check_namespace, name_problem
-from components.k8s.quantity import memory_bytes
 from components.k8s.tfjob import (
     DEFAULT_WORKER_ENV,
     FN_ARGS_PLACEHOLDER,
@@ -35,6 +32,9 @@ from components.k8s.tfjob import (
     tfjob_rbac,
     tfjob_template,
 )
+from foundation.errors import TfxpError
+from foundation.k8s.names import DNS1123_SUBDOMAIN, MAX_SUBDOMAIN_LENGTH, check_namespace, name_problem
+from foundation.k8s.quantity import memory_bytes
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow import storage
 from pipeline.kubeflow.platform import pod_settings

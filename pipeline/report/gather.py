@@ -20,13 +20,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from components.contract import ACCURACY_METRIC, read_label_map
-from components.errors import TfxpError
 from components.report import evaluation, readers
 from components.report.evaluation import evaluation_metrics
 from components.report.facts import RunFacts, reported
 from components.report.inputs import artifact_facts
 from components.report.summary import RunSummary
+from foundation.contract import ACCURACY_METRIC, read_label_map
+from foundation.errors import TfxpError
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.report import history

@@ -78,8 +78,8 @@ def scan_records(patterns: list[str], budget_seconds: float = SCAN_SECONDS) -> R
         patterns: Globs of TFRecord files (`input_patterns`).
         budget_seconds: Time for the whole scan; files not started by then are counted in `unread`.
     """
-    from components.contract import IMAGE_KEY
     from components.validation.data_checks import refused_format
+    from foundation.contract import IMAGE_KEY
 
     files = sorted({f for pattern in patterns for f in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(f)})
     deadline = time.monotonic() + budget_seconds

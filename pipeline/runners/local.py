@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.contract import read_label_map
-from components.data.probe import FileProbe
-from components.errors import TfxpError
-from components.paths import is_remote
+from foundation.contract import read_label_map
+from foundation.data.probe import FileProbe
+from foundation.errors import TfxpError
+from foundation.paths import is_remote
 from pipeline.config import TfxpConfig, write_config
 from pipeline.layout import OutputLayout, output_layout, resolve_data
 from pipeline.runners.progress import ProgressCallback, failed_component, watch_run

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 LOCK_FILE = "run.lock"
 SYSTEM_DIR = ".system"  # TFX's own per-node bookkeeping under the pipeline root, left alone

@@ -1,7 +1,7 @@
 """Spans: data that arrives over time as `DIR/span-{SPAN}/`, and which spans a run reads (`data.spans`).
 
 A span folder is named `span-` and a non-negative integer in ASCII digits within int64 (`span-7`, `span-007`),
-TFX's `{SPAN}` convention; each holds one of the layouts `components.data.layout` recognises. Other `span-*` entries
+TFX's `{SPAN}` convention; each holds one of the layouts `foundation.data.layout` recognises. Other `span-*` entries
 (`span-next`, `span-3.tmp`) are not spans and are never read, listed into a fingerprint or counted, so a writer
 may stage a span under another name and rename it into place.
 
@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 import re
 from collections.abc import Iterable

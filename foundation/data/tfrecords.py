@@ -3,10 +3,10 @@
     DIR/train/part-00000-of-00002.tfrecord.gz    DIR/eval/part-...    DIR/labels.txt
 
 Which files of a data directory a reader reads (this layout and the others `tfxp run` reads) is
-`components.data.layout`'s rule.
+`foundation.data.layout`'s rule.
 
 Each example has `image/encoded` (JPEG or PNG bytes), `image/class/label` (int64, 0-based)
-and optionally `image/class/text` (the names are in `components.contract`, as is the reader and writer
+and optionally `image/class/text` (the names are in `foundation.contract`, as is the reader and writer
 of `labels.txt`). TensorFlow is imported inside the functions that need it, so the image checks stay light.
 """
 
@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from components.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY
-from components.data.errors import DataError
+from foundation.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY
+from foundation.data.errors import DataError
 
 if TYPE_CHECKING:
     import tensorflow as tf

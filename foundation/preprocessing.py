@@ -1,6 +1,6 @@
 """The one definition of image preprocessing, shared by training, the serving signatures and edge conversion.
 
-An encoded image in a format the model accepts (`components.image_formats`: JPEG, PNG, GIF, BMP, WebP) becomes
+An encoded image in a format the model accepts (`foundation.image_formats`: JPEG, PNG, GIF, BMP, WebP) becomes
 float32 pixels in [0, 1], resized to `image_size` × `image_size` with `channels` channels; other formats are
 refused in-graph with an InvalidArgumentError naming the detected format. EXIF orientation is not applied: the
 pixels are used as stored (docs/architecture.md, "Model contract"). Normalisation beyond [0, 1] happens inside the Keras
@@ -27,7 +27,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from components.image_formats import (
+from foundation.image_formats import (
     ACCEPTED_FORMATS,
     ANIMATED_WEBP_MESSAGE,
     BMP_BITS_OFFSET,
@@ -76,7 +76,7 @@ class PreprocessingSpec:
         image_size: Square output size in pixels (height = width).
         channels: 1 (grayscale) or 3 (RGB); decoding converts the image to this many channels.
         max_image_pixels: Largest width x height an image's header may declare; larger ones are refused before
-            decoding (`components.image_formats.DEFAULT_MAX_IMAGE_PIXELS`). Specs written before it existed
+            decoding (`foundation.image_formats.DEFAULT_MAX_IMAGE_PIXELS`). Specs written before it existed
             read as the default.
         central_crop: The central square's side as a share of the image's shorter side, cropped before the
             resize (`center_crop`; `trainer.eval_crop`, Model Garden's 0.875). Defaults to 1.0: the whole image,
@@ -179,7 +179,7 @@ def _number(raw: tf.Tensor, offset: int, size: int, little: bool) -> tf.Tensor:
 
 
 def _jpeg_dimensions(data: tf.Tensor, is_jpeg: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """In-graph `components.image_formats.jpeg_dimensions` over [N] strings: (width, height, exhausted)."""
+    """In-graph `foundation.image_formats.jpeg_dimensions` over [N] strings: (width, height, exhausted)."""
     length = tf.strings.length(data)
     sof = tf.constant(sorted(JPEG_SOF_MARKERS), tf.int32)
     no_length = tf.constant(sorted(JPEG_NO_LENGTH_MARKERS), tf.int32)
@@ -229,7 +229,7 @@ def _color_table_bytes(packed: tf.Tensor) -> tf.Tensor:
 
 
 def _gif_frames(data: tf.Tensor, is_gif: tf.Tensor, packed: tf.Tensor) -> tuple[tf.Tensor, ...]:
-    """In-graph `components.image_formats.gif_frames` over [N] strings: (frames, the largest frame's width
+    """In-graph `foundation.image_formats.gif_frames` over [N] strings: (frames, the largest frame's width
     and height, exhausted)."""
     length = tf.strings.length(data)
 
@@ -292,7 +292,7 @@ def _fill(template: str, values: dict[str, tf.Tensor | int]) -> tf.Tensor:
 
 
 def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
-    """In-graph `components.image_formats.oversized_error`: string [N] messages for [N] encoded images whose
+    """In-graph `foundation.image_formats.oversized_error`: string [N] messages for [N] encoded images whose
     header declares more than `max_pixels` pixels ("" for the others), read before anything is decoded."""
     head = _header(image_bytes)
     name = _format_names(head)
@@ -356,7 +356,7 @@ def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
 
 
 def image_format_errors(image_bytes: tf.Tensor) -> tf.Tensor:
-    """In-graph `components.image_formats.served_format_error`, element-wise.
+    """In-graph `foundation.image_formats.served_format_error`, element-wise.
 
     Reads only the first `HEADER_BYTES` bytes of each element, with the same tables as the Python function, so
     both give the same message for the same bytes.
@@ -406,7 +406,7 @@ def check_image_formats(image_bytes: tf.Tensor, max_pixels: int = DEFAULT_MAX_IM
 
     Returns:
         The same tensor; evaluating it raises InvalidArgumentError("assertion failed: [<message>]") with the
-        message of the first refused element (`components.image_formats.served_format_error`).
+        message of the first refused element (`foundation.image_formats.served_format_error`).
     """
     flat = tf.reshape(image_bytes, [-1])
     messages = image_format_errors(flat)
@@ -492,7 +492,7 @@ def decode_image(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
     """Checks the format of one encoded image, decodes it and resizes it.
 
     Args:
-        image_bytes: Scalar string tensor holding an encoded image (`components.image_formats.ACCEPTED_TEXT`).
+        image_bytes: Scalar string tensor holding an encoded image (`foundation.image_formats.ACCEPTED_TEXT`).
         spec: Output size and channels.
 
     Returns:
@@ -508,7 +508,7 @@ def preprocess_image_bytes(batch: tf.Tensor, spec: PreprocessingSpec) -> tf.Tens
     """Checks the formats of a batch of encoded images, decodes and resizes them.
 
     Args:
-        batch: String tensor [N] of encoded images (`components.image_formats.ACCEPTED_TEXT`).
+        batch: String tensor [N] of encoded images (`foundation.image_formats.ACCEPTED_TEXT`).
         spec: Output size and channels.
 
     Returns:

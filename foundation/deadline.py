@@ -7,7 +7,7 @@ that sends one header byte every 2 s never trips a 3 s timeout and holds the cal
 runs the call on a daemon thread and stops waiting at the deadline; the abandoned thread ends with its socket
 (the callers also set socket timeouts, so a silent server frees it) or with the process.
 
-With `stop` (a `components.stop_request.StopRequest`), a stop signal ends the wait at once (`StopRequested`):
+With `stop` (a `foundation.stop_request.StopRequest`), a stop signal ends the wait at once (`StopRequested`):
 a read that nobody needs any more is abandoned, so the cleanup after SIGTERM does not wait for it.
 
 Example:
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from components.stop_request import StopRequest
+    from foundation.stop_request import StopRequest
 
 T = TypeVar("T")
 

@@ -37,7 +37,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 # The scanner of quantity.go:160-275: sign, digits, `.` and digits, suffix letters, an optional sign, digits.
 QUANTITY = re.compile(

@@ -12,7 +12,7 @@ Layouts `auto` recognises, in `data.path` or in every `span-N/` folder of it (do
 Anything else, two of these at once, or a train split without an eval split is an error that lists what was found
 and the keys to set (`data.train_pattern` and `data.eval_pattern`, or `data.split`).
 
-The rule is plain Python over a `DataProbe` (`components.data.probe.FileProbe` answers from local disk or a
+The rule is plain Python over a `DataProbe` (`foundation.data.probe.FileProbe` answers from local disk or a
 bucket), so it is tested without files and never imports TensorFlow itself.
 
 Example:
@@ -29,11 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from components.contract import LABELS_FILE
-from components.data.errors import DataError
-from components.data.probe import LabelEvidence, Listing
-from components.data.spans import ALL, NO_SPANS, SPAN_GLOB, SpanError, find_spans, select_spans, span_dir_name
-from components.paths import is_remote
+from foundation.contract import LABELS_FILE
+from foundation.data.errors import DataError
+from foundation.data.probe import LabelEvidence, Listing
+from foundation.data.spans import ALL, NO_SPANS, SPAN_GLOB, SpanError, find_spans, select_spans, span_dir_name
+from foundation.paths import is_remote
 
 # tfxp's own layout (`tfxp data`), and what `data.split: folders` reads without patterns.
 DEFAULT_TRAIN_PATTERN = "train/*"
@@ -49,7 +49,7 @@ LABEL_SAMPLE = 64
 
 
 class DataProbe(Protocol):
-    """What the rule may ask about the data (`components.data.probe.FileProbe` answers from the disk)."""
+    """What the rule may ask about the data (`foundation.data.probe.FileProbe` answers from the disk)."""
 
     def list_dir(self, path: str) -> Listing:
         """Names in `path`; raises OSError when it cannot be listed."""
@@ -60,7 +60,7 @@ class DataProbe(Protocol):
         ...
 
     def label_names(self, path: str) -> list[str]:
-        """The label map's class names (`components.contract.read_label_map`)."""
+        """The label map's class names (`foundation.contract.read_label_map`)."""
         ...
 
     def glob(self, pattern: str) -> list[str]:

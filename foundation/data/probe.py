@@ -1,6 +1,6 @@
 """Looking at a data directory before a run: what is in it, and what its first examples say about their labels.
 
-The data-files rule (`components.data.layout`) asks these questions for every reader: the runners (`tfxp run`
+The data-files rule (`foundation.data.layout`) asks these questions for every reader: the runners (`tfxp run`
 before LocalDagRunner, `tfxp compile` before KubeflowV2DagRunner), `tfxp data inspect`, `tfxp predict --examples`
 and edge; the pipeline factory itself never reads the disk. Local paths are listed with `os.scandir`; bucket paths (`gs://...`) with `tf.io.gfile`, whose listing marks folders with a
 trailing `/`, so a bucket of 1,000 shards costs one listing call, not a call per shard.
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
-from components.contract import LABEL_KEY, SYNSET_KEY, TEXT_KEY, read_label_map
-from components.data.tfrecords import compression_for
-from components.paths import is_remote
+from foundation.contract import LABEL_KEY, SYNSET_KEY, TEXT_KEY, read_label_map
+from foundation.data.tfrecords import compression_for
+from foundation.paths import is_remote
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _evidence(example: object) -> LabelEvidence | None:
 
 
 class FileProbe:
-    """Answers `components.data.layout`'s questions from the file system (local paths or buckets)."""
+    """Answers `foundation.data.layout`'s questions from the file system (local paths or buckets)."""
 
     def list_dir(self, path: str) -> Listing:
         return list_dir(path)

@@ -22,7 +22,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from components.errors import TfxpError
+from foundation.errors import TfxpError
 
 _ALPHANUMERIC = r"[a-z0-9]+"
 _SEPARATOR = r"(?:[._]|__|[-]+)"

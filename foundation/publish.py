@@ -33,7 +33,7 @@ artifact, so a retrained model is a new version and a re-run Pusher finds its ve
 the SHA-256 of `model.tflite` (a re-run that converts to the same bytes reuses the version).
 
 Only the standard library is imported here; bucket paths import `tensorflow.io.gfile` when used
-(`components.paths`).
+(`foundation.paths`).
 
 Example:
     version_dir = publish_version("model/Format-Serving", "tfxp_output/serving/digits", identity=model_uri)
@@ -53,8 +53,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components import paths
-from components.paths import is_remote
+from foundation import paths
+from foundation.paths import is_remote
 
 STAGING_PREFIX = ".staging-"
 # Written into each version dir (model servers ignore files they do not know) to recognise a re-push.

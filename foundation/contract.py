@@ -28,8 +28,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from components.errors import TfxpError
-from components.paths import read_bytes, write_text
+from foundation.errors import TfxpError
+from foundation.paths import read_bytes, write_text
 
 SAVED_MODEL_FILE = "saved_model.pb"
 """The file that makes a version directory a complete, servable SavedModel (published last on a bucket)."""
