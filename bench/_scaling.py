@@ -2,7 +2,7 @@
 
 Each run is one whole Trainer run (`run_fn`: set-up, fit, evaluate, export) the way `trainer.workers: N` trains
 locally: N = 1 is `run_fn` in a fresh process without TF_CONFIG; N ≥ 2 goes through `LocalWorkers`, the real
-launcher (N processes of `python -m components.trainer.worker` with TF_CONFIG, MultiWorkerMirroredStrategy).
+launcher (N processes of `python -m components.multinode.worker` with TF_CONFIG, MultiWorkerMirroredStrategy).
 What a run measures is what its chief wrote into `training_metrics.json`.
 
 Run as a script, this file is the one-worker child: `python bench/_scaling.py FN_ARGS_JSON`.
@@ -26,16 +26,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # After the sys.path entry. None of these imports TensorFlow: the parent process never starts it.
-from components.trainer.options import RunOptions, TrainerOptions  # noqa: E402
-from components.trainer.workers import (  # noqa: E402
+from components.multinode.launch import check_exported  # noqa: E402
+from components.multinode.local_workers import LocalWorkers  # noqa: E402
+from components.multinode.worker_args import (  # noqa: E402
     FN_ARGS_FILE,
-    LocalWorkers,
     WorkerFnArgs,
     WorkersError,
-    check_exported,
     read_fn_args,
     write_fn_args,
 )
+from components.trainer.options import RunOptions, TrainerOptions  # noqa: E402
 from foundation.contract import TRAINING_METRICS_FILE  # noqa: E402
 
 # components.trainer.callbacks.ThroughputCallback leaves a run's first 5 steps out of images/s (tracing, the

@@ -1,4 +1,4 @@
-"""A local double of the Kubernetes API, for the tests of components/k8s/tfjob_client.py through the real
+"""A local double of the Kubernetes API, for the tests of components/multinode/tfjob_client.py through the real
 `kubernetes` client.
 
 It serves what the TFJob client calls — create/get/list/delete of `kubeflow.org/v1` tfjobs in a namespace, pods
@@ -208,7 +208,7 @@ def tfjob_manifest(
     container: dict[str, Any] = {
         "name": container_name,
         "image": "registry.example.com/tfxp:0.1.0",
-        "command": ["python", "-m", "components.trainer.worker"],
+        "command": ["python", "-m", "components.multinode.worker"],
     }
     if fn_args_uri is not None:
         container["args"] = ["--fn-args", fn_args_uri]

@@ -76,7 +76,7 @@ def test_without_a_stop_the_deadline_alone_ends_the_wait() -> None:
 
 LAUNCHER = """
 import sys
-from components.trainer.workers import LocalWorkers
+from components.multinode.local_workers import LocalWorkers
 
 class Sleepers(LocalWorkers):
     def command(self, fn_args_uri):

@@ -34,7 +34,7 @@ from k8s_api_double import (
 )
 from training_operator_double import Exit
 
-from components.k8s.tfjob_client import (
+from components.multinode.tfjob_client import (
     RBAC_RULES,
     TfJobClient,
     TfJobConflictError,
@@ -865,7 +865,7 @@ def test_a_manifest_for_another_namespace_is_refused_before_any_call() -> None:
 
 def test_the_module_loads_no_ml_framework() -> None:
     code = (
-        "import sys, components.k8s.tfjob_client; "
+        "import sys, components.multinode.tfjob_client; "
         "print(sorted(m for m in ('tensorflow', 'tfx', 'kfp', 'pipeline') if m in sys.modules))"
     )
     loaded = subprocess.run(

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from k8s_api_double import K8sApiDouble, Scenario, serve
 
-from components.k8s.tfjob_client import SIGTERM_EXIT_STATUS, STOP_BOUND_SECONDS
+from components.multinode.tfjob_client import SIGTERM_EXIT_STATUS, STOP_BOUND_SECONDS
 
 REPO = Path(__file__).resolve().parents[1]
 DELETED = "The TFJob kubeflow-user/tfxp-train was deleted."
@@ -34,7 +34,7 @@ import sys
 import kubernetes
 sys.path.insert(0, sys.argv[2])
 from k8s_api_double import tfjob_manifest
-from components.k8s.tfjob_client import TfJobClient
+from components.multinode.tfjob_client import TfJobClient
 
 api = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=sys.argv[1]))
 client = TfJobClient(api, "kubeflow-user", poll_seconds=0.05, log=lambda line: print(line, flush=True))

@@ -1,4 +1,4 @@
-"""The Trainer task's side of multi-worker training on Kubeflow (`components.trainer.tfjob_launch.run_tfjob`), end to
+"""The Trainer task's side of multi-worker training on Kubeflow (`components.multinode.tfjob_launch.run_tfjob`), end to
 end against the Kubernetes API double (tests/k8s_api_double.py, which checks every created TFJob against the
 Training Operator's CRD schema and webhook and enforces the RBAC tfxp writes), through the real `kubernetes` client,
 with the TFJob template `tfxp compile` puts into the spec.
@@ -19,12 +19,12 @@ import kubernetes
 import pytest
 from k8s_api_double import NAMESPACE, K8sApiDouble, Scenario, serve
 
-from components.k8s import tfjob_client
-from components.k8s.tfjob import RBAC_RULES, job_name_for
-from components.k8s.tfjob_client import TfJobFailedError
+from components.multinode import tfjob_client
+from components.multinode.tfjob import RBAC_RULES, job_name_for
+from components.multinode.tfjob_client import TfJobFailedError
+from components.multinode.tfjob_launch import run_tfjob
+from components.multinode.worker_args import FN_ARGS_FILE, WorkerFnArgs, WorkersError, read_fn_args
 from components.trainer.options import TfJobLaunch
-from components.trainer.tfjob_launch import run_tfjob
-from components.trainer.workers import FN_ARGS_FILE, WorkerFnArgs, WorkersError, read_fn_args
 from pipeline.config import load_config
 from pipeline.kubeflow.compile import trainer_tfjob
 

@@ -36,7 +36,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.k8s.tfjob import (
+from components.multinode.tfjob import (
     CONTAINER_NAME,
     FN_ARGS_PLACEHOLDER,
     JOB_NAME_PLACEHOLDER,
@@ -87,7 +87,7 @@ CASES = {
     ),
     "cpu_x2": (None, ["trainer.workers=2"]),
 }
-# The Kubernetes verbs and resources the Trainer task may use; anything more is a finding (components.k8s.tfjob).
+# The Kubernetes verbs and resources the Trainer task may use; anything more is a finding (components.multinode.tfjob).
 # The operator's names (pkg/apis/kubeflow.org/v1/tensorflow_types.go:22-28), written out here so that the ports
 # below check the manifest against the operator, not against tfxp's own constants.
 OPERATOR_CONTAINER = "tensorflow"
@@ -513,7 +513,7 @@ def test_claims_are_mounted_at_their_paths() -> None:
 
 def test_the_worker_runs_the_entrypoint_with_the_fn_args(case: Case) -> None:
     container = _container(case.job)
-    assert container["command"] == ["python", "-m", WORKER_MODULE] == ["python", "-m", "components.trainer.worker"]
+    assert container["command"] == ["python", "-m", WORKER_MODULE] == ["python", "-m", "components.multinode.worker"]
     assert container["args"] == ["--fn-args", FN_ARGS_URI]
     assert container["image"] == case.config.kubeflow.image
 
@@ -768,7 +768,7 @@ def test_worker_template_is_frozen() -> None:
 
 def test_the_manifest_module_loads_no_framework_or_client() -> None:
     code = (
-        "import sys, components.k8s.tfjob; "
+        "import sys, components.multinode.tfjob; "
         "print(sorted(m for m in ('tensorflow', 'tfx', 'kubernetes', 'pipeline', 'keras') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)

@@ -18,19 +18,12 @@ from typing import Any
 import psutil
 import pytest
 
+from components.multinode import worker
+from components.multinode.local_workers import LocalWorkers, local_tf_configs
+from components.multinode.worker_args import WORKER_ENV, WorkerFnArgs, WorkersError, read_fn_args, write_fn_args
 from components.trainer import run_fn as run_fn_module
-from components.trainer import worker
 from components.trainer.options import RunOptions, TrainerOptions
 from components.trainer.strategy import cluster_workers, worker_index
-from components.trainer.worker_contract import WORKER_ENV
-from components.trainer.workers import (
-    LocalWorkers,
-    WorkerFnArgs,
-    WorkersError,
-    local_tf_configs,
-    read_fn_args,
-    write_fn_args,
-)
 
 TINY = {"image_size": 8, "channels": 1, "width": 4, "batch_size": 16, "train_steps": 400, "steps_per_epoch": 50}
 
@@ -107,7 +100,7 @@ def _worker_processes() -> list[psutil.Process]:
     return [
         child
         for child in psutil.Process().children(recursive=True)
-        if "components.trainer.worker" in " ".join(child.cmdline())
+        if "components.multinode.worker" in " ".join(child.cmdline())
     ]
 
 
@@ -149,7 +142,7 @@ def test_a_killed_worker_stops_the_others_and_is_named_with_its_log(digits_dir: 
 
 LAUNCHER_SCRIPT = """
 import sys
-from components.trainer.workers import LocalWorkers
+from components.multinode.local_workers import LocalWorkers
 LocalWorkers(2, sys.argv[2]).run(sys.argv[1])
 """
 

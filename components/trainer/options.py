@@ -195,7 +195,7 @@ class TfJobLaunch(ConfigSection):
 
     Attributes:
         manifest: The TFJob with placeholders for its name and the workers' FnArgs
-            (`components.k8s.tfjob.tfjob_template`); the Trainer task binds them when it runs.
+            (`components.multinode.tfjob.tfjob_template`); the Trainer task binds them when it runs.
         deadline_seconds: The longest the job may take; the task deletes it then and fails.
         schedule_timeout_seconds: The longest the workers may wait to be scheduled.
         shared_dir: Where the task stages the Examples and the workers write the model when the artifacts are

@@ -1,8 +1,8 @@
 """The TFX Trainer entry point (`trainer.run_fn`, referenced by dotted path: `components.trainer.run_fn.run_fn`).
 
 One worker (`trainer.workers: 1`) trains in the Trainer's own process. With more, the Trainer's process starts
-the workers (`components.trainer.workers.launch_workers`: local processes, or a TFJob on Kubeflow) and waits;
-each worker runs `run_fn` again through `components.trainer.worker`, with `TF_CONFIG` set, and trains.
+the workers (`components.multinode.launch.launch_workers`: local processes, or a TFJob on Kubeflow) and waits;
+each worker runs `run_fn` again through `components.multinode.worker`, with `TF_CONFIG` set, and trains.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import posixpath
 from collections.abc import MutableMapping
 from typing import Any
 
+from components.multinode.launch import launch_workers
+from components.multinode.worker_args import WORKER_ENV, WorkerFnArgs, WorkersError
 from components.trainer.options import RunOptions, parse_custom_config
 from components.trainer.strategy import cluster_workers
 from components.trainer.training import TrainerPaths, backup_dir_for, train_and_export
-from components.trainer.workers import WORKER_ENV, WorkerFnArgs, WorkersError, launch_workers
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.k8s.tfjob import tfjob_template
 from components.kfp import fingerprint_task
+from components.multinode.tfjob import tfjob_template
 from components.notify.run_record import RUN_RECORDS_DIR
 from components.trainer.options import TfJobLaunch
 from foundation.contract import LabelMapError

@@ -192,7 +192,7 @@ def workers_storage_problems(config: TfxpConfig, root: str) -> list[str]:
     """With `trainer.workers` > 1 the workers' pods read the Examples and write the model, backups and logs
     themselves: the artifacts must be on `gs://` (TensorFlow opens them from every pod), or the Trainer task
     stages them into `kubeflow.trainer_shared_dir` on a volume every pod mounts
-    (`components.trainer.tfjob_launch`). The launcher's copies under /minio, /s3 are only in the task's pod."""
+    (`components.multinode.tfjob_launch`). The launcher's copies under /minio, /s3 are only in the task's pod."""
     workers = config.trainer.workers
     shared = config.kubeflow.trainer_shared_dir  # on a mount: pipeline.kubeflow.workers checks it
     if workers == 1 or scheme(root or "") in DIRECT_SCHEMES or shared:

@@ -1,4 +1,4 @@
-"""The workers' TFJob and its RBAC from the config: `components.k8s.tfjob` builds the manifests, this module reads
+"""The workers' TFJob and its RBAC from the config: `components.multinode.tfjob` builds the manifests, this module reads
 and checks the keys (each malformed entry is one error naming the key) and writes the review copies beside the
 compiled spec.
 
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from components.k8s.tfjob import (
+from components.multinode.tfjob import (
     DEFAULT_WORKER_ENV,
     FN_ARGS_PLACEHOLDER,
     JOB_NAME_PLACEHOLDER,

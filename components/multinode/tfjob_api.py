@@ -2,7 +2,7 @@
 
 Every read asks for the raw JSON (`_preload_content=False`) rather than the kubernetes client's models, so TFJobs,
 pods and events are the same camelCase dicts the API server sends (and `kubectl get -o json` shows); the readers
-in components/k8s/tfjob_status.py take them as they are. RBAC_RULES lists every call made here: the Role that
+in components/multinode/tfjob_status.py take them as they are. RBAC_RULES lists every call made here: the Role that
 `tfxp compile` writes beside the compiled spec (pipeline.rbac.yaml) grants exactly these.
 
 Example:
@@ -26,10 +26,10 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from components.k8s import tfjob
-from components.k8s import tfjob_status as status
-from components.k8s.api_answers import MAX_ANSWER_BYTES, MAX_LOG_BYTES, json_object, read_capped
-from components.k8s.tfjob_errors import (
+from components.multinode import tfjob
+from components.multinode import tfjob_status as status
+from components.multinode.api_answers import MAX_ANSWER_BYTES, MAX_LOG_BYTES, json_object, read_capped
+from components.multinode.tfjob_errors import (
     TfJobError,
     TfJobGoneError,
     api_error,

@@ -1,7 +1,7 @@
 """The Training Operator `TFJob` (kubeflow.org/v1) that runs the Trainer on several nodes, and the RBAC the task
 that submits it needs: plain dicts, no Kubernetes client, no TFX.
 
-The Trainer task on Kubeflow submits one TFJob whose N `Worker` replicas run `python -m components.trainer.worker
+The Trainer task on Kubeflow submits one TFJob whose N `Worker` replicas run `python -m components.multinode.worker
 --fn-args <uri>` in the tfxp image; the operator gives each one `TF_CONFIG` and a headless Service, and worker 0
 is the chief. `tfjob_template` builds the manifest once, at compile time, with two placeholders
 (`JOB_NAME_PLACEHOLDER`, `FN_ARGS_PLACEHOLDER`); `bind_tfjob` fills them in at run time with the job's name and
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from components.trainer.worker_contract import WORKER_ENV, WORKER_MODULE
+from components.multinode.worker_args import WORKER_ENV, WORKER_MODULE
 from foundation.errors import TfxpError
 from foundation.k8s.names import (
     DNS1035_LABEL,
@@ -98,7 +98,7 @@ INT32_MAX = 2**31 - 1
 # NCCL's own defaults print nothing on errors; WARN names the failing peer and transport. trainer_env overrides it.
 DEFAULT_WORKER_ENV: Mapping[str, str] = MappingProxyType({"NCCL_DEBUG": "WARN"})
 # TF_CONFIG is set by the operator (tfjob_controller.go:574-585); a second one in the template would shadow or
-# duplicate it. WORKER_ENV marks the process as a worker (components.trainer.workers), set below on every pod.
+# duplicate it. WORKER_ENV marks the process as a worker (components.multinode.local_workers), set below on every pod.
 OPERATOR_ENV = frozenset({"TF_CONFIG", WORKER_ENV})
 # The image's user (Dockerfile: useradd --uid 10001), and the restricted Pod Security Standard every other pod of
 # the run gets from KFP (kubeflow/pipelines backend/src/v2/compiler/argocompiler/security_context.go): seccomp
@@ -473,7 +473,7 @@ def bind_tfjob(
     return job
 
 
-# Who uses each right: the Trainer task's TFJob client (components/k8s/tfjob_api.py), which polls (no watch):
+# Who uses each right: the Trainer task's TFJob client (components/multinode/tfjob_api.py), which polls (no watch):
 # - tfjobs create: submit the job; get: read its status and conditions; delete: when it ended, on SIGTERM
 #   (`tfxp runs terminate`, Argo's deadline) and on the task's own deadline.
 # - pods list: each replica's phase, restarts and exit code (`-l training.kubeflow.org/job-name=...`).

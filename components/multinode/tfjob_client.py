@@ -42,10 +42,10 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from components.k8s import tfjob_diagnosis as diagnosis
-from components.k8s import tfjob_status as status
-from components.k8s.tfjob import RBAC_RULES
-from components.k8s.tfjob_api import (
+from components.multinode import tfjob_diagnosis as diagnosis
+from components.multinode import tfjob_status as status
+from components.multinode.tfjob import RBAC_RULES
+from components.multinode.tfjob_api import (
     CLEANUP_LOOK_DEADLINE_SECONDS,
     CREATE_DEADLINE_SECONDS,
     DELETE_DEADLINE_SECONDS,
@@ -56,7 +56,7 @@ from components.k8s.tfjob_api import (
     task_pod_owner,
     task_service_account,
 )
-from components.k8s.tfjob_errors import (
+from components.multinode.tfjob_errors import (
     TfJobConflictError,
     TfJobCrdMissingError,
     TfJobError,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from components.k8s.tfjob import CONTAINER_NAME, REPLICA_TYPE
+from components.multinode.tfjob import CONTAINER_NAME, REPLICA_TYPE
 
 # common_types.go:23-37 and the TFJob controller's name (tfjob_controller.go:61), the operator-name label's value.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"

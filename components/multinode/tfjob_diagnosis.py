@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.k8s import tfjob
-from components.k8s import tfjob_status as status
-from components.k8s.tfjob_api import LOG_TAIL_LINES, TfJobApi
-from components.k8s.tfjob_errors import (
+from components.multinode import tfjob
+from components.multinode import tfjob_status as status
+from components.multinode.tfjob_api import LOG_TAIL_LINES, TfJobApi
+from components.multinode.tfjob_errors import (
     BACKOFF_LIMIT_KEY,
     DEADLINE_KEY,
     SCHEDULE_TIMEOUT_KEY,

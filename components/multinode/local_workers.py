@@ -2,10 +2,10 @@
 
 With `trainer.workers` > 1 the Trainer's own process does not train. It writes the `FnArgs` the workers need
 (`WorkerFnArgs`, a JSON file in the Trainer's output) and starts N processes of one worker entrypoint,
-`python -m components.trainer.worker --fn-args URI`, each with the `TF_CONFIG` that names the whole cluster and
+`python -m components.multinode.worker --fn-args URI`, each with the `TF_CONFIG` that names the whole cluster and
 its own place in it. Locally `LocalWorkers` starts them on this host (what `make test` exercises on CPU); on
 Kubeflow the Training Operator starts them as the pods of a TFJob and sets `TF_CONFIG` itself
-(`components.trainer.tfjob_launch`). Either way each worker runs the single-process `run_fn`, which sees
+(`components.multinode.tfjob_launch`). Either way each worker runs the single-process `run_fn`, which sees
 `TF_CONFIG` and trains under MultiWorkerMirroredStrategy; worker 0 is the chief and exports the model.
 
 Example:
@@ -27,107 +27,20 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from components.trainer.options import RunOptions
-from components.trainer.worker_contract import WORKER_ENV, WORKER_MODULE
-from foundation import paths
-from foundation.contract import SAVED_MODEL_FILE
-from foundation.errors import TfxpError
+from components.multinode.worker_args import WORKER_ENV, WORKER_MODULE, WorkersError
 from foundation.stop_request import StopRequest, StopRequested
 
 logger = logging.getLogger(__name__)
 
 PARENT_ENV = "TFXP_WORKERS_PARENT"
 """The local launcher's pid: a local worker ends itself when that process is gone (`die_with_launcher`)."""
-FN_ARGS_FILE = "fn_args.json"
-"""The workers' FnArgs, written into the Trainer's model_run directory."""
 LOG_TAIL_LINES = 40
 # After one worker fails, the others block on their next collective: give them a moment to flush, then stop them.
 STOP_GRACE_SECONDS = 5.0
-
-
-class WorkersError(TfxpError, RuntimeError):
-    """The workers could not train: names the worker, its exit status and the end of its log."""
-
-
-@dataclass(frozen=True)
-class WorkerFnArgs:
-    """The part of TFX's `FnArgs` that `run_fn` reads, as plain data every worker can load.
-
-    Attributes:
-        custom_config: The Trainer's custom_config (`components.trainer.options.RunOptions` as JSON data).
-        train_steps: TFX's train_args.num_steps (a Kubeflow run parameter may change it per run).
-        train_files: File patterns of the train split.
-        eval_files: File patterns of the eval split.
-        serving_model_dir: Where the chief writes the SavedModel.
-        model_run_dir: TensorBoard logs and `training_metrics.json`.
-    """
-
-    custom_config: Mapping[str, Any]
-    train_steps: int | None
-    train_files: Sequence[str]
-    eval_files: Sequence[str]
-    serving_model_dir: str
-    model_run_dir: str
-
-    @classmethod
-    def from_fn_args(cls, fn_args: Any) -> WorkerFnArgs:
-        """The fields of a TFX `FnArgs` (or anything with the same attributes)."""
-        return cls(
-            custom_config=dict(fn_args.custom_config or {}),
-            train_steps=getattr(fn_args, "train_steps", None),
-            train_files=list(fn_args.train_files),
-            eval_files=list(fn_args.eval_files),
-            serving_model_dir=fn_args.serving_model_dir,
-            model_run_dir=fn_args.model_run_dir,
-        )
-
-    def to_json(self) -> str:
-        """Sorted JSON; `from_json` reads it back."""
-        data = asdict(self)
-        data["custom_config"] = dict(self.custom_config)
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str, source: str) -> WorkerFnArgs:
-        """Parses `to_json`'s output.
-
-        Raises:
-            WorkersError: not JSON, or keys missing or unknown (names `source`).
-        """
-        try:
-            data = json.loads(text)
-            return cls(**data)
-        except (json.JSONDecodeError, TypeError) as error:
-            raise WorkersError(
-                f"{source}: not the workers' FnArgs ({error}); it is written by the Trainer task "
-                f"(components.trainer.workers.write_fn_args) for the workers of the same run"
-            ) from None
-
-
-def write_fn_args(args: WorkerFnArgs, uri: str) -> str:
-    """Writes the workers' FnArgs to `uri` (local or a bucket path the workers can read), creating its folder;
-    returns `uri`."""
-    paths.makedirs(paths.parent_of(uri))
-    paths.write_text(uri, args.to_json())
-    return uri
-
-
-def read_fn_args(uri: str) -> WorkerFnArgs:
-    """The workers' FnArgs at `uri`.
-
-    Raises:
-        WorkersError: the file is missing or malformed.
-    """
-    if not paths.exists(uri):
-        raise WorkersError(
-            f"--fn-args {uri}: no such file; the Trainer task writes it before it starts the workers, into its "
-            "model_run output: the workers must see the same storage (gs:// or a shared volume)"
-        )
-    return WorkerFnArgs.from_json(paths.read_text(uri), uri)
 
 
 def free_ports(count: int, host: str = "localhost") -> list[int]:
@@ -293,7 +206,7 @@ def die_with_launcher(env: Mapping[str, str] = os.environ) -> None:
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
     if os.getppid() != int(parent):
-        raise SystemExit(f"components.trainer.worker: the launcher (pid {parent}) is gone; stopping")
+        raise SystemExit(f"components.multinode.worker: the launcher (pid {parent}) is gone; stopping")
 
 
 def _stop(running: Sequence[_Worker]) -> None:
@@ -313,40 +226,3 @@ def _stop(running: Sequence[_Worker]) -> None:
 def _signal_group(process: subprocess.Popen[str], signum: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signum)
-
-
-def launch_workers(run: RunOptions, args: WorkerFnArgs) -> None:
-    """Starts `run.trainer.workers` workers on `args` and waits for them: a TFJob when the compiled pipeline
-    carries one (`run.tfjob`, on Kubeflow), local processes otherwise.
-
-    Raises:
-        WorkersError: a worker failed, or they ended without the chief's SavedModel.
-        components.k8s.tfjob_client.TfJobError: on Kubeflow, the job could not be submitted or failed.
-    """
-    workers = run.trainer.workers
-    if run.tfjob is not None:
-        from components.trainer.tfjob_launch import run_tfjob
-
-        run_tfjob(run.tfjob, args)
-    else:
-        fn_args_uri = write_fn_args(args, paths.join(args.model_run_dir, FN_ARGS_FILE))
-        model_run = args.model_run_dir
-        log_dir = paths.join(model_run, "workers") if not paths.is_remote(model_run) else _local_log_dir()
-        seconds = LocalWorkers(workers, log_dir).run(fn_args_uri)
-        logger.info("trainer: %d local workers trained in %.1f s", workers, seconds)
-    check_exported(args.serving_model_dir, workers)
-
-
-def check_exported(serving_model_dir: str, workers: int) -> None:
-    """Raises WorkersError unless the chief wrote the SavedModel where the Trainer's model artifact expects it."""
-    if not paths.exists(paths.join(serving_model_dir, SAVED_MODEL_FILE)):
-        raise WorkersError(
-            f"trainer: the {workers} workers ended, but there is no {SAVED_MODEL_FILE} in {serving_model_dir}: "
-            "the chief (worker 0) exports it there; its log says why it did not"
-        )
-
-
-def _local_log_dir() -> str:
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="tfxp-workers-")

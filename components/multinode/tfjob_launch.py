@@ -9,7 +9,7 @@ Trainer task runs, it
 2. writes the workers' FnArgs there (`fn_args.json` in the model_run output);
 3. binds the template (a job name from the FnArgs URI, the same on a retry; owner reference to its pod; its own
    service account for the workers) and runs the job
-   with `components.k8s.tfjob_client.TfJobClient.run`, which streams the replicas' states, fails with the failing
+   with `components.multinode.tfjob_client.TfJobClient.run`, which streams the replicas' states, fails with the failing
    replica's error and log tail, keeps the deadline, and deletes the job when the task stops (SIGTERM).
 
 Example (what `run_fn` does on Kubeflow with `trainer.workers: 4`):
@@ -24,8 +24,8 @@ import posixpath
 from dataclasses import replace
 
 from components.kfp.launcher_paths import opens_directly
+from components.multinode.worker_args import FN_ARGS_FILE, WorkerFnArgs, WorkersError, write_fn_args
 from components.trainer.options import TfJobLaunch
-from components.trainer.workers import FN_ARGS_FILE, WorkerFnArgs, WorkersError, write_fn_args
 from foundation import paths
 
 logger = logging.getLogger(__name__)
@@ -104,10 +104,10 @@ def run_tfjob(launch: TfJobLaunch, args: WorkerFnArgs) -> None:
 
     Raises:
         WorkersError: the workers cannot reach the inputs or outputs.
-        components.k8s.tfjob_client.TfJobError: the job could not be created, failed, or missed its deadline.
+        components.multinode.tfjob_client.TfJobError: the job could not be created, failed, or missed its deadline.
     """
-    from components.k8s.tfjob import bind_tfjob, job_name_for
-    from components.k8s.tfjob_client import TfJobClient, in_cluster, task_pod_owner, task_service_account
+    from components.multinode.tfjob import bind_tfjob, job_name_for
+    from components.multinode.tfjob_client import TfJobClient, in_cluster, task_pod_owner, task_service_account
 
     api, namespace = in_cluster()  # first: outside a cluster nothing is staged
     identity = task_service_account()
