@@ -2,7 +2,7 @@
 
 Each run is one whole Trainer run (`run_fn`: set-up, fit, evaluate, export) the way `trainer.workers: N` trains
 locally: N = 1 is `run_fn` in a fresh process without TF_CONFIG; N ≥ 2 goes through `LocalWorkers`, the real
-launcher (N processes of `python -m components.multinode.worker` with TF_CONFIG, MultiWorkerMirroredStrategy).
+launcher (N processes of `python -m components.trainer.worker` with TF_CONFIG, MultiWorkerMirroredStrategy).
 What a run measures is what its chief wrote into `training_metrics.json`.
 
 Run as a script, this file is the one-worker child: `python bench/_scaling.py FN_ARGS_JSON`.

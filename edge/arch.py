@@ -40,8 +40,8 @@ import numpy as np
 from edge.errors import EdgeError
 
 if TYPE_CHECKING:
+    from edge.cores import Core
     from edge.runtime import TfliteModel
-    from edge.verify import Core
 
 SUITE = "bookworm"
 GUEST_PYTHON = "3.11"  # bookworm's python3; the wheels' python tag must match it

@@ -29,7 +29,7 @@ AppClient = Literal["mediapipe", "none"]
 
 
 def _named_core(cpu: str) -> str:
-    from edge.verify import check_cpu  # light (numpy); refuses `max` with the SME explanation
+    from edge.cores import check_cpu  # light (numpy); refuses `max` with the SME explanation
 
     return check_cpu(cpu).name
 

@@ -218,7 +218,7 @@ class KubeflowSection(ConfigSection):
     uncached_components: Components KFP never serves from its cache; none by default. KFP's cache key sees
       `data.path`, not the files under it, and nothing of the served model: the compiled spec keys ImportExampleGen
       and ServedBaseline by the `InputFingerprint` task (the selected spans' files, the served version), so they
-      rerun exactly when those change (`pipeline.kubeflow.cache_keys`).
+      rerun exactly when those change (`pipeline.kubeflow.compiler.cache_keys`).
     trainer_node_selector: Node labels the Trainer pod requires, `key=value`, e.g.
       `cloud.google.com/gke-accelerator=nvidia-tesla-a100`.
     trainer_tolerations: Taints the Trainer pod tolerates, `key=value:Effect` or `key:Effect`,
@@ -231,7 +231,7 @@ class KubeflowSection(ConfigSection):
       a Slack incoming webhook; empty = no exit handler. It is compiled into the spec, readable by anyone who
       can read the pipeline.
     volumes: PersistentVolumeClaims mounted into every pod, `pvc-name:/mount/path`; local paths under a mount
-      (`data.path`, the serving base, ...) are what the pods see there (`pipeline.kubeflow.storage`).
+      (`data.path`, the serving base, ...) are what the pods see there (`pipeline.kubeflow.compiler.storage`).
     artifact_volume_size: The per-pod volume where KFP's launcher keeps its copies of the input and output
       artifacts (`/gcs`, `/minio` or `/s3`): `auto` (1.25 × the size of `data.path` + 10Gi, measured at compile
       time), a Kubernetes quantity such as `200Gi`, or `none` (the node's ephemeral storage holds them).

@@ -26,10 +26,11 @@ from components.baseline.evaluator import BaselineEvaluator
 from components.baseline.reason import ACCURACY_EPSILON
 from components.edge_exporter.component import EdgeExporter
 from components.example_gen.component import SpanImportExampleGen
+from components.multinode.settings import TfJobLaunch
 from components.pusher.executor import AtomicPusher
 from components.report.component import RunReport
 from components.report.spec import COMPONENT_ID as RUN_REPORT_ID
-from components.trainer.options import RunOptions, TfJobLaunch
+from components.trainer.options import RunOptions
 from components.validation.data_checks import statistics_options
 from components.validation.drift_check import DriftRun
 from components.validation.label_map_schema_gen import LabelMapSchemaGen

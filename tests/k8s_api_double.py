@@ -208,7 +208,7 @@ def tfjob_manifest(
     container: dict[str, Any] = {
         "name": container_name,
         "image": "registry.example.com/tfxp:0.1.0",
-        "command": ["python", "-m", "components.multinode.worker"],
+        "command": ["python", "-m", "components.trainer.worker"],
     }
     if fn_args_uri is not None:
         container["args"] = ["--fn-args", fn_args_uri]

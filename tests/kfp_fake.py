@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
-from pipeline.kubeflow.auth import COOKIE_ENV, TOKEN_ENV, TOKEN_PATH_ENV
+from pipeline.kubeflow.client.auth import COOKIE_ENV, TOKEN_ENV, TOKEN_PATH_ENV
 
 RUN_ID = "3f1e9a2c-run"
 API = "/apis/v2beta1"

@@ -100,9 +100,9 @@ def test_the_converted_errors_keep_their_other_bases() -> None:
     from foundation.contract import LabelMapError
     from foundation.data.errors import DataError
     from pipeline.config import ConfigError
-    from pipeline.kubeflow.cron import ScheduleInputError
-    from pipeline.kubeflow.params import ParamError
-    from pipeline.kubeflow.runs import RunFailedError, SubmitError
+    from pipeline.kubeflow.client.cron import ScheduleInputError
+    from pipeline.kubeflow.client.runs import RunFailedError, SubmitError
+    from pipeline.kubeflow.compiler.params import ParamError
     from pipeline.report.gather import ReportError
     from serving.config_error import ServingConfigError
     from serving.k8s_check import CheckToolError

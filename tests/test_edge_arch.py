@@ -16,22 +16,20 @@ from typer.testing import CliRunner
 
 from edge import arch, arm_guest
 from edge.arch_gate import ArchCheck, apply_check, check_arch
-from edge.errors import EdgeError
-from edge.export import EdgeExport, GateResult
-from edge.options import EdgeOptions
-from edge.verify import (
+from edge.cores import (
     CORES,
     HWCAP2_SME,
     KERNELS,
-    Comparison,
     check_cpu,
-    compare,
     cpuinfo_problems,
     hwcap_features,
-    judge,
     parse_cpuinfo,
     render_cpuinfo,
 )
+from edge.errors import EdgeError
+from edge.export import EdgeExport, GateResult
+from edge.options import EdgeOptions
+from edge.verify import Comparison, compare, judge
 from pipeline.cli import app
 
 # AT_HWCAP that QEMU 7.2 (Debian bookworm's qemu-user-static) gives each model; HWCAP2 is 0 for all four.

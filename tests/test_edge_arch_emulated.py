@@ -19,6 +19,7 @@ from test_edge_data import shared_data, shared_model, small_cnn
 
 from components.trainer.export import export_saved_model
 from edge import arch, verify
+from edge.cores import CORES
 from edge.data import LabeledImages, load_split
 from edge.options import EdgeOptions
 from edge.quantize import convert
@@ -76,7 +77,7 @@ def test_the_runtime_is_prepared_once_and_then_reused(runtime: arch.ArmRuntime) 
     assert 50 * 2**20 < runtime.disk_bytes < 400 * 2**20
 
 
-@pytest.mark.parametrize("cpu", sorted(verify.CORES))
+@pytest.mark.parametrize("cpu", sorted(CORES))
 def test_digits_int8_model_agrees_with_the_host_on_each_core(
     runtime: arch.ArmRuntime, digits_models: dict[str, bytes], digits_eval: LabeledImages, cpu: str
 ) -> None:
@@ -114,7 +115,7 @@ def test_a_cpuinfo_claiming_features_the_core_lacks_is_caught_and_explained(
 ) -> None:
     # Cortex-A76's cpuinfo (dot product, ...) shown to an emulated Cortex-A53: XNNPACK picks kernels it cannot run.
     render = verify.render_cpuinfo
-    monkeypatch.setattr(verify, "render_cpuinfo", lambda core, count: render(verify.CORES["cortex-a76"], count))
+    monkeypatch.setattr(verify, "render_cpuinfo", lambda core, count: render(CORES["cortex-a76"], count))
 
     with pytest.raises(arch.TargetFailedError) as caught:
         verify.verify_on_arch(digits_models["int8"], digits_eval.frames[:8], digits_eval.labels[:8], "cortex-a53")

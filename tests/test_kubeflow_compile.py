@@ -1,5 +1,5 @@
-"""`tfxp compile`: the real pipeline through KubeflowV2DagRunner and pipeline.kubeflow.spec, read back as kfp.Client
-reads it.
+"""`tfxp compile`: the real pipeline through KubeflowV2DagRunner and pipeline.kubeflow.compiler.spec, read back as
+kfp.Client reads it.
 
 The golden file tests/golden/kubeflow_imagenet_a100.yaml makes compiler drift (TFX, kfp-pipeline-spec)
 and pipeline changes visible in review. After an intended change, regenerate it with
@@ -26,14 +26,14 @@ from components.kfp import fingerprint_task
 from components.kfp.entrypoint import ENTRYPOINT, TFX_ENTRYPOINT
 from pipeline.cli import app
 from pipeline.config import TfxpConfig, load_config
-from pipeline.kubeflow.cache_keys import check_input_fingerprint
-from pipeline.kubeflow.compile import (
+from pipeline.kubeflow.compiler.cache_keys import check_input_fingerprint
+from pipeline.kubeflow.compiler.compile import (
     CompileResult,
     KubeflowCompileError,
     check_nothing_staged,
     compile_pipeline,
 )
-from pipeline.kubeflow.spec import (
+from pipeline.kubeflow.compiler.spec import (
     PipelineDoc,
     SpecPatchError,
     container_tasks,
@@ -41,7 +41,7 @@ from pipeline.kubeflow.spec import (
     load_pipeline_doc,
     pipeline_tasks,
 )
-from pipeline.kubeflow.spec_check import spec_problems
+from pipeline.kubeflow.emulator.spec_check import spec_problems
 from pipeline.layout import output_layout, resolve_data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,7 +93,7 @@ def test_tasks_are_the_pipeline_components_in_order(which: str, request: pytest.
 
     assert list(result.tasks) == [fingerprint_task.TASK, *(component.id for component in components)]
     assert sorted(spec.root.dag.tasks) == sorted(result.tasks)
-    keyed = {"ImportExampleGen", "ServedBaseline"}  # pipeline.kubeflow.cache_keys
+    keyed = {"ImportExampleGen", "ServedBaseline"}  # pipeline.kubeflow.compiler.cache_keys
     for component in components:
         upstream = {node.id for node in component.upstream_nodes}
         if component.id in keyed:
@@ -163,7 +163,7 @@ def test_a100_retries_caching_root_and_name(a100_config: TfxpConfig, a100_compil
         assert task.retry_policy.backoff_duration.seconds == a100_config.kubeflow.retry_backoff_seconds
         assert task.retry_policy.backoff_max_duration.seconds == a100_config.kubeflow.retry_backoff_max_seconds
         # KFP caches everything but the fingerprint task, which keys the cache, and the run report, which takes
-        # the run id and writes the run record (pipeline.kubeflow.cache_keys).
+        # the run id and writes the run record (pipeline.kubeflow.compiler.cache_keys).
         assert task.caching_options.enable_cache == (name not in ("InputFingerprint", "RunReport")), name
     assert spec.default_pipeline_root == "gs://my-bucket/tfxp/pipeline-root"
     assert spec.pipeline_info.display_name == "tfxp ResNet-50 ImageNet (8xA100)"
@@ -380,7 +380,8 @@ def test_notify_url_adds_an_exit_handler_that_sees_the_whole_run(
     # What `tfxp submit` checks the server's version for; a spec without notify_url has none.
     assert exit_handler_tasks(spec) == ["RunNotice"]
     assert exit_handler_tasks(_doc(default_compiled).pipeline_spec) == []
-    # run-spec's whole-spec check (pipeline.kubeflow.spec_check) passes what tfxp compiles, exit handler or not.
+    # run-spec's whole-spec check (pipeline.kubeflow.emulator.spec_check) passes what tfxp compiles, exit handler
+    # or not.
     assert spec_problems(spec) == [] and spec_problems(_doc(default_compiled).pipeline_spec) == []
     notice = root["RunNotice"]
     assert list(notice.dependent_tasks) == ["tfx-dag"]

@@ -15,9 +15,9 @@ from kfp_fake import API, FakeKfp, closed_port, spec_dict
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.kubeflow.auth import TOKEN_ENV
-from pipeline.kubeflow.pipelines import default_version_name, spec_digest
-from pipeline.kubeflow.spec import load_pipeline_doc
+from pipeline.kubeflow.client.auth import TOKEN_ENV
+from pipeline.kubeflow.client.pipelines import default_version_name, spec_digest
+from pipeline.kubeflow.compiler.spec import load_pipeline_doc
 
 PARAMETERS = {
     "train_steps": {"parameterType": "NUMBER_INTEGER", "defaultValue": 300},

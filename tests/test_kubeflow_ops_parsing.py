@@ -11,11 +11,11 @@ import pytest
 import yaml
 from kfp_fake import spec_dict
 
-from pipeline.kubeflow.cron import ScheduleInputError, Trigger, format_seconds, parse_cron, parse_duration
-from pipeline.kubeflow.params import ParamError, parse_param_entries, pipeline_parameters, typed_arguments
-from pipeline.kubeflow.pipelines import default_version_name, doc_from_api, spec_digest
-from pipeline.kubeflow.preflight import ServerInfo, parse_version
-from pipeline.kubeflow.spec import exit_handler_tasks, load_pipeline_doc
+from pipeline.kubeflow.client.cron import ScheduleInputError, Trigger, format_seconds, parse_cron, parse_duration
+from pipeline.kubeflow.client.pipelines import default_version_name, doc_from_api, spec_digest
+from pipeline.kubeflow.client.preflight import ServerInfo, parse_version
+from pipeline.kubeflow.compiler.params import ParamError, parse_param_entries, pipeline_parameters, typed_arguments
+from pipeline.kubeflow.compiler.spec import exit_handler_tasks, load_pipeline_doc
 
 PARAMETERS = {
     "train_steps": {"parameterType": "NUMBER_INTEGER", "defaultValue": 300},
@@ -269,7 +269,7 @@ def test_the_spec_digest_follows_content_not_formatting(tmp_path: Path, package:
     ],
 )
 def test_tfxp_run_parameters_are_checked_beyond_their_kfp_type(entry: str, message: str) -> None:
-    # The compiled spec's own run parameters (pipeline.kubeflow.compile.RUN_PARAMETERS): a typo in train_args
+    # The compiled spec's own run parameters (pipeline.kubeflow.compiler.compile.RUN_PARAMETERS): a typo in train_args
     # would otherwise be ignored by the Trainer and a bad span policy fail hours later in the pod.
     declared = {name: {"parameterType": "STRING", "defaultValue": ""} for name in ("train_args", "spans", "data_path")}
     parameters = pipeline_parameters(spec_dict(["Trainer"], declared))

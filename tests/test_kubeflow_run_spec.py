@@ -35,12 +35,12 @@ from components.notify.notice import (
     run_outcome,
 )
 from pipeline.cli import app
-from pipeline.kubeflow import backend as backend_rules
-from pipeline.kubeflow import local_task
-from pipeline.kubeflow.backend import KFP, Backend
-from pipeline.kubeflow.local_run import RunSpecError, pipeline_arguments, run_spec
-from pipeline.kubeflow.local_task import TaskContext, TaskInputError, UpstreamState
-from pipeline.kubeflow.params import ParamError
+from pipeline.kubeflow.compiler.params import ParamError
+from pipeline.kubeflow.emulator import backend as backend_rules
+from pipeline.kubeflow.emulator import local_task
+from pipeline.kubeflow.emulator.backend import KFP, Backend
+from pipeline.kubeflow.emulator.local_run import RunSpecError, pipeline_arguments, run_spec
+from pipeline.kubeflow.emulator.local_task import TaskContext, TaskInputError, UpstreamState
 
 # One script for every task of the hand-written specs, written as a KFP container component is: it reads and
 # writes artifacts at the launcher's local paths (`LocalPathForURI` under the pod's `/`, TFXP_LAUNCHER_ROOT here)

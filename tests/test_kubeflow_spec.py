@@ -1,4 +1,4 @@
-"""pipeline.kubeflow.spec and .pod on hand-written KFP IR specs: quantities, the patch, loading."""
+"""pipeline.kubeflow.compiler.spec and .pod on hand-written KFP IR specs: quantities, the patch, loading."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from pipeline.kubeflow.pod import (
+from pipeline.kubeflow.compiler.pod import (
     Accelerator,
     Resources,
     Toleration,
@@ -20,7 +20,7 @@ from pipeline.kubeflow.pod import (
     parse_node_label,
     parse_toleration,
 )
-from pipeline.kubeflow.spec import (
+from pipeline.kubeflow.compiler.spec import (
     PipelineDoc,
     RetryPolicy,
     SpecPatch,

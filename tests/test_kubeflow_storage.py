@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import TfxpConfig, load_config
-from pipeline.kubeflow import storage
-from pipeline.kubeflow.storage import ArtifactVolume, StorageError, VolumeMount
+from pipeline.kubeflow.compiler import storage
+from pipeline.kubeflow.compiler.storage import ArtifactVolume, StorageError, VolumeMount
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 
@@ -111,8 +111,8 @@ def test_mounts_and_the_volume_reach_every_container_executor(tmp_path: Path) ->
     from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s
 
     from components.data.digits import write_digits
-    from pipeline.kubeflow.compile import compile_pipeline
-    from pipeline.kubeflow.spec import container_tasks, load_pipeline_doc
+    from pipeline.kubeflow.compiler.compile import compile_pipeline
+    from pipeline.kubeflow.compiler.spec import container_tasks, load_pipeline_doc
 
     write_digits(tmp_path / "digits")
     volume_sets = ("kubeflow.artifact_volume_size=50Gi", "kubeflow.artifact_volume_storage_class=premium-rwo")
@@ -137,7 +137,7 @@ def test_mounts_and_the_volume_reach_every_container_executor(tmp_path: Path) ->
 
 
 def test_two_mounts_at_one_path_are_refused() -> None:
-    from pipeline.kubeflow.spec import SpecPatchError
+    from pipeline.kubeflow.compiler.spec import SpecPatchError
 
     with pytest.raises(SpecPatchError, match="mounts a and b both at /data"):
         storage.check_mounts([VolumeMount("a", "/data"), VolumeMount("b", "/data")])

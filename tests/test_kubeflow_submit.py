@@ -23,8 +23,8 @@ from kfp_fake import API, RUN_ID, FakeKfp, closed_port, spec_dict
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.kubeflow.auth import COOKIE_ENV, TOKEN_ENV, TOKEN_PATH_ENV, KfpAuth
-from pipeline.kubeflow.runs import (
+from pipeline.kubeflow.client.auth import COOKIE_ENV, TOKEN_ENV, TOKEN_PATH_ENV, KfpAuth
+from pipeline.kubeflow.client.runs import (
     NoAnswerError,
     RunFailedError,
     RunStatus,
@@ -33,8 +33,8 @@ from pipeline.kubeflow.runs import (
     progress_line,
     wait_for_run,
 )
-from pipeline.kubeflow.spec import load_pipeline_doc
-from pipeline.kubeflow.submit import KfpRunClient
+from pipeline.kubeflow.client.submit import KfpRunClient
+from pipeline.kubeflow.compiler.spec import load_pipeline_doc
 
 pytestmark = pytest.mark.usefixtures("no_kfp_credentials")
 
@@ -77,7 +77,7 @@ def test_submit_sends_the_compiled_spec_and_creates_the_experiment(fake: FakeKfp
     body = fake.calls("POST", f"{API}/runs")[0].body
     assert body["display_name"] == "tfxp-test-1"
     assert body["experiment_id"] == "exp-1"
-    # What the client sent is exactly the file as pipeline.kubeflow.spec loads it.
+    # What the client sent is exactly the file as pipeline.kubeflow.compiler.spec loads it.
     expected = json_format.MessageToDict(load_pipeline_doc(package).pipeline_spec)
     assert body["pipeline_spec"] == expected
     assert body["pipeline_spec"]["root"]["dag"]["tasks"]["Trainer"]["dependentTasks"] == ["ImportExampleGen"]
@@ -373,7 +373,7 @@ def test_cli_submit_to_a_silent_host_gives_up_after_the_request_timeout(package:
     assert time.monotonic() - started < 4
 
 
-# --- the run's pipeline root and the server's version (pipeline.kubeflow.preflight) -------------------------
+# --- the run's pipeline root and the server's version (pipeline.kubeflow.client.preflight) -------------------------
 
 
 def _package(tmp_path: Path, name: str = "pipeline.yaml", **spec: Any) -> Path:

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from components.trainer.options import parse_custom_config
 from pipeline.cli import app
 from pipeline.config import load_config
-from pipeline.kubeflow.compile import CompileResult, KubeflowCompileError, compile_pipeline
-from pipeline.kubeflow.spec import container_tasks, load_pipeline_doc
+from pipeline.kubeflow.compiler.compile import CompileResult, KubeflowCompileError, compile_pipeline
+from pipeline.kubeflow.compiler.spec import container_tasks, load_pipeline_doc
 
 A100_CONFIG = Path("configs/imagenet_a100.yaml")
 FOUR_WORKERS = ("trainer.workers=4", "trainer.strategy=auto")

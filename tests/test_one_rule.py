@@ -26,7 +26,7 @@ CONTRACT_MODULE = "foundation/contract.py"
 # Functions that parse host URLs (endpoints, not paths): file → function names.
 HOST_URL_PARSERS = {
     "serving/address.py": {"is_url_address", "rest_base_url", "parse_rest_url"},
-    "pipeline/kubeflow/auth.py": {"check_host"},
+    "pipeline/kubeflow/client/auth.py": {"check_host"},
     "components/notify/notice.py": {"post_notice"},
 }
 _SCHEME_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)?://")

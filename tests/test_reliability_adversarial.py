@@ -16,7 +16,7 @@ import pytest
 
 from foundation.data.spans import SpanError, parse_policy
 from pipeline.config import ConfigError, load_config
-from pipeline.kubeflow.params import ParamError, PipelineParameter
+from pipeline.kubeflow.compiler.params import ParamError, PipelineParameter
 from serving.client import RestClient, RetryPolicy
 from serving.errors import DeadlineExceededError, InvalidArgumentError
 from serving.rest import _parse_ids

@@ -23,7 +23,7 @@ from kubernetes.utils import parse_quantity as oracle
 from foundation.k8s.image import ImageError, check_image, parse_image
 from foundation.k8s.quantity import SUFFIXES, QuantityError, memory_bytes, parse_quantity
 from pipeline.config import ConfigError, TfxpConfig, load_config
-from pipeline.kubeflow import pod, storage
+from pipeline.kubeflow.compiler import pod, storage
 from serving.deploy import _docker_script, render_deploy_assets, write_deploy_assets
 from serving.k8s_check import check_deploy_assets, find_checkov, policy_problems, value_problems
 from serving.options import ServingOptions
@@ -392,7 +392,7 @@ def test_quantity_name_and_image_rules_live_only_in_components_k8s() -> None:
     ],
 )
 def test_node_selectors_and_tolerations_take_label_syntax_only(tmp_path: Path, key: str, value: list[str]) -> None:
-    from pipeline.kubeflow.compile import KubeflowCompileError, spec_patch
+    from pipeline.kubeflow.compiler.compile import KubeflowCompileError, spec_patch
 
     with pytest.raises(KubeflowCompileError, match=key):
         spec_patch(_load(tmp_path, {key: value}), "Trainer")

@@ -31,11 +31,11 @@ from components.notify.notice import post_notice
 from foundation.yaml_files import MAX_ALIASES, YamlLimitError, load_yaml, load_yaml_all
 from pipeline.cli import app
 from pipeline.config import ConfigError, load_config
-from pipeline.kubeflow.auth import TOKEN_ENV, KfpAuth, RedirectRefusedError, check_api
-from pipeline.kubeflow.cron import ScheduleInputError, Trigger, parse_cron
-from pipeline.kubeflow.local_run import RunSpecError, run_spec
-from pipeline.kubeflow.spec import SpecPatchError, load_pipeline_doc
-from pipeline.kubeflow.spec_check import find_cycles
+from pipeline.kubeflow.client.auth import TOKEN_ENV, KfpAuth, RedirectRefusedError, check_api
+from pipeline.kubeflow.client.cron import ScheduleInputError, Trigger, parse_cron
+from pipeline.kubeflow.compiler.spec import SpecPatchError, load_pipeline_doc
+from pipeline.kubeflow.emulator.local_run import RunSpecError, run_spec
+from pipeline.kubeflow.emulator.spec_check import find_cycles
 from serving.k8s_check import load_manifests
 
 pytestmark = pytest.mark.usefixtures("no_kfp_credentials")

@@ -126,7 +126,7 @@ TASK_RUNNER = """
 import sys
 from pathlib import Path
 from foundation.stop_request import StopRequested
-from pipeline.kubeflow.local_task import run_command
+from pipeline.kubeflow.emulator.local_task import run_command
 
 task = ("import signal, sys, time\\n"
         "def stop(*_):\\n    print('task got SIGTERM', flush=True)\\n    sys.exit(143)\\n"

@@ -63,7 +63,7 @@ from components.multinode.tfjob import (
 from components.trainer.options import MAX_WORKERS
 from foundation.k8s.names import DNS1035_LABEL, name_problem
 from pipeline.config import TfxpConfig, load_config
-from pipeline.kubeflow.workers import (
+from pipeline.kubeflow.compiler.workers import (
     WorkersConfigError,
     manifest_paths,
     rbac,
@@ -513,7 +513,7 @@ def test_claims_are_mounted_at_their_paths() -> None:
 
 def test_the_worker_runs_the_entrypoint_with_the_fn_args(case: Case) -> None:
     container = _container(case.job)
-    assert container["command"] == ["python", "-m", WORKER_MODULE] == ["python", "-m", "components.multinode.worker"]
+    assert container["command"] == ["python", "-m", WORKER_MODULE] == ["python", "-m", "components.trainer.worker"]
     assert container["args"] == ["--fn-args", FN_ARGS_URI]
     assert container["image"] == case.config.kubeflow.image
 

@@ -18,10 +18,10 @@ from typing import Any
 import psutil
 import pytest
 
-from components.multinode import worker
 from components.multinode.local_workers import LocalWorkers, local_tf_configs
 from components.multinode.worker_args import WORKER_ENV, WorkerFnArgs, WorkersError, read_fn_args, write_fn_args
 from components.trainer import run_fn as run_fn_module
+from components.trainer import worker
 from components.trainer.options import RunOptions, TrainerOptions
 from components.trainer.strategy import cluster_workers, worker_index
 
@@ -68,7 +68,7 @@ def test_the_trainer_starts_workers_instead_of_training_itself(
     monkeypatch: pytest.MonkeyPatch, digits_dir: Path, tmp_path: Path
 ) -> None:
     launched: list[tuple[int, WorkerFnArgs]] = []
-    monkeypatch.setattr(run_fn_module, "launch_workers", lambda run, args: launched.append((run.trainer.workers, args)))
+    monkeypatch.setattr(run_fn_module, "launch_workers", lambda workers, tfjob, args: launched.append((workers, args)))
     monkeypatch.setattr(run_fn_module, "train_here", lambda run, args: pytest.fail("trained in the Trainer"))
     monkeypatch.setenv("TF_CONFIG", local_tf_configs(2)[0])  # left in the user's shell: not a reason to train here
     monkeypatch.delenv("TFXP_WORKER", raising=False)
@@ -100,7 +100,7 @@ def _worker_processes() -> list[psutil.Process]:
     return [
         child
         for child in psutil.Process().children(recursive=True)
-        if "components.multinode.worker" in " ".join(child.cmdline())
+        if "components.trainer.worker" in " ".join(child.cmdline())
     ]
 
 

@@ -5,7 +5,7 @@ must not reuse an old baseline: this driver sets `served_fingerprint` to the ser
 identity, size and time), so the component reruns exactly when the served model changed and is cached otherwise
 (see `components.fingerprint_driver`).
 
-Kubeflow's V2 runner ignores custom drivers; `pipeline.kubeflow.compile` makes the task uncached there.
+Kubeflow's V2 runner ignores custom drivers; `pipeline.kubeflow.compiler.compile` makes the task uncached there.
 """
 
 from __future__ import annotations

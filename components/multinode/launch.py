@@ -1,6 +1,6 @@
 """The Trainer task's side of multi-node training: start `trainer.workers` workers and wait for the chief's model.
 
-On Kubeflow (the compiled pipeline carries a TFJob template, `RunOptions.tfjob`) the workers are a TFJob's pods
+On Kubeflow (the compiled pipeline carries a TFJob template, `TfJobLaunch`) the workers are a TFJob's pods
 (`components.multinode.tfjob_launch`); elsewhere they are local processes (`components.multinode.local_workers`).
 """
 
@@ -9,26 +9,25 @@ from __future__ import annotations
 import logging
 
 from components.multinode.local_workers import LocalWorkers
+from components.multinode.settings import TfJobLaunch
 from components.multinode.tfjob_launch import run_tfjob
 from components.multinode.worker_args import FN_ARGS_FILE, WorkerFnArgs, WorkersError, write_fn_args
-from components.trainer.options import RunOptions
 from foundation import paths
 from foundation.contract import SAVED_MODEL_FILE
 
 logger = logging.getLogger(__name__)
 
 
-def launch_workers(run: RunOptions, args: WorkerFnArgs) -> None:
-    """Starts `run.trainer.workers` workers on `args` and waits for them: a TFJob when the compiled pipeline
-    carries one (`run.tfjob`, on Kubeflow), local processes otherwise.
+def launch_workers(workers: int, tfjob: TfJobLaunch | None, args: WorkerFnArgs) -> None:
+    """Starts `workers` workers on `args` and waits for them: a TFJob when the compiled pipeline carries one
+    (`tfjob`, on Kubeflow), local processes otherwise.
 
     Raises:
         WorkersError: a worker failed, or they ended without the chief's SavedModel.
         components.multinode.tfjob_client.TfJobError: on Kubeflow, the job could not be submitted or failed.
     """
-    workers = run.trainer.workers
-    if run.tfjob is not None:
-        run_tfjob(run.tfjob, args)
+    if tfjob is not None:
+        run_tfjob(tfjob, args)
     else:
         fn_args_uri = write_fn_args(args, paths.join(args.model_run_dir, FN_ARGS_FILE))
         model_run = args.model_run_dir

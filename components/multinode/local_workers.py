@@ -2,7 +2,7 @@
 
 With `trainer.workers` > 1 the Trainer's own process does not train. It writes the `FnArgs` the workers need
 (`WorkerFnArgs`, a JSON file in the Trainer's output) and starts N processes of one worker entrypoint,
-`python -m components.multinode.worker --fn-args URI`, each with the `TF_CONFIG` that names the whole cluster and
+`python -m components.trainer.worker --fn-args URI`, each with the `TF_CONFIG` that names the whole cluster and
 its own place in it. Locally `LocalWorkers` starts them on this host (what `make test` exercises on CPU); on
 Kubeflow the Training Operator starts them as the pods of a TFJob and sets `TF_CONFIG` itself
 (`components.multinode.tfjob_launch`). Either way each worker runs the single-process `run_fn`, which sees
@@ -206,7 +206,7 @@ def die_with_launcher(env: Mapping[str, str] = os.environ) -> None:
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
     if os.getppid() != int(parent):
-        raise SystemExit(f"components.multinode.worker: the launcher (pid {parent}) is gone; stopping")
+        raise SystemExit(f"components.trainer.worker: the launcher (pid {parent}) is gone; stopping")
 
 
 def _stop(running: Sequence[_Worker]) -> None:

@@ -1,7 +1,7 @@
 """The Training Operator `TFJob` (kubeflow.org/v1) that runs the Trainer on several nodes, and the RBAC the task
 that submits it needs: plain dicts, no Kubernetes client, no TFX.
 
-The Trainer task on Kubeflow submits one TFJob whose N `Worker` replicas run `python -m components.multinode.worker
+The Trainer task on Kubeflow submits one TFJob whose N `Worker` replicas run `python -m components.trainer.worker
 --fn-args <uri>` in the tfxp image; the operator gives each one `TF_CONFIG` and a headless Service, and worker 0
 is the chief. `tfjob_template` builds the manifest once, at compile time, with two placeholders
 (`JOB_NAME_PLACEHOLDER`, `FN_ARGS_PLACEHOLDER`); `bind_tfjob` fills them in at run time with the job's name and

@@ -24,8 +24,8 @@ import posixpath
 from dataclasses import replace
 
 from components.kfp.launcher_paths import opens_directly
+from components.multinode.settings import TfJobLaunch
 from components.multinode.worker_args import FN_ARGS_FILE, WorkerFnArgs, WorkersError, write_fn_args
-from components.trainer.options import TfJobLaunch
 from foundation import paths
 
 logger = logging.getLogger(__name__)

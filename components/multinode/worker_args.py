@@ -12,7 +12,7 @@ from typing import Any
 from foundation import paths
 from foundation.errors import TfxpError
 
-WORKER_MODULE = "components.multinode.worker"
+WORKER_MODULE = "components.trainer.worker"
 """The worker entrypoint every worker process (and every TFJob pod) runs: `python -m WORKER_MODULE --fn-args URI`."""
 WORKER_ENV = "TFXP_WORKER"
 """Set to 1 in every worker's environment (by `LocalWorkers` and in the TFJob's pod template): `run_fn` trains as a

@@ -1,6 +1,6 @@
 """`RunNotice`: the Kubeflow exit handler that posts the run's outcome (TFX glue over `components.notify.notice`).
 
-`pipeline.kubeflow.compile` hands it to `KubeflowV2DagRunner.set_exit_handler` when `kubeflow.notify_url`
+`pipeline.kubeflow.compiler.compile` hands it to `KubeflowV2DagRunner.set_exit_handler` when `kubeflow.notify_url`
 is set; KFP runs it after the pipeline's DAG, also when a task failed. Its `final_status` parameter is
 bound to TFX's `FinalStatusStr`, which the compiler turns into KFP's `taskFinalStatus` input. Whatever
 goes wrong while reading the run's outputs or posting is logged; the component itself always succeeds.

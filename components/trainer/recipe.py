@@ -22,15 +22,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import Field, model_validator
 
 from foundation.config_section import ConfigSection
 from foundation.errors import TfxpError
-
-if TYPE_CHECKING:
-    from components.trainer.options import TrainerOptions
 
 OPTIMIZER_NAMES = ("sgd", "lars", "adamw", "adam")
 SCHEDULE_NAMES = ("cosine", "stepwise", "polynomial", "constant")
@@ -145,6 +142,25 @@ class ScheduleOptions(ConfigSection):
         return self
 
 
+class TrainerRecipe(Protocol):
+    """What the recipe's checks read of the trainer section (`components.trainer.options.TrainerOptions`)."""
+
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def train_steps(self) -> int: ...
+    @property
+    def images_per_epoch(self) -> int: ...
+    @property
+    def label_smoothing(self) -> float: ...
+    @property
+    def optimizer(self) -> OptimizerOptions: ...
+    @property
+    def schedule(self) -> ScheduleOptions: ...
+
+
 def scaled_learning_rate(schedule: ScheduleOptions, global_batch: int) -> float:
     """The run's peak rate: `learning_rate` × global batch / `base_batch_size` (Goyal et al. 2017)."""
     return schedule.learning_rate * global_batch / schedule.base_batch_size
@@ -155,7 +171,7 @@ def epoch_steps(images_per_epoch: int, global_batch: int) -> float:
     return images_per_epoch / global_batch
 
 
-def warmup_steps(trainer: TrainerOptions, global_batch: int) -> int:
+def warmup_steps(trainer: TrainerRecipe, global_batch: int) -> int:
     """The warmup in optimizer steps, from whichever of the three units the schedule uses.
 
     Raises:
@@ -175,12 +191,12 @@ def warmup_steps(trainer: TrainerOptions, global_batch: int) -> int:
     return schedule.warmup_steps
 
 
-def global_batch(trainer: TrainerOptions, gpus_per_worker: int) -> int:
+def global_batch(trainer: TrainerRecipe, gpus_per_worker: int) -> int:
     """`batch_size` × replicas per worker (at least 1) × `workers`: what one optimizer step sees."""
     return trainer.batch_size * max(gpus_per_worker, 1) * trainer.workers
 
 
-def recipe_problems(trainer: TrainerOptions, batch: int) -> list[str]:
+def recipe_problems(trainer: TrainerRecipe, batch: int) -> list[str]:
     """What in the recipe is known not to train at the run's global batch, one sentence each, naming the keys.
 
     Args:
@@ -235,14 +251,14 @@ class RecipeError(TfxpError, ValueError):
     """The training recipe is known not to train at the run's global batch (`recipe_problems`)."""
 
 
-def check_recipe(trainer: TrainerOptions, batch: int) -> None:
+def check_recipe(trainer: TrainerRecipe, batch: int) -> None:
     """Raises RecipeError listing `recipe_problems`, if any."""
     problems = recipe_problems(trainer, batch)
     if problems:
         raise RecipeError("the training recipe would not train: " + "; ".join(problems))
 
 
-def describe(trainer: TrainerOptions, global_batch_size: int) -> str:
+def describe(trainer: TrainerRecipe, global_batch_size: int) -> str:
     """One line: the optimizer, the schedule and the peak, as the run summary and the logs say it."""
     optimizer, schedule = trainer.optimizer, trainer.schedule
     parts: list[str] = [optimizer.name]

@@ -2,7 +2,7 @@
 
 One worker (`trainer.workers: 1`) trains in the Trainer's own process. With more, the Trainer's process starts
 the workers (`components.multinode.launch.launch_workers`: local processes, or a TFJob on Kubeflow) and waits;
-each worker runs `run_fn` again through `components.multinode.worker`, with `TF_CONFIG` set, and trains.
+each worker runs `run_fn` again through `components.trainer.worker`, with `TF_CONFIG` set, and trains.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def run_fn(fn_args: Any) -> None:
         logger.warning(stray)
     if run.trainer.workers > 1 and os.environ.get(WORKER_ENV) != "1":
         # The Trainer itself (a TF_CONFIG inherited from a shell does not make it a worker): start the workers.
-        launch_workers(run, WorkerFnArgs.from_fn_args(fn_args))
+        launch_workers(run.trainer.workers, run.tfjob, WorkerFnArgs.from_fn_args(fn_args))
         return
     named = cluster_workers(os.environ.get("TF_CONFIG"))
     if run.trainer.workers > 1 and named != run.trainer.workers:

@@ -309,7 +309,8 @@ def verify_command(
     The emulated runtime (Debian arm64 Python, LiteRT's aarch64 wheels, run by qemu-user) is prepared once in
     the user cache dir; it needs `sudo apt-get install -y qemu-user-static mmdebstrap`.
     """
-    from edge.verify import APP_CLIENT_ON_HOST, ARCHES, KERNELS, check_cpu, judge, verify_on_arch
+    from edge.cores import ARCHES, KERNELS, check_cpu
+    from edge.verify import APP_CLIENT_ON_HOST, judge, verify_on_arch
 
     if arch not in ARCHES:
         raise EdgeError(f"unknown --arch {arch}; supported: {', '.join(ARCHES)}")

@@ -3,7 +3,7 @@ shares (`kfp_command` declares --host, --namespace and --request-timeout once).
 
 The work happens in the `pipeline.kubeflow` package (compile + patch, submit, auth, runs);
 these handlers parse options and print. kfp and TFX are imported inside the commands
-(`pipeline.kubeflow.runs` and `.params`, imported here for their error types, import neither).
+(`pipeline.kubeflow.client.runs` and `.params`, imported here for their error types, import neither).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from pipeline.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from pipeline.kubeflow.compile import CompileResult
-    from pipeline.kubeflow.runs import RunStatus
-    from pipeline.kubeflow.submit import KfpRunClient
+    from pipeline.kubeflow.client.runs import RunStatus
+    from pipeline.kubeflow.client.submit import KfpRunClient
+    from pipeline.kubeflow.compiler.compile import CompileResult
 
 # Exit codes of `tfxp submit --wait` beyond the shared 2 (bad input, unreachable host).
 EXIT_RUN_FAILED = 1
@@ -39,7 +39,7 @@ EXIT_WAIT_TIMEOUT = 3
 
 
 def _print_compiled(result: CompileResult) -> None:
-    from pipeline.kubeflow.spec import container_tasks, load_pipeline_doc, pipeline_tasks
+    from pipeline.kubeflow.compiler.spec import container_tasks, load_pipeline_doc, pipeline_tasks
 
     spec = load_pipeline_doc(result.path).pipeline_spec
     containers = dict(container_tasks(spec))
@@ -85,7 +85,7 @@ def compile_command(
     Compiling stages nothing: the Trainer's code is referenced by dotted path and ships in `kubeflow.image`.
     """
     config = load_cli_config(config_file, overrides)
-    from pipeline.kubeflow.compile import compile_pipeline
+    from pipeline.kubeflow.compiler.compile import compile_pipeline
 
     result = compile_pipeline(config, out)
     _print_compiled(result)
@@ -149,8 +149,8 @@ def connect(host: str, namespace: str | None, request_timeout: float) -> KfpRunC
     Raises:
         SubmitError: a host without a scheme, or unusable credentials.
     """
-    from pipeline.kubeflow.auth import KfpAuth
-    from pipeline.kubeflow.submit import KfpRunClient
+    from pipeline.kubeflow.client.auth import KfpAuth
+    from pipeline.kubeflow.client.submit import KfpRunClient
 
     return KfpRunClient(host, namespace=namespace, auth=KfpAuth.from_env(), request_timeout=request_timeout)
 
@@ -234,8 +234,8 @@ def submit_command(
     The run's pipeline root is --pipeline-root, else the spec's defaultPipelineRoot (KFP reads only the run's);
     a local path is refused, since pods cannot reach it.
     """
-    from pipeline.kubeflow.params import parse_param_entries
-    from pipeline.kubeflow.runs import RunFailedError, RunTimeoutError, progress_line
+    from pipeline.kubeflow.client.runs import RunFailedError, RunTimeoutError, progress_line
+    from pipeline.kubeflow.compiler.params import parse_param_entries
 
     raw = parse_param_entries(params or [])
     run = client.submit(
@@ -319,8 +319,8 @@ def run_spec_command(
 
     Exit codes: 0 the run succeeded, 1 a task failed, 2 bad input.
     """
-    from pipeline.kubeflow.local_run import TaskRun, run_spec
-    from pipeline.kubeflow.params import parse_param_entries
+    from pipeline.kubeflow.compiler.params import parse_param_entries
+    from pipeline.kubeflow.emulator.local_run import TaskRun, run_spec
 
     raw = parse_param_entries(params or [])
 

@@ -1,10 +1,10 @@
 """`tfxp pipeline`, `tfxp schedule` and `tfxp runs`: operating pipelines on Kubeflow Pipelines.
 
-Versioned pipelines (`pipeline.kubeflow.pipelines`), recurring runs (`pipeline.kubeflow.schedules`) and run
-management (`pipeline.kubeflow.submit.KfpRunClient`). These handlers parse options and print; every bad input
-and every API error is a `TfxpError`, which the root prints as one paragraph with exit 2. Each command gets
---host, --namespace and --request-timeout from `kfp_command`. Schedules are checked (cron, interval, window,
-concurrency, parameters) before any request.
+Versioned pipelines (`pipeline.kubeflow.client.pipelines`), recurring runs
+(`pipeline.kubeflow.client.schedules`) and run management (`pipeline.kubeflow.client.submit.KfpRunClient`).
+These handlers parse options and print; every bad input and every API error is a `TfxpError`, which the root
+prints as one paragraph with exit 2. Each command gets --host, --namespace and --request-timeout from
+`kfp_command`. Schedules are checked (cron, interval, window, concurrency, parameters) before any request.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from rich.table import Table
 from pipeline.cli.console import console, warn
 from pipeline.cli.kubeflow import ExperimentOption, PackageArgument, ParamOption, PipelineRootOption, kfp_command
 from pipeline.cli.options import existing_file
-from pipeline.kubeflow.cron import ScheduleInputError
+from pipeline.kubeflow.client.cron import ScheduleInputError
 
 if TYPE_CHECKING:
-    from pipeline.kubeflow.submit import KfpRunClient
+    from pipeline.kubeflow.client.submit import KfpRunClient
 
 pipeline_app = typer.Typer(
     name="pipeline", help="Pipelines and their versions on Kubeflow Pipelines.", no_args_is_help=True
@@ -70,7 +70,7 @@ def pipeline_upload(
 
     The default version name comes from the spec's content, so uploading an unchanged spec again does nothing.
     """
-    from pipeline.kubeflow.pipelines import upload
+    from pipeline.kubeflow.client.pipelines import upload
 
     result = upload(client, package, name=name, version=version)
     if result.uploaded:
@@ -86,7 +86,7 @@ def pipeline_upload(
 @kfp_command
 def pipeline_list(client: KfpRunClient, limit: LimitOption = 20) -> None:
     """List the pipelines, newest first."""
-    from pipeline.kubeflow.pipelines import list_pipelines
+    from pipeline.kubeflow.client.pipelines import list_pipelines
 
     table = _table("pipeline", "id", "created", "description")
     for pipeline in list_pipelines(client, limit):
@@ -102,7 +102,7 @@ def pipeline_versions(
     limit: LimitOption = 20,
 ) -> None:
     """List a pipeline's versions, newest first."""
-    from pipeline.kubeflow.pipelines import list_pipeline_versions, require_pipeline
+    from pipeline.kubeflow.client.pipelines import list_pipeline_versions, require_pipeline
 
     table = _table("version", "id", "created")
     for version in list_pipeline_versions(client, require_pipeline(client, name), limit):
@@ -146,9 +146,9 @@ def schedule_create(
     The cron expression, interval, window, concurrency and parameters are checked before any request. Its runs'
     pipeline root is --pipeline-root, else the defaultPipelineRoot of the spec (the file's, or the version's).
     """
-    from pipeline.kubeflow.cron import Trigger
-    from pipeline.kubeflow.params import parse_param_entries
-    from pipeline.kubeflow.schedules import check_max_concurrency, create_schedule
+    from pipeline.kubeflow.client.cron import Trigger
+    from pipeline.kubeflow.client.schedules import check_max_concurrency, create_schedule
+    from pipeline.kubeflow.compiler.params import parse_param_entries
 
     if (package is None) == (pipeline is None):
         raise ScheduleInputError("give a compiled pipeline file (pipeline.yaml) or --pipeline NAME, not both")
@@ -193,7 +193,7 @@ def schedule_create(
 @kfp_command
 def schedule_list(client: KfpRunClient, experiment: ExperimentFilter = None, limit: LimitOption = 20) -> None:
     """List the recurring runs, newest first."""
-    from pipeline.kubeflow.schedules import list_schedules
+    from pipeline.kubeflow.client.schedules import list_schedules
 
     table = _table("name", "id", "status", "trigger", "max", "catch-up", "created")
     for schedule in list_schedules(client, experiment=experiment, limit=limit):
@@ -210,10 +210,11 @@ def schedule_list(client: KfpRunClient, experiment: ExperimentFilter = None, lim
 
 
 def _schedule_change(action: str, done: str, doc: str) -> None:
-    """Registers `tfxp schedule ACTION ID`: `pipeline.kubeflow.schedules.<action>`, then `<done> recurring run ID`."""
+    """Registers `tfxp schedule ACTION ID`: `pipeline.kubeflow.client.schedules.<action>`, then
+    `<done> recurring run ID`."""
 
     def change(schedule_id: ScheduleId, client: KfpRunClient) -> None:
-        from pipeline.kubeflow import schedules
+        from pipeline.kubeflow.client import schedules
 
         getattr(schedules, action)(client, schedule_id)
         _say(f"{done} recurring run {schedule_id}")
@@ -242,7 +243,7 @@ def runs_list(client: KfpRunClient, experiment: ExperimentFilter = None, limit: 
 @kfp_command
 def runs_get(run_id: RunId, client: KfpRunClient) -> None:
     """Show a run: state, times, task states and error."""
-    from pipeline.kubeflow.auth import run_url
+    from pipeline.kubeflow.client.auth import run_url
 
     summary, status = client.describe(run_id)
     _say(f"run:      {summary.run_id}  {summary.name}")

@@ -70,8 +70,8 @@ def rest_url(text: str) -> str:
 
 def kfp_host(text: str) -> str:
     """A Kubeflow Pipelines address `http(s)://HOST[:PORT][/PATH]`, without a trailing slash."""
-    from pipeline.kubeflow.auth import check_host
-    from pipeline.kubeflow.runs import SubmitError
+    from pipeline.kubeflow.client.auth import check_host
+    from pipeline.kubeflow.client.runs import SubmitError
 
     try:
         return check_host(text)

@@ -37,7 +37,13 @@ from foundation.k8s.names import name_problem
 from foundation.k8s.quantity import QuantityError, memory_bytes
 from foundation.paths import is_remote, scheme, uri
 from pipeline.config import TfxpConfig
-from pipeline.kubeflow.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError, container_tasks, executor_label
+from pipeline.kubeflow.compiler.spec import (
+    KUBERNETES_PLATFORM,
+    PipelineDoc,
+    SpecPatchError,
+    container_tasks,
+    executor_label,
+)
 
 AUTO = "auto"
 NONE = "none"
@@ -194,7 +200,7 @@ def workers_storage_problems(config: TfxpConfig, root: str) -> list[str]:
     stages them into `kubeflow.trainer_shared_dir` on a volume every pod mounts
     (`components.multinode.tfjob_launch`). The launcher's copies under /minio, /s3 are only in the task's pod."""
     workers = config.trainer.workers
-    shared = config.kubeflow.trainer_shared_dir  # on a mount: pipeline.kubeflow.workers checks it
+    shared = config.kubeflow.trainer_shared_dir  # on a mount: pipeline.kubeflow.compiler.workers checks it
     if workers == 1 or scheme(root or "") in DIRECT_SCHEMES or shared:
         return []
     return [
@@ -269,7 +275,7 @@ def data_size(path: str) -> int | None:
 def handles_examples(doc: PipelineDoc, task: str) -> bool:
     """Whether the task takes or makes an Examples artifact, the one whose copy needs a volume (the others, statistics,
     schemas, models and reports, fit the node's disk)."""
-    from pipeline.kubeflow.spec import pipeline_tasks
+    from pipeline.kubeflow.compiler.spec import pipeline_tasks
 
     component = doc.pipeline_spec.components[pipeline_tasks(doc.pipeline_spec)[task].component_ref.name]
     definitions = [*component.input_definitions.artifacts.values(), *component.output_definitions.artifacts.values()]

@@ -30,8 +30,8 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.kfp.launcher_paths import KFP_DEFAULT_ROOT
 from foundation.paths import is_remote, scheme, uri
-from pipeline.kubeflow.runs import SubmitError
-from pipeline.kubeflow.spec import exit_handler_tasks
+from pipeline.kubeflow.client.runs import SubmitError
+from pipeline.kubeflow.compiler.spec import exit_handler_tasks
 
 # KFP's last resort when neither the run nor the kfp-launcher ConfigMap names a root (backend/src/v2/config/env.go:38).
 # The first KFP backend release whose driver resolves a task-final-status input (see the module docstring).

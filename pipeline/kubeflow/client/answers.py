@@ -20,8 +20,8 @@ import re
 import urllib.parse
 from typing import Any
 
-from pipeline.kubeflow.auth import HOST_HINT
-from pipeline.kubeflow.runs import SubmitError
+from pipeline.kubeflow.client.auth import HOST_HINT
+from pipeline.kubeflow.client.runs import SubmitError
 
 # The ids each creating endpoint must answer with, because kfp or tfxp sends them on in the next request (kfp's
 # `create_run_from_pipeline_package` posts the run with the experiment id it got, unchecked).

@@ -24,11 +24,11 @@ from typing import Any
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from pipeline.kubeflow.answers import require_id
-from pipeline.kubeflow.auth import ui_url
-from pipeline.kubeflow.runs import SubmitError, api_time, http_status
-from pipeline.kubeflow.spec import PipelineDoc
-from pipeline.kubeflow.submit import KfpRunClient, read_package
+from pipeline.kubeflow.client.answers import require_id
+from pipeline.kubeflow.client.auth import ui_url
+from pipeline.kubeflow.client.runs import SubmitError, api_time, http_status
+from pipeline.kubeflow.client.submit import KfpRunClient, read_package
+from pipeline.kubeflow.compiler.spec import PipelineDoc
 
 VERSION_PREFIX = "sha-"
 

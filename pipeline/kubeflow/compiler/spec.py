@@ -6,7 +6,7 @@ CPU/memory/accelerator requests, no retry policy and no pipeline root. `patch_pi
 of that from a plain `SpecPatch`; `load_pipeline_doc` reads the YAML exactly as `kfp.Client` does before
 it sends a run, so tests see what the server would see.
 
-Example (`Resources` is from `pipeline.kubeflow.pod`):
+Example (`Resources` is from `pipeline.kubeflow.compiler.pod`):
     doc = load_pipeline_doc(Path("pipeline.yaml"))
     patch_pipeline_doc(doc, SpecPatch(image="registry/tfxp:0.1.0", resources=Resources("2", "8G")))
     write_pipeline_doc(doc, Path("pipeline.yaml"))
@@ -26,7 +26,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from components.kfp.entrypoint import ENTRYPOINT, TFX_ENTRYPOINT
 from foundation.errors import TfxpError
 from foundation.yaml_files import YamlLimitError, read_yaml_all
-from pipeline.kubeflow.pod import Resources, Toleration, cpu_cores, image_warnings, memory_gigabytes
+from pipeline.kubeflow.compiler.pod import Resources, Toleration, cpu_cores, image_warnings, memory_gigabytes
 
 ContainerSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
 ResourceSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec

@@ -36,10 +36,10 @@ from foundation.errors import TfxpError
 from foundation.k8s.names import DNS1123_SUBDOMAIN, MAX_SUBDOMAIN_LENGTH, check_namespace, name_problem
 from foundation.k8s.quantity import memory_bytes
 from pipeline.config import TfxpConfig
-from pipeline.kubeflow import storage
-from pipeline.kubeflow.platform import pod_settings
-from pipeline.kubeflow.pod import parse_env_var, parse_node_label, parse_toleration
-from pipeline.kubeflow.spec import SpecPatchError
+from pipeline.kubeflow.compiler import storage
+from pipeline.kubeflow.compiler.platform import pod_settings
+from pipeline.kubeflow.compiler.pod import parse_env_var, parse_node_label, parse_toleration
+from pipeline.kubeflow.compiler.spec import SpecPatchError
 
 T = TypeVar("T")
 TFJOB_SUFFIX = ".tfjob.yaml"

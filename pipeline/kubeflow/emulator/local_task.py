@@ -1,5 +1,6 @@
 """One container task of a compiled KFP spec: its inputs as KFP's driver resolves them, its command with the
-placeholders filled in, run as a local subprocess (what the backend does around it is `pipeline.kubeflow.backend`).
+placeholders filled in, run as a local subprocess (what the backend does around it is
+`pipeline.kubeflow.emulator.backend`).
 
 The driver resolves a task's input parameters (constants, with the run placeholders it replaces, pipeline
 parameters, upstream outputs, the final status of the DAG an exit handler watches; `driver/resolve.go:375-497`)
@@ -79,7 +80,7 @@ class UpstreamState:
     Attributes:
         state: `SUCCEEDED`, `CACHED`, `FAILED` or `SKIPPED`.
         error: Why it failed; empty otherwise.
-        artifacts: Output key → the artifact's id in the emulated MLMD (`pipeline.kubeflow.backend`).
+        artifacts: Output key → the artifact's id in the emulated MLMD (`pipeline.kubeflow.emulator.backend`).
         parameters: Output key → value.
     """
 
@@ -127,7 +128,7 @@ def input_parameter(
         scope: The enclosing DAG's input parameters (the pipeline parameters for the root DAG).
         upstream: Task name → what it left, for this DAG's tasks.
         placeholders: Whole-value constants the driver replaces (`TaskContext.placeholders`).
-        final_status: The final status an exit handler gets of a producer (see `pipeline.kubeflow.backend`).
+        final_status: The final status an exit handler gets of a producer (see `pipeline.kubeflow.emulator.backend`).
 
     Raises:
         TaskInputError: an upstream task or output that is not there, or an input kind run-spec does not know.

@@ -2,7 +2,7 @@
 
 `KubeflowV2DagRunner` turns `create_pipeline(config)` into the KFP IR YAML (`pipeline.yaml`, the format
 `kfp.Client` accepts; its default `pipeline.json` is a PipelineJob wrapper that the client rejects), then
-`pipeline.kubeflow.spec` sets what the compiler leaves out, from the config: the image, per-component
+`pipeline.kubeflow.compiler.spec` sets what the compiler leaves out, from the config: the image, per-component
 resources (the Trainer's accelerators), retries, caching, display name and pipeline root.
 
 What changes from run to run is a pipeline parameter (`RUN_PARAMETERS`, defaults from the config), so a
@@ -29,18 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from components.kfp import fingerprint_task
+from components.multinode.settings import TfJobLaunch
 from components.multinode.tfjob import tfjob_template
 from components.notify.run_record import RUN_RECORDS_DIR
-from components.trainer.options import TfJobLaunch
 from foundation.contract import LabelMapError
 from foundation.data.errors import DataError
 from foundation.data.probe import FileProbe
 from foundation.errors import TfxpError
 from foundation.paths import is_remote
 from pipeline.config import TfxpConfig
-from pipeline.kubeflow import pod, storage
-from pipeline.kubeflow.cache_keys import check_input_fingerprint, wire_input_fingerprint
-from pipeline.kubeflow.spec import (
+from pipeline.kubeflow.compiler import pod, storage
+from pipeline.kubeflow.compiler.cache_keys import check_input_fingerprint, wire_input_fingerprint
+from pipeline.kubeflow.compiler.spec import (
     RetryPolicy,
     SpecPatch,
     load_pipeline_doc,
@@ -48,7 +48,7 @@ from pipeline.kubeflow.spec import (
     pipeline_tasks,
     write_pipeline_doc,
 )
-from pipeline.kubeflow.workers import WorkersConfigError, worker_template, write_manifests
+from pipeline.kubeflow.compiler.workers import WorkersConfigError, worker_template, write_manifests
 from pipeline.layout import output_layout, resolve_data
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
@@ -133,7 +133,7 @@ def pipeline_root(config: TfxpConfig) -> str:
 
 def config_warnings(config: TfxpConfig) -> list[str]:
     """What would break or surprise on Kubeflow but still compiles: local paths no PVC holds, a `latest`
-    image, a Vertex-style accelerator name (`pipeline.kubeflow.storage` refuses what cannot work)."""
+    image, a Vertex-style accelerator name (`pipeline.kubeflow.compiler.storage` refuses what cannot work)."""
     layout = output_layout(config)
     warnings = list(pod.image_warnings(config.kubeflow.image))
     warnings.extend(storage.storage_problems(config, pipeline_root(config), layout.serving_base, layout.edge_base)[1])
@@ -180,7 +180,7 @@ def spec_patch(config: TfxpConfig, trainer_id: str, parameter_defaults: Mapping[
     trainer_resources = pod.Resources(kubeflow.trainer_cpu, kubeflow.trainer_memory, accelerator)
     if config.trainer.workers > 1:
         # The Trainer task only submits the workers' TFJob and waits for it: the trainer's resources, accelerators,
-        # node selector and tolerations are the worker pods' (pipeline.kubeflow.workers), not the task's.
+        # node selector and tolerations are the worker pods' (pipeline.kubeflow.compiler.workers), not the task's.
         trainer_resources = pod.Resources(cpu=kubeflow.cpu_request, memory=kubeflow.memory_request)
         labels, tolerations = {}, ()
     return SpecPatch(
@@ -345,14 +345,14 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     Raises:
         KubeflowCompileError: `out` is not a `.yaml`/`.yml` file, the config does not fit Kubeflow, or the data
             cannot be read for an `auto` (`resolve_data_for_kubeflow`).
-        pipeline.kubeflow.spec.SpecPatchError: the patch does not fit the compiled spec, a pod setting is malformed,
-            or the Kubernetes platform document does not parse strictly.
+        pipeline.kubeflow.compiler.spec.SpecPatchError: the patch does not fit the compiled spec, a pod setting is
+            malformed, or the Kubernetes platform document does not parse strictly.
     """
     if out.suffix not in (".yaml", ".yml"):
         raise KubeflowCompileError(f"--out {out}: kfp.Client accepts .yaml/.yml pipeline files; use e.g. pipeline.yaml")
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
 
-    from pipeline.kubeflow.platform import apply_pod_settings, check_platform_doc, pod_settings
+    from pipeline.kubeflow.compiler.platform import apply_pod_settings, check_platform_doc, pod_settings
     from pipeline.pipeline import create_pipeline
 
     settings = pod_settings(config.kubeflow)  # before the slow compile: a typo fails at once
@@ -415,7 +415,8 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     storage.apply_storage(doc, mounts, volume)
     check_platform_doc(doc)  # KFP ignores a platform document it cannot parse: refuse to write one
     header = (
-        f"tfxp pipeline {config.pipeline.name} for Kubeflow Pipelines (KFP v2 IR, patched by pipeline.kubeflow.spec).\n"
+        f"tfxp pipeline {config.pipeline.name} for Kubeflow Pipelines (KFP v2 IR, "
+        "patched by pipeline.kubeflow.compiler.spec).\n"
         f"Submit: tfxp submit {out.name} --host URL [--wait]"
     )
     write_pipeline_doc(doc, out, header)

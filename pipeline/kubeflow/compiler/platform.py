@@ -21,8 +21,8 @@ from kfp.kubernetes import kubernetes_executor_config_pb2
 
 from foundation.k8s.names import check_secret_name
 from pipeline.config import KubeflowSection
-from pipeline.kubeflow.pod import PodSettings, parse_pod_annotation, parse_pod_label
-from pipeline.kubeflow.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError
+from pipeline.kubeflow.compiler.pod import PodSettings, parse_pod_annotation, parse_pod_label
+from pipeline.kubeflow.compiler.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 and the wait.
 
 `wait_for_run` is the wait state machine on its own (a poll function, a clock, a sleep), so it is tested
-without a server; `KfpRunClient.wait` (pipeline.kubeflow.submit) feeds it real polls.
+without a server; `KfpRunClient.wait` (pipeline.kubeflow.client.submit) feeds it real polls.
 
 Example:
     final = wait_for_run(lambda remaining: client.status(run_id), run_id, timeout=3600)

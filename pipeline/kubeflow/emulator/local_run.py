@@ -5,7 +5,7 @@ component (`componentRef`) and executor (`executorLabel` → `deploymentSpec.exe
 puts the pipeline in one, `tfx-dag`, when it has an exit handler) with their input parameters passed down,
 and the exit handler (`triggerPolicy: ALL_UPSTREAM_TASKS_COMPLETED`) after its DAG, also when a task failed,
 with the DAG's final status. Around each container task it does what the chosen backend does, derived from
-that backend's source (`pipeline.kubeflow.backend`): `kfp` (default) builds the executor input as the
+that backend's source (`pipeline.kubeflow.emulator.backend`): `kfp` (default) builds the executor input as the
 open-source driver does (inputs rebuilt from MLMD without types, named by MLMD id; outputs under
 `<root>/<pipeline>/<run id>/<task>/<uuid>/`; `executor-logs`), keeps the pipeline root in an emulated object
 store (default `minio://mlpipeline/v2/artifacts`), downloads inputs into and uploads outputs from a fresh
@@ -40,9 +40,11 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.kfp.launcher_paths import LAUNCHER_ROOT_ENV, LauncherPathError, local_path_for_uri
 from foundation.errors import TfxpError
-from pipeline.kubeflow import backend as backend_rules
-from pipeline.kubeflow import local_task
-from pipeline.kubeflow.backend import (
+from pipeline.kubeflow.compiler.params import pipeline_parameters, typed_arguments
+from pipeline.kubeflow.compiler.spec import load_pipeline_doc
+from pipeline.kubeflow.emulator import backend as backend_rules
+from pipeline.kubeflow.emulator import local_task
+from pipeline.kubeflow.emulator.backend import (
     BACKENDS,
     DEFAULT_ROOT,
     EXECUTOR_LOGS,
@@ -51,10 +53,8 @@ from pipeline.kubeflow.backend import (
     BackendError,
     MetadataStore,
 )
-from pipeline.kubeflow.local_task import TaskContext, TaskInputError, UpstreamState
-from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
-from pipeline.kubeflow.spec import load_pipeline_doc
-from pipeline.kubeflow.spec_check import check_runnable
+from pipeline.kubeflow.emulator.local_task import TaskContext, TaskInputError, UpstreamState
+from pipeline.kubeflow.emulator.spec_check import check_runnable
 
 SUCCEEDED, CACHED, FAILED, SKIPPED = "SUCCEEDED", "CACHED", "FAILED", "SKIPPED"
 # The run's record, under the state folder: runs/<run id>.json.
@@ -141,10 +141,10 @@ class SpecRun:
 
 def pipeline_arguments(spec: pipeline_spec_pb2.PipelineSpec, params: Mapping[str, str]) -> dict[str, struct_pb2.Value]:
     """The pipeline parameters a run gets: the spec's defaults, overridden by `params` (`--param` text, checked and
-    typed against the spec by `pipeline.kubeflow.params`, as `tfxp submit` does).
+    typed against the spec by `pipeline.kubeflow.compiler.params`, as `tfxp submit` does).
 
     Raises:
-        pipeline.kubeflow.params.ParamError: a name the spec does not declare (listing those it does), a value
+        pipeline.kubeflow.compiler.params.ParamError: a name the spec does not declare (listing those it does), a value
             that does not fit its type, or a parameter without a default and without a value.
     """
     declared = pipeline_parameters(json_format.MessageToDict(spec))
@@ -436,11 +436,11 @@ def run_spec(
         The run, also written to `<state>/runs/<run id>.json`. A failed task fails the run, not this call.
 
     Raises:
-        pipeline.kubeflow.params.ParamError: unknown parameters, or values that do not fit their types.
+        pipeline.kubeflow.compiler.params.ParamError: unknown parameters, or values that do not fit their types.
         RunSpecError: a spec that cannot run (every problem `spec_check.spec_problems` finds: structure,
             dependencies, cycles, value types), a spec feature run-spec does not run, or a root the backend
             cannot hold; all before the first task.
-        pipeline.kubeflow.spec.SpecPatchError: the file is not a compiled KFP pipeline spec.
+        pipeline.kubeflow.compiler.spec.SpecPatchError: the file is not a compiled KFP pipeline spec.
     """
     if backend not in BACKENDS:
         raise RunSpecError(f"--backend {backend}: expected one of {', '.join(BACKENDS)}")

@@ -25,7 +25,7 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.kfp import fingerprint_task
-from pipeline.kubeflow.spec import PipelineDoc, SpecPatchError, dags, pipeline_tasks
+from pipeline.kubeflow.compiler.spec import PipelineDoc, SpecPatchError, dags, pipeline_tasks
 
 EXAMPLE_GEN_TASK = "ImportExampleGen"
 BASELINE_TASK = "ServedBaseline"

@@ -1,9 +1,9 @@
 """Submits a compiled pipeline to Kubeflow Pipelines, waits for the run, and lists, terminates and retries runs:
-a small client around `kfp.Client`, which `pipeline.kubeflow.pipelines` and `.schedules` use too.
+a small client around `kfp.Client`, which `pipeline.kubeflow.client.pipelines` and `.schedules` use too.
 
 `kfp.Client` sets no socket timeouts, so every call runs under a deadline here: an unreachable or silent
 host becomes a clear error within the timeout instead of a hang. Credentials and host checks are in
-`pipeline.kubeflow.auth`; run states and the wait loop in `pipeline.kubeflow.runs`.
+`pipeline.kubeflow.client.auth`; run states and the wait loop in `pipeline.kubeflow.client.runs`.
 
 Example:
     client = KfpRunClient("http://localhost:8080", auth=KfpAuth.from_env())
@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from foundation.deadline import with_deadline
-from pipeline.kubeflow.answers import check_kfp_answers, require_id
-from pipeline.kubeflow.auth import (
+from pipeline.kubeflow.client.answers import check_kfp_answers, require_id
+from pipeline.kubeflow.client.auth import (
     KfpAuth,
     api_error,
     check_api,
@@ -35,9 +35,8 @@ from pipeline.kubeflow.auth import (
     run_url,
     unreachable_error,
 )
-from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
-from pipeline.kubeflow.preflight import ServerInfo, check_exit_handler_support, run_pipeline_root
-from pipeline.kubeflow.runs import (
+from pipeline.kubeflow.client.preflight import ServerInfo, check_exit_handler_support, run_pipeline_root
+from pipeline.kubeflow.client.runs import (
     FINAL_STATES,
     RETRYABLE_STATES,
     RunStatus,
@@ -51,7 +50,8 @@ from pipeline.kubeflow.runs import (
     run_summary,
     wait_for_run,
 )
-from pipeline.kubeflow.spec import PipelineDoc, load_pipeline_doc, pipeline_tasks, write_pipeline_doc
+from pipeline.kubeflow.compiler.params import pipeline_parameters, typed_arguments
+from pipeline.kubeflow.compiler.spec import PipelineDoc, load_pipeline_doc, pipeline_tasks, write_pipeline_doc
 
 T = TypeVar("T")
 
@@ -194,7 +194,7 @@ class KfpRunClient:
 
     def api(self) -> Any:
         """The connected `kfp.Client` (the health check runs first, once), whose answers are checked
-        (`pipeline.kubeflow.answers.check_kfp_answers`)."""
+        (`pipeline.kubeflow.client.answers.check_kfp_answers`)."""
         if self._client is None:
             import kfp
 
@@ -272,7 +272,7 @@ class KfpRunClient:
             enable_caching: False runs every task afresh (tasks of nested DAGs too); None keeps the compiled
                 caching options.
             pipeline_root: The run's pipeline root (a bucket URL); None = the spec's `defaultPipelineRoot`. KFP's
-                driver reads only the run's root, not the spec's (see `pipeline.kubeflow.preflight`).
+                driver reads only the run's root, not the spec's (see `pipeline.kubeflow.client.preflight`).
 
         Returns:
             The run's id, UI URL, experiment, pipeline root and warnings.

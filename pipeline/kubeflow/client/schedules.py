@@ -2,7 +2,7 @@
 pause, resume and delete them.
 
 Everything that can be checked without the server is checked before the first request: the trigger
-(`pipeline.kubeflow.cron.Trigger`), the concurrency, and the run parameters against the spec's declared ones.
+(`pipeline.kubeflow.client.cron.Trigger`), the concurrency, and the run parameters against the spec's declared ones.
 For an uploaded pipeline the spec is the version's, read from the API.
 
 Example:
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.kubeflow.answers import require_id
-from pipeline.kubeflow.cron import ScheduleInputError, Trigger, format_seconds
-from pipeline.kubeflow.params import pipeline_parameters, typed_arguments
-from pipeline.kubeflow.pipelines import doc_from_api, get_version
-from pipeline.kubeflow.runs import api_time
-from pipeline.kubeflow.submit import KfpRunClient, read_package
+from pipeline.kubeflow.client.answers import require_id
+from pipeline.kubeflow.client.cron import ScheduleInputError, Trigger, format_seconds
+from pipeline.kubeflow.client.pipelines import doc_from_api, get_version
+from pipeline.kubeflow.client.runs import api_time
+from pipeline.kubeflow.client.submit import KfpRunClient, read_package
+from pipeline.kubeflow.compiler.params import pipeline_parameters, typed_arguments
 
 # KFP's API server refuses other values ("Max concurrency of a recurring run must be at least 1 and at most 10").
 MAX_CONCURRENCY = 10
@@ -148,7 +148,7 @@ def create_schedule(
         catchup: Start the runs missed while paused or behind (KFP's default); False = only the latest.
         pipeline_root: Its runs' pipeline root (a bucket URL); None = the `defaultPipelineRoot` of the file's spec,
             or of the version's spec as the API returns it. KFP's driver reads only the run's root, not the
-            spec's (see `pipeline.kubeflow.preflight`).
+            spec's (see `pipeline.kubeflow.client.preflight`).
 
     Returns:
         The recurring run, what it runs, its pipeline root, and warnings.

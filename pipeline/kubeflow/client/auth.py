@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.deadline import with_deadline
-from pipeline.kubeflow.runs import NoAnswerError, SubmitError
+from pipeline.kubeflow.client.runs import NoAnswerError, SubmitError
 
 TOKEN_ENV = "TFXP_KFP_TOKEN"
 COOKIE_ENV = "TFXP_KFP_COOKIE"
