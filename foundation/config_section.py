@@ -14,10 +14,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+
+# The longest Duration protobuf (and so KFP's retry backoff) holds: 10,000 years (duration.proto).
+MAX_DURATION_SECONDS = 315_576_000_000
 
 
 class ConfigSection(BaseModel):
@@ -95,3 +98,20 @@ def describe_errors(error: ValidationError, model: type[BaseModel]) -> list[str]
             received: Any = item.get("input")
             lines.append(f"`{key}` = {received!r}: {message}")
     return lines
+
+
+def refuse_moved_keys(values: Any, section: str, moved: Mapping[str, str], guide: str) -> Any:
+    """For a section's `mode="before"` validator: refuses keys that moved, in YAML and `--set` alike, naming
+    where each went (`moved`: old key → new key, both relative to `section`) and where the change is documented.
+
+    Raises:
+        ValueError: a moved key is given.
+    """
+    if isinstance(values, Mapping):
+        given = [key for key in moved if key in values]
+        if given:
+            raise ValueError(
+                "; ".join(f"`{section}.{key}` moved to `{section}.{moved[key]}`" for key in given)
+                + f": rename it in the config file or the --set ({guide})"
+            )
+    return values

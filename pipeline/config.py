@@ -32,11 +32,18 @@ from pydantic import (
     model_validator,
 )
 
+from components.multinode.settings import WORKER_KEYS_MOVED, WorkerSettings
 from components.trainer.options import TrainerOptions
 from components.trainer.recipe import global_batch, recipe_problems
 from components.validation.drift_options import DriftOptions
 from edge.options import EdgeOptions
-from foundation.config_section import ConfigSection, describe_errors, section_keys
+from foundation.config_section import (
+    MAX_DURATION_SECONDS,
+    ConfigSection,
+    describe_errors,
+    refuse_moved_keys,
+    section_keys,
+)
 from foundation.data.spans import POLICY_HELP, SpanError, parse_policy
 from foundation.errors import TfxpError
 from foundation.k8s.image import Image
@@ -51,8 +58,6 @@ class ConfigError(TfxpError, ValueError):
     """A configuration problem: names the key, the value and what is expected."""
 
 
-# The longest Duration protobuf (and so KFP's retry backoff) holds: 10,000 years (duration.proto).
-MAX_DURATION_SECONDS = 315_576_000_000
 # TFX's SplitConfig.Split.hash_buckets is a uint32.
 MAX_HASH_BUCKETS = 2**32 - 1
 
@@ -239,21 +244,10 @@ class KubeflowSection(ConfigSection):
     namespace: The namespace runs execute in (KFP standalone: `kubeflow`; multi-user: the profile's namespace);
       the RBAC written beside the compiled spec binds `service_account` there.
     service_account: The service account of the pipeline's pods (KFP's default `pipeline-runner`).
-    trainer_job_deadline_seconds: With `trainer.workers` > 1: the longest the workers' TFJob may run, scheduling
-      included (its `runPolicy.activeDeadlineSeconds`; the Trainer task gives up then too and deletes it).
-    trainer_schedule_timeout_seconds: With `trainer.workers` > 1: how long every worker may wait to be scheduled
-      before the run fails naming the Kubernetes reason (gang scheduling's `scheduleTimeoutSeconds` too).
-    trainer_gang_scheduling: Schedule the workers all together or not at all (`runPolicy.schedulingPolicy`,
-      honoured when the Training Operator runs with `--gang-scheduler-name`, e.g. volcano), so no node idles.
-    trainer_queue: The gang scheduler's queue (volcano), empty = its default.
-    trainer_backoff_limit: How many times the workers' TFJob restarts after a worker fails; one failure restarts
-      every worker, so the job's `runPolicy.backoffLimit` (which counts every pod's restarts) is this × workers + 1.
-    trainer_shm_size: `/dev/shm` of every worker (a memory-backed volume; NCCL and tf.data use it).
-    trainer_env: Further environment of every worker, `KEY=VALUE`, e.g. `NCCL_SOCKET_IFNAME=eth0`.
-    trainer_shared_dir: With `trainer.workers` > 1 and a pipeline root other than `gs://`: a folder on a
-      `kubeflow.volumes` mount where the Trainer task stages the Examples for the workers and the chief writes the
-      model, backups and logs; the claim must be ReadWriteMany (the task and every worker mount it at once, on
-      different nodes). The task removes its staging folder once the model is copied back.
+    workers: The workers' TFJob with `trainer.workers` > 1 (`components.multinode.settings.WorkerSettings`:
+      deadline, scheduling, restarts, `/dev/shm`, environment, the shared folder). Each worker is sized like the
+      one-pod Trainer, by `trainer_cpu`, `trainer_memory`, `trainer_accelerator`, `trainer_node_selector` and
+      `trainer_tolerations` above.
     """
 
     image: Image = "tfxp:0.1.0"
@@ -279,14 +273,12 @@ class KubeflowSection(ConfigSection):
     artifact_volume_storage_class: str = ""
     namespace: str = "kubeflow"
     service_account: str = "pipeline-runner"
-    trainer_job_deadline_seconds: int = Field(172_800, ge=60, le=MAX_DURATION_SECONDS)
-    trainer_schedule_timeout_seconds: int = Field(1_800, ge=10, le=INT32_MAX)
-    trainer_gang_scheduling: bool = True
-    trainer_queue: str = ""
-    trainer_backoff_limit: int = Field(3, ge=0, le=INT32_MAX)
-    trainer_shm_size: MemoryQuantity = "16Gi"
-    trainer_env: tuple[str, ...] = ()
-    trainer_shared_dir: str = ""
+    workers: WorkerSettings = WorkerSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_moved_keys(cls, values: Any) -> Any:
+        return refuse_moved_keys(values, "kubeflow", WORKER_KEYS_MOVED, 'docs/kubeflow.md, "Training on several nodes"')
 
 
 class BeamSection(ConfigSection):

@@ -13,11 +13,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from components.multinode.tfjob import tfjob_template
 from components.trainer.options import parse_custom_config
 from pipeline.cli import app
-from pipeline.config import load_config
+from pipeline.config import ConfigError, load_config
 from pipeline.kubeflow.compiler.compile import CompileResult, KubeflowCompileError, compile_pipeline
 from pipeline.kubeflow.compiler.spec import container_tasks, load_pipeline_doc
+from pipeline.kubeflow.compiler.workers import worker_template
 
 A100_CONFIG = Path("configs/imagenet_a100.yaml")
 FOUR_WORKERS = ("trainer.workers=4", "trainer.strategy=auto")
@@ -73,15 +75,15 @@ def test_workers_without_storage_every_pod_opens_are_refused(tmp_path: Path) -> 
     config = load_config(None, [*MINIO_ROOT, *FOUR_WORKERS])
     with pytest.raises(KubeflowCompileError, match=r"trainer.workers=4: the worker pods read the Examples") as error:
         compile_pipeline(config, tmp_path / "pipeline.yaml")
-    assert "kubeflow.pipeline_root to a gs:// bucket, or kubeflow.trainer_shared_dir" in str(error.value)
+    assert "kubeflow.pipeline_root to a gs:// bucket, or kubeflow.workers.shared_dir" in str(error.value)
     assert not (tmp_path / "pipeline.yaml").exists()
 
 
 def test_a_shared_dir_must_be_on_a_mounted_volume(tmp_path: Path) -> None:
     sets = [*MINIO_ROOT, *FOUR_WORKERS]
-    with pytest.raises(KubeflowCompileError, match=r"kubeflow.trainer_shared_dir=/scratch/tfxp is on no kubeflow"):
-        compile_pipeline(load_config(None, [*sets, "kubeflow.trainer_shared_dir=/scratch/tfxp"]), tmp_path / "a.yaml")
-    mounted = [*sets, "kubeflow.trainer_shared_dir=/shared/tfxp", "kubeflow.volumes=[shared:/shared]"]
+    with pytest.raises(KubeflowCompileError, match=r"kubeflow.workers.shared_dir=/scratch/tfxp is on no kubeflow"):
+        compile_pipeline(load_config(None, [*sets, "kubeflow.workers.shared_dir=/scratch/tfxp"]), tmp_path / "a.yaml")
+    mounted = [*sets, "kubeflow.workers.shared_dir=/shared/tfxp", "kubeflow.volumes=[shared:/shared]"]
     result = compile_pipeline(load_config(None, mounted), tmp_path / "b.yaml")
     run = parse_custom_config(_trainer_custom_config(result))
     assert run.tfjob is not None and run.tfjob.shared_dir == "/shared/tfxp"
@@ -109,3 +111,28 @@ def test_the_multi_node_config_compiles_to_eight_a100_workers(tmp_path: Path) ->
     assert worker["replicas"] == 8
     assert worker["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert run.tfjob.manifest["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 8
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "value"), [("trainer_env", "env", "[]"), ("trainer_shm_size", "shm_size", "8Gi")]
+)
+def test_the_workers_old_flat_keys_are_refused_naming_kubeflow_workers(
+    old: str, new: str, value: str, tmp_path: Path
+) -> None:
+    message = rf"`kubeflow.{old}` moved to `kubeflow.workers.{new}`"
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [f"kubeflow.{old}={value}"])
+    config_file = tmp_path / "old.yaml"
+    config_file.write_text(f"kubeflow:\n  {old}: {value}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_config(config_file)
+
+
+def test_the_workers_section_reaches_the_manifest_whole(tmp_path: Path) -> None:
+    config = load_config(
+        None, ["trainer.workers=2", "kubeflow.workers.backoff_limit=2", "kubeflow.workers.job_deadline_seconds=600"]
+    )
+    template = worker_template(config)
+    assert template.settings == config.kubeflow.workers
+    policy = tfjob_template(template)["spec"]["runPolicy"]
+    assert policy["activeDeadlineSeconds"] == 600 and policy["backoffLimit"] == 2 * 2 + 1

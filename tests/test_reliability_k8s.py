@@ -3,7 +3,7 @@ server would refuse or read otherwise, image strings carrying shell or flags, in
 namespaces Kubernetes manages.
 
 Every config key of each kind is tried with every value, so a key that skips the shared rule
-(`components.k8s`) fails here. `kubernetes.utils.parse_quantity` serves as the oracle for values where it and
+(`foundation.k8s`) fails here. `kubernetes.utils.parse_quantity` serves as the oracle for values where it and
 the API server agree, and as the counter-example for the ones it accepts and the API server refuses.
 """
 
@@ -369,7 +369,7 @@ REPO = Path(__file__).resolve().parents[1]
 RULE_TRACES = ("kubernetes.utils", "Gi|", "|Gi", "Ki|", "[a-z0-9]([-a-z0-9]*[a-z0-9])?", "sha256:[0-9a-f]{64}")
 
 
-def test_quantity_name_and_image_rules_live_only_in_components_k8s() -> None:
+def test_quantity_name_and_image_rules_live_only_in_foundation_k8s() -> None:
     found = [
         f"{path.relative_to(REPO)}: {trace}"
         for package in ("foundation", "components", "serving", "pipeline", "edge")
@@ -378,7 +378,7 @@ def test_quantity_name_and_image_rules_live_only_in_components_k8s() -> None:
         for trace in RULE_TRACES
         if trace in path.read_text()
     ]
-    assert found == [], "use components.k8s (quantity, names, image) instead of a copy of its rules"
+    assert found == [], "use foundation.k8s (quantity, names, image) instead of a copy of its rules"
 
 
 @pytest.mark.parametrize(

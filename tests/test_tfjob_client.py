@@ -259,7 +259,7 @@ def test_the_backoff_limit_failure_reads_the_previous_container_log() -> None:
     ]
     assert previous_reads
     assert caught.value.log_tail.endswith("ValueError: bad shard")
-    assert "reached the specified backoff limit" in str(caught.value) and "kubeflow.trainer_backoff_limit" in str(
+    assert "reached the specified backoff limit" in str(caught.value) and "kubeflow.workers.backoff_limit" in str(
         caught.value
     )
     assert deletes(double)
@@ -287,7 +287,7 @@ def test_the_operator_deadline_is_a_timeout_not_a_worker_failure() -> None:
     manifest = tfjob_manifest(NAME, workers=2, run_policy={"activeDeadlineSeconds": 60})
     with (
         connected(scenario) as (double, client, _, _),
-        pytest.raises(TfJobTimeoutError, match=r"activeDeadlineSeconds.*kubeflow.trainer_job_deadline_seconds"),
+        pytest.raises(TfJobTimeoutError, match=r"activeDeadlineSeconds.*kubeflow.workers.job_deadline_seconds"),
     ):
         run(client, manifest)
     assert deletes(double)
@@ -317,7 +317,7 @@ def test_never_scheduled_names_pending_pods_and_the_newest_event() -> None:
     error = caught.value
     assert error.pending_pods == ("tfxp-train-worker-2", "tfxp-train-worker-3")
     assert error.event == GPU_EVENT
-    assert "2 of 4 replicas did not start within 600 s (kubeflow.trainer_schedule_timeout_seconds)" in str(error)
+    assert "2 of 4 replicas did not start within 600 s (kubeflow.workers.schedule_timeout_seconds)" in str(error)
     assert "untolerated taint" not in str(error)
     assert 600 <= fake.now < 610 and real_seconds < 10
     assert "tfjob tfxp-train: pod tfxp-train-worker-2 (not scheduled: Unschedulable: " + GPU_EVENT + ")" in lines
@@ -361,7 +361,7 @@ def test_a_job_still_running_at_the_deadline_times_out_with_the_chief_log() -> N
     with (
         connected(Scenario.succeeds(workers=2, run_ticks=10_000)) as (double, client, _, fake),
         pytest.raises(
-            TfJobTimeoutError, match=r"still Running after 3600 s \(kubeflow.trainer_job_deadline_seconds\)"
+            TfJobTimeoutError, match=r"still Running after 3600 s \(kubeflow.workers.job_deadline_seconds\)"
         ) as caught,
     ):
         run(client, tfjob_manifest(NAME, workers=2), timeout_seconds=3600)

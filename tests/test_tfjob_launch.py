@@ -31,7 +31,7 @@ from pipeline.kubeflow.compiler.compile import trainer_tfjob
 POD_NAME = "tfxp-imagenet-resnet50-xk2lq-system-container-impl-3941066427"
 POD_UID = "6d1f2c3e-8a0b-4c5d-9e7f-0a1b2c3d4e5f"
 SETTINGS = ["trainer.workers=2", "trainer.strategy=auto", "kubeflow.pipeline_root=minio://mlpipeline/v2/artifacts",
-            "kubeflow.volumes=[shared:/shared]", "kubeflow.trainer_shared_dir=/shared/tfxp"]  # fmt: skip
+            "kubeflow.volumes=[shared:/shared]", "kubeflow.workers.shared_dir=/shared/tfxp"]  # fmt: skip
 
 
 def _template() -> TfJobLaunch:
@@ -146,7 +146,7 @@ def test_a_failed_job_fails_the_task_and_copies_nothing_back(cluster: K8sApiDoub
 
 def test_local_copies_without_a_shared_dir_are_refused_before_any_job(cluster: K8sApiDouble, tmp_path: Path) -> None:
     launch = _template().model_copy(update={"shared_dir": ""})
-    with pytest.raises(WorkersError, match=r"the workers' pods cannot open .*kubeflow.trainer_shared_dir"):
+    with pytest.raises(WorkersError, match=r"the workers' pods cannot open .*kubeflow.workers.shared_dir"):
         run_tfjob(launch, _launcher_copies(tmp_path))
     assert cluster.calls("POST", "/tfjobs") == []
 

@@ -499,7 +499,7 @@ def test_claims_are_mounted_at_their_paths() -> None:
         [
             "trainer.workers=2",
             "kubeflow.volumes=[data:/data, models:/mnt/models/]",
-            "kubeflow.trainer_shared_dir=/data/tfxp",
+            "kubeflow.workers.shared_dir=/data/tfxp",
         ],
     )
     job = tfjob_template(worker_template(config))
@@ -634,7 +634,7 @@ def test_a_failed_worker_restarts_the_job_and_nothing_is_left(case: Case) -> Non
     assert "restartPolicy" not in _worker(case.job)["template"]["spec"]  # the operator sets it from the replica's
     run_policy = case.job["spec"]["runPolicy"]
     assert run_policy["cleanPodPolicy"] == "Running" and run_policy["ttlSecondsAfterFinished"] > 0
-    assert run_policy["activeDeadlineSeconds"] == case.config.kubeflow.trainer_job_deadline_seconds
+    assert run_policy["activeDeadlineSeconds"] == case.config.kubeflow.workers.job_deadline_seconds
     assert "successPolicy" not in case.job["spec"]  # the default: the job ends when worker 0 (the chief) succeeds
     assert list(case.job["spec"]["tfReplicaSpecs"]) == ["Worker"]  # worker 0 is the chief
 
@@ -657,16 +657,16 @@ def test_the_backoff_limit_counts_job_restarts_not_pod_restarts(job_restarts: in
 
 def test_the_job_carries_the_scaled_backoff_limit(case: Case) -> None:
     kubeflow, workers = case.config.kubeflow, case.config.trainer.workers
-    assert case.job["spec"]["runPolicy"]["backoffLimit"] == kubeflow.trainer_backoff_limit * workers + 1
+    assert case.job["spec"]["runPolicy"]["backoffLimit"] == kubeflow.workers.backoff_limit * workers + 1
 
 
 def test_gang_scheduling_asks_for_every_worker_at_once() -> None:
     config = load_config(
-        None, ["trainer.workers=8", "kubeflow.trainer_queue=a100", "kubeflow.trainer_schedule_timeout_seconds=600"]
+        None, ["trainer.workers=8", "kubeflow.workers.queue=a100", "kubeflow.workers.schedule_timeout_seconds=600"]
     )
     policy = tfjob_template(worker_template(config))["spec"]["runPolicy"]["schedulingPolicy"]
     assert policy == {"minAvailable": 8, "scheduleTimeoutSeconds": 600, "queue": "a100"}
-    config = load_config(None, ["trainer.workers=8", "kubeflow.trainer_gang_scheduling=false"])
+    config = load_config(None, ["trainer.workers=8", "kubeflow.workers.gang_scheduling=false"])
     assert "schedulingPolicy" not in tfjob_template(worker_template(config))["spec"]["runPolicy"]
 
 
@@ -696,7 +696,7 @@ def test_pods_carry_the_trainer_settings(a100: Case) -> None:
 
 
 def test_worker_env_merges_the_nccl_defaults_with_the_users() -> None:
-    config = load_config(None, ["trainer.workers=2", "kubeflow.trainer_env=[NCCL_SOCKET_IFNAME=eth0, NCCL_DEBUG=INFO]"])
+    config = load_config(None, ["trainer.workers=2", "kubeflow.workers.env=[NCCL_SOCKET_IFNAME=eth0, NCCL_DEBUG=INFO]"])
     env = _container(tfjob_template(worker_template(config)))["env"]
     assert env == [
         {"name": "NCCL_DEBUG", "value": "INFO"},
@@ -709,10 +709,10 @@ def test_worker_env_merges_the_nccl_defaults_with_the_users() -> None:
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        (["kubeflow.trainer_env=[TF_CONFIG=x]"], r"kubeflow.trainer_env sets TF_CONFIG, which the Training Operator"),
-        (["kubeflow.trainer_env=[A=1, A=2]"], r"kubeflow.trainer_env sets A twice"),
-        (["kubeflow.trainer_env=[NCCL_DEBUG]"], r"kubeflow.trainer_env: 'NCCL_DEBUG' is not `NAME=value`"),
-        (["kubeflow.trainer_env=[1X=a]"], r"kubeflow.trainer_env: '1X=a'"),
+        (["kubeflow.workers.env=[TF_CONFIG=x]"], r"kubeflow.workers.env sets TF_CONFIG, which the Training Operator"),
+        (["kubeflow.workers.env=[A=1, A=2]"], r"kubeflow.workers.env sets A twice"),
+        (["kubeflow.workers.env=[NCCL_DEBUG]"], r"kubeflow.workers.env: 'NCCL_DEBUG' is not `NAME=value`"),
+        (["kubeflow.workers.env=[1X=a]"], r"kubeflow.workers.env: '1X=a'"),
         (["kubeflow.trainer_node_selector=[gpu]"], r"kubeflow.trainer_node_selector: 'gpu' is not `key=value`"),
         (["kubeflow.trainer_tolerations=[gpu:Sometimes]"], r"kubeflow.trainer_tolerations: 'gpu:Sometimes'"),
         (["kubeflow.image_pull_secrets=[Reg_Cred]"], r"kubeflow.image_pull_secrets: 'Reg_Cred'"),
@@ -720,10 +720,10 @@ def test_worker_env_merges_the_nccl_defaults_with_the_users() -> None:
         (["kubeflow.volumes=[data]"], r"kubeflow.volumes: 'data'"),
         (["kubeflow.volumes=[a:/x, b:/x]"], r"kubeflow.volumes mounts a and b both at /x"),
         (["kubeflow.volumes=[a:/dev]"], r"kubeflow.volumes mounts a at /dev, where every worker has its memory"),
-        (["kubeflow.trainer_shared_dir=/shared"], r"kubeflow.trainer_shared_dir=/shared is on no kubeflow.volumes"),
+        (["kubeflow.workers.shared_dir=/shared"], r"kubeflow.workers.shared_dir=/shared is on no kubeflow.volumes"),
         (
-            ["kubeflow.trainer_shm_size=32G"],
-            r"kubeflow.trainer_shm_size=32G is no smaller than kubeflow.trainer_memory",
+            ["kubeflow.workers.shm_size=32G"],
+            r"kubeflow.workers.shm_size=32G is no smaller than kubeflow.trainer_memory",
         ),
         (
             ["kubeflow.trainer_accelerator.type=NVIDIA_TESLA_A100", "kubeflow.trainer_accelerator.count=8"],
@@ -731,10 +731,10 @@ def test_worker_env_merges_the_nccl_defaults_with_the_users() -> None:
         ),
         (["kubeflow.namespace=Kube_Flow"], r"kubeflow.namespace=Kube_Flow: not a Kubernetes namespace name"),
         (["kubeflow.service_account=Runner"], r"kubeflow.service_account: ServiceAccount name 'Runner'"),
-        (["kubeflow.trainer_queue=A100 queue"], r"kubeflow.trainer_queue='A100 queue' is not a Kubernetes object"),
+        (["kubeflow.workers.queue=A100 queue"], r"kubeflow.workers.queue='A100 queue' is not a Kubernetes object"),
         (
-            ["kubeflow.trainer_queue=a100", "kubeflow.trainer_gang_scheduling=false"],
-            r"kubeflow.trainer_queue=a100 applies only to gang scheduling",
+            ["kubeflow.workers.queue=a100", "kubeflow.workers.gang_scheduling=false"],
+            r"kubeflow.workers.queue=a100 applies only to gang scheduling",
         ),
     ],
 )

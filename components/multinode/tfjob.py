@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from components.multinode.settings import WorkerSettings
 from components.multinode.worker_args import WORKER_ENV, WORKER_MODULE
 from foundation.errors import TfxpError
 from foundation.k8s.names import (
@@ -95,7 +96,8 @@ MAX_INDEX_DIGITS = 5
 MAX_JOB_NAME_LENGTH = MAX_LABEL_LENGTH - len(f"-{REPLICA_TYPE.lower()}-") - MAX_INDEX_DIGITS
 _HASH_LENGTH = 8
 INT32_MAX = 2**31 - 1
-# NCCL's own defaults print nothing on errors; WARN names the failing peer and transport. trainer_env overrides it.
+# NCCL's own defaults print nothing on errors; WARN names the failing peer and transport (kubeflow.workers.env
+# overrides it).
 DEFAULT_WORKER_ENV: Mapping[str, str] = MappingProxyType({"NCCL_DEBUG": "WARN"})
 # TF_CONFIG is set by the operator (tfjob_controller.go:574-585); a second one in the template would shadow or
 # duplicate it. WORKER_ENV marks the process as a worker (components.multinode.local_workers), set below on every pod.
@@ -128,7 +130,7 @@ class TFJobError(TfxpError, ValueError):
 @dataclass(frozen=True)
 class WorkerTemplate:
     """Everything the workers' pod template and the job's runPolicy need, already checked (`pipeline.kubeflow.
-    workers.worker_template` builds it from the config and names the key of anything malformed).
+    compiler.workers.worker_template` builds it from the config and names the key of anything malformed).
 
     Attributes:
         image: The tfxp image (`kubeflow.image`).
@@ -143,13 +145,9 @@ class WorkerTemplate:
         labels: Labels of the TFJob and of every worker pod.
         annotations: Annotations of every worker pod (on top of `DEFAULT_ANNOTATIONS`).
         volumes: (PersistentVolumeClaim, mount path) pairs mounted into every worker.
-        shm_size: Size of `/dev/shm` (a memory-backed emptyDir), e.g. `16Gi`.
-        env: Environment of every worker (`DEFAULT_WORKER_ENV` merged with the user's).
-        gang_scheduling: Schedule all workers together or none (`runPolicy.schedulingPolicy`).
-        queue: The gang scheduler's queue; "" for its default.
-        schedule_timeout_seconds: How long the workers may wait to be scheduled (the gang's timeout).
-        active_deadline_seconds: The longest the job may run, scheduling included.
-        backoff_limit: Restarts of the whole job (every worker) before it fails.
+        settings: The config's `kubeflow.workers` section as it is: `/dev/shm`, gang scheduling and its queue, the
+            schedule timeout, the job's deadline and restarts.
+        env: Environment of every worker: `DEFAULT_WORKER_ENV` merged with `settings.env`, parsed.
         service_account: The service account of the workers (the one storage credentials are bound to).
         ttl_seconds_after_finished: When the operator deletes a finished job nobody deleted.
     """
@@ -166,13 +164,8 @@ class WorkerTemplate:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     volumes: tuple[tuple[str, str], ...] = ()
-    shm_size: str = "16Gi"
+    settings: WorkerSettings = field(default_factory=WorkerSettings)
     env: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_WORKER_ENV))
-    gang_scheduling: bool = True
-    queue: str = ""
-    schedule_timeout_seconds: int = 1_800
-    active_deadline_seconds: int = 172_800
-    backoff_limit: int = 3
     service_account: str = "pipeline-runner"
     ttl_seconds_after_finished: int = FINISHED_JOB_TTL_SECONDS
 
@@ -201,7 +194,7 @@ def _resources(worker: WorkerTemplate) -> dict[str, str]:
 def _pod_spec(worker: WorkerTemplate) -> dict[str, Any]:
     mounts = [{"name": SHM_VOLUME, "mountPath": SHM_PATH}]
     volumes: list[dict[str, Any]] = [
-        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": worker.shm_size}}
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": worker.settings.shm_size}}
     ]
     for index, (claim, path) in enumerate(worker.volumes):
         name = f"pvc-{index}"
@@ -247,21 +240,21 @@ def _pod_spec(worker: WorkerTemplate) -> dict[str, Any]:
 def _run_policy(worker: WorkerTemplate) -> dict[str, Any]:
     policy: dict[str, Any] = {
         "cleanPodPolicy": CLEAN_POD_POLICY,
-        "backoffLimit": runpolicy_backoff_limit(worker.backoff_limit, worker.workers),
+        "backoffLimit": runpolicy_backoff_limit(worker.settings.backoff_limit, worker.workers),
         # Counted from the job's start time, scheduling included (tfjob_controller.go:393-403).
-        "activeDeadlineSeconds": worker.active_deadline_seconds,
+        "activeDeadlineSeconds": worker.settings.job_deadline_seconds,
         "ttlSecondsAfterFinished": worker.ttl_seconds_after_finished,
     }
-    if worker.gang_scheduling:
+    if worker.settings.gang_scheduling:
         # The PodGroup the operator creates when it runs with a gang scheduler (job.go:250-335; ignored without
         # one): all workers or none, so no A100 node idles holding a share of the job. `queue` is Volcano's,
         # `scheduleTimeoutSeconds` the scheduler-plugins' (job.go:280-312).
         scheduling: dict[str, Any] = {
             "minAvailable": worker.workers,
-            "scheduleTimeoutSeconds": worker.schedule_timeout_seconds,
+            "scheduleTimeoutSeconds": worker.settings.schedule_timeout_seconds,
         }
-        if worker.queue:
-            scheduling["queue"] = worker.queue
+        if worker.settings.queue:
+            scheduling["queue"] = worker.settings.queue
         policy["schedulingPolicy"] = scheduling
     return policy
 

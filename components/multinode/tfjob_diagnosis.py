@@ -173,7 +173,7 @@ def pods_rejected(
             f"Namespace {namespace} enforces the Pod Security level {security['level']} (its label "
             "pod-security.kubernetes.io/enforce) and the workers' pods break it. tfxp's worker pods meet the "
             "restricted level themselves; change the pod setting it names (what the kubeflow.* keys add: "
-            "kubeflow.volumes, kubeflow.trainer_env, ...) or run in a namespace whose level allows it "
+            "kubeflow.volumes, kubeflow.workers.env, ...) or run in a namespace whose level allows it "
             f"(`kubectl get namespace {namespace} --show-labels`)."
         )
         cause = "pod-security"

@@ -32,9 +32,9 @@ TRAINING_OPERATOR_INSTALL = (
 )
 RBAC_FILE = "pipeline.rbac.yaml"
 # The config keys (pipeline/config.py, KubeflowSection) whose values the Trainer task passes to the client.
-DEADLINE_KEY = "kubeflow.trainer_job_deadline_seconds"
-SCHEDULE_TIMEOUT_KEY = "kubeflow.trainer_schedule_timeout_seconds"
-BACKOFF_LIMIT_KEY = "kubeflow.trainer_backoff_limit"
+DEADLINE_KEY = "kubeflow.workers.job_deadline_seconds"
+SCHEDULE_TIMEOUT_KEY = "kubeflow.workers.schedule_timeout_seconds"
+BACKOFF_LIMIT_KEY = "kubeflow.workers.backoff_limit"
 # HTTP statuses worth another try while waiting: the API server restarting, overloaded or throttling.
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 

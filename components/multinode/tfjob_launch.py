@@ -5,7 +5,7 @@ Trainer task runs, it
 
 1. makes the workers' inputs and outputs reachable from every pod: `gs://` URIs are (TensorFlow opens them
    directly, `components.kfp.entrypoint` keeps them); otherwise the launcher's local copies are staged into
-   `kubeflow.trainer_shared_dir` on a volume every pod mounts, and the model is copied back afterwards;
+   `kubeflow.workers.shared_dir` on a volume every pod mounts, and the model is copied back afterwards;
 2. writes the workers' FnArgs there (`fn_args.json` in the model_run output);
 3. binds the template (a job name from the FnArgs URI, the same on a retry; owner reference to its pod; its own
    service account for the workers) and runs the job
@@ -77,7 +77,7 @@ def stage(args: WorkerFnArgs, shared_dir: str) -> tuple[WorkerFnArgs, str]:
         raise WorkersError(
             "trainer.workers > 1: the workers' pods cannot open " + ", ".join(unreachable[:3]) + " (only this "
             "task's pod has the launcher's copies); use a gs:// pipeline root (kubeflow.pipeline_root) or set "
-            "kubeflow.trainer_shared_dir to a folder on a kubeflow.volumes mount"
+            "kubeflow.workers.shared_dir to a folder on a kubeflow.volumes mount"
         )
     folder = staging_dir(shared_dir, args)
     logger.info("trainer: staging the Examples for the workers in %s", folder)

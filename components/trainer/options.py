@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from components.multinode.settings import TfJobLaunch
 from components.trainer.recipe import OptimizerOptions, ScheduleOptions
-from foundation.config_section import ConfigSection, describe_errors, registered
+from foundation.config_section import ConfigSection, describe_errors, refuse_moved_keys, registered
 from foundation.errors import TfxpError
 from foundation.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 
@@ -131,14 +131,7 @@ class TrainerOptions(ConfigSection):
     @model_validator(mode="before")
     @classmethod
     def _refuse_moved_keys(cls, values: Any) -> Any:
-        if isinstance(values, Mapping):
-            moved = [key for key in MOVED_KEYS if key in values]
-            if moved:
-                raise ValueError(
-                    "; ".join(f"`trainer.{key}` moved to `trainer.{MOVED_KEYS[key]}`" for key in moved)
-                    + ': rename it in the config file or the --set (docs/training.md, "The recipe")'
-                )
-        return values
+        return refuse_moved_keys(values, "trainer", MOVED_KEYS, 'docs/training.md, "The recipe"')
 
     @model_validator(mode="after")
     def _check_ranges(self) -> TrainerOptions:

@@ -302,9 +302,9 @@ def trainer_tfjob(config: TfxpConfig) -> TfJobLaunch | None:
         raise KubeflowCompileError(str(error)) from None
     return TfJobLaunch(
         manifest=manifest,
-        deadline_seconds=config.kubeflow.trainer_job_deadline_seconds,
-        schedule_timeout_seconds=config.kubeflow.trainer_schedule_timeout_seconds,
-        shared_dir=config.kubeflow.trainer_shared_dir,
+        deadline_seconds=config.kubeflow.workers.job_deadline_seconds,
+        schedule_timeout_seconds=config.kubeflow.workers.schedule_timeout_seconds,
+        shared_dir=config.kubeflow.workers.shared_dir,
     )
 
 

@@ -1,7 +1,7 @@
 """What a component's pod asks of Kubernetes, as plain values checked with Kubernetes' own syntax.
 
 Node labels (`key=value`), tolerations (kubectl's taint syntax), pod labels and annotations are parsed here,
-quantities (`8`, `500m`, `32Gi`), names and image references with the rules of `components.k8s`, so a typo in
+quantities (`8`, `500m`, `32Gi`), names and image references with the rules of `foundation.k8s`, so a typo in
 the config fails `tfxp compile` with the expected form instead of failing the pod.
 
 Example:

@@ -197,16 +197,16 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
 def workers_storage_problems(config: TfxpConfig, root: str) -> list[str]:
     """With `trainer.workers` > 1 the workers' pods read the Examples and write the model, backups and logs
     themselves: the artifacts must be on `gs://` (TensorFlow opens them from every pod), or the Trainer task
-    stages them into `kubeflow.trainer_shared_dir` on a volume every pod mounts
+    stages them into `kubeflow.workers.shared_dir` on a volume every pod mounts
     (`components.multinode.tfjob_launch`). The launcher's copies under /minio, /s3 are only in the task's pod."""
     workers = config.trainer.workers
-    shared = config.kubeflow.trainer_shared_dir  # on a mount: pipeline.kubeflow.compiler.workers checks it
+    shared = config.kubeflow.workers.shared_dir  # on a mount: pipeline.kubeflow.compiler.workers checks it
     if workers == 1 or scheme(root or "") in DIRECT_SCHEMES or shared:
         return []
     return [
         f"trainer.workers={workers}: the worker pods read the Examples and write the model themselves, but the "
         f"artifacts are under {root or KFP_DEFAULT_ROOT}, which only KFP's launcher copies into the Trainer task's "
-        "own pod; set kubeflow.pipeline_root to a gs:// bucket, or kubeflow.trainer_shared_dir to a folder on a "
+        "own pod; set kubeflow.pipeline_root to a gs:// bucket, or kubeflow.workers.shared_dir to a folder on a "
         "kubeflow.volumes mount (the Trainer task stages the Examples there)"
     ]
 

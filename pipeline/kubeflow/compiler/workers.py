@@ -60,13 +60,13 @@ def _parsed(key: str, entries: Iterable[str], parse: Callable[[str], T]) -> list
 def _env(entries: Sequence[str]) -> dict[str, str]:
     env = dict(DEFAULT_WORKER_ENV)
     seen: set[str] = set()
-    for name, value in _parsed("kubeflow.trainer_env", entries, parse_env_var):
+    for name, value in _parsed("kubeflow.workers.env", entries, parse_env_var):
         if name in OPERATOR_ENV:
             raise WorkersConfigError(
-                f"kubeflow.trainer_env sets {name}, which the Training Operator sets for every worker; remove it"
+                f"kubeflow.workers.env sets {name}, which the Training Operator sets for every worker; remove it"
             )
         if name in seen:
-            raise WorkersConfigError(f"kubeflow.trainer_env sets {name} twice; keep one")
+            raise WorkersConfigError(f"kubeflow.workers.env sets {name} twice; keep one")
         seen.add(name)
         env[name] = value
     return env
@@ -95,13 +95,13 @@ def _mounts(config: TfxpConfig) -> tuple[storage.VolumeMount, ...]:
         if mount.path == SHM_PATH or mount.path.startswith(f"{SHM_PATH}/") or SHM_PATH.startswith(f"{mount.path}/"):
             raise WorkersConfigError(
                 f"kubeflow.volumes mounts {mount.pvc} at {mount.path}, where every worker has its memory-backed "
-                f"{SHM_PATH} (kubeflow.trainer_shm_size); mount it elsewhere"
+                f"{SHM_PATH} (kubeflow.workers.shm_size); mount it elsewhere"
             )
-    shared = config.kubeflow.trainer_shared_dir
+    shared = config.kubeflow.workers.shared_dir
     if shared and not storage.on_volume(shared, mounts):
         where = ", ".join(mount.path for mount in mounts) or "none"
         raise WorkersConfigError(
-            f"kubeflow.trainer_shared_dir={shared} is on no kubeflow.volumes mount (mounted: {where}); the workers see "
+            f"kubeflow.workers.shared_dir={shared} is on no kubeflow.volumes mount (mounted: {where}); the workers see "
             "only those; use a folder under one, e.g. /shared/tfxp with kubeflow.volumes=[shared:/shared]"
         )
     return mounts
@@ -116,15 +116,15 @@ def _check_names(config: TfxpConfig) -> None:
     problem = name_problem("ServiceAccount", kubeflow.service_account)
     if problem:
         raise WorkersConfigError(f"kubeflow.service_account: {problem}")
-    queue = kubeflow.trainer_queue
+    queue = kubeflow.workers.queue
     if queue and not (len(queue) <= MAX_SUBDOMAIN_LENGTH and re.fullmatch(DNS1123_SUBDOMAIN, queue)):
         raise WorkersConfigError(
-            f"kubeflow.trainer_queue={queue!r} is not a Kubernetes object name (a Volcano Queue): lower-case letters, "
+            f"kubeflow.workers.queue={queue!r} is not a Kubernetes object name (a Volcano Queue): lower-case letters, "
             "digits, '-' and '.', e.g. `training`"
         )
-    if queue and not kubeflow.trainer_gang_scheduling:
+    if queue and not kubeflow.workers.gang_scheduling:
         raise WorkersConfigError(
-            f"kubeflow.trainer_queue={queue} applies only to gang scheduling, which kubeflow.trainer_gang_scheduling="
+            f"kubeflow.workers.queue={queue} applies only to gang scheduling, which kubeflow.workers.gang_scheduling="
             "false turns off; turn it on or leave the queue empty"
         )
 
@@ -143,9 +143,9 @@ def worker_template(config: TfxpConfig) -> WorkerTemplate:
         settings = pod_settings(kubeflow)
     except SpecPatchError as error:
         raise WorkersConfigError(str(error)) from None
-    if memory_bytes(kubeflow.trainer_shm_size) >= memory_bytes(kubeflow.trainer_memory):
+    if memory_bytes(kubeflow.workers.shm_size) >= memory_bytes(kubeflow.trainer_memory):
         raise WorkersConfigError(
-            f"kubeflow.trainer_shm_size={kubeflow.trainer_shm_size} is no smaller than kubeflow.trainer_memory="
+            f"kubeflow.workers.shm_size={kubeflow.workers.shm_size} is no smaller than kubeflow.trainer_memory="
             f"{kubeflow.trainer_memory}: /dev/shm is memory and counts against the worker's limit; e.g. a quarter "
             "of the memory"
         )
@@ -166,13 +166,8 @@ def worker_template(config: TfxpConfig) -> WorkerTemplate:
         labels=dict(settings.labels),
         annotations=dict(settings.annotations),
         volumes=tuple((mount.pvc, mount.path) for mount in _mounts(config)),
-        shm_size=kubeflow.trainer_shm_size,
-        env=_env(kubeflow.trainer_env),
-        gang_scheduling=kubeflow.trainer_gang_scheduling,
-        queue=kubeflow.trainer_queue,
-        schedule_timeout_seconds=kubeflow.trainer_schedule_timeout_seconds,
-        active_deadline_seconds=kubeflow.trainer_job_deadline_seconds,
-        backoff_limit=kubeflow.trainer_backoff_limit,
+        settings=kubeflow.workers,
+        env=_env(kubeflow.workers.env),
         service_account=kubeflow.service_account,
     )
 
