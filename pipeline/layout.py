@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from foundation.data import layout as data_layout
 from foundation.data.layout import DataProbe, DataSpec
-from pipeline.config import DataSection, TfxpConfig
+from pipeline.config import TfxpConfig
+from pipeline.config_sections import DataSection
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from foundation.k8s.names import check_secret_name
 from pipeline.cli import app
-from pipeline.config import KubeflowSection
+from pipeline.config_sections import KubeflowSection
 from pipeline.kubeflow.compiler.platform import apply_pod_settings, check_platform_doc, pod_settings
 from pipeline.kubeflow.compiler.pod import PodSettings, parse_pod_annotation, parse_pod_label
 from pipeline.kubeflow.compiler.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError, load_pipeline_doc

@@ -20,7 +20,7 @@ from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2
 
 from foundation.k8s.names import check_secret_name
-from pipeline.config import KubeflowSection
+from pipeline.config_sections import KubeflowSection
 from pipeline.kubeflow.compiler.pod import PodSettings, parse_pod_annotation, parse_pod_label
 from pipeline.kubeflow.compiler.spec import KUBERNETES_PLATFORM, PipelineDoc, SpecPatchError
 
