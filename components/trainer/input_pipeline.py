@@ -40,13 +40,9 @@ from components.trainer.augment import (
     check_augmentations,
 )
 from foundation.contract import IMAGE_KEY, LABEL_KEY
-from foundation.preprocessing import (
-    PreprocessingSpec,
-    check_image_formats,
-    decode_image,
-    decode_pixels,
-    pixels_to_input,
-)
+from foundation.image_checks import check_image_formats
+from foundation.preprocessing import decode_image, decode_pixels, pixels_to_input
+from foundation.preprocessing_spec import PreprocessingSpec
 
 _FEATURES = {
     IMAGE_KEY: tf.io.FixedLenFeature([], tf.string),
