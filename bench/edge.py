@@ -86,7 +86,7 @@ def train_digits(data: Path, workdir: Path, overrides: list[str]) -> tuple[Path,
 def export_mobilenet(workdir: Path) -> Path:
     from components.trainer.export import export_saved_model
     from components.trainer.models import ModelSpec, build_model, registered_models
-    from foundation.preprocessing import PreprocessingSpec
+    from foundation.preprocessing_spec import PreprocessingSpec
 
     if "mobilenet_v2" not in registered_models():
         raise LookupError(f"mobilenet_v2 is not in the trainer's model registry ({registered_models()})")

@@ -91,7 +91,8 @@ def ceiling_runner(encoded: list[bytes], image_size: int, channels: int, images:
     """(a): decode+resize `images` in-memory images on one thread per core; returns seconds."""
     import tensorflow as tf
 
-    from foundation.preprocessing import PreprocessingSpec, decode_pixels, pixels_to_input
+    from foundation.preprocessing import decode_pixels, pixels_to_input
+    from foundation.preprocessing_spec import PreprocessingSpec
 
     spec = PreprocessingSpec(image_size, channels)
     threads = os.cpu_count() or 1
@@ -129,7 +130,7 @@ def naive_dataset(pattern: str, image_size: int, channels: int) -> Any:
     import tensorflow as tf
 
     from components.trainer.input_pipeline import list_files, parse_example
-    from foundation.preprocessing import PreprocessingSpec
+    from foundation.preprocessing_spec import PreprocessingSpec
 
     spec = PreprocessingSpec(image_size, channels)
     dataset = tf.data.TFRecordDataset(list_files(pattern), compression_type="GZIP").repeat()

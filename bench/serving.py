@@ -81,7 +81,7 @@ def export(name: str, base: Path, image_size: int, channels: int, num_classes: i
     """An untrained `name` model as version 1 under `base`, exported as the Trainer exports (the model contract)."""
     from components.trainer.export import export_saved_model
     from components.trainer.models import ModelSpec, build_model
-    from foundation.preprocessing import PreprocessingSpec
+    from foundation.preprocessing_spec import PreprocessingSpec
 
     model = build_model(name, ModelSpec(image_size, channels, num_classes, width))
     version_dir = base / "1"

@@ -66,7 +66,7 @@ def export_source(workdir: Path) -> Path:
     """The digits model of configs/default.yaml (untrained: serving cost only), exported as the Trainer does."""
     from components.trainer.export import export_saved_model
     from components.trainer.models import ModelSpec, build_model
-    from foundation.preprocessing import PreprocessingSpec
+    from foundation.preprocessing_spec import PreprocessingSpec
 
     source = workdir / "source"
     model = build_model("small_resnet", ModelSpec(image_size=16, channels=1, num_classes=10, width=16))

@@ -30,7 +30,7 @@ import numpy as np
 
 from edge.errors import EdgeError
 from foundation.contract import LABELS_FILE, write_label_map
-from foundation.preprocessing import PreprocessingSpec, central_square
+from foundation.preprocessing_spec import PreprocessingSpec, central_square
 
 GUEST = Path(__file__).with_name("mediapipe_guest.py")
 MEDIAPIPE_VENV = Path(__file__).resolve().parents[1] / ".venv-mediapipe"
@@ -146,7 +146,7 @@ def read_metadata(tflite: bytes) -> dict[str, Any]:
 def central_square_roi(height: int, width: int, fraction: float, image_size: int) -> tuple[float, float, float, float]:
     """MediaPipe's region of interest for a height × width frame: (left, top, right, bottom) in [0, 1].
 
-    It covers the square the serving signatures keep (`foundation.preprocessing.central_square`: side
+    It covers the square the serving signatures keep (`foundation.preprocessing_spec.central_square`: side
     ⌊fraction · min(h, w)⌋ at the centre), so that MediaPipe, which crops the region and resizes it to the
     `image_size` model input, feeds the model what TF Serving feeds the SavedModel. An app computes it once per
     camera resolution and passes it as `ImageProcessingOptions(region_of_interest=RectF(...))`.

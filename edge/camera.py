@@ -3,7 +3,7 @@
 `camera_function` wraps the SavedModel's `serving_preprocessed` signature (float32 images in [0, 1] with the
 model's channels → probabilities) in a `tf.function` that takes frames and does in the graph what serving does
 before it: scale to [0, 1] and, for one-channel models, ITU-R 601 luma (the trainer's weights,
-`foundation.preprocessing.LUMA_WEIGHTS`). It is converted to TFLite as it is; the SavedModel keeps its
+`foundation.preprocessing_spec.LUMA_WEIGHTS`). It is converted to TFLite as it is; the SavedModel keeps its
 signatures. Frames are not resized in the graph: apps' classifiers (MediaPipe's ImageClassifier) resize to the
 input size themselves, and `edge.data` resizes the eval frames to it the same way (bilinear).
 
@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from edge.errors import EdgeError
 from foundation.contract import OUTPUT_PROBABILITIES, SAVED_MODEL_FILE, SIGNATURE_PREPROCESSED
-from foundation.preprocessing import LUMA_WEIGHTS, PreprocessingSpec
+from foundation.preprocessing_spec import LUMA_WEIGHTS, PreprocessingSpec
 
 FRAME_INPUT = "image"
 FRAME_CHANNELS = 3

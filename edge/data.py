@@ -26,7 +26,8 @@ from foundation.contract import EDGE_METADATA_FILE, IMAGE_KEY, LABEL_KEY
 from foundation.data.errors import DataError
 from foundation.data.layout import DataSpec, read_directory
 from foundation.data.probe import FileProbe, glob_files
-from foundation.preprocessing import PreprocessingSpec, center_crop, preprocess_image_bytes
+from foundation.preprocessing import center_crop, preprocess_image_bytes
+from foundation.preprocessing_spec import PreprocessingSpec
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BATCH = 64

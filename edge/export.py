@@ -52,7 +52,7 @@ from foundation.contract import (
     read_label_map,
     write_label_map,
 )
-from foundation.preprocessing import PreprocessingSpec
+from foundation.preprocessing_spec import PreprocessingSpec
 from foundation.publish import find_published, list_versions, next_version, publish_version
 
 EDGE_FILES = (EDGE_MODEL_FILE, LABELS_FILE, EDGE_METADATA_FILE)

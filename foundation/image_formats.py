@@ -1,6 +1,6 @@
 """Which encoded image formats the model contract accepts, and recognising a format from its first bytes.
 
-The served model (`foundation.preprocessing`) and `tfxp data from-folder` (`components.data.images`)
+The served model (`foundation.image_checks`) and `tfxp data from-folder` (`components.data.images`)
 both decide with the tables here; the model evaluates them in-graph on the same first `HEADER_BYTES` bytes, so a
 client gets the same verdict from TF Serving, `tfxp serve` and this module. Plain Python: importing it loads
 neither TensorFlow nor Pillow.
@@ -202,7 +202,7 @@ def jpeg_dimensions(data: bytes) -> tuple[int, int] | str | None:
 
 def image_dimensions(data: bytes) -> tuple[int, int] | None:
     """(width, height) an accepted image's header declares, read without decoding; None for other data or a
-    header cut short. The model reads the same fields in-graph (`foundation.preprocessing`)."""
+    header cut short. The model reads the same fields in-graph (`foundation.image_checks`)."""
     name, head = detect_image_format(data), header(data)
     if name == "PNG":
         if head[12:16] != b"IHDR":

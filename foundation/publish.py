@@ -255,6 +255,26 @@ def publish_version(
     existing = find_published(root, identity, required_file=last_file)
     if existing is not None:
         return existing
+    version, target = _version_target(root, version)
+    record = json.dumps({**(record_extra or {}), "identity": identity, "version": version}) + "\n"
+    # A dot-name, never a version: a copy that fails leaves no version behind.
+    staging = f"{root}/{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
+    try:
+        _stage(source, files, staging)
+        paths.write_text(f"{staging}/{PUSH_RECORD}", record)
+        _move_into_place(staging, target, files, last_file)
+    finally:
+        _remove_tree(staging)
+    return target
+
+
+def _version_target(root: str, version: int | None) -> tuple[int, str]:
+    """(the version to create, `<root>/<version>`): `version`, else `next_version` over the existing names.
+
+    Raises:
+        FileExistsError: the version exists already.
+        ValueError: `root` holds the largest version int64 holds.
+    """
     if version is None:
         try:
             version = next_version(paths.list_dir(root) if paths.is_dir(root) else [])
@@ -263,23 +283,19 @@ def publish_version(
     target = f"{root}/{version}"
     if paths.exists(target):
         raise FileExistsError(f"push target {target} exists already; versions are never overwritten")
-    record = json.dumps({**(record_extra or {}), "identity": identity, "version": version}) + "\n"
-    # A dot-name, never a version: a copy that fails leaves no version behind.
-    staging = f"{root}/{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
-    try:
-        _stage(source, files, staging)
-        paths.write_text(f"{staging}/{PUSH_RECORD}", record)
-        if is_remote(root):
-            # No atomic rename on buckets: each file on its own, the record then `last_file` last, so a version
-            # with `last_file` has every file and its record.
-            order = [name for name in files if name != last_file] + [PUSH_RECORD]
-            for name in order + ([last_file] if last_file is not None else []):
-                _rename(f"{staging}/{name}", f"{target}/{name}")
-        else:
-            os.rename(staging, target)  # atomic within one file system
-    finally:
-        _remove_tree(staging)
-    return target
+    return version, target
+
+
+def _move_into_place(staging: str, target: str, files: list[str], last_file: str | None) -> None:
+    """Moves the staged version to `target`: in one rename locally, file by file on a bucket."""
+    if is_remote(target):
+        # No atomic rename on buckets: each file on its own, the record then `last_file` last, so a version
+        # with `last_file` has every file and its record.
+        order = [name for name in files if name != last_file] + [PUSH_RECORD]
+        for name in order + ([last_file] if last_file is not None else []):
+            _rename(f"{staging}/{name}", f"{target}/{name}")
+    else:
+        os.rename(staging, target)  # atomic within one file system
 
 
 def _stage(source: str, files: list[str], staging: str) -> None:

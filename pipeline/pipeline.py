@@ -172,30 +172,11 @@ def create_components(config: TfxpConfig, layout: OutputLayout, tfjob: TfJobLaun
         examples=example_gen.outputs["examples"], stats_options=statistics_options()
     )
     schema_gen = _schema_component(config, statistics_gen.outputs["statistics"])
-    example_validator = StrictExampleValidator(
-        statistics=statistics_gen.outputs["statistics"],
-        schema=schema_gen.outputs["schema"],
-        examples=example_gen.outputs["examples"],
-        labels_path=config.data.labels_path,
-        label_offset=config.data.first_label,
-        drift=drift_run(config, layout),
-    ).with_id("ExampleValidator")
-    trainer = tfx.components.Trainer(
-        run_fn=TRAINER_RUN_FN,
-        examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=config.trainer.eval_steps or None),
-        custom_config=trainer_custom_config(config, tfjob),
-    )
+    example_validator = _example_validator(config, layout, example_gen, statistics_gen, schema_gen)
+    trainer = _trainer(config, example_gen, schema_gen, tfjob)
     # Training must not start on data that failed validation: make the order explicit.
     trainer.add_upstream_node(example_validator)
-    # What TF Serving serves is the baseline; `evaluator.baseline: none` compares with nothing.
-    served_baseline = None
-    if config.evaluator.baseline == "served":
-        served_baseline = ServedBaseline(base_path=layout.serving_base, labels_path=config.data.labels_path).with_id(
-            SERVED_BASELINE_ID
-        )
+    served_baseline = _served_baseline(config, layout)
     evaluator = BaselineEvaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
@@ -220,18 +201,58 @@ def create_components(config: TfxpConfig, layout: OutputLayout, tfjob: TfJobLaun
         pusher,
     ]
     if config.edge.enabled:
-        components.append(
-            EdgeExporter(
-                model=trainer.outputs["model"],
-                examples=example_gen.outputs["examples"],
-                model_blessing=evaluator.outputs["blessing"],
-                push_base=layout.edge_base,
-                options=config.edge,
-                label_offset=config.data.first_label,
-            ).with_id("EdgeExporter")
-        )
+        components.append(_edge_exporter(config, layout, example_gen, trainer, evaluator))
     components.append(_run_report(config, components))
     return components
+
+
+def _example_validator(
+    config: TfxpConfig, layout: OutputLayout, example_gen: Any, statistics_gen: Any, schema_gen: Any
+) -> StrictExampleValidator:
+    """The ExampleValidator: anomalies against the schema, the label map's classes and the drift checks."""
+    return StrictExampleValidator(
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_gen.outputs["schema"],
+        examples=example_gen.outputs["examples"],
+        labels_path=config.data.labels_path,
+        label_offset=config.data.first_label,
+        drift=drift_run(config, layout),
+    ).with_id("ExampleValidator")
+
+
+def _trainer(config: TfxpConfig, example_gen: Any, schema_gen: Any, tfjob: TfJobLaunch | None) -> Any:
+    """The Trainer: `TRAINER_RUN_FN` on the examples, with `trainer_custom_config`."""
+    return tfx.components.Trainer(
+        run_fn=TRAINER_RUN_FN,
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=config.trainer.eval_steps or None),
+        custom_config=trainer_custom_config(config, tfjob),
+    )
+
+
+def _served_baseline(config: TfxpConfig, layout: OutputLayout) -> ServedBaseline | None:
+    """What TF Serving serves is the baseline; `evaluator.baseline: none` compares with nothing (None)."""
+    if config.evaluator.baseline != "served":
+        return None
+    return ServedBaseline(base_path=layout.serving_base, labels_path=config.data.labels_path).with_id(
+        SERVED_BASELINE_ID
+    )
+
+
+def _edge_exporter(
+    config: TfxpConfig, layout: OutputLayout, example_gen: Any, trainer: Any, evaluator: Any
+) -> EdgeExporter:
+    """The EdgeExporter (`edge.enabled`): the blessed model converted for devices, published under the edge base."""
+    return EdgeExporter(
+        model=trainer.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_base=layout.edge_base,
+        options=config.edge,
+        label_offset=config.data.first_label,
+    ).with_id("EdgeExporter")
 
 
 def report_config_json(config: TfxpConfig) -> str:

@@ -21,7 +21,8 @@ import tf_keras as keras
 
 from components.trainer.export import export_saved_model
 from foundation.contract import IMAGE_KEY
-from foundation.preprocessing import PreprocessingSpec, preprocess_image_bytes
+from foundation.preprocessing import preprocess_image_bytes
+from foundation.preprocessing_spec import PreprocessingSpec
 
 
 def tiny_classifier(image_size: int, channels: int, num_classes: int, seed: int = 0) -> keras.Model:

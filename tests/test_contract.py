@@ -106,7 +106,8 @@ def test_written_label_maps_read_back_and_bad_names_are_refused(tmp_path: Path) 
 
 def test_importing_the_contract_paths_and_versions_modules_loads_no_ml_framework() -> None:
     code = (
-        "import sys, foundation.contract, foundation.publish, foundation.paths, components.baseline.served; "
+        "import sys, foundation.contract, foundation.publish, foundation.paths, components.baseline.served, "
+        "foundation.preprocessing_spec, foundation.data.class_match, foundation.data.layout; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'tfx', 'keras', 'tf_keras'}))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

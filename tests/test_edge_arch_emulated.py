@@ -23,7 +23,7 @@ from edge.cores import CORES
 from edge.data import LabeledImages, load_split
 from edge.options import EdgeOptions
 from edge.quantize import convert
-from foundation.preprocessing import PreprocessingSpec
+from foundation.preprocessing_spec import PreprocessingSpec
 
 pytestmark = [
     pytest.mark.arm,

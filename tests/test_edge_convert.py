@@ -215,7 +215,7 @@ def test_a_three_channel_model_gets_the_rgb_frames_scaled_and_not_grayed(tmp_pat
     import tf_keras as keras
 
     from components.trainer.export import export_saved_model
-    from foundation.preprocessing import PreprocessingSpec
+    from foundation.preprocessing_spec import PreprocessingSpec
 
     spec = PreprocessingSpec(image_size=8, channels=3)
     keras.utils.set_random_seed(0)

@@ -22,7 +22,7 @@ from components.trainer.export import export_saved_model
 from edge.app_client import MEDIAPIPE_VENV, PYTHON_ENV
 from edge.data import example_files, load_split
 from edge.errors import EdgeError
-from foundation.preprocessing import PreprocessingSpec
+from foundation.preprocessing_spec import PreprocessingSpec
 
 LABELS = ["top", "bottom", "left", "right"]
 MEDIAPIPE_PYTHON = Path(os.environ.get(PYTHON_ENV) or MEDIAPIPE_VENV / "bin" / "python")

@@ -32,8 +32,10 @@ from components.data.from_folder import convert_folder
 from components.data.images import upright_image_bytes
 from foundation.contract import IMAGE_KEY, LABEL_KEY
 from foundation.data.tfrecords import iter_examples
+from foundation.image_checks import image_format_errors
 from foundation.image_formats import ACCEPTED_TEXT, detect_image_format, served_format_error
-from foundation.preprocessing import PreprocessingSpec, decode_image, image_format_errors
+from foundation.preprocessing import decode_image
+from foundation.preprocessing_spec import PreprocessingSpec
 from pipeline.cli import app
 from serving.errors import readable_message
 from serving.manager import ModelConfig

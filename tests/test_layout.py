@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from foundation.data.class_match import infer_label_offset
 from foundation.data.errors import DataError
-from foundation.data.layout import detect_layout, infer_label_offset
+from foundation.data.layout import detect_layout
 from foundation.data.probe import LabelEvidence, Listing
 from foundation.paths import is_remote
 from pipeline.config import TfxpConfig, build_config

@@ -598,8 +598,8 @@ def test_the_graph_and_python_read_the_same_declared_size(
 ) -> None:
     import tensorflow as tf
 
+    from foundation.image_checks import image_size_errors
     from foundation.image_formats import image_dimensions, oversized_error
-    from foundation.preprocessing import image_size_errors
 
     bomb = header_bomb(format_name, width, height)
     cut = bomb[: max(2, len(bomb) - len(tail))] + tail  # now and then a truncated or altered tail

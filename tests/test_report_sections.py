@@ -308,7 +308,7 @@ def test_numbers_are_written_plainly(value: Any, expected: str) -> None:
 
 
 def test_class_names_in_label_order_sort_numerically_only_when_ascii_digits() -> None:
-    from components.report.model_sections import _label_order
+    from components.report.data_section import _label_order
 
     assert _label_order(["10", "2", "1"]) == ["1", "2", "10"]
     assert _label_order(["²", "1"]) == ["²", "1"]  # "²".isdigit(), but no number: kept as the label map has it

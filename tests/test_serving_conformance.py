@@ -39,7 +39,7 @@ from tensorflow_serving.apis import (
 )
 
 from components.trainer.export import export_saved_model
-from foundation.preprocessing import PreprocessingSpec
+from foundation.preprocessing_spec import PreprocessingSpec
 from foundation.publish import publish_version
 from serving.batching import BatchingOptions
 from serving.client import GrpcClient, RestClient

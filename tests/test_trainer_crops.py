@@ -18,13 +18,8 @@ from test_edge_data import needs_mediapipe
 from components.trainer.augment import AugmentParams, augment_batch, augment_pixels
 from components.trainer.export import export_saved_model
 from components.trainer.input_pipeline import InputOptions, make_dataset
-from foundation.preprocessing import (
-    PreprocessingSpec,
-    center_crop,
-    central_square,
-    pixels_to_input,
-    preprocess_image_bytes,
-)
+from foundation.preprocessing import center_crop, pixels_to_input, preprocess_image_bytes
+from foundation.preprocessing_spec import PreprocessingSpec, central_square
 
 SEEDS = 200
 

@@ -11,7 +11,7 @@ import tf_keras as keras
 from components.trainer.export import export_saved_model
 from foundation.contract import EVAL_LABEL_KEY, SIGNATURE_EVAL_LABELS
 from foundation.data.tfrecords import make_example
-from foundation.preprocessing import PreprocessingSpec
+from foundation.preprocessing_spec import PreprocessingSpec
 
 
 def test_eval_labels_subtract_the_label_offset(tmp_path: Path) -> None:

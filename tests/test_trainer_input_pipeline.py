@@ -13,7 +13,8 @@ from PIL import Image
 from components.trainer import input_pipeline
 from components.trainer.augment import augment_batch, augment_on_batches, augment_pixels
 from components.trainer.input_pipeline import InputOptions, make_dataset
-from foundation.preprocessing import PreprocessingSpec, pixels_to_input
+from foundation.preprocessing import pixels_to_input
+from foundation.preprocessing_spec import PreprocessingSpec
 
 NUM_EXAMPLES = 20
 

@@ -9,13 +9,9 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from foundation.preprocessing import (
-    PreprocessingSpec,
-    decode_image,
-    decode_pixels,
-    image_size_errors,
-    preprocess_image_bytes,
-)
+from foundation.image_checks import image_size_errors
+from foundation.preprocessing import decode_image, decode_pixels, preprocess_image_bytes
+from foundation.preprocessing_spec import PreprocessingSpec
 
 
 def _encode(pixels: np.ndarray, image_format: str) -> bytes:
@@ -159,8 +155,8 @@ def _graph_errors(images: list[bytes], limit: int = LIMIT) -> list[str]:
 def test_an_animated_gif_bomb_is_refused_by_python_and_by_the_graph_alike() -> None:
     from image_bombs import gif_bomb
 
+    from foundation.image_checks import check_image_formats
     from foundation.image_formats import image_pixels, oversized_error
-    from foundation.preprocessing import check_image_formats
 
     bomb = gif_bomb()  # 200 frames of 3000 x 3000: 1.5 MB, 1.75 GB in DecodeImage
     expected = (

@@ -14,7 +14,8 @@ import tensorflow as tf
 from components.trainer.options import TrainerConfigError
 from components.trainer.run_fn import run_fn
 from foundation.contract import IMAGE_KEY, LABEL_KEY, LabelMapError
-from foundation.preprocessing import PreprocessingSpec, preprocess_image_bytes
+from foundation.preprocessing import preprocess_image_bytes
+from foundation.preprocessing_spec import PreprocessingSpec
 
 TINY_TRAINER = {
     "image_size": 8,

@@ -10,7 +10,7 @@ import pytest
 from components.trainer.export import export_saved_model
 from components.trainer.models import ModelSpec, build_model
 from components.trainer.warm_start import warm_start, warm_start_from_served
-from foundation.preprocessing import PreprocessingSpec
+from foundation.preprocessing_spec import PreprocessingSpec
 
 LABELS = ["cat", "dog", "fox"]
 SPEC = ModelSpec(image_size=8, channels=1, num_classes=3, width=4)

@@ -19,7 +19,7 @@ from tfx_bsl.coders import example_coder
 from components.validation.data_checks import names_classes, read_class_evidence, statistics_options
 from components.validation.label_map_schema import tighten_schema
 from components.validation.strict_example_validator import DataValidationError, StrictExampleValidatorExecutor
-from foundation.data.layout import class_problems
+from foundation.data.class_match import class_problems
 from foundation.data.probe import LabelEvidence
 
 DIGITS = [str(digit) for digit in range(10)]

@@ -288,26 +288,64 @@ def write_dataset(
     Raises:
         DataError: bad `out` or `eval_fraction`, fewer than two classes, or an empty split.
     """
+    _check_arguments(eval_fraction, corrupt_train_labels, shards, label_names)
+    names = tuple(label_names)
+    split_indices = _split_indices(records, eval_fraction, seed)
+    if corrupt_train_labels:
+        records = _corrupt_train(records, split_indices["train"], corrupt_train_labels, len(names), seed)
+        provenance = {**(provenance or {}), "corrupt_train_labels": corrupt_train_labels}
+    with staged_output(out, overwrite) as stage:
+        counts, shard_counts = _write_splits(stage, records, split_indices, names, shards, workers)
+        if write_labels:
+            write_label_map(stage / LABELS_FILE, names)
+        summary = DatasetSummary(out, names, counts, shard_counts, tuple(skipped), tuple(reencoded))
+        _write_manifest(stage, summary, provenance, eval_fraction, seed)
+    return summary
+
+
+def _check_arguments(
+    eval_fraction: float, corrupt_train_labels: float, shards: int | None, label_names: Sequence[str]
+) -> None:
+    """Raises DataError for a `write_dataset` argument out of range, or fewer than two classes."""
     check_eval_fraction(eval_fraction)
     check_corrupt_fraction(corrupt_train_labels)
     if shards is not None and shards < 1:
         raise DataError(f"--shards must be at least 1, got {shards}")
     if len(label_names) < 2:
         raise DataError(f"a classifier needs at least two classes, got {len(label_names)} ({', '.join(label_names)})")
+
+
+def _split_indices(records: Sequence[Record], eval_fraction: float, seed: int) -> dict[str, list[int]]:
+    """`stratified_split` of the records; raises DataError when the eval split would be empty."""
     split_indices = stratified_split([record.label for record in records], eval_fraction, seed)
     if not split_indices["eval"]:
         raise DataError(
             f"the eval split would be empty: every class has a single example ({len(records)} examples in all); "
             "add images so each class has at least two"
         )
-    names = tuple(label_names)
-    if corrupt_train_labels:
-        train = split_indices["train"]
-        wrong = corrupt_labels([records[index].label for index in train], corrupt_train_labels, len(names), seed)
-        records = list(records)
-        for index, label in zip(train, wrong, strict=True):
-            records[index] = replace(records[index], label=label)
-        provenance = {**(provenance or {}), "corrupt_train_labels": corrupt_train_labels}
+    return split_indices
+
+
+def _corrupt_train(
+    records: Sequence[Record], train: Sequence[int], fraction: float, classes: int, seed: int
+) -> list[Record]:
+    """The records with `fraction` of the train examples (`train`, their indices) given a wrong label."""
+    wrong = corrupt_labels([records[index].label for index in train], fraction, classes, seed)
+    corrupted = list(records)
+    for index, label in zip(train, wrong, strict=True):
+        corrupted[index] = replace(corrupted[index], label=label)
+    return corrupted
+
+
+def _write_splits(
+    stage: Path,
+    records: Sequence[Record],
+    split_indices: Mapping[str, Sequence[int]],
+    names: tuple[str, ...],
+    shards: int | None,
+    workers: int,
+) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Writes each split's shards into `stage`: (split → class → examples, split → shards written)."""
 
     def serialize(record: Record) -> bytes:
         # Proto maps serialize in hash order unless asked not to; same input must give the same bytes.
@@ -315,24 +353,26 @@ def write_dataset(
 
     counts: dict[str, dict[str, int]] = {}
     shard_counts: dict[str, int] = {}
-    with staged_output(out, overwrite) as stage:
-        for split, indices in split_indices.items():
-            split_records = [records[index] for index in indices]
-            wanted = shards if shards is not None else auto_shards(split_records)
-            shard_counts[split] = len(write_shards(stage / split, split_records, wanted, serialize, workers))
-            counts[split] = {name: 0 for name in names}
-            for record in split_records:
-                counts[split][names[record.label]] += 1
-        if write_labels:
-            write_label_map(stage / LABELS_FILE, names)
-        summary = DatasetSummary(out, names, counts, shard_counts, tuple(skipped), tuple(reencoded))
-        manifest = {
-            "format": f"tfxp image tf.Examples: {IMAGE_KEY}, {LABEL_KEY}, {TEXT_KEY}",
-            **(provenance or {}),
-            "eval_fraction": eval_fraction,
-            "seed": seed,
-            **summary.to_dict(),
-        }
-        manifest.pop("path")
-        (stage / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-    return summary
+    for split, indices in split_indices.items():
+        split_records = [records[index] for index in indices]
+        wanted = shards if shards is not None else auto_shards(split_records)
+        shard_counts[split] = len(write_shards(stage / split, split_records, wanted, serialize, workers))
+        counts[split] = {name: 0 for name in names}
+        for record in split_records:
+            counts[split][names[record.label]] += 1
+    return counts, shard_counts
+
+
+def _write_manifest(
+    stage: Path, summary: DatasetSummary, provenance: Mapping[str, Any] | None, eval_fraction: float, seed: int
+) -> None:
+    """Writes the manifest (`MANIFEST_FILE`) that marks `stage` as a data set `tfxp data` wrote."""
+    manifest = {
+        "format": f"tfxp image tf.Examples: {IMAGE_KEY}, {LABEL_KEY}, {TEXT_KEY}",
+        **(provenance or {}),
+        "eval_fraction": eval_fraction,
+        "seed": seed,
+        **summary.to_dict(),
+    }
+    manifest.pop("path")
+    (stage / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
+from typing import NamedTuple
 
 from components.data.dataset import DatasetSummary, Record, check_eval_fraction, check_output, write_dataset
 from foundation.data.errors import DataError
@@ -84,7 +85,9 @@ def scan_folder(src: Path) -> tuple[list[str], list[tuple[Path, int]]]:
             empty.append(class_dir.name)
         files.extend((path, label) for path in found)
     if empty:
-        raise DataError(f"class folders without any files in {src}: {', '.join(empty)}; add images or remove these folders")
+        raise DataError(
+            f"class folders without any files in {src}: {', '.join(empty)}; add images or remove these folders"
+        )
     return [path.name for path in class_dirs], files
 
 
@@ -117,8 +120,8 @@ def convert_folder(
 
     Args:
         src: The image tree; subfolder names are the class names.
-        out: Output directory; new or empty unless `overwrite` (which replaces only a data set
-            `tfxp data` wrote there earlier). Must not lie inside `src`.
+        out: Output directory; new or empty unless `overwrite` (which replaces only a data set `tfxp data` wrote
+            there earlier). Must not lie inside `src`.
         eval_fraction: Share of each class that goes to eval (deterministic per class).
         shards: TFRecord files per split; None = about 128 MiB each.
         overwrite: Replace an earlier `tfxp data` output in `out`.
@@ -134,13 +137,34 @@ def convert_folder(
         Counts per split and class, shard counts, skipped and re-encoded files.
 
     Raises:
-        DataError: empty source, one class, a class without images, unreadable images (unless
-            `skip_bad`), files that are not accepted images (with `strict`), a bad `out`, or a bad
-            `eval_fraction`.
+        DataError: empty source, one class, a class without images, unreadable images (unless `skip_bad`), files
+            that are not accepted images (with `strict`), a bad `out`, or a bad `eval_fraction`.
 
     Example:
         convert_folder(Path("flowers"), Path("data/flowers"), eval_fraction=0.1)
     """
+    _check_arguments(src, out, eval_fraction, overwrite, span)  # fail before the expensive part
+    workers = workers or os.cpu_count() or 1
+    source = _read_source(src, out, span, workers, executor, skip_bad=skip_bad, strict=strict)
+    return write_dataset(
+        out if span is None else prepare_span(out, span, source.label_names, overwrite),
+        source.records,
+        source.label_names,
+        eval_fraction=eval_fraction,
+        shards=shards,
+        overwrite=overwrite,
+        seed=seed,
+        workers=workers,
+        provenance={"source": str(src.resolve()), **({"span": span} if span is not None else {})},
+        skipped=source.skipped,
+        reencoded=source.reencoded,
+        write_labels=span is None,
+    )
+
+
+def _check_arguments(src: Path, out: Path, eval_fraction: float, overwrite: bool, span: int | None) -> None:
+    """Raises DataError for a bad `eval_fraction`, an `out` inside `src`, or an `out` (or span folder) that
+    `write_dataset` would refuse: checked before the images are."""
     check_eval_fraction(eval_fraction)
     src_resolved, out_resolved = src.resolve(), out.resolve()
     if out_resolved == src_resolved or src_resolved in out_resolved.parents:
@@ -148,16 +172,34 @@ def convert_folder(
             f"--out {out} lies inside the source folder {src}; its train/ and eval/ would be read as classes "
             "next time: choose an output directory outside SRC"
         )
-    # Fail before the expensive part.
     if span is None:
         check_output(out, overwrite)
     else:
         check_span_root(out)
         check_output(out / span_dir_name(span), overwrite)
+
+
+class _Source(NamedTuple):
+    """The examples read from a source folder (`_read_source`)."""
+
+    label_names: list[str]
+    records: list[Record]
+    skipped: list[tuple[str, str]]
+    reencoded: list[str]
+
+
+def _read_source(
+    src: Path, out: Path, span: int | None, workers: int, executor: str, *, skip_bad: bool, strict: bool
+) -> _Source:
+    """The classes of `src` and the records of its images, checked (`check_images`, `sort_checks`).
+
+    Raises:
+        DataError: see `scan_folder` and `sort_checks`; classes that do not match the span's label map, or a
+            class left without images once the bad files are skipped.
+    """
     label_names, files = scan_folder(src)
     if span is not None:
         check_span_labels(out, label_names)
-    workers = workers or os.cpu_count() or 1
     checks = check_images([path for path, _ in files], workers, executor)
     records, skipped, reencoded = sort_checks(src, files, checks, skip_bad=skip_bad, strict=strict)
     left = {record.label for record in records}
@@ -167,21 +209,7 @@ def convert_folder(
             f"after skipping files, these classes in {src} have no images left: {', '.join(emptied)}; skipped: "
             f"{_listing([(path, reason) for path, reason in skipped if path.split('/')[0] in emptied])}"
         )
-    target = out if span is None else prepare_span(out, span, label_names, overwrite)
-    return write_dataset(
-        target,
-        records,
-        label_names,
-        eval_fraction=eval_fraction,
-        shards=shards,
-        overwrite=overwrite,
-        seed=seed,
-        workers=workers,
-        provenance={"source": str(src_resolved), **({"span": span} if span is not None else {})},
-        skipped=skipped,
-        reencoded=reencoded,
-        write_labels=span is None,
-    )
+    return _Source(label_names, records, skipped, reencoded)
 
 
 def _listing(items: list[tuple[str, str]]) -> str:

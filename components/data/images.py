@@ -75,7 +75,9 @@ def check_image(path: str) -> ImageCheck:
         if name == UNKNOWN:
             name = _pillow_format(path)
             if name == UNKNOWN and Path(path).suffix.lower() in IMAGE_SUFFIXES:  # named as an image: a broken one
-                return ImageCheck(path, error=f"not a {Path(path).suffix.lower()[1:].upper()} image: unrecognised content")
+                return ImageCheck(
+                    path, error=f"not a {Path(path).suffix.lower()[1:].upper()} image: unrecognised content"
+                )
         if name not in ACCEPTED_FORMATS:
             return ImageCheck(path, unsupported=unsupported_reason(name))
         with Image.open(path) as image:

@@ -19,6 +19,7 @@ from components.kfp.launcher_paths import opens_directly
 from components.notify.notice import (
     FinalStatus,
     FinalStatusError,
+    RunOutcome,
     blessing_verdict,
     notice_payload,
     parse_final_status,
@@ -26,7 +27,7 @@ from components.notify.notice import (
     pushed_version_of,
     run_outcome,
 )
-from components.notify.run_record import RUN_RECORDS_DIR, read_run_record
+from components.notify.run_record import RUN_RECORDS_DIR, RunRecord, read_run_record
 from foundation.contract import SAVED_MODEL_FILE
 from foundation.publish import push_records
 
@@ -67,6 +68,62 @@ def _blessed(pipeline_root: str, pipeline_name: str, run_id: str) -> bool | None
     return blessing_verdict(markers)
 
 
+def _final_status(final_status: Any) -> FinalStatus:
+    """The DAG's final status; an UNKNOWN one (logged) when KFP's value cannot be read."""
+    try:
+        return parse_final_status(_as_json_value(final_status))
+    except FinalStatusError as error:
+        logger.warning("run notice: %s", error)
+        return FinalStatus(state="UNKNOWN", error_message=str(error))
+
+
+def _find_run_record(serving_base: str, run_id: str, run_name: str) -> tuple[RunRecord | None, str]:
+    """(the run's record, why it could not be read: "" when it could or there is none)."""
+    record = None
+    unreadable = ""
+    records = posixpath.join(serving_base, RUN_RECORDS_DIR) if serving_base else ""
+    # The RunReport files the record under the run id; a task that stopped the run (a drift stop) under the run's
+    # folder name, which is the job's name on Vertex AI (`run_record.run_key_of`).
+    for key in dict.fromkeys(key for key in (run_id, run_name) if key and records):
+        try:
+            record = read_run_record(records, key)
+        except Exception as error:  # a truncated or foreign file: say so in the notice, not only in this log
+            unreadable = f"run record {records}/{key}.json unreadable ({error})"
+            logger.warning("run notice: %s", unreadable)
+            break
+        if record is not None:
+            break
+    return record, unreadable
+
+
+def _outcome_from_outputs(
+    status: FinalStatus,
+    pipeline_root: str,
+    pipeline_name: str,
+    serving_base: str,
+    run_id: str,
+    run_name: str,
+    unreadable: str,
+) -> RunOutcome:
+    """The outcome of a run without a run record, from the blessing and the pushed version it left."""
+    blessed = None
+    pushed = None
+    try:
+        blessed = _blessed(pipeline_root, pipeline_name, run_id)
+        pushed = pushed_version_of(push_records(serving_base, SAVED_MODEL_FILE) if serving_base else {}, run_id)
+    except Exception as error:
+        logger.warning("run notice: could not read the run's outputs: %s", error)
+    return run_outcome(
+        status,
+        run_id=run_id,
+        run_name=run_name,
+        blessed=True if pushed else blessed,
+        pushed_version=pushed[0] if pushed else None,
+        pushed_path=pushed[1] if pushed else None,
+        decision=unreadable or None,
+    )
+
+
 # KFP runs this after the pipeline's DAG (exit handler); the parameter names are the spec's input names.
 @component
 def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the function)
@@ -91,33 +148,8 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
         run_name: The run's name (`{{$.pipeline_job_name}}`, filled in by KFP).
         timeout_seconds: How long the post may take.
     """
-    try:
-        status = parse_final_status(_as_json_value(final_status))
-    except FinalStatusError as error:
-        logger.warning("run notice: %s", error)
-        status = FinalStatus(state="UNKNOWN", error_message=str(error))
-    record = None
-    blessed = None
-    pushed = None
-    unreadable = ""
-    records = posixpath.join(serving_base, RUN_RECORDS_DIR) if serving_base else ""
-    # The RunReport files the record under the run id; a task that stopped the run (a drift stop) under the run's
-    # folder name, which is the job's name on Vertex AI (`run_record.run_key_of`).
-    for key in dict.fromkeys(key for key in (run_id, run_name) if key and records):
-        try:
-            record = read_run_record(records, key)
-        except Exception as error:  # a truncated or foreign file: say so in the notice, not only in this log
-            unreadable = f"run record {records}/{key}.json unreadable ({error})"
-            logger.warning("run notice: %s", unreadable)
-            break
-        if record is not None:
-            break
-    if record is None:  # the run failed before its last task: look for what it left
-        try:
-            blessed = _blessed(pipeline_root, pipeline_name, run_id)
-            pushed = pushed_version_of(push_records(serving_base, SAVED_MODEL_FILE) if serving_base else {}, run_id)
-        except Exception as error:
-            logger.warning("run notice: could not read the run's outputs: %s", error)
+    status = _final_status(final_status)
+    record, unreadable = _find_run_record(serving_base, run_id, run_name)
     if record is not None:
         outcome = run_outcome(
             status,
@@ -129,15 +161,9 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
             decision=record.decision,
             stopped_at=record.stopped_at,
         )
-    else:
-        outcome = run_outcome(
-            status,
-            run_id=run_id,
-            run_name=run_name,
-            blessed=True if pushed else blessed,
-            pushed_version=pushed[0] if pushed else None,
-            pushed_path=pushed[1] if pushed else None,
-            decision=unreadable or None,
+    else:  # the run failed before its last task: look for what it left
+        outcome = _outcome_from_outputs(
+            status, pipeline_root, pipeline_name, serving_base, run_id, run_name, unreadable
         )
     payload = notice_payload(pipeline_name, outcome)
     result = post_notice(notify_url, payload, timeout=timeout_seconds)

@@ -6,7 +6,7 @@ Example:
 
 from __future__ import annotations
 
-from components.report import model_sections, run_sections, text
+from components.report import data_section, model_sections, run_sections, text
 from components.report.facts import RunFacts
 from components.report.page import Page
 from components.report.render import render_page
@@ -33,7 +33,7 @@ def build_page(facts: RunFacts) -> Page:
         tone=tone,
         sections=[
             run_sections.decision_section(facts),
-            model_sections.data_section(facts),
+            data_section.data_section(facts),
             model_sections.training_section(facts),
             model_sections.evaluation_section(facts, minimum),
             model_sections.edge_section(facts),

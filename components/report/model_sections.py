@@ -1,7 +1,8 @@
-"""The sections about the data and the model: Data, Training, Evaluation and Edge.
+"""The sections about the model: Training, Evaluation and Edge.
 
 Each function takes the run's facts and returns a `Section`; what is missing (a component that did not run, an
-output that could not be read, no edge model, no baseline yet) is said on the page, never raised.
+output that could not be read, no edge model, no baseline yet) is said on the page, never raised. The Data section
+is `components.report.data_section`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.report import plots, recipe_section, text
+from components.report.absence import absent
 from components.report.evaluation import per_class_rates
 from components.report.facts import RunFacts
 from components.report.page import (
@@ -24,172 +26,8 @@ from components.report.page import (
     Thumbnail,
 )
 
-SPLIT_ORDER = {"train": 0, "eval": 1}
-MAX_PLOTTED_LABELS = 60
-"""Labels up to which the label distribution per span is a bar plot; past it, a table of each span's extremes."""
 CHOICES = ("strategy", "precision", "xla")
 """The Trainer's runtime choices, each recorded with its reason in training_metrics.json."""
-
-
-def _state(facts: RunFacts, component: str) -> str | None:
-    """The component's state in this run (`complete`, `cached`, `failed`, ...), None when it did not start."""
-    for step in facts.timeline:
-        if step["component"] == component:
-            return str(step.get("status"))
-    return None
-
-
-def _absent(facts: RunFacts, component: str, what: str) -> Missing:
-    """Why `what` is missing, from what happened to `component`."""
-    state = _state(facts, component)
-    if state == "failed":
-        return Missing(f"No {what}: {component} failed in this run.")
-    # An output that could not be read says why, whatever the timeline knows (the RunReport component has none).
-    problems = [
-        problem
-        for problem in (*facts.summary.get("problems", []), *facts.problems)
-        if problem.get("component") == component
-    ]
-    if problems:
-        return Missing(f"No {what}: {problems[0]['error']} ({problems[0].get('path', '')})")
-    if state is None and "components" in facts.not_available:  # no timeline: only the inputs are known
-        return Missing(f"No {what}: {component} did not run in this pipeline (the RunReport got no output of it).")
-    if state is None:
-        return Missing(f"No {what}: {component} did not run (the run stopped before it).")
-    return Missing(f"No {what}: {component} wrote none.")
-
-
-def data_section(facts: RunFacts) -> Section:
-    """Examples per split and class, validation anomalies, spans used."""
-    blocks: list[Any] = []
-    splits = dict(sorted(facts.splits.items(), key=lambda item: (SPLIT_ORDER.get(item[0], len(SPLIT_ORDER)), item[0])))
-    if splits:
-        total = sum(int(split["examples"]) for split in splits.values())
-        blocks.append(
-            Lead(f"{total:,} examples: " + ", ".join(f"{s['examples']:,} {name}" for name, s in splits.items()))
-        )
-        classes = list(next(iter(splits.values())).get("classes", {}))
-        for split in splits.values():
-            classes += [name for name in split.get("classes", {}) if name not in classes]
-        classes = _label_order(classes)
-        if classes:
-            series = {name: [split["classes"].get(label, 0) for label in classes] for name, split in splits.items()}
-            desc = f"Bars per class ({len(classes)} classes) for each split: " + "; ".join(
-                f"{name} {min(values):,} to {max(values):,} examples per class" for name, values in series.items()
-            )
-            svg = plots.grouped_bars("classes", "Examples per class", desc, classes, series, "examples")
-            blocks.append(Figure(svg, f"Examples per class and split (from {facts.splits_source})."))
-        else:
-            blocks.append(Missing("No per-class counts: the examples carry no image/class/text."))
-    else:
-        blocks.append(_absent(facts, "StatisticsGen", "example counts"))
-    if facts.anomalies is None:
-        blocks.append(_absent(facts, "ExampleValidator", "validation result"))
-    elif facts.anomalies:
-        rows = tuple((line,) for line in facts.anomalies)
-        blocks.append(Table(f"Validation anomalies ({len(rows)})", ("anomaly",), rows))
-    else:
-        blocks.append(Paragraph("Validation anomalies: none (ExampleValidator checked every split)."))
-    blocks += drift_blocks(facts)
-    blocks.append(Facts((("spans used", _spans(facts.summary)), ("data", str(_data_path(facts.summary))))))
-    return Section("data", "Data", blocks)
-
-
-def _drift_record(facts: RunFacts) -> dict[str, Any]:
-    """`drift.json` (the ExampleValidator's record), else the summary's `data.drift` (a stopped validator publishes
-    nothing; the summary keeps the stop's distances); {} when the checks did not run."""
-    data = facts.summary.get("data")
-    entry = data.get("drift") if isinstance(data, dict) else None
-    record: dict[str, Any] = dict(entry) if isinstance(entry, dict) else {}
-    if facts.drift:
-        record.update(facts.drift)
-    return record
-
-
-def _drift_verdict(finding: dict[str, Any], stopped: bool, accept: list[Any]) -> str:
-    if not finding.get("exceeded"):
-        return "within"
-    if finding.get("span") in accept or str(finding.get("span")) in [str(span) for span in accept]:
-        return "above: accepted (data.drift.accept)"
-    return "above: stopped the run" if stopped else "above: recorded (action: warn)"
-
-
-def drift_blocks(facts: RunFacts) -> list[Any]:
-    """The drift checks between spans (`data.drift`): the label distribution per span, and every distance measured
-    against its threshold, as a plot and a table; nothing when the checks did not run."""
-    record = _drift_record(facts)
-    if not record:
-        return []
-    blocks: list[Any] = []
-    stopped = bool(record.get("stopped"))
-    counts = {str(span): dict(labels) for span, labels in (record.get("label_counts") or {}).items()}
-    if counts:
-        labels: list[str] = []
-        for per_span in counts.values():
-            labels += [label for label in per_span if label not in labels]
-        labels = _label_order(labels)
-        series = {
-            f"span {span}": [per_span.get(label, 0) / max(sum(per_span.values()), 1) for label in labels]
-            for span, per_span in counts.items()
-        }
-        if len(labels) <= MAX_PLOTTED_LABELS:
-            desc = f"Bars per label ({len(labels)} labels) for each span: " + "; ".join(
-                f"{name} {min(shares):.1%} to {max(shares):.1%} of its train split" for name, shares in series.items()
-            )
-            svg = plots.grouped_bars("span-labels", "Label distribution per span", desc, labels, series, "share")
-            blocks.append(Figure(svg, "Share of each label (image/class/label) in each span's train split."))
-        else:
-            share_rows = tuple((name, f"{min(shares):.2%}", f"{max(shares):.2%}") for name, shares in series.items())
-            blocks.append(Table(f"Label shares per span ({len(labels)} labels)", ("span", "least", "most"), share_rows,
-                                numeric=(1, 2)))  # fmt: skip
-    findings = [finding for finding in record.get("findings") or [] if isinstance(finding, dict)]
-    accept = list(((facts.summary.get("config") or {}).get("data", {}).get("drift") or {}).get("accept") or [])
-    if findings:
-        bars = [
-            (f"span {f.get('span')} {f.get('feature')} ({f.get('check')})", float(f["distance"]), float(f["threshold"]))
-            for f in findings
-        ]
-        over = sum(1 for finding in findings if finding.get("exceeded"))
-        desc = f"{len(findings)} distances, {over} above their threshold: " + "; ".join(
-            f"{name} {distance:.3f} against {threshold:g}" for name, distance, threshold in bars
-        )
-        svg = plots.threshold_bars("drift", "Drift distances against their thresholds", desc, bars)
-        blocks.append(Figure(svg, "Each distance as a fraction of its threshold (data.drift.*); past 1 it fires."))
-        rows = tuple(
-            (str(f.get("span")), str(f.get("check")), Name(str(f.get("feature"))), str(f.get("measure")),
-             text.number(f.get("distance"), 3), f"{f.get('threshold'):g}", str(f.get("key")),
-             _drift_verdict(f, stopped, accept))
-            for f in findings
-        )  # fmt: skip
-        headers = ("span", "check", "feature", "measure", "distance", "threshold", "key", "verdict")
-        blocks.append(Table(f"Drift checks between spans ({len(rows)} distances)", headers, rows, numeric=(4, 5)))
-    elif stopped or record.get("warnings"):
-        blocks.append(Missing("The drift checks' distances were not recorded; their lines are below."))
-    for name, words in (("warnings", "Drift recorded, not stopped"), ("accepted", "Drift accepted")):
-        lines = record.get(name) or []
-        if lines and not findings:
-            blocks.append(Table(f"{words} ({len(lines)})", ("finding",), tuple((str(line),) for line in lines)))
-    if not findings and not counts and not stopped and not record.get("warnings") and not record.get("accepted"):
-        return []
-    return blocks
-
-
-def _label_order(classes: list[str]) -> list[str]:
-    # ASCII digits only: "²".isdigit() is True, but int("²") raises.
-    numeric = all(name.isascii() and name.isdigit() for name in classes)
-    return sorted(classes, key=int) if numeric else classes
-
-
-def _spans(summary: dict[str, Any]) -> str:
-    data = summary.get("data")
-    if not isinstance(data, dict):
-        return "not known: ImportExampleGen did not finish"
-    spans = data.get("spans_seen")
-    return "none (data without span folders)" if not spans else ", ".join(str(span) for span in spans)
-
-
-def _data_path(summary: dict[str, Any]) -> str:
-    return str((summary.get("config") or {}).get("data", {}).get("path", text.NOT_KNOWN))
 
 
 def training_section(facts: RunFacts) -> Section:
@@ -198,7 +36,7 @@ def training_section(facts: RunFacts) -> Section:
     training = facts.summary.get("metrics", {}).get("training") or {}
     blocks: list[Any] = []
     if not training and not facts.curves:
-        return Section("training", "Training", [_absent(facts, "Trainer", "training metrics")])
+        return Section("training", "Training", [absent(facts, "Trainer", "training metrics")])
     if training:
         blocks.append(
             Lead(
@@ -216,7 +54,7 @@ def training_section(facts: RunFacts) -> Section:
         svg = plots.curves("curves", "Loss and accuracy per epoch", desc + f"; {epochs} epochs.", panels, "epoch")
         blocks.append(Figure(svg, "Train curves per epoch; eval measured once after training."))
     else:
-        blocks.append(_absent(facts, "Trainer", "TensorBoard scalars"))
+        blocks.append(absent(facts, "Trainer", "TensorBoard scalars"))
     if training:
         blocks.append(
             Facts(
@@ -287,7 +125,7 @@ def evaluation_section(facts: RunFacts, min_accuracy: float | None) -> Section:
     metrics = facts.summary.get("metrics", {})
     accuracy = metrics.get("accuracy")
     if accuracy is None:
-        return Section("evaluation", "Evaluation", [_absent(facts, "Evaluator", "evaluation")])
+        return Section("evaluation", "Evaluation", [absent(facts, "Evaluator", "evaluation")])
     count = metrics.get("example_count")
     blocks: list[Any] = [Lead(f"Eval accuracy {accuracy:.4f} on {text.number(count, 0)} examples")]
     bars = [("this model", float(accuracy))]
@@ -325,7 +163,7 @@ def evaluation_section(facts: RunFacts, min_accuracy: float | None) -> Section:
             Table("Per-class precision and recall", ("class", "precision", "recall", "examples"), rows, (1, 2, 3))
         )
     else:
-        blocks.append(_absent(facts, "Evaluator", "confusion matrix"))
+        blocks.append(absent(facts, "Evaluator", "confusion matrix"))
     blocks.append(_misclassified(facts))
     return Section("evaluation", "Evaluation", blocks)
 
@@ -371,7 +209,7 @@ def edge_section(facts: RunFacts) -> Section:
     if not enabled:
         return Section("edge", "Edge", [Missing("No edge model: edge.enabled is false in this run's config.")])
     if not edge:
-        return Section("edge", "Edge", [_absent(facts, "EdgeExporter", "edge model")])
+        return Section("edge", "Edge", [absent(facts, "EdgeExporter", "edge model")])
     metrics = summary.get("metrics", {})
     blocks: list[Any] = [Lead(f"TFLite ({edge.get('mode')}): {edge.get('status', '').replace('_', ' ')}")]
     if edge.get("reason"):

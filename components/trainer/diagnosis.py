@@ -71,6 +71,15 @@ def diagnose(
     if not (learned and symptoms):
         return {"broken": False, "symptoms": [], "likely_causes": []}
     symptoms.insert(0, f"training accuracy {train_accuracy:.3g} but eval accuracy {eval_accuracy:.3g}")
+    return {
+        "broken": True,
+        "symptoms": symptoms,
+        "likely_causes": _likely_causes(warmup_steps, train_steps, eval_crop_differs),
+    }
+
+
+def _likely_causes(warmup_steps: int, train_steps: int, eval_crop_differs: bool) -> list[str]:
+    """The usual causes of a broken model, the schedule's first (a long warmup, else a peak rate too high)."""
     causes = []
     if warmup_steps >= LONG_WARMUP * train_steps:
         causes.append(
@@ -90,7 +99,7 @@ def diagnose(
     if eval_crop_differs:
         preprocessing += " (training crops randomly, evaluation takes the trainer.eval_crop central crop)"
     causes.append(preprocessing + "; check data.label_offset and the eval split's labels with `tfxp data inspect`")
-    return {"broken": True, "symptoms": symptoms, "likely_causes": causes}
+    return causes
 
 
 def symptoms_text(symptoms: Sequence[str]) -> str:

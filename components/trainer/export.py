@@ -45,7 +45,8 @@ from foundation.contract import (
     WARMUP_ASSET,
     write_label_map,
 )
-from foundation.preprocessing import PreprocessingSpec, preprocess_image_bytes
+from foundation.preprocessing import preprocess_image_bytes
+from foundation.preprocessing_spec import PreprocessingSpec
 
 
 def make_signatures(

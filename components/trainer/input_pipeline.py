@@ -40,13 +40,9 @@ from components.trainer.augment import (
     check_augmentations,
 )
 from foundation.contract import IMAGE_KEY, LABEL_KEY
-from foundation.preprocessing import (
-    PreprocessingSpec,
-    check_image_formats,
-    decode_image,
-    decode_pixels,
-    pixels_to_input,
-)
+from foundation.image_checks import check_image_formats
+from foundation.preprocessing import decode_image, decode_pixels, pixels_to_input
+from foundation.preprocessing_spec import PreprocessingSpec
 
 _FEATURES = {
     IMAGE_KEY: tf.io.FixedLenFeature([], tf.string),
@@ -150,12 +146,29 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
     Raises:
         FileNotFoundError: no file matches.
     """
-    files = list_files(file_patterns)
+    dataset = _serialized_examples(list_files(file_patterns), options)
+    augment = options.augment if options.training else ()
+    if options.cache:
+        dataset = _cached_inputs(dataset, options, augment)
+        dataset = dataset.batch(options.batch_size, drop_remainder=options.training)
+        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        return dataset.with_options(_dataset_options(options))
+    dataset = _shuffled(dataset, options)
+    dataset = dataset.enumerate().batch(options.batch_size, drop_remainder=options.training)
+    dataset = dataset.map(
+        lambda indices, serialized: _read_batch(indices, serialized, options, augment),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=options.deterministic or None,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE).with_options(_dataset_options(options))
+
+
+def _serialized_examples(files: list[str], options: InputOptions) -> tf.data.Dataset:
+    """The serialized examples of this worker's share of `files`, files shuffled when training."""
     # Shard by hand: auto-sharding refuses pipelines with a second source (enumerate's counter).
     shard_files = options.num_workers > 1 and len(files) >= options.num_workers
     if shard_files:
         files = files[options.worker_index :: options.num_workers]
-    autotune = tf.data.AUTOTUNE
     shuffle_files = options.training and not options.deterministic
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if shuffle_files:
@@ -163,13 +176,25 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
     dataset = dataset.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type=options.compression),
         cycle_length=min(len(files), 16),
-        num_parallel_calls=autotune,
+        num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=options.deterministic or None,
     )
     if options.num_workers > 1 and not shard_files:
         dataset = dataset.shard(options.num_workers, options.worker_index)
+    return dataset
+
+
+def _shuffled(dataset: tf.data.Dataset, options: InputOptions) -> tf.data.Dataset:
+    """Training: `dataset` shuffled and repeated forever; evaluation: as it is."""
+    if options.training:
+        dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
+        dataset = dataset.repeat()
+    return dataset
+
+
+def _cached_inputs(dataset: tf.data.Dataset, options: InputOptions, augment: tuple[str, ...]) -> tf.data.Dataset:
+    """Serialized examples → unbatched (image, label) model inputs, with the decoded images cached in memory."""
     deterministic = options.deterministic or None  # None: follow the dataset options (non-deterministic = faster)
-    augment = options.augment if options.training else ()
     spec = options.input_spec(augment)
     params = options.augment_params
 
@@ -184,38 +209,22 @@ def make_dataset(file_patterns: str | Sequence[str], options: InputOptions) -> t
             pixels = augment_pixels(pixels, augment, tf.stack([tf.constant(options.seed, tf.int64), index]), params)
         return pixels_to_input(pixels, spec), label
 
-    if options.cache and not augment:
+    if not augment:
         # Nothing random per element: cache the finished model inputs, so later epochs only shuffle and batch.
         dataset = dataset.map(
             lambda serialized: finish(tf.constant(0, tf.int64), *read(serialized)),
-            num_parallel_calls=autotune,
+            num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=deterministic,
         ).cache()
-        if options.training:
-            dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
-            dataset = dataset.repeat()
-    elif options.cache:
-        dataset = dataset.map(read, num_parallel_calls=autotune, deterministic=deterministic).cache()
-        if options.training:
-            dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
-            dataset = dataset.repeat()
-        dataset = dataset.enumerate().map(
-            lambda index, element: finish(index, *element), num_parallel_calls=autotune, deterministic=deterministic
-        )
-    else:
-        if options.training:
-            dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed, reshuffle_each_iteration=True)
-            dataset = dataset.repeat()
-        dataset = dataset.enumerate().batch(options.batch_size, drop_remainder=options.training)
-        dataset = dataset.map(
-            lambda indices, serialized: _read_batch(indices, serialized, options, augment),
-            num_parallel_calls=autotune,
-            deterministic=deterministic,
-        )
-        return dataset.prefetch(autotune).with_options(_dataset_options(options))
-    dataset = dataset.batch(options.batch_size, drop_remainder=options.training)
-    dataset = dataset.prefetch(autotune)
-    return dataset.with_options(_dataset_options(options))
+        return _shuffled(dataset, options)
+    dataset = _shuffled(
+        dataset.map(read, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic).cache(), options
+    )
+    return dataset.enumerate().map(
+        lambda index, element: finish(index, *element),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic,
+    )
 
 
 def _read_batch(

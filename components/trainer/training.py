@@ -43,7 +43,7 @@ from components.trainer.recipe import describe
 from components.trainer.runtime import REPORTED_REASONS, TrainingRuntime, set_up_runtime
 from components.trainer.warm_start import apply_warm_start
 from foundation.contract import IMAGE_KEY, TRAINING_METRICS_FILE, read_label_map
-from foundation.preprocessing import PreprocessingSpec
+from foundation.preprocessing_spec import PreprocessingSpec
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from foundation.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
-from foundation.data.layout import class_problems
+from foundation.data.class_match import class_problems
 from foundation.data.probe import LabelEvidence
 from foundation.image_formats import ACCEPTED_TEXT, HEADER_BYTES, UNKNOWN, detect_image_format, served_format_error
 
@@ -148,7 +148,7 @@ def _decoded(value: bytes) -> str:
 
 
 def class_mismatches(split: str, evidence: Counter[LabelEvidence], names: list[str], label_offset: int) -> list[str]:
-    """`foundation.data.layout.class_problems` of a split, one line each, naming the split and the fix."""
+    """`foundation.data.class_match.class_problems` of a split, one line each, naming the split and the fix."""
     return [f"split '{split}': {problem}; {CLASSES_HINT}" for problem in class_problems(evidence, names, label_offset)]
 
 

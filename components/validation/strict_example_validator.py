@@ -8,8 +8,9 @@ Before the schema, it checks what no schema expresses (`components.validation.da
 records, `image/encoded` values that are not images the model accepts, and examples of other classes than the
 label map. The second reads TFDV's image statistics and, where they flag values, the split's examples (the
 optional `examples` input); the third reads every example's label, synset and text and matches them with the
-label map by the synset-or-text rule `data.label_offset: auto` uses (`foundation.data.layout.class_problems`), so
-a span of other classes is refused on LocalDagRunner and Kubeflow alike.
+label map by the synset-or-text rule `data.label_offset: auto` uses
+(`foundation.data.class_match.class_problems`), so a span of other classes is refused on LocalDagRunner and
+Kubeflow alike.
 
 After the schema, with `data.drift` on (the `drift` execution property, a `DriftRun` as JSON), it judges each
 span not yet passed against the spans before it (`components.validation.drift_check`): a finding above its threshold

@@ -146,7 +146,7 @@ def eval_command(
     from edge.data import central_crop_near, load_split
     from edge.evaluate import accuracy_of
     from edge.runtime import TfliteModel, read_tflite
-    from foundation.preprocessing import PreprocessingSpec
+    from foundation.preprocessing_spec import PreprocessingSpec
 
     labels = _labels_near(model, examples)  # first: a bad label map fails before the evaluation
     tflite_bytes = read_tflite(model)
@@ -320,7 +320,7 @@ def verify_command(
 
     from edge.data import central_crop_near, load_split
     from edge.runtime import TfliteModel, read_tflite
-    from foundation.preprocessing import PreprocessingSpec
+    from foundation.preprocessing_spec import PreprocessingSpec
 
     content = read_tflite(model)
     height, channels = _input_size(TfliteModel(content, where=str(model)).image_shape, model)
