@@ -104,7 +104,7 @@ def measure_model(
     from edge.benchmark import LatencyStats, batch_one_input, time_invocations
     from edge.data import load_split
     from edge.evaluate import evaluate, evaluate_saved_model
-    from edge.export import read_preprocessing
+    from edge.inputs import read_preprocessing
     from edge.quantize import convert, strip_tensor_names
     from edge.runtime import TfliteModel
 

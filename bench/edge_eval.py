@@ -122,7 +122,8 @@ def time_evaluation(saved_model: Path, tflite: Any, data: Path, loader: Any, spe
 
 def measure(saved_model: Path, datasets: dict[int, Path], repeats: int) -> dict[str, Any]:
     from edge.data import load_split
-    from edge.export import export_edge_model, read_preprocessing
+    from edge.export import export_edge_model
+    from edge.inputs import read_preprocessing
     from edge.options import EdgeOptions
     from edge.quantize import convert
     from edge.runtime import TfliteModel

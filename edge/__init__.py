@@ -9,7 +9,11 @@ Plain TensorFlow + LiteRT, no TFX (the EdgeExporter component and `tfxp edge` ar
 - `edge.runtime`: a LiteRT interpreter (XNNPACK, configurable threads) behind `TfliteModel`.
 - `edge.evaluate`: accuracy and per-class accuracy of a TFLite model and of its SavedModel.
 - `edge.benchmark`: latency p50/p99 at batch 1 and model size.
-- `edge.export`: the whole device export: its version identity, convert, evaluate, gate, write, push.
+- `edge.inputs`: what a device model is made from (the SavedModel's assets, the calibration sample) and its
+  version identity.
+- `edge.export`: the device export: convert, evaluate against the SavedModel, benchmark, gate (nothing written).
+- `edge.gate`: the verdict: the accuracy drop against the SavedModel and MediaPipe's check against LiteRT.
+- `edge.publish`: the EdgeModel directory, its publishing as a version, and reuse of a version from the same inputs.
 - `edge.app_client`: TFLite Model Metadata and MediaPipe's ImageClassifier, run in `.venv-mediapipe`
   (`edge.mediapipe_guest` on that side).
 - `edge.release`: `release.json` of each published version, and the listing `tfxp edge versions` prints.

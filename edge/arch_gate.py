@@ -65,7 +65,7 @@ def verify_export(
         label_offset: `data.label_offset`. Defaults to 0.
     """
     from edge.data import load_split
-    from edge.export import read_preprocessing
+    from edge.inputs import read_preprocessing
 
     spec = read_preprocessing(saved_model)
     eval_data = load_split(
@@ -114,7 +114,7 @@ def check_arch(
 def apply_check(export: EdgeExport, check: ArchCheck, options: EdgeOptions) -> EdgeExport:
     """The export with the check recorded and in its verdict: blessed only if the accuracy gate passed and the
     check passed (or did not run and `edge.verify_required` is false)."""
-    from edge.export import GateResult
+    from edge.gate import GateResult
 
     allowed = check.status == "passed" or (check.status == "not_run" and not options.verify_required)
     blessed = export.gate.blessed and allowed

@@ -158,6 +158,17 @@ def load_split(
     """
     files = example_files(examples, split)
     records = _sample_records(files, limit, shuffle, seed, split)
+    result = _decode(records, spec, label_offset, f"the `{split}` examples in {files[0]} and siblings")
+    if result.labels.min() < 0:
+        raise EdgeError(
+            f"label {int(result.labels.min() + label_offset)} in the `{split}` split is below the label offset "
+            f"{label_offset}; labels must be ≥ the offset (set data.label_offset to 0 for 0-based labels)"
+        )
+    return result
+
+
+def _decode(records: list[bytes], spec: PreprocessingSpec, label_offset: int, where: str) -> LabeledImages:
+    """The records' images, frames and offset labels, decoded in tf.data batches, with the records' digest."""
     digest = hashlib.sha256()
     for record in records:
         digest.update(len(record).to_bytes(8, "little") + record)
@@ -174,21 +185,15 @@ def load_split(
             labels.append(batch_labels.numpy() - label_offset)
     except tf.errors.InvalidArgumentError as error:
         raise EdgeError(
-            f"cannot read the `{split}` examples in {files[0]} and siblings: {error.message.splitlines()[0]}; "
+            f"cannot read {where}: {error.message.splitlines()[0]}; "
             f"each record must be a tf.Example with `{IMAGE_KEY}` (JPEG/PNG bytes) and `{LABEL_KEY}` (int64)"
         ) from None
-    result = LabeledImages(
+    return LabeledImages(
         images=np.concatenate(images),
         labels=np.concatenate(labels).astype(np.int64),
         frames=np.concatenate(frames),
         digest=digest.hexdigest(),
     )
-    if result.labels.min() < 0:
-        raise EdgeError(
-            f"label {int(result.labels.min() + label_offset)} in the `{split}` split is below the label offset "
-            f"{label_offset}; labels must be ≥ the offset (set data.label_offset to 0 for 0-based labels)"
-        )
-    return result
 
 
 def _sample_records(files: list[str], limit: int | None, shuffle: bool, seed: int, split: str) -> list[bytes]:

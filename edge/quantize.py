@@ -172,6 +172,28 @@ def convert(
             any other converter failure.
     """
     quantization = get_mode(mode)
+    _check_settings(quantization, supported_ops, io_dtype, representative_data)
+    integer = quantization.needs_representative_data
+    # A full-integer model is converted from float frames and quantized at its input to io_dtype; the float
+    # modes take io_dtype frames as they are (a uint8 input is cast in the graph).
+    frames = camera_function(Path(saved_model), "float32" if integer else io_dtype)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([frames.function], frames.loaded)
+    request = ConversionRequest(representative_data, io_dtype, supported_ops == "builtins+select_tf")
+    quantization.configure(converter, request)
+    try:
+        tflite = bytes(converter.convert())
+    except Exception as error:  # ConverterError, RuntimeError from calibration: both carry the op names
+        raise _conversion_error(error, saved_model, SIGNATURE_PREPROCESSED, mode, request) from None
+    if integer and io_dtype == "uint8":
+        tflite = pin_pixel_input(tflite)
+    return tflite if keep_tensor_names else strip_tensor_names(tflite)
+
+
+def _check_settings(
+    quantization: QuantizationMode, supported_ops: str, io_dtype: str, representative_data: np.ndarray | None
+) -> None:
+    """Raises EdgeError, naming the setting, for an unknown ops set or I/O type, or one the mode cannot take."""
+    mode = quantization.name
     if supported_ops not in SUPPORTED_OPS:
         raise EdgeError(
             f"unknown supported_ops {supported_ops!r} (edge.supported_ops / --supported-ops); "
@@ -191,19 +213,6 @@ def convert(
             "pass train examples (CLI: `--examples DIR`; pipeline: the Examples input) with "
             "edge.representative_samples ≥ 1, or pick mode `dynamic` or `float16`, which need none"
         )
-    # A full-integer model is converted from float frames and quantized at its input to io_dtype; the float
-    # modes take io_dtype frames as they are (a uint8 input is cast in the graph).
-    frames = camera_function(Path(saved_model), "float32" if integer else io_dtype)
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([frames.function], frames.loaded)
-    request = ConversionRequest(representative_data, io_dtype, supported_ops == "builtins+select_tf")
-    quantization.configure(converter, request)
-    try:
-        tflite = bytes(converter.convert())
-    except Exception as error:  # ConverterError, RuntimeError from calibration: both carry the op names
-        raise _conversion_error(error, saved_model, SIGNATURE_PREPROCESSED, mode, request) from None
-    if integer and io_dtype == "uint8":
-        tflite = pin_pixel_input(tflite)
-    return tflite if keep_tensor_names else strip_tensor_names(tflite)
 
 
 def pin_pixel_input(tflite: bytes) -> bytes:

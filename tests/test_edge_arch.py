@@ -27,7 +27,8 @@ from edge.cores import (
     render_cpuinfo,
 )
 from edge.errors import EdgeError
-from edge.export import EdgeExport, GateResult
+from edge.export import EdgeExport
+from edge.gate import GateResult
 from edge.options import EdgeOptions
 from edge.verify import Comparison, compare, judge
 from pipeline.cli import app

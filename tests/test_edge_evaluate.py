@@ -1,4 +1,4 @@
-"""edge.runtime, edge.evaluate, edge.benchmark and edge.export: accuracy, latency, the gate and the push."""
+"""edge.runtime, evaluate, benchmark, export, gate and publish: accuracy, latency, the gate and the push."""
 
 from __future__ import annotations
 
@@ -15,18 +15,11 @@ from edge.benchmark import LatencyStats, benchmark
 from edge.data import LabeledImages, load_split
 from edge.errors import EdgeError
 from edge.evaluate import accuracy_of, evaluate, evaluate_saved_model
-from edge.export import (
-    EDGE_FILES,
-    EdgeExport,
-    GateResult,
-    accuracy_gate,
-    export_edge_model,
-    push_edge_model,
-    read_labels,
-    read_preprocessing,
-    write_edge_model,
-)
+from edge.export import EdgeExport, export_edge_model
+from edge.gate import GateResult, accuracy_gate
+from edge.inputs import read_labels, read_preprocessing
 from edge.options import EdgeOptions
+from edge.publish import EDGE_FILES, push_edge_model, write_edge_model
 from edge.quantize import convert
 from edge.runtime import TfliteModel, read_tflite
 from foundation.publish import PUSH_RECORD, find_published, list_versions

@@ -202,7 +202,7 @@ def test_a_client_that_disagrees_with_litert_blocks_the_push(
         return ClientResult(indices, np.ones(len(frames), np.float32), ("top",) * len(frames), "1.2.2")
 
     monkeypatch.setattr("edge.export.with_model_metadata", lambda tflite, labels, spec: tflite)
-    monkeypatch.setattr("edge.export.classify", wrong_answers)
+    monkeypatch.setattr("edge.gate.classify", wrong_answers)
     edge_model, edge_blessing = _run(tmp_path, model_artifact, examples, app_client="mediapipe", eval_samples=40)
 
     assert not (tmp_path / "edge").exists()

@@ -288,7 +288,7 @@ def _example(image: bytes) -> bytes:
 
 
 def test_the_exported_signatures_apply_the_central_crop(cropped_model: Path) -> None:
-    from edge.export import read_preprocessing
+    from edge.inputs import read_preprocessing
 
     photos = [_photo(37, 53, seed=1), _photo(60, 45, seed=2)]
     loaded = tf.saved_model.load(str(cropped_model))

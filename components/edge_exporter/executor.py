@@ -1,4 +1,4 @@
-"""The EdgeExporter's executor: resolve artifact paths, call `edge.export`, record the result in the artifacts."""
+"""The EdgeExporter's executor: resolve artifact paths, call `edge.export` and `edge.publish`, record the result."""
 
 from __future__ import annotations
 
@@ -23,17 +23,10 @@ from components.edge_exporter.spec import (
     PUSH_BASE_KEY,
 )
 from edge.arch_gate import verify_export
-from edge.export import (
-    METADATA_FORMAT,
-    edge_inputs,
-    export_edge_model,
-    find_edge_version,
-    push_edge_model,
-    reuse_published,
-    write_edge_model,
-    write_metadata,
-)
+from edge.export import METADATA_FORMAT, export_edge_model
+from edge.inputs import edge_inputs
 from edge.options import EdgeOptions
+from edge.publish import find_edge_version, push_edge_model, reuse_published, write_edge_model, write_metadata
 
 NOT_BLESSED_UPSTREAM = "skipped: the Evaluator did not bless the model, so no device model was made or pushed"
 

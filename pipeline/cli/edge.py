@@ -76,7 +76,7 @@ def convert_command(
 ) -> None:
     """Convert SAVED_MODEL to TFLite; int8 calibrates on --samples train images from --examples."""
     from edge.data import load_split
-    from edge.export import read_preprocessing
+    from edge.inputs import read_preprocessing
     from edge.quantize import convert, get_mode
 
     calibration = None
@@ -95,7 +95,7 @@ def convert_command(
     )
     if metadata:
         from edge.app_client import MetadataSpec, with_model_metadata
-        from edge.export import read_labels
+        from edge.inputs import read_labels
         from edge.runtime import TfliteModel
 
         size = read_preprocessing(saved_model)
