@@ -1,8 +1,9 @@
-"""Everything TFX calls: data writers, the Trainer's run_fn, custom components and their executors.
+"""The TFX components: their component/spec/executor/driver glue, the Trainer's `run_fn`, and the plain modules
+behind them (data tools, training, validation, report, notice, multi-node training).
 
 The custom artifact types are reachable as `components.<Type>` because KubeflowV2DagRunner names a custom type
 by its `TYPE_NAME`, and TFX's v2 container entrypoint imports that name as a class path (`module.Class`, one
-dot). They load lazily, so `import foundation.contract` stays free of TFX.
+dot). They load lazily, so importing a plain module of this package loads no TFX.
 """
 
 from __future__ import annotations

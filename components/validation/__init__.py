@@ -1,0 +1,1 @@
+"""Data checks between ExampleGen and the Trainer: label-map schema, strict ExampleValidator, span drift."""

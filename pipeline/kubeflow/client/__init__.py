@@ -1,0 +1,1 @@
+"""The KFP API client: submit and follow runs, pipelines and versions, recurring runs, credentials, preflight."""
