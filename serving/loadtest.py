@@ -33,10 +33,13 @@ import numpy as np
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from foundation.contract import INPUT_IMAGE_BYTES
+from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from serving import event_loop
 from serving.address import parse_grpc_target, parse_rest_url
-from serving.client import DEFAULT_SIGNATURE, ServingClient, request_model_spec, to_json_value
+from serving.base_client import ServingClient
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
+from serving.grpc_client import request_model_spec
+from serving.rest_client import to_json_value
 from serving.tensors import write_tensor_proto
 
 Transport = Literal["grpc", "rest"]

@@ -32,11 +32,12 @@ from serving.batching import BatchingOptions
 from serving.config_error import ServingConfigError
 from serving.connections import ConnectionGuard
 from serving.limits import DEFAULT_MAX_REQUEST_PIXELS, RequestLimits
-from serving.manager import ModelConfig, ServerCore, read_model_config_file
 from serving.metrics import ServingMetrics
+from serving.model_config import ModelConfig, read_model_config_file
 from serving.rest import create_rest_app
 from serving.rpc import ModelService, PredictionService
 from serving.servable import Servable
+from serving.server_core import ServerCore
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from foundation.image_formats import ACCEPTED_TEXT, detect_image_format, served_
 from foundation.preprocessing import PreprocessingSpec, decode_image, image_format_errors
 from pipeline.cli import app
 from serving.errors import readable_message
-from serving.manager import ModelConfig
+from serving.model_config import ModelConfig
 from serving.server import ModelServer, ServerOptions
 
 

@@ -16,7 +16,7 @@ from pipeline.cli import app
 from pipeline.cli.serving import deployed_serving, local_model_dir
 from pipeline.config import ConfigError, load_config
 from serving.deploy import render_deploy_assets
-from serving.manager import read_model_config_file
+from serving.model_config import read_model_config_file
 from serving.options import ServingOptions
 
 LABELLED = [

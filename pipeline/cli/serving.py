@@ -36,8 +36,8 @@ from pipeline.layout import output_layout
 from serving.k8s_check import KUBERNETES_VERSION, Finding, check_deploy_assets
 
 if TYPE_CHECKING:
-    from serving.client import ServingClient
-    from serving.manager import ModelConfig
+    from serving.base_client import ServingClient
+    from serving.model_config import ModelConfig
     from serving.options import ServingOptions
     from serving.server import ModelServer, ServerOptions
 
@@ -50,7 +50,7 @@ WaitOption = Annotated[
 
 def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str | None) -> list[ModelConfig]:
     from foundation.publish import is_version_name
-    from serving.manager import ModelConfig, VersionPolicy
+    from serving.model_config import ModelConfig, VersionPolicy
 
     serving = config.serving
     base = model_base or Path(output_layout(config).serving_base)
@@ -189,7 +189,8 @@ def _serve_until_stopped(server: ModelServer, options: ServerOptions, stop: Stop
 def _client(
     config: TfxpConfig, grpc: str | None, rest: str | None, model_name: str | None, timeout: float, wait: float
 ) -> ServingClient:
-    from serving.client import RetryPolicy, connect
+    from serving.base_client import RetryPolicy
+    from serving.client import connect
 
     if (grpc is None) == (rest is None):
         raise UserError("pass exactly one of --grpc HOST:PORT and --rest URL, e.g. `--grpc localhost:8500`")
