@@ -1,5 +1,8 @@
 """What to serve: TF Serving's version policies, model configs, and the models.config file that lists them.
 
+A model config comes from a models.config (`read_model_config_file`) or from the `serving` section
+(`model_config_for`).
+
 Example:
     models = read_model_config_file(Path("models.config"))
     models[0].policy.aspired([1, 2, 3])  # {3}: latest 1, TF Serving's default
@@ -14,7 +17,9 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import file_system_storage_path_source_pb2, model_server_config_pb2
 
+from foundation.publish import is_version_name
 from serving.config_error import ServingConfigError
+from serving.options import ServingOptions
 
 
 @dataclass(frozen=True)
@@ -135,3 +140,39 @@ def read_model_config_file(path: Path) -> list[ModelConfig]:
             )
         )
     return models
+
+
+def model_config_for(options: ServingOptions, base_path: Path, model_name: str | None = None) -> ModelConfig:
+    """The model the `serving` section describes, served from `base_path`.
+
+    Args:
+        options: The `serving` section: model name, version policy, versions and labels.
+        base_path: The model's base path (numeric version subdirectories).
+        model_name: Overrides `options.model_name` unless None.
+
+    Returns:
+        The model's config; the `specific` policy serves the labelled versions when `options.versions` is empty.
+
+    Raises:
+        ServingConfigError: the version policy is invalid (`serving.version_policy: ...`).
+    """
+    versions = options.versions or tuple(sorted(set(options.labels.values())))
+    try:
+        policy = VersionPolicy(options.version_policy, options.num_versions, versions)
+    except ValueError as error:
+        raise ServingConfigError(f"serving.version_policy: {error}") from None
+    return ModelConfig(model_name or options.model_name, base_path, policy, options.labels)
+
+
+def version_holders_below(base_path: Path) -> list[str]:
+    """The subdirectories of `base_path` that hold versions when `base_path` itself holds none, sorted.
+
+    An easy mistake: `OUT/serving` passed instead of `OUT/serving/<model>`; a server would poll it forever.
+    An empty directory holds no versions yet and is no mistake ([]).
+    """
+    children = [child for child in base_path.iterdir() if child.is_dir()]
+    if not children or any(is_version_name(child.name) for child in children):
+        return []
+    return sorted(
+        child.name for child in children if any(is_version_name(g.name) for g in child.iterdir() if g.is_dir())
+    )

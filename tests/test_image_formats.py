@@ -37,7 +37,8 @@ from foundation.preprocessing import PreprocessingSpec, decode_image, image_form
 from pipeline.cli import app
 from serving.errors import readable_message
 from serving.model_config import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 
 def split_files(directory: Path, split: str) -> list[Path]:

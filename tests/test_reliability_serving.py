@@ -40,7 +40,8 @@ from trickling_server import trickling_server
 from serving.batching import BatchingOptions
 from serving.grpc_client import GrpcClient
 from serving.model_config import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 SIZE, LABELS = 8, ["zero", "one", "two"]
 MAX_BATCH = 8

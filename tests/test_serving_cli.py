@@ -23,7 +23,8 @@ from pipeline.cli.options import check_output_file
 from serving.base_client import RetryPolicy
 from serving.grpc_client import GrpcClient
 from serving.model_config import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 LABELS = ["cat", "dog", "emu"]
 

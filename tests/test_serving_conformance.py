@@ -46,7 +46,8 @@ from serving.errors import InvalidArgumentError
 from serving.grpc_client import GrpcClient
 from serving.model_config import ModelConfig
 from serving.rest_client import RestClient
-from serving.server import ModelServer, ServerOptions
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 MODEL = "conformance"
 CLASSIFIER = "classifier"

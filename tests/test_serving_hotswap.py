@@ -16,7 +16,8 @@ from serving.grpc_client import GrpcClient
 from serving.loadtest import LoadTestResult, run_load_test
 from serving.model_config import ModelConfig
 from serving.rest_client import RestClient
-from serving.server import ModelServer, ServerOptions
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 SIZE, CHANNELS, CLASSES = 8, 1, 3
 POLL_SECONDS = 1.5
