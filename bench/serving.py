@@ -149,7 +149,8 @@ class Server:
         return f"http://127.0.0.1:{self.rest_port}"
 
     def wait_ready(self, image: bytes) -> None:
-        from serving.client import GrpcClient, RetryPolicy
+        from serving.base_client import RetryPolicy
+        from serving.grpc_client import GrpcClient
 
         retry = RetryPolicy(max_attempts=240, initial_backoff_seconds=0.5, multiplier=1.0)
         with GrpcClient(self.grpc, self.model_name, timeout=60, retry=retry) as client:

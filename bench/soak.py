@@ -251,7 +251,8 @@ def start_server(
 
 
 def wait_until_serving(grpc_target: str, image: bytes, server: subprocess.Popen[str]) -> None:
-    from serving.client import GrpcClient, RetryPolicy
+    from serving.base_client import RetryPolicy
+    from serving.grpc_client import GrpcClient
 
     retry = RetryPolicy(max_attempts=240, initial_backoff_seconds=0.25, multiplier=1.0)
     with GrpcClient(grpc_target, MODEL, retry=retry) as client:

@@ -33,9 +33,10 @@ from serving import classify
 from serving.errors import Code, InvalidArgumentError, NotFoundError, ServingError
 from serving.json_tensor import outputs_to_json, parse_json_body, predict_inputs_from_json, signature_name_of
 from serving.limits import RequestLimits, declared_arrays, declared_tensor_protos
-from serving.manager import ServerCore, State
+from serving.manager import State
 from serving.metrics import ServingMetrics
 from serving.servable import DEFAULT_SIGNATURE, Servable, Signature
+from serving.server_core import ServerCore
 from serving.tensors import packed_tensor_proto, tensor_proto_to_ndarray, write_tensor_proto
 from serving.warmup import read_warmup_requests
 

@@ -41,7 +41,7 @@ from serving.k8s_manifests import (
     kserve_inference_service,
     kubernetes_manifests,
 )
-from serving.manager import VersionPolicy
+from serving.model_config import VersionPolicy
 from serving.options import ServingOptions
 
 WARNINGS_FILE = "warnings.txt"

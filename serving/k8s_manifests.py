@@ -218,8 +218,6 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
     Returns:
         Relative path → YAML text.
     """
-    app = serving_names(options.model_name).app
-    selector = {"matchLabels": {"app": app}}
     namespace = {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -231,7 +229,20 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
         "metadata": _metadata(options, serving_names(options.model_name).config_map),
         "data": config_files,
     }
-    service = {
+    return {
+        "kubernetes/00-namespace.yaml": _dump(namespace),
+        "kubernetes/configmap.yaml": _dump(configmap),
+        "kubernetes/deployment.yaml": _dump(_deployment(options, args)),
+        "kubernetes/service.yaml": _dump(_service(options)),
+        "kubernetes/hpa.yaml": _dump(_autoscaler(options)),
+        "kubernetes/pdb.yaml": _dump(_disruption_budget(options)),
+        "kubernetes/networkpolicy.yaml": _dump(_network_policy(options)),
+    }
+
+
+def _service(options: ServingOptions) -> Manifest:
+    app = serving_names(options.model_name).app
+    return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(options, app),
@@ -243,7 +254,11 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
             ],
         },
     }
-    hpa = {
+
+
+def _autoscaler(options: ServingOptions) -> Manifest:
+    app = serving_names(options.model_name).app
+    return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": _metadata(options, app),
@@ -262,21 +277,16 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
             ],
         },
     }
+
+
+def _disruption_budget(options: ServingOptions) -> Manifest:
+    app = serving_names(options.model_name).app
     # maxUnavailable (not minAvailable) never blocks a node drain, whatever the replica count.
-    pdb = {
+    return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _metadata(options, app),
-        "spec": {"maxUnavailable": 1, "selector": selector},
-    }
-    return {
-        "kubernetes/00-namespace.yaml": _dump(namespace),
-        "kubernetes/configmap.yaml": _dump(configmap),
-        "kubernetes/deployment.yaml": _dump(_deployment(options, args)),
-        "kubernetes/service.yaml": _dump(service),
-        "kubernetes/hpa.yaml": _dump(hpa),
-        "kubernetes/pdb.yaml": _dump(pdb),
-        "kubernetes/networkpolicy.yaml": _dump(_network_policy(options)),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": app}}},
     }
 
 

@@ -33,10 +33,13 @@ import numpy as np
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from foundation.contract import INPUT_IMAGE_BYTES
+from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from serving import event_loop
 from serving.address import parse_grpc_target, parse_rest_url
-from serving.client import DEFAULT_SIGNATURE, ServingClient, request_model_spec, to_json_value
+from serving.base_client import ServingClient
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
+from serving.grpc_client import request_model_spec
+from serving.rest_client import to_json_value
 from serving.tensors import write_tensor_proto
 
 Transport = Literal["grpc", "rest"]
@@ -113,40 +116,13 @@ def run_load_test(
     _check_arguments(images, concurrency, seconds, images_per_request)
     stop = stop or threading.Event()
     start_barrier = threading.Barrier(concurrency + 1)
-    lock = threading.Lock()
-    latencies: list[float] = []
-    errors: Counter[str] = Counter()
-    versions: Counter[str] = Counter()
+    tally = _Tally()
     window: dict[str, float] = {}
 
     def worker(index: int) -> None:
         client = make_client()
         batch = [images[(index + offset) % len(images)] for offset in range(images_per_request)]
-        local_latencies: list[float] = []
-        local_errors: Counter[str] = Counter()
-        local_versions: Counter[str] = Counter()
-        try:
-            start_barrier.wait()
-            while not stop.is_set():
-                now = time.perf_counter()
-                if now >= window["end"]:
-                    break
-                measured = now >= window["start"]
-                try:
-                    prediction = client.predict_images(batch)
-                except Exception as error:  # count, don't crash: the test reports what clients saw
-                    if measured:
-                        local_errors[error_kind(error)] += 1
-                    continue
-                if measured:
-                    local_latencies.append(time.perf_counter() - now)
-                    local_versions[str(prediction.model_version)] += 1
-        finally:
-            client.close()
-            with lock:
-                latencies.extend(local_latencies)
-                errors.update(local_errors)
-                versions.update(local_versions)
+        _run_worker(client, batch, start_barrier, window, stop, tally)
 
     threads = [threading.Thread(target=worker, args=(index,), daemon=True) for index in range(concurrency)]
     for thread in threads:
@@ -158,7 +134,56 @@ def run_load_test(
     for thread in threads:
         thread.join()
     elapsed = min(time.perf_counter(), window["end"]) - window["start"]
-    return _result(concurrency, elapsed, images_per_request, latencies, errors, versions)
+    return _result(concurrency, elapsed, images_per_request, tally.latencies, tally.errors, tally.versions)
+
+
+@dataclass
+class _Tally:
+    """What the threaded workers measured, each adding its own counts once it ends."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    versions: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, latencies: list[float], errors: Counter[str], versions: Counter[str]) -> None:
+        with self.lock:
+            self.latencies.extend(latencies)
+            self.errors.update(errors)
+            self.versions.update(versions)
+
+
+def _run_worker(
+    client: ServingClient,
+    batch: list[bytes],
+    start_barrier: threading.Barrier,
+    window: dict[str, float],
+    stop: threading.Event,
+    tally: _Tally,
+) -> None:
+    """One closed-loop worker of `run_load_test`: sends `batch` until the window ends, then adds its counts."""
+    latencies: list[float] = []
+    errors: Counter[str] = Counter()
+    versions: Counter[str] = Counter()
+    try:
+        start_barrier.wait()
+        while not stop.is_set():
+            now = time.perf_counter()
+            if now >= window["end"]:
+                break
+            measured = now >= window["start"]
+            try:
+                prediction = client.predict_images(batch)
+            except Exception as error:  # count, don't crash: the test reports what clients saw
+                if measured:
+                    errors[error_kind(error)] += 1
+                continue
+            if measured:
+                latencies.append(time.perf_counter() - now)
+                versions[str(prediction.model_version)] += 1
+    finally:
+        client.close()
+        tally.add(latencies, errors, versions)
 
 
 def error_kind(error: Exception) -> str:

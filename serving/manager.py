@@ -1,16 +1,16 @@
-"""Which model versions are loaded, and how requests find them: TF Serving's ServerCore, in small.
+"""The versions of one model: TF Serving's version watching, loading, unloading and request handles, in small.
 
-Each model has a base path whose version subdirectories (`foundation.publish.version_number`: ASCII digits within
-int64, as TF Serving parses them) are versions. A version policy (latest N, specific,
-all) picks the aspired versions; polling loads new ones (and replays their warmup records) before unloading
-those no longer aspired, as TF Serving's availability-preserving policy does, so traffic never sees a gap.
-Requests hold a handle on the version they resolved; unloading waits for those handles, so a hot swap fails no
-request in flight. Version labels (`stable`, `canary`) map to versions and may only point at AVAILABLE ones.
+A model's base path holds version subdirectories (`foundation.publish.version_number`: ASCII digits within
+int64, as TF Serving parses them). Its version policy (`serving.model_config.VersionPolicy`) picks the aspired
+versions; polling loads new ones (and replays their warmup records) before unloading those no longer aspired, as
+TF Serving's availability-preserving policy does, so traffic never sees a gap. Requests hold a handle on the
+version they resolved; unloading waits for those handles, so a hot swap fails no request in flight. Every model
+together, with version labels and routing by name, is `serving.server_core.ServerCore`.
 
 Example:
-    core = ServerCore([ModelConfig("digits", Path("out/serving/digits"))], loader)
-    core.poll()
-    with core.acquire("digits", version=None, label=None) as servable:
+    manager = ModelManager(ModelConfig("digits", Path("out/serving/digits")), loader)
+    manager.poll()
+    with manager.acquire(version=None) as servable:
         servable.run("serving_default", inputs)
 """
 
@@ -22,16 +22,13 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from google.protobuf import text_format
-from tensorflow_serving.config import file_system_storage_path_source_pb2, model_server_config_pb2
-
 from foundation.publish import looks_like_version, version_number
-from serving.config_error import ServingConfigError
-from serving.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from serving.errors import NotFoundError
+from serving.model_config import ModelConfig
 from serving.servable import Servable
 
 logger = logging.getLogger(__name__)
@@ -40,126 +37,6 @@ logger = logging.getLogger(__name__)
 # waiting this long between attempts (--load_retry_interval_micros, 60 s by default).
 MAX_LOAD_RETRIES = 5
 LOAD_RETRY_INTERVAL_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class VersionPolicy:
-    """TF Serving's `ServableVersionPolicy`: which versions on disk to serve.
-
-    Attributes:
-        kind: `latest` (the `num_versions` highest), `all`, or `specific` (`versions`).
-        num_versions: For `latest`.
-        versions: For `specific`.
-    """
-
-    kind: str = "latest"
-    num_versions: int = 1
-    versions: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("latest", "all", "specific"):
-            raise ServingConfigError(f"version policy {self.kind!r} is unknown; use latest, all or specific")
-        if self.kind == "latest" and self.num_versions < 1:
-            raise ServingConfigError(f"version policy latest needs num_versions >= 1, got {self.num_versions}")
-        if self.kind == "specific" and not self.versions:
-            raise ServingConfigError("version policy specific needs at least one version")
-
-    def aspired(self, on_disk: Sequence[int]) -> set[int]:
-        """The versions to serve, given the versions present under the base path."""
-        if self.kind == "all":
-            return set(on_disk)
-        if self.kind == "specific":
-            return set(on_disk) & set(self.versions)
-        return set(sorted(on_disk)[-self.num_versions :])
-
-    @classmethod
-    def from_proto(
-        cls, proto: file_system_storage_path_source_pb2.FileSystemStoragePathSourceConfig.ServableVersionPolicy
-    ) -> VersionPolicy:
-        """Reads `model_version_policy` of a models.config entry (unset = latest 1, TF Serving's default)."""
-        kind = proto.WhichOneof("policy_choice")
-        if kind == "all":
-            return cls("all")
-        if kind == "specific":
-            return cls("specific", versions=tuple(proto.specific.versions))
-        num = proto.latest.num_versions if kind == "latest" else 1
-        return cls("latest", num_versions=num or 1)
-
-    def to_proto(self) -> file_system_storage_path_source_pb2.FileSystemStoragePathSourceConfig.ServableVersionPolicy:
-        """The `model_version_policy` message for a models.config."""
-        proto = file_system_storage_path_source_pb2.FileSystemStoragePathSourceConfig.ServableVersionPolicy()
-        if self.kind == "all":
-            proto.all.SetInParent()
-        elif self.kind == "specific":
-            proto.specific.versions.extend(self.versions)
-        else:
-            proto.latest.num_versions = self.num_versions
-        return proto
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """One entry of TF Serving's `model_config_list`.
-
-    Attributes:
-        name: Model name clients use.
-        base_path: Directory whose numeric subdirectories are versions.
-        policy: Which versions to serve.
-        labels: Version labels, e.g. {"stable": 1, "canary": 2}.
-    """
-
-    name: str
-    base_path: Path
-    policy: VersionPolicy = VersionPolicy()
-    labels: dict[str, int] = field(default_factory=dict)
-
-
-def read_model_config_file(path: Path) -> list[ModelConfig]:
-    """Parses a models.config (`ModelServerConfig` text proto with a `model_config_list`).
-
-    Relative base paths are taken relative to the config file's directory.
-
-    Raises:
-        ValueError: unreadable or invalid text proto, no models, duplicate names, or a platform other than
-            tensorflow.
-    """
-    try:
-        config = text_format.Parse(path.read_text(), model_server_config_pb2.ModelServerConfig())
-    except OSError as error:
-        raise ServingConfigError(f"cannot read model config file {path}: {error.strerror}") from None
-    except text_format.ParseError as error:
-        raise ServingConfigError(
-            f"model config file {path} is not a valid ModelServerConfig text proto: {error}"
-        ) from None
-    if config.WhichOneof("config") != "model_config_list" or not config.model_config_list.config:
-        raise ServingConfigError(
-            f"model config file {path} has no model_config_list entries; add "
-            "`model_config_list { config { name: ... base_path: ... } }`"
-        )
-    models, names = [], set()
-    for entry in config.model_config_list.config:
-        if not entry.name or not entry.base_path:
-            raise ServingConfigError(
-                f"model config file {path}: every config needs a name and a base_path, got {entry}"
-            )
-        if entry.name in names:
-            raise ServingConfigError(f"model config file {path}: model {entry.name!r} is configured twice")
-        if entry.model_platform not in ("", "tensorflow"):
-            raise ServingConfigError(
-                f"model config file {path}: model {entry.name!r} has model_platform {entry.model_platform!r}; "
-                "this server loads only tensorflow SavedModels"
-            )
-        names.add(entry.name)
-        base = Path(entry.base_path)
-        models.append(
-            ModelConfig(
-                name=entry.name,
-                base_path=base if base.is_absolute() else path.parent / base,
-                policy=VersionPolicy.from_proto(entry.model_version_policy),
-                labels=dict(entry.version_labels),
-            )
-        )
-    return models
 
 
 class State(enum.Enum):
@@ -360,131 +237,6 @@ class ModelManager:
         """Every version this server has seen, with its state (END for unloaded or failed ones)."""
         with self._lock:
             return {version: dataclasses.replace(s) for version, s in self._states.items()}
-
-
-class ServerCore:
-    """Every served model, their version labels, and request routing by (name, version | label).
-
-    Args:
-        models: The model configs.
-        loader: Loads one version (see `ModelManager`).
-        allow_labels_for_unavailable_models: Accept labels that point at versions not (yet) available, like
-            TF Serving's --allow_version_labels_for_unavailable_models.
-    """
-
-    def __init__(
-        self, models: Sequence[ModelConfig], loader: Loader, allow_labels_for_unavailable_models: bool = False
-    ) -> None:
-        self._loader = loader
-        self._allow_unavailable_labels = allow_labels_for_unavailable_models
-        self._managers: dict[str, ModelManager] = {}
-        self._labels: dict[str, dict[str, int]] = {}
-        self._lock = threading.Lock()
-        self._pending_labels: dict[str, dict[str, int]] = {}
-        self._removed: list[str] = []
-        self.reload(models, apply_labels=False)
-
-    def reload(self, models: Sequence[ModelConfig], apply_labels: bool = True) -> None:
-        """Adopts a new model list: new models are added, removed ones unloaded at the next poll, labels updated.
-
-        Raises:
-            FailedPreconditionError: a label points at a version that is not available (the previous config
-                stays in force, as in TF Serving).
-        """
-        names = [model.name for model in models]
-        if len(set(names)) != len(names):
-            raise InvalidArgumentError(f"duplicate model names in config: {names}")
-        if apply_labels:
-            self._check_labels(models)
-        with self._lock:
-            for model in models:
-                manager = self._managers.get(model.name)
-                if manager is None:
-                    self._managers[model.name] = ModelManager(model, self._loader)
-                else:
-                    manager.set_policy(model)
-            self._removed = [name for name in self._managers if name not in names]
-            self._pending_labels = {model.name: dict(model.labels) for model in models}
-            if apply_labels:
-                self._labels = self._pending_labels
-
-    def _check_labels(self, models: Sequence[ModelConfig]) -> None:
-        if self._allow_unavailable_labels:
-            return
-        for model in models:
-            manager = self._managers.get(model.name)
-            available = set(manager.available_versions()) if manager else set()
-            for version in model.labels.values():
-                if version not in available:
-                    raise FailedPreconditionError(
-                        f"Request to assign label to version {version} of model {model.name}, which is not "
-                        "currently available for inference"
-                    )
-
-    def poll(self) -> None:
-        """One polling round over every model; then labels from the first config take effect."""
-        with self._lock:
-            managers = list(self._managers.values())
-            removed = [self._managers.pop(name) for name in self._removed]
-            self._removed = []
-        for manager in removed:
-            manager.unload_all()
-        for manager in managers:
-            manager.poll()
-        if not self._labels and any(self._pending_labels.values()):
-            try:
-                self._check_labels([manager.config for manager in managers])
-            except FailedPreconditionError as error:
-                logger.error("version labels not applied: %s", error.message)
-                return
-            with self._lock:
-                self._labels = self._pending_labels
-
-    def model(self, name: str) -> ModelManager | None:
-        """The manager of model `name`, or None."""
-        with self._lock:
-            return self._managers.get(name)
-
-    def models(self) -> list[ModelManager]:
-        """Every model's manager."""
-        with self._lock:
-            return list(self._managers.values())
-
-    def resolve_label(self, name: str, label: str) -> int:
-        """The version `label` points at for model `name`.
-
-        Raises:
-            InvalidArgumentError: TF Serving's "Unrecognized servable version label: <label>".
-        """
-        with self._lock:
-            version = self._labels.get(name, {}).get(label)
-        if version is None:
-            raise InvalidArgumentError(f"Unrecognized servable version label: {label}")
-        return version
-
-    @contextlib.contextmanager
-    def acquire(self, name: str, version: int | None = None, label: str | None = None) -> Iterator[Servable]:
-        """Holds the servable a request names for the request's duration.
-
-        Raises:
-            InvalidArgumentError: empty name, or unknown label.
-            NotFoundError: unknown model or version (TF Serving's "Servable not found for request: ...").
-        """
-        if not name:
-            raise InvalidArgumentError("ModelSpec has no name specified.")
-        if label:
-            version = self.resolve_label(name, label)
-        manager = self.model(name)
-        if manager is None:
-            request = f"Specific({name}, {version})" if version is not None else f"Latest({name})"
-            raise NotFoundError(f"Servable not found for request: {request}")
-        with manager.acquire(version) as servable:
-            yield servable
-
-    def unload_all(self) -> None:
-        """Unloads every version of every model."""
-        for manager in self.models():
-            manager.unload_all()
 
 
 def _directory_files(path: Path) -> tuple[tuple[str, int, int], ...]:

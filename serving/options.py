@@ -1,7 +1,8 @@
 """The `serving` config section: the served model, the server's batching and threads, and its deployment.
 
 `ServingOptions` *is* the `serving` section: `pipeline/config.py` composes it; `tfxp serve` reads the server's
-settings from it and `serving.deploy.render_deploy_assets` renders the TF Serving assets from it.
+settings from it and `serving.deploy.render_deploy_assets` renders the TF Serving assets from it, after
+`deployed_serving` has resolved where TF Serving reads the models.
 
 Example:
     options = ServingOptions(model_name="flowers", version_policy="specific", stable_version=3)
@@ -10,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
@@ -167,3 +169,26 @@ class ServingOptions(ConfigSection):
         """The PersistentVolumeClaim that holds the models (`model_pvc`, else `<model_name>-models` made a valid
         Kubernetes name by `serving.k8s_names.kubernetes_name`)."""
         return self.model_pvc or kubernetes_name(self.model_name, suffix="-models")
+
+
+def deployed_serving(options: ServingOptions, pushes: str) -> ServingOptions:
+    """The `serving` section the deploy assets render: as configured, but an empty `base_path` becomes the push
+    destination when that is a bucket (`pipeline.output` is one); TF Serving reads it directly, and a volume
+    mounted instead would hold no pushed model.
+
+    Args:
+        options: The `serving` section.
+        pushes: Where the pipeline pushes the model's versions (`pipeline.layout.OutputLayout.serving_base`).
+
+    Returns:
+        `options`, or a copy whose `base_path` is `pushes`.
+    """
+    if options.base_path or not is_remote(pushes):
+        return options
+    return options.model_copy(update={"base_path": pushes})
+
+
+def local_model_dir(options: ServingOptions, pushes: str) -> str:
+    """The host directory the deploy assets' docker scripts mount: the local push directory `pushes`, or "" when
+    the models are in a bucket (TF Serving reads it directly)."""
+    return "" if deployed_serving(options, pushes).remote_base else str(Path(pushes).resolve())

@@ -25,7 +25,7 @@ from tensorflow_serving.apis import (
 from tensorflow_serving.apis import status_pb2 as serving_status_pb2
 
 from serving.errors import Code, ServingError
-from serving.manager import ModelConfig, VersionPolicy
+from serving.model_config import ModelConfig, VersionPolicy
 
 if TYPE_CHECKING:
     from serving.api import ServingApi

@@ -8,6 +8,8 @@ and its REST API (`/v1/models/...`), with the same request/response shapes, stat
 the same model lifecycle: version policies, polling with hot swap, version labels, server-side batching,
 warmup replay and Prometheus metrics at `/monitoring/prometheus/metrics`.
 
+Its settings are `serving.server_options.ServerOptions`; the models it serves, `serving.model_config.ModelConfig`.
+
 Example:
     with ModelServer([ModelConfig("digits", Path("out/serving/digits"))], ServerOptions(grpc_port=0)) as server:
         print(server.grpc_target, server.rest_url)
@@ -19,111 +21,24 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
 from serving import event_loop
-from serving.address import check_port, host_port, rest_base_url
+from serving.address import host_port, rest_base_url
 from serving.api import ServingApi, replay_warmup, version_states
-from serving.batching import BatchingOptions
-from serving.config_error import ServingConfigError
 from serving.connections import ConnectionGuard
-from serving.limits import DEFAULT_MAX_REQUEST_PIXELS, RequestLimits
-from serving.manager import ModelConfig, ServerCore, read_model_config_file
 from serving.metrics import ServingMetrics
+from serving.model_config import ModelConfig, read_model_config_file
 from serving.rest import create_rest_app
 from serving.rpc import ModelService, PredictionService
 from serving.servable import Servable
+from serving.server_core import ServerCore
+from serving.server_options import ServerOptions
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ServerOptions:
-    """How the server listens and runs models (TF Serving's flag for each in parentheses).
-
-    Attributes:
-        host: Interface to bind; loopback by default (TF Serving binds all interfaces).
-        grpc_port: gRPC port (--port), 1-65535; 0 = pick a free one.
-        rest_port: REST port (--rest_api_port), 1-65535; 0 = pick a free one, None = no REST.
-        max_request_bytes: Largest request on either port, both its body (gzip-decompressed on REST) and the
-            tensors it declares once decoded (`serving.limits`); larger ones are refused.
-        max_batch_size: Most rows one request may carry, with or without batching; None = the batching
-            options' `max_batch_size` when batching is on, else no limit.
-        max_request_pixels: Most pixels the images of one request may declare in total (`serving.limits`).
-        poll_interval_seconds: How often the base paths are checked for versions (--file_system_poll_wait_seconds).
-        config_poll_interval_seconds: How often models.config is re-read; 0 = never
-            (--model_config_file_poll_wait_seconds).
-        batching: Server-side batching knobs (--enable_batching + --batching_parameters_file); None = off.
-        request_threads: Threads running unbatched requests.
-        grpc_threads: Upper bound on concurrent gRPC requests (--grpc_max_threads).
-        monitoring_path: Prometheus metrics path on the REST port (monitoring.config); empty = off.
-        max_connections: Most REST connections open at once; more are answered 503 and closed
-            (`serving.connections`). Keep it under the process's file descriptor limit.
-        request_timeout_seconds: A REST connection's first request line and headers, and each request body,
-            must arrive within this; else 408 and the connection is closed. Also gRPC's handshake timeout.
-        idle_timeout_seconds: A kept-alive REST connection, or an idle gRPC one, is closed after this long
-            without a complete request.
-        allow_version_labels_for_unavailable_models: Accept labels on versions not loaded yet.
-    """
-
-    host: str = "127.0.0.1"
-    grpc_port: int = 8500
-    rest_port: int | None = 8501
-    max_request_bytes: int = 16 * 1024 * 1024
-    max_batch_size: int | None = None
-    max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
-    poll_interval_seconds: float = 1.0
-    config_poll_interval_seconds: float = 0.0
-    batching: BatchingOptions | None = None
-    request_threads: int = 16
-    grpc_threads: int = 256
-    monitoring_path: str = "/monitoring/prometheus/metrics"
-    max_connections: int = 1000
-    request_timeout_seconds: float = 30.0
-    idle_timeout_seconds: float = 75.0
-    allow_version_labels_for_unavailable_models: bool = False
-
-    def __post_init__(self) -> None:
-        check_port(self.grpc_port, "ServerOptions.grpc_port", allow_zero=True)
-        if self.rest_port is not None:
-            check_port(self.rest_port, "ServerOptions.rest_port", allow_zero=True)
-        self.request_limits()  # checks the limits
-        if self.max_connections < 1:
-            raise ValueError(f"ServerOptions.max_connections must be >= 1, got {self.max_connections}")
-        for name in ("request_timeout_seconds", "idle_timeout_seconds"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"ServerOptions.{name} must be > 0, got {getattr(self, name)}")
-
-    def request_limits(self) -> RequestLimits:
-        """The per-request limits these options set."""
-        rows = self.max_batch_size
-        if rows is None and self.batching is not None:
-            rows = self.batching.max_batch_size
-        return RequestLimits(max_bytes=self.max_request_bytes, max_batch_size=rows, max_pixels=self.max_request_pixels)
-
-
-def set_tensorflow_threads(intra_op: int, inter_op: int) -> None:
-    """Sizes TensorFlow's thread pools, as TF Serving's --tensorflow_{intra,inter}_op_parallelism (0 = TF's choice).
-
-    Small models on few cores often run faster per CPU second with one intra-op thread: TF's pools spin while
-    they wait for work, which costs more than a tiny op saves by running on two cores.
-
-    Raises:
-        ValueError: TensorFlow already started its runtime in this process (set the threads before loading).
-    """
-    import tensorflow as tf
-
-    try:
-        if intra_op:
-            tf.config.threading.set_intra_op_parallelism_threads(intra_op)
-        if inter_op:
-            tf.config.threading.set_inter_op_parallelism_threads(inter_op)
-    except RuntimeError as error:
-        raise ServingConfigError(f"cannot size TensorFlow's thread pools after its runtime started: {error}") from None
 
 
 class ModelServer:
@@ -262,69 +177,61 @@ class ModelServer:
         self._loop.close()
 
     async def _startup(self) -> None:
+        grpc_server = await self._start_grpc()
+        if self.options.rest_port is not None:
+            await self._start_rest(grpc_server, self.options.rest_port)
+
+    async def _start_grpc(self) -> grpc.aio.Server:
+        options = self.options
+        grpc_server = self._grpc_server = grpc.aio.server(
+            maximum_concurrent_rpcs=options.grpc_threads, options=_grpc_channel_options(options)
+        )
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(self.api), grpc_server)
+        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.api, self), grpc_server)
+        try:
+            self.grpc_port = grpc_server.add_insecure_port(host_port(options.host, options.grpc_port))
+        except RuntimeError as error:
+            raise OSError(f"cannot bind gRPC port {host_port(options.host, options.grpc_port)}: {error}") from None
+        await grpc_server.start()
+        return grpc_server
+
+    async def _start_rest(self, grpc_server: grpc.aio.Server, rest_port: int) -> None:
         from aiohttp import web
 
         options = self.options
-        self._grpc_server = grpc.aio.server(
-            maximum_concurrent_rpcs=options.grpc_threads,
-            options=[
-                ("grpc.max_receive_message_length", options.max_request_bytes),
-                ("grpc.max_send_message_length", -1),
-                ("grpc.so_reuseport", 0),
-                # Stalled peers: a connection that never finishes its HTTP/2 handshake, or sits idle, is
-                # closed; at most max_connections at once (more are refused by gRPC core), each with at most
-                # grpc_threads streams.
-                ("grpc.server_handshake_timeout_ms", int(options.request_timeout_seconds * 1000)),
-                ("grpc.max_connection_idle_ms", int(options.idle_timeout_seconds * 1000)),
-                ("grpc.max_allowed_incoming_connections", options.max_connections),
-                ("grpc.max_concurrent_streams", options.grpc_threads),
-                ("grpc.keepalive_time_ms", 60_000),
-                ("grpc.keepalive_timeout_ms", 20_000),
-            ],
+        runner = web.AppRunner(
+            create_rest_app(
+                self.api,
+                options.max_request_bytes,
+                options.monitoring_path,
+                self.metrics,
+                body_timeout=options.request_timeout_seconds,
+                on_request=lambda transport: guard.request_started(transport),
+            ),
+            access_log=None,
+            handle_signals=False,
+            # Bodies reach the app as sent: serving.rest decodes gzip itself, within the size limit.
+            auto_decompress=False,
+            keepalive_timeout=options.idle_timeout_seconds,
+            # After an early answer (408, 413), what the client still sends is read for this long, not
+            # aiohttp's 10 s, so a stalled body does not hold the connection.
+            lingering_time=0.5,
         )
-        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-            PredictionService(self.api), self._grpc_server
+        await runner.setup()
+        assert runner.server is not None
+        guard = self.connections = ConnectionGuard(
+            runner.server, options.max_connections, options.request_timeout_seconds
         )
-        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.api, self), self._grpc_server)
         try:
-            self.grpc_port = self._grpc_server.add_insecure_port(host_port(options.host, options.grpc_port))
-        except RuntimeError as error:
-            raise OSError(f"cannot bind gRPC port {host_port(options.host, options.grpc_port)}: {error}") from None
-        await self._grpc_server.start()
-        if options.rest_port is not None:
-            runner = web.AppRunner(
-                create_rest_app(
-                    self.api,
-                    options.max_request_bytes,
-                    options.monitoring_path,
-                    self.metrics,
-                    body_timeout=options.request_timeout_seconds,
-                    on_request=lambda transport: guard.request_started(transport),
-                ),
-                access_log=None,
-                handle_signals=False,
-                # Bodies reach the app as sent: serving.rest decodes gzip itself, within the size limit.
-                auto_decompress=False,
-                keepalive_timeout=options.idle_timeout_seconds,
-                # After an early answer (408, 413), what the client still sends is read for this long, not
-                # aiohttp's 10 s, so a stalled body does not hold the connection.
-                lingering_time=0.5,
+            self._rest_listener = await asyncio.get_running_loop().create_server(
+                guard.protocol, options.host, rest_port, reuse_port=False
             )
-            await runner.setup()
-            assert runner.server is not None
-            guard = self.connections = ConnectionGuard(
-                runner.server, options.max_connections, options.request_timeout_seconds
-            )
-            try:
-                self._rest_listener = await asyncio.get_running_loop().create_server(
-                    guard.protocol, options.host, options.rest_port, reuse_port=False
-                )
-            except OSError as error:
-                await runner.cleanup()
-                await self._grpc_server.stop(None)
-                raise OSError(f"cannot bind REST port {host_port(options.host, options.rest_port)}: {error}") from None
-            self._rest_runner = runner
-            self.rest_port = self._rest_listener.sockets[0].getsockname()[1]
+        except OSError as error:
+            await runner.cleanup()
+            await grpc_server.stop(None)
+            raise OSError(f"cannot bind REST port {host_port(options.host, rest_port)}: {error}") from None
+        self._rest_runner = runner
+        self.rest_port = self._rest_listener.sockets[0].getsockname()[1]
 
     async def _shutdown(self, grace_seconds: float) -> None:
         if self._rest_listener is not None:
@@ -365,3 +272,20 @@ class ModelServer:
         self.core.reload(config)
         self._config = list(config)
         logger.info("model config reloaded: %s", ", ".join(model.name for model in config))
+
+
+def _grpc_channel_options(options: ServerOptions) -> list[tuple[str, int]]:
+    """The gRPC server's channel arguments for `options`."""
+    return [
+        ("grpc.max_receive_message_length", options.max_request_bytes),
+        ("grpc.max_send_message_length", -1),
+        ("grpc.so_reuseport", 0),
+        # Stalled peers: a connection that never finishes its HTTP/2 handshake, or sits idle, is closed; at most
+        # max_connections at once (more are refused by gRPC core), each with at most grpc_threads streams.
+        ("grpc.server_handshake_timeout_ms", int(options.request_timeout_seconds * 1000)),
+        ("grpc.max_connection_idle_ms", int(options.idle_timeout_seconds * 1000)),
+        ("grpc.max_allowed_incoming_connections", options.max_connections),
+        ("grpc.max_concurrent_streams", options.grpc_threads),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+    ]

@@ -38,8 +38,9 @@ from foundation.preprocessing import decode_image
 from foundation.preprocessing_spec import PreprocessingSpec
 from pipeline.cli import app
 from serving.errors import readable_message
-from serving.manager import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.model_config import ModelConfig
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 
 def split_files(directory: Path, split: str) -> list[Path]:

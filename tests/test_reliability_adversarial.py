@@ -17,9 +17,10 @@ import pytest
 from foundation.data.spans import SpanError, parse_policy
 from pipeline.config import ConfigError, load_config
 from pipeline.kubeflow.compiler.params import ParamError, PipelineParameter
-from serving.client import RestClient, RetryPolicy
+from serving.base_client import RetryPolicy
 from serving.errors import DeadlineExceededError, InvalidArgumentError
 from serving.rest import _parse_ids
+from serving.rest_client import RestClient
 
 # found by the adversarial pass: each of these reached a protobuf field (KFP's RetryPolicy, TFX's TrainArgs and
 # SplitConfig) and `tfxp compile`/`tfxp run` ended in "ValueError: Value out of range" with a traceback.

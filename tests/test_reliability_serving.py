@@ -38,9 +38,10 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from trickling_server import trickling_server
 
 from serving.batching import BatchingOptions
-from serving.client import GrpcClient
-from serving.manager import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.grpc_client import GrpcClient
+from serving.model_config import ModelConfig
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 SIZE, LABELS = 8, ["zero", "one", "two"]
 MAX_BATCH = 8
@@ -781,8 +782,8 @@ def test_rest_predict_runs_the_grpc_predict_request_path(model_root: Path, monke
     ("call", "slow_path"), [("predict", "/v1/models/digits:predict"), ("status", "/v1/models/digits")]
 )
 def test_the_rest_client_gives_up_at_its_timeout_on_a_trickling_server(call: str, slow_path: str, part: str) -> None:
-    from serving.client import RestClient
     from serving.errors import DeadlineExceededError
+    from serving.rest_client import RestClient
 
     with trickling_server(slow_path, part) as url:
         client = RestClient(url, "digits", timeout=1.0)

@@ -20,7 +20,8 @@ from components.report import executor as report_executor
 from components.report.artifacts import HtmlReport
 from components.report.executor import Executor, published_report_path
 from foundation.publish import list_versions
-from serving.manager import ModelConfig, ModelManager
+from serving.manager import ModelManager
+from serving.model_config import ModelConfig
 
 VERSION = "1796091911"
 CONFIG = {

@@ -20,9 +20,11 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.cli.options import check_output_file
-from serving.client import GrpcClient, RetryPolicy
-from serving.manager import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.base_client import RetryPolicy
+from serving.grpc_client import GrpcClient
+from serving.model_config import ModelConfig
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 LABELS = ["cat", "dog", "emu"]
 

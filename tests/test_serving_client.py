@@ -20,8 +20,11 @@ import pytest
 import requests
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from serving.client import GrpcClient, Prediction, RestClient, RetryPolicy, ServingClient, connect
+from serving.base_client import Prediction, RetryPolicy, ServingClient
+from serving.client import connect
 from serving.errors import DeadlineExceededError, InvalidArgumentError, NotFoundError, UnavailableError
+from serving.grpc_client import GrpcClient
+from serving.rest_client import RestClient
 from serving.tensors import ndarray_to_proto
 
 FAST_RETRY = RetryPolicy(max_attempts=4, initial_backoff_seconds=0.05, max_backoff_seconds=0.1)

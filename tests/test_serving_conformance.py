@@ -42,10 +42,12 @@ from components.trainer.export import export_saved_model
 from foundation.preprocessing_spec import PreprocessingSpec
 from foundation.publish import publish_version
 from serving.batching import BatchingOptions
-from serving.client import GrpcClient, RestClient
 from serving.errors import InvalidArgumentError
-from serving.manager import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.grpc_client import GrpcClient
+from serving.model_config import ModelConfig
+from serving.rest_client import RestClient
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 MODEL = "conformance"
 CLASSIFIER = "classifier"

@@ -13,11 +13,11 @@ from tensorflow_serving.config import model_server_config_pb2
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.cli.serving import deployed_serving, local_model_dir
-from pipeline.config import ConfigError, load_config
+from pipeline.config import ConfigError, TfxpConfig, load_config
+from pipeline.layout import output_layout
 from serving.deploy import render_deploy_assets
-from serving.manager import read_model_config_file
-from serving.options import ServingOptions
+from serving.model_config import read_model_config_file
+from serving.options import ServingOptions, deployed_serving, local_model_dir
 
 LABELLED = [
     "serving.model_name=flowers",
@@ -40,6 +40,11 @@ LABELLED = [
 ]
 
 SET_LABELLED = [argument for setting in LABELLED for argument in ("--set", setting)]
+
+
+def _pushes(config: TfxpConfig) -> str:
+    """Where the config's pipeline pushes the model (what `tfxp deploy-assets` passes on)."""
+    return output_layout(config).serving_base
 
 
 def _batching_parameters_type() -> type:
@@ -173,7 +178,7 @@ def test_remote_base_path_needs_no_model_volume() -> None:
     config = load_config(
         None, ["serving.base_path=gs://bucket/serving/digits", "serving.storage_uri=gs://bucket/serving/digits"]
     )
-    assert local_model_dir(config) == ""
+    assert local_model_dir(config.serving, _pushes(config)) == ""
     assets = render_deploy_assets(config.serving)
     assert 'base_path: "gs://bucket/serving/digits"' in assets["models.config"]
     deployment = yaml.safe_load(assets["kubernetes/deployment.yaml"])
@@ -185,9 +190,9 @@ def test_remote_base_path_needs_no_model_volume() -> None:
 
 def test_a_bucket_output_serves_from_the_bucket_the_pipeline_pushes_to(tmp_path: Path) -> None:
     config = load_config(None, ["pipeline.output=gs://bucket/tfxp", "serving.model_name=flowers"])
-    assert deployed_serving(config).base_path == "gs://bucket/tfxp/serving/flowers"
-    assert local_model_dir(config) == ""
-    assets = render_deploy_assets(deployed_serving(config))
+    assert deployed_serving(config.serving, _pushes(config)).base_path == "gs://bucket/tfxp/serving/flowers"
+    assert local_model_dir(config.serving, _pushes(config)) == ""
+    assets = render_deploy_assets(deployed_serving(config.serving, _pushes(config)))
     assert 'base_path: "gs://bucket/tfxp/serving/flowers"' in assets["models.config"]
     deployment = yaml.safe_load(assets["kubernetes/deployment.yaml"])
     assert [volume["name"] for volume in deployment["spec"]["template"]["spec"]["volumes"]] == ["config", "tmp"]
@@ -200,9 +205,9 @@ def test_a_bucket_output_serves_from_the_bucket_the_pipeline_pushes_to(tmp_path:
     assert "models served from gs://bucket/tfxp/serving/digits, where pushes go" in result.output
     assert "/models/digits" not in (tmp_path / "models.config").read_text()
     local = load_config(None, ["serving.model_name=flowers"])
-    assert deployed_serving(local) == local.serving  # a local push dir is mounted, as before
+    assert deployed_serving(local.serving, _pushes(local)) == local.serving  # a local push dir is mounted, as before
     chosen = load_config(None, ["pipeline.output=gs://bucket/tfxp", "serving.base_path=gs://other/flowers"])
-    assert deployed_serving(chosen).base_path == "gs://other/flowers"
+    assert deployed_serving(chosen.serving, _pushes(chosen)).base_path == "gs://other/flowers"
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 from foundation.k8s.names import DNS1035_LABEL, MAX_INFERENCE_SERVICE_NAME, NAME_RULES, name_problem
 from pipeline.cli import app
-from pipeline.cli.serving import local_model_dir
 from pipeline.config import ConfigError, load_config
+from pipeline.layout import output_layout
 from serving.deploy import WARNINGS_FILE, render_deploy_assets, write_deploy_assets
 from serving.k8s_check import (
     CHECKOV_CONFIG,
@@ -35,6 +35,7 @@ from serving.k8s_check import (
     run_checkov,
 )
 from serving.k8s_names import kubernetes_name, serving_names
+from serving.options import local_model_dir
 
 REPO = Path(__file__).resolve().parents[1]
 LONG_NAME = "Very_Long_ResNet50_ImageNet_Model_Name_With_Capitals_And_Underscores_X"  # 70 characters
@@ -52,7 +53,7 @@ needs_checkov = pytest.mark.skipif(
 
 def _write(tmp_path: Path, config_path: Path | None, overrides: list[str]) -> Path:
     config = load_config(config_path, overrides)
-    write_deploy_assets(config.serving, tmp_path, local_model_dir(config))
+    write_deploy_assets(config.serving, tmp_path, local_model_dir(config.serving, output_layout(config).serving_base))
     return tmp_path
 
 

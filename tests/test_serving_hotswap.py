@@ -11,11 +11,13 @@ import pytest
 from serving_fixtures import random_png, tiny_classifier, write_model_version
 
 from serving.batching import BatchingOptions
-from serving.client import GrpcClient, RestClient
 from serving.errors import NotFoundError
+from serving.grpc_client import GrpcClient
 from serving.loadtest import LoadTestResult, run_load_test
-from serving.manager import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.model_config import ModelConfig
+from serving.rest_client import RestClient
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 SIZE, CHANNELS, CLASSES = 8, 1, 3
 POLL_SECONDS = 1.5

@@ -22,7 +22,7 @@ from serving.limits import (
     declared_tensor_protos,
 )
 from serving.rest import decode_body
-from serving.server import ServerOptions
+from serving.server_options import ServerOptions
 from serving.tensors import dtype_of, tensor_proto_to_ndarray
 
 

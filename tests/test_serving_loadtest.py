@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from serving_fixtures import random_png, tiny_classifier, write_model_version
 
-from serving.client import GrpcClient
+from serving.grpc_client import GrpcClient
 from serving.loadtest import run_async_load_test, run_load_test
-from serving.manager import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.model_config import ModelConfig
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 IMAGES = [random_png(8, 1, seed) for seed in range(3)]
 

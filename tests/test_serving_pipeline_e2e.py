@@ -13,9 +13,11 @@ from typer.testing import CliRunner
 from foundation.data.tfrecords import iter_examples
 from pipeline.cli import app
 from serving.batching import BatchingOptions
-from serving.client import GrpcClient, RestClient
-from serving.manager import ModelConfig
-from serving.server import ModelServer, ServerOptions
+from serving.grpc_client import GrpcClient
+from serving.model_config import ModelConfig
+from serving.rest_client import RestClient
+from serving.server import ModelServer
+from serving.server_options import ServerOptions
 
 pytestmark = pytest.mark.e2e
 

@@ -24,8 +24,10 @@ from serving.errors import (
     error_for,
 )
 from serving.json_tensor import COLUMNAR, ROW, json_to_ndarray, outputs_to_json, predict_inputs_from_json
-from serving.manager import ModelConfig, ModelManager, ServerCore, State, VersionPolicy, read_model_config_file
+from serving.manager import ModelManager, State
 from serving.metrics import ServingMetrics
+from serving.model_config import ModelConfig, VersionPolicy, read_model_config_file
+from serving.server_core import ServerCore
 from serving.tensors import dtype_of
 
 STRING, FLOAT = dtype_of(types_pb2.DT_STRING), dtype_of(types_pb2.DT_FLOAT)

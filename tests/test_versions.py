@@ -33,7 +33,8 @@ from foundation.publish import (
     read_push_record,
     version_number,
 )
-from serving.manager import ModelConfig, ModelManager
+from serving.manager import ModelManager
+from serving.model_config import ModelConfig
 
 # Folder names a careless or hostile hand leaves in a model base path; none is a version.
 NOT_VERSIONS = [

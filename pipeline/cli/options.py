@@ -101,6 +101,7 @@ RestOption = Annotated[
         "--rest", parser=rest_url, metavar="URL", help="REST base URL http://HOST:PORT, e.g. http://localhost:8501."
     ),
 ]
+ModelNameOption = Annotated[str | None, typer.Option("--model-name", help="Model name (default serving.model_name).")]
 
 
 # --- paths -------------------------------------------------------------------------------------------------------
