@@ -44,7 +44,6 @@ from kubernetes import client as k8s
 
 from components.multinode import tfjob_diagnosis as diagnosis
 from components.multinode import tfjob_status as status
-from components.multinode.tfjob import RBAC_RULES
 from components.multinode.tfjob_api import (
     CLEANUP_LOOK_DEADLINE_SECONDS,
     CREATE_DEADLINE_SECONDS,
@@ -71,7 +70,6 @@ from components.multinode.tfjob_errors import (
 from foundation.stop_request import StopRequest, StopRequested
 
 __all__ = [
-    "RBAC_RULES",
     "SIGTERM_EXIT_STATUS",
     "STOP_BOUND_SECONDS",
     "TfJobClient",
