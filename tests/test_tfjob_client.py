@@ -35,7 +35,6 @@ from k8s_api_double import (
 from training_operator_double import Exit
 
 from components.multinode.tfjob_client import (
-    RBAC_RULES,
     TfJobClient,
     TfJobConflictError,
     TfJobCrdMissingError,
@@ -51,6 +50,7 @@ from components.multinode.tfjob_client import (
     task_pod_owner,
     task_service_account,
 )
+from components.multinode.tfjob_rbac import RBAC_RULES
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "tfxp-train"

@@ -21,9 +21,10 @@ from k8s_api_double import NAMESPACE, K8sApiDouble, Scenario, serve
 
 from components.multinode import tfjob_client
 from components.multinode.settings import TfJobLaunch
-from components.multinode.tfjob import RBAC_RULES, job_name_for
 from components.multinode.tfjob_client import TfJobFailedError
 from components.multinode.tfjob_launch import run_tfjob
+from components.multinode.tfjob_names import job_name_for
+from components.multinode.tfjob_rbac import RBAC_RULES
 from components.multinode.worker_args import FN_ARGS_FILE, WorkerFnArgs, WorkersError, read_fn_args
 from pipeline.config import load_config
 from pipeline.kubeflow.compiler.compile import trainer_tfjob

@@ -40,26 +40,27 @@ from components.multinode.tfjob import (
     CONTAINER_NAME,
     FN_ARGS_PLACEHOLDER,
     JOB_NAME_PLACEHOLDER,
-    MAX_INDEX_DIGITS,
-    MAX_JOB_NAME_LENGTH,
     PORT,
     PORT_NAME,
     TFJOB_GROUP,
     TFJOB_KIND,
     TFJOB_PLURAL,
     TFJOB_VERSION,
-    WORKER_MODULE,
-    OwnerReference,
     TFJobError,
     WorkerTemplate,
-    bind_tfjob,
+    runpolicy_backoff_limit,
+    tfjob_template,
+)
+from components.multinode.tfjob_binding import OwnerReference, bind_tfjob
+from components.multinode.tfjob_names import (
+    MAX_INDEX_DIGITS,
+    MAX_JOB_NAME_LENGTH,
     job_name_for,
     job_name_problem,
     max_job_name_length,
-    runpolicy_backoff_limit,
-    tfjob_rbac,
-    tfjob_template,
 )
+from components.multinode.tfjob_rbac import tfjob_rbac
+from components.multinode.worker_args import WORKER_MODULE
 from components.trainer.options import MAX_WORKERS
 from foundation.k8s.names import DNS1035_LABEL, name_problem
 from pipeline.config import TfxpConfig, load_config
@@ -87,7 +88,8 @@ CASES = {
     ),
     "cpu_x2": (None, ["trainer.workers=2"]),
 }
-# The Kubernetes verbs and resources the Trainer task may use; anything more is a finding (components.multinode.tfjob).
+# The Kubernetes verbs and resources the Trainer task may use; anything more is a finding
+# (components.multinode.tfjob_rbac).
 # The operator's names (pkg/apis/kubeflow.org/v1/tensorflow_types.go:22-28), written out here so that the ports
 # below check the manifest against the operator, not against tfxp's own constants.
 OPERATOR_CONTAINER = "tensorflow"
@@ -768,7 +770,8 @@ def test_worker_template_is_frozen() -> None:
 
 def test_the_manifest_module_loads_no_framework_or_client() -> None:
     code = (
-        "import sys, components.multinode.tfjob; "
+        "import sys, components.multinode.tfjob, components.multinode.tfjob_binding, "
+        "components.multinode.tfjob_names, components.multinode.tfjob_rbac; "
         "print(sorted(m for m in ('tensorflow', 'tfx', 'kubernetes', 'pipeline', 'keras') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)

@@ -1,11 +1,12 @@
-"""The Training Operator `TFJob` (kubeflow.org/v1) that runs the Trainer on several nodes, and the RBAC the task
-that submits it needs: plain dicts, no Kubernetes client, no TFX.
+"""The Training Operator `TFJob` (kubeflow.org/v1) template that runs the Trainer on several nodes: plain dicts, no
+Kubernetes client, no TFX.
 
 The Trainer task on Kubeflow submits one TFJob whose N `Worker` replicas run `python -m components.trainer.worker
 --fn-args <uri>` in the tfxp image; the operator gives each one `TF_CONFIG` and a headless Service, and worker 0
 is the chief. `tfjob_template` builds the manifest once, at compile time, with two placeholders
-(`JOB_NAME_PLACEHOLDER`, `FN_ARGS_PLACEHOLDER`); `bind_tfjob` fills them in at run time with the job's name and
-namespace, the FnArgs the task wrote, and an owner reference to the task's pod.
+(`JOB_NAME_PLACEHOLDER`, `FN_ARGS_PLACEHOLDER`); `components.multinode.tfjob_binding.bind_tfjob` fills them in at
+run time with the job's name (`components.multinode.tfjob_names`) and namespace, the FnArgs the task wrote, and an
+owner reference to the task's pod. The RBAC the submitting task needs is `components.multinode.tfjob_rbac`'s.
 
 Every choice below follows the operator's source, kubeflow/trainer branch release-1.9 at commit 3a3a1da
 (the Training Operator v1.9; paths relative to that repository):
@@ -19,10 +20,6 @@ Every choice below follows the operator's source, kubeflow/trainer branch releas
   operator's in-memory defaulting (`pkg/apis/kubeflow.org/v1/tensorflow_defaults.go:28-33`), so the reviewed
   manifest is what runs; the per-replica headless Services expose the container's ports (`pkg/core/
   service.go:83-101`, `pkg/controller.v1/common/service.go:229-243`).
-- Names: the webhook wants a DNS-1035 job name (`tfjob_webhook.go:74`), and every replica's pod and Service are
-  called `<job>-worker-<index>` (`pkg/core/utils.go:30-33`); a Service name is a DNS-1035 label of at most 63
-  characters, so the job name must leave room for `-worker-<index>`, which the webhook does not check (a longer
-  name is accepted and then never gets its Services).
 - restartPolicy `OnFailure` (see `RESTART_POLICY`), cleanPodPolicy `Running`, the backoff limit scaled by the
   number of workers (see `runpolicy_backoff_limit`), `activeDeadlineSeconds`, `ttlSecondsAfterFinished`, and
   `schedulingPolicy` for gang scheduling.
@@ -39,9 +36,7 @@ Example:
 from __future__ import annotations
 
 import copy
-import hashlib
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -49,13 +44,6 @@ from typing import Any
 from components.multinode.settings import WorkerSettings
 from components.multinode.worker_args import WORKER_ENV, WORKER_MODULE
 from foundation.errors import TfxpError
-from foundation.k8s.names import (
-    DNS1035_LABEL,
-    MAX_LABEL_LENGTH,
-    label_key_problem,
-    label_value_problem,
-    name_problem,
-)
 
 TFJOB_GROUP = "kubeflow.org"
 TFJOB_VERSION = "v1"
@@ -90,11 +78,6 @@ CLEAN_POD_POLICY = "Running"
 # The operator deletes the TFJob this long after it finished (job.go:420-453): the Trainer task deletes it as soon
 # as it has read the outcome, so this only removes jobs whose task died; a day leaves them for a post-mortem.
 FINISHED_JOB_TTL_SECONDS = 86_400
-# Room in the 63 characters of a Service name `<job>-worker-<index>` (pkg/core/utils.go:30-33) for indices of up to
-# five digits, far past trainer.workers' limit; `job_name_for` stays within it.
-MAX_INDEX_DIGITS = 5
-MAX_JOB_NAME_LENGTH = MAX_LABEL_LENGTH - len(f"-{REPLICA_TYPE.lower()}-") - MAX_INDEX_DIGITS
-_HASH_LENGTH = 8
 INT32_MAX = 2**31 - 1
 # NCCL's own defaults print nothing on errors; WARN names the failing peer and transport (kubeflow.workers.env
 # overrides it).
@@ -119,8 +102,6 @@ DEFAULT_ANNOTATIONS: Mapping[str, str] = MappingProxyType({"sidecar.istio.io/inj
 PART_OF_LABEL = ("app.kubernetes.io/part-of", "tfxp")
 SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
-ROLE_NAME = "tfxp-trainer-tfjobs"
-_NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
 class TFJobError(TfxpError, ValueError):
@@ -296,223 +277,3 @@ def tfjob_template(worker: WorkerTemplate) -> dict[str, Any]:
             },
         },
     }
-
-
-@dataclass(frozen=True)
-class OwnerReference:
-    """The Trainer task's pod as the owner of its TFJob, so that deleting the pod deletes the job (Kubernetes'
-    garbage collector; the pod must be in the job's namespace).
-
-    `controller` is False: the pod does not reconcile the job, and a controller reference would tell other
-    controllers (e.g. Kueue, which leaves jobs with a controller owner to that owner) that something else manages
-    it. `blockOwnerDeletion` is False: with it the creator needs `update` on `pods/finalizers` where the
-    OwnerReferencesPermissionEnforcement admission plugin runs (GKE, OpenShift), a right the Trainer task does
-    not otherwise need, and the pod's deletion need not wait for the job's.
-
-    Attributes:
-        name: The pod's name.
-        uid: The pod's UID (`metadata.uid`).
-        api_version: `v1`.
-        kind: `Pod`.
-    """
-
-    name: str
-    uid: str
-    api_version: str = "v1"
-    kind: str = "Pod"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": False,
-            "blockOwnerDeletion": False,
-        }
-
-
-def max_job_name_length(workers: int) -> int:
-    """The longest TFJob name whose replicas' Services (`<name>-worker-<workers - 1>`) are valid names."""
-    return MAX_LABEL_LENGTH - len(f"-{REPLICA_TYPE.lower()}-{max(workers - 1, 0)}")
-
-
-def job_name_problem(name: str, workers: int) -> str | None:
-    """Why `name` cannot name a TFJob of `workers` workers, or None: the webhook's DNS-1035 label
-    (tfjob_webhook.go:74), short enough for the Services `<name>-worker-<index>` (pkg/core/utils.go:30-33)."""
-    limit = max_job_name_length(workers)
-    if not re.fullmatch(DNS1035_LABEL, name):
-        return (
-            f"TFJob name {name!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a "
-            "letter and ending with a letter or digit)"
-        )
-    if len(name) > limit:
-        return (
-            f"TFJob name {name!r} has {len(name)} characters; with {workers} workers the operator names Services "
-            f"up to {name}-worker-{workers - 1}, which must be at most {MAX_LABEL_LENGTH}, so at most {limit}"
-        )
-    return None
-
-
-def job_name_for(run_id_or_pod_name: str) -> str:
-    """A TFJob name derived from the Trainer task's pod name (or a run id): the same input gives the same name,
-    different inputs different names (an 8-digit hash of the whole input ends it), and any input gives a valid one
-    of at most `MAX_JOB_NAME_LENGTH` characters.
-
-    Example:
-        job_name_for("tfxp-imagenet-resnet50-8x7kq-system-container-impl-2471937312")
-        # 'tfxp-imagenet-resnet50-8x7kq-system-conta-c93b3b23'
-
-    Raises:
-        TFJobError: an empty input.
-    """
-    if not run_id_or_pod_name:
-        raise TFJobError("cannot derive a TFJob name from an empty pod name")
-    digest = hashlib.sha256(run_id_or_pod_name.encode()).hexdigest()[:_HASH_LENGTH]
-    readable = re.sub(r"[^a-z0-9]+", "-", run_id_or_pod_name.lower())
-    readable = readable.lstrip("-0123456789")[: MAX_JOB_NAME_LENGTH - _HASH_LENGTH - 1].strip("-")
-    return f"{readable or 'tfjob'}-{digest}"
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings(key)
-            yield from _strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _strings(item)
-
-
-def _worker_spec(template: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        spec = template["spec"]["tfReplicaSpecs"][REPLICA_TYPE]
-        [container] = [c for c in spec["template"]["spec"]["containers"] if c["name"] == CONTAINER_NAME]
-    except (KeyError, TypeError, ValueError):
-        raise TFJobError(
-            f"not a tfxp TFJob template: no {REPLICA_TYPE} replica with one container named {CONTAINER_NAME}"
-        ) from None
-    if (
-        template.get("metadata", {}).get("name") != JOB_NAME_PLACEHOLDER
-        or container.get("args", []).count(FN_ARGS_PLACEHOLDER) != 1
-    ):
-        raise TFJobError(
-            f"not an unbound TFJob template: it needs metadata.name {JOB_NAME_PLACEHOLDER} and the argument "
-            f"{FN_ARGS_PLACEHOLDER} once (bind a fresh copy of tfjob_template's output, not a bound job)"
-        )
-    return dict(spec)
-
-
-def bind_tfjob(
-    template: Mapping[str, Any],
-    *,
-    name: str,
-    namespace: str,
-    fn_args_uri: str,
-    owner: OwnerReference | None,
-    labels: Mapping[str, str] = _NO_LABELS,
-    service_account: str = "",
-) -> dict[str, Any]:
-    """A deep copy of `template` with the run's values: name, namespace, the FnArgs URI, the owner, and `labels`
-    added to the job's and the pods' labels (e.g. the KFP run id, so a retry can find an earlier attempt's job).
-
-    Args:
-        template: What `tfjob_template` returned (not modified).
-        name: The TFJob's name, e.g. `job_name_for(pod_name)`.
-        namespace: The namespace of the job (and of the owner pod).
-        fn_args_uri: Where the Trainer task wrote the workers' FnArgs.
-        owner: The Trainer task's pod, or None for a job nothing owns.
-        labels: Run-time labels.
-        service_account: The workers' service account when it differs from the compiled one: the Trainer task's
-            own (so the workers get the same storage identity, in the namespace they run in); "" keeps it.
-
-    Raises:
-        TFJobError: a template without both placeholders (or already bound), a name the operator cannot use, a bad
-            namespace, an empty URI or owner field, or a label Kubernetes refuses.
-    """
-    workers = int(_worker_spec(template).get("replicas", 1))
-    problem = job_name_problem(name, workers) or name_problem("Namespace", namespace)
-    if problem:
-        raise TFJobError(problem)
-    if not fn_args_uri.strip() or any(character.isspace() for character in fn_args_uri):
-        raise TFJobError(f"the workers' FnArgs URI {fn_args_uri!r} is empty or holds whitespace")
-    if owner is not None and not (owner.name and owner.uid):
-        raise TFJobError(f"the owner reference {owner} needs the pod's name and uid")
-    for key, value in labels.items():
-        label_problem = label_key_problem(key) or label_value_problem(value)
-        if label_problem:
-            raise TFJobError(f"TFJob label {key}={value}: {label_problem}")
-    job = copy.deepcopy(dict(template))
-    metadata = job["metadata"]
-    metadata.update(name=name, namespace=namespace)
-    metadata["labels"] = {**metadata.get("labels", {}), **labels}
-    if owner is not None:
-        metadata["ownerReferences"] = [owner.to_dict()]
-    pod = job["spec"]["tfReplicaSpecs"][REPLICA_TYPE]["template"]
-    pod["metadata"]["labels"] = {**pod["metadata"].get("labels", {}), **labels}
-    if service_account:
-        account_problem = name_problem("ServiceAccount", service_account)
-        if account_problem:
-            raise TFJobError(account_problem)
-        pod["spec"]["serviceAccountName"] = service_account
-    for container in pod["spec"]["containers"]:
-        if container["name"] == CONTAINER_NAME:
-            container["args"] = [fn_args_uri if arg == FN_ARGS_PLACEHOLDER else arg for arg in container["args"]]
-    left = {text for text in _strings(job) if JOB_NAME_PLACEHOLDER in text or FN_ARGS_PLACEHOLDER in text}
-    if left:
-        raise TFJobError(f"the TFJob still holds placeholders after binding: {sorted(left)}")
-    return job
-
-
-# Who uses each right: the Trainer task's TFJob client (components/multinode/tfjob_api.py), which polls (no watch):
-# - tfjobs create: submit the job; get: read its status and conditions; delete: when it ended, on SIGTERM
-#   (`tfxp runs terminate`, Argo's deadline) and on the task's own deadline.
-# - pods list: each replica's phase, restarts and exit code (`-l training.kubeflow.org/job-name=...`).
-# - pods/log get: the failing replica's log tail for the error message.
-# - events list: why a worker is not scheduled (FailedScheduling, gang timeouts) and the operator's events on the
-#   job (restarts, backoff limit, deadline).
-# No watch, patch or update (the job is never changed), no services, no secrets; no `*` anywhere.
-# tests/test_tfjob_client.py runs the client against an API double that enforces exactly these rules.
-RBAC_RULES: tuple[Mapping[str, Any], ...] = (
-    MappingProxyType({"apiGroups": (TFJOB_GROUP,), "resources": (TFJOB_PLURAL,), "verbs": ("create", "get", "delete")}),
-    MappingProxyType({"apiGroups": ("",), "resources": ("pods",), "verbs": ("list",)}),
-    MappingProxyType({"apiGroups": ("",), "resources": ("pods/log",), "verbs": ("get",)}),
-    MappingProxyType({"apiGroups": ("",), "resources": ("events",), "verbs": ("list",)}),
-)
-
-
-def _rbac_name(service_account: str) -> str:
-    name = f"{ROLE_NAME}-{service_account}"
-    if len(name) <= 253:
-        return name
-    digest = hashlib.sha256(service_account.encode()).hexdigest()[:_HASH_LENGTH]
-    return f"{name[: 253 - _HASH_LENGTH - 1].rstrip('-.')}-{digest}"
-
-
-def tfjob_rbac(service_account: str, namespace: str) -> list[dict[str, Any]]:
-    """The Role and RoleBinding that let `service_account` in `namespace` run the workers' TFJobs, and nothing
-    more (`RBAC_RULES` says who uses each verb).
-
-    Raises:
-        TFJobError: a service account or namespace name the API server refuses.
-    """
-    problem = name_problem("ServiceAccount", service_account) or name_problem("Namespace", namespace)
-    if problem:
-        raise TFJobError(problem)
-    labels = dict([PART_OF_LABEL, ("app.kubernetes.io/component", "trainer")])
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": ROLE_NAME, "namespace": namespace, "labels": labels},
-        "rules": [{key: list(value) for key, value in rule.items()} for rule in RBAC_RULES],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": _rbac_name(service_account), "namespace": namespace, "labels": dict(labels)},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE_NAME},
-        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
-    }
-    return [role, binding]

@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from components.multinode import tfjob
 from components.multinode import tfjob_status as status
 from components.multinode.api_answers import MAX_ANSWER_BYTES, MAX_LOG_BYTES, json_object, read_capped
+from components.multinode.tfjob_binding import OwnerReference
 from components.multinode.tfjob_errors import (
     TfJobError,
     TfJobGoneError,
@@ -321,7 +322,7 @@ def in_cluster(
     return k8s.ApiClient(configuration), namespace
 
 
-def task_pod_owner(env: Mapping[str, str] = os.environ) -> tfjob.OwnerReference | None:
+def task_pod_owner(env: Mapping[str, str] = os.environ) -> OwnerReference | None:
     """The owner reference to the Trainer task's pod (KFP_POD_NAME, KFP_POD_UID), for the TFJob's
     `metadata.ownerReferences`; None outside a KFP task.
 
@@ -342,7 +343,7 @@ def task_pod_owner(env: Mapping[str, str] = os.environ) -> tfjob.OwnerReference 
             f"{missing} is not set while {present} is: KFP sets both on every task (from the pod's metadata.name "
             "and metadata.uid), so this environment is not a KFP task's."
         )
-    return tfjob.OwnerReference(name=name, uid=uid)
+    return OwnerReference(name=name, uid=uid)
 
 
 def task_service_account(token_path: Path = SERVICE_ACCOUNT_TOKEN_FILE) -> tuple[str, str] | None:

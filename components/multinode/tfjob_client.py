@@ -19,9 +19,10 @@ the process exits within STOP_BOUND_SECONDS of the SIGTERM (inside Kubernetes' d
 the job deleted or a message saying it could not be.
 
 Polling, not watching: each poll is one GET of the job and one LIST of its pods (and of its events while a pod is
-missing), so the RBAC stays `get`/`list` (RBAC_RULES) and there is no watch to resume after the API server drops
-it. The calls are in tfjob_api.py, the messages of a job that did not succeed in tfjob_diagnosis.py, the reading of
-its status in tfjob_status.py.
+missing), so the RBAC stays `get`/`list` (tfjob_rbac.RBAC_RULES) and there is no watch to resume after the API
+server drops it. This module holds the client and its stop handling; the create and adoption are in tfjob_submit.py,
+the polling in tfjob_follow.py, the calls in tfjob_api.py, the messages of a job that did not succeed in
+tfjob_diagnosis.py, the reading of its status in tfjob_status.py.
 
 Example (in the Trainer task's pod):
     api, namespace = in_cluster()
@@ -37,20 +38,16 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from kubernetes import client as k8s
 
-from components.multinode import tfjob_diagnosis as diagnosis
-from components.multinode import tfjob_status as status
-from components.multinode.tfjob import RBAC_RULES
 from components.multinode.tfjob_api import (
     CLEANUP_LOOK_DEADLINE_SECONDS,
     CREATE_DEADLINE_SECONDS,
     DELETE_DEADLINE_SECONDS,
     ApiUnreachableError,
-    JobExistsError,
     TfJobApi,
     in_cluster,
     task_pod_owner,
@@ -68,10 +65,11 @@ from components.multinode.tfjob_errors import (
     TfJobRejectedError,
     TfJobTimeoutError,
 )
+from components.multinode.tfjob_follow import TfJobFollower, TfJobOutcome
+from components.multinode.tfjob_submit import TfJobSubmitter, is_this_tasks
 from foundation.stop_request import StopRequest, StopRequested
 
 __all__ = [
-    "RBAC_RULES",
     "SIGTERM_EXIT_STATUS",
     "STOP_BOUND_SECONDS",
     "TfJobClient",
@@ -82,7 +80,6 @@ __all__ = [
     "TfJobForbiddenError",
     "TfJobGoneError",
     "TfJobNotScheduledError",
-    "TfJobOutcome",
     "TfJobPodsRejectedError",
     "TfJobRejectedError",
     "TfJobTimeoutError",
@@ -91,40 +88,12 @@ __all__ = [
     "task_service_account",
 ]
 
-CREATE_ATTEMPTS = 3
 # What a process killed by SIGTERM reports; `run` exits with it after deleting the job.
 SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
 # The longest `run` takes from SIGTERM to its exit: the create in flight, the look whether it made the job, the
 # deletion (each with its whole-call deadline, tfjob_api.py), and a poll slice of slack. Kubernetes' default grace
 # period, after which the kubelet sends SIGKILL, is 30 s.
 STOP_BOUND_SECONDS = CREATE_DEADLINE_SECONDS + CLEANUP_LOOK_DEADLINE_SECONDS + DELETE_DEADLINE_SECONDS + 1.0
-# Waiting reasons of a scheduled pod worth a log line at once (the kubelet's; the rest are ContainerCreating).
-_WAIT_PROBLEMS = frozenset(
-    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
-)
-
-
-@dataclass(frozen=True)
-class TfJobOutcome:
-    """A TFJob that succeeded.
-
-    Attributes:
-        replicas: each replica type's counts when it succeeded.
-        restarts: how many times the operator restarted failed replicas (Restarting conditions seen).
-        seconds: how long `wait` waited (the task's clock).
-        message: the operator's Succeeded message.
-        deleted: whether `run` deleted the job afterwards.
-    """
-
-    name: str
-    namespace: str
-    uid: str
-    replicas: Mapping[str, status.ReplicaCounts]
-    restarts: int
-    seconds: float
-    message: str
-    deleted: bool = False
-
 
 # How `run` names the way the wait ended, in its log line about the deletion.
 _ENDINGS: tuple[tuple[type[BaseException], str], ...] = (
@@ -181,6 +150,10 @@ class TfJobClient:
             self._stop.wait(seconds)
         else:
             time.sleep(seconds)
+        self._raise_if_stopped()
+
+    def _raise_if_stopped(self) -> None:
+        """Raises StopRequested when `run` received a stop signal."""
         if self._stop is not None:
             self._stop.raise_if_requested()
 
@@ -207,80 +180,15 @@ class TfJobClient:
             TfJobError: the API could not be reached, or answered otherwise.
         """
         name = self._manifest_name(manifest)
-        troubles = 0
-        replaced_failed = False  # an earlier attempt's failed job is replaced once at most
-        while True:
-            if self._stop is not None:
-                self._stop.raise_if_requested()  # a create is waited for once sent: do not send one after a stop
-            try:
-                try:
-                    created = self._api.create(manifest)
-                except JobExistsError:
-                    existing = self._api.get(name)
-                    if self._adopt(manifest, name, existing, may_replace=not replaced_failed):
-                        return name
-                    replaced_failed = True
-                    continue
-            except (ApiUnreachableError, TfJobGoneError) as trouble:
-                # No answer (the job may exist now); or the job of the 409 went away before the GET.
-                troubles += 1
-                if troubles == CREATE_ATTEMPTS:
-                    raise TfJobError(
-                        f"could not create TFJob {self.namespace}/{name}: the Kubernetes API did not answer "
-                        f"{CREATE_ATTEMPTS} times ({trouble}).",
-                        job=f"{self.namespace}/{name}",
-                    ) from trouble
-                if isinstance(trouble, TfJobGoneError):
-                    self._log(f"tfjob {name}: the job of that name went away meanwhile; creating it again")
-                else:
-                    self._log(f"tfjob {name}: create got no answer ({trouble}); sending it again")
-                self._pause(float(troubles))
-                continue
-            self._uids[name] = str(created["metadata"]["uid"])
-            replicas = ", ".join(
-                f"{spec.get('replicas', 1)} {kind}" for kind, spec in status.replica_specs(created).items()
-            )
-            self._log(f"tfjob {name}: created in namespace {self.namespace} ({replicas})")
-            return name
-
-    def _adopt(self, manifest: Mapping[str, Any], name: str, existing: Mapping[str, Any], *, may_replace: bool) -> bool:
-        """Whether to follow `existing` (True) or create the job anew (False: the failed earlier job is deleted);
-        raises TfJobConflictError when it is not this task's."""
-        metadata = existing["metadata"]
-        deleting = metadata.get("deletionTimestamp")
-        owned = _owned_by_manifest_owner(existing, manifest)
-        same_work = _runs_same_work(existing, manifest)
-        if deleting or not (owned or same_work):
-            raise TfJobConflictError(
-                f"a TFJob named {name} already exists in namespace {self.namespace} and is not this task's (created "
-                f"{metadata.get('creationTimestamp', '?')}, owned by {_owners(existing)}, running "
-                f"{_work(existing)}{'; it is being deleted' if deleting else ''}). If it is left over from an earlier "
-                f"run, delete it (`kubectl -n {self.namespace} delete tfjob {name}`) and retry the run; if another run "
-                "uses it, let that run finish first.",
-                job=f"{self.namespace}/{name}",
-            )
-        uid = str(metadata["uid"])
-        if owned:
-            self._uids[name] = uid
-            self._log(f"tfjob {name}: already exists and belongs to this task ({_owners(existing)}); following it")
-            return True
-        current = status.state(existing)
-        earlier = (
-            f"created {metadata.get('creationTimestamp', '?')} by an earlier attempt of this task "
-            f"({_owners(existing)}) for the same work ({_work(existing)})"
+        submitter = TfJobSubmitter(
+            self._api,
+            self.namespace,
+            self._uids,
+            log=self._log,
+            pause=self._pause,
+            raise_if_stopped=self._raise_if_stopped,
         )
-        if current == "Failed" and may_replace:
-            said = str((status.condition(existing, "Failed") or {}).get("message", "")).strip()
-            done = {"deleted": "deleted it", "gone": "it is gone already", "replaced": "another job took the name"}
-            outcome = done[self._api.delete(name, uid)]
-            self._log(
-                f"tfjob {name}: already exists, {earlier}, and it Failed ({said or 'no message'}); {outcome}, "
-                "creating it anew"
-            )
-            return False
-        self._uids[name] = uid
-        self._log(f"tfjob {name}: already exists, {earlier}: {current}; following the earlier attempt's job")
-        return True
+        return submitter.submit(manifest, name)
 
     # -- wait ---------------------------------------------------------------------------------------------------
 
@@ -307,122 +215,16 @@ class TfJobClient:
             TfJobGoneError: the job was deleted (or replaced) while waiting.
             TfJobForbiddenError: the service account may not read the job or its pods.
         """
-        start = self._clock()
-        pending_since: float | None = start
-        progress = diagnosis.Progress()
-        while True:
-            try:
-                job, pods = self._look(name)
-            except ApiUnreachableError as trouble:
-                if not progress.unreachable:
-                    self._log(f"tfjob {name}: the Kubernetes API did not answer ({trouble}); trying again")
-                progress.unreachable = str(trouble)
-            else:
-                if progress.unreachable:
-                    self._log(f"tfjob {name}: the Kubernetes API answers again")
-                    progress.unreachable = ""
-                self._report(name, job, pods, progress)
-                current = status.state(job)
-                if current == "Succeeded":
-                    return TfJobOutcome(
-                        name=name,
-                        namespace=self.namespace,
-                        uid=self._uids[name],
-                        replicas=status.replica_counts(job, pods),
-                        restarts=progress.restarts,
-                        seconds=self._clock() - start,
-                        message=str((status.condition(job, "Succeeded") or {}).get("message", "")),
-                    )
-                if current == "Failed":
-                    raise diagnosis.failure(self._api, name, job, progress)
-                self._check_pod_creation(name, job, pods, progress)
-                if status.started_count(job, pods) >= status.expected_replicas(job):
-                    pending_since = None
-                elif pending_since is None:
-                    pending_since = self._clock()
-            now = self._clock()
-            if pending_since is not None and now - pending_since >= schedule_timeout_seconds:
-                raise diagnosis.not_scheduled(self._api, name, progress, schedule_timeout_seconds)
-            if now - start >= timeout_seconds:
-                raise diagnosis.timed_out(self._api, name, progress, timeout_seconds)
-            self._pause(max(0.0, min(self.poll_seconds, start + timeout_seconds - now)))
-
-    def _look(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
-        job = self._api.get(name)
-        uid = str(job["metadata"]["uid"])
-        known = self._uids.setdefault(name, uid)
-        if uid != known:
-            raise TfJobGoneError(
-                f"TFJob {self.namespace}/{name} was replaced by another job of the same name (uid {uid}, this task's "
-                f"was {known}) while the task waited for it; another run uses that name.",
-                job=f"{self.namespace}/{name}",
-            )
-        return job, status.controlled_pods(self._api.list_pods(name), known)
-
-    def _check_pod_creation(
-        self, name: str, job: Mapping[str, Any], pods: list[Mapping[str, Any]], progress: diagnosis.Progress
-    ) -> None:
-        """Fails the wait when the API server keeps refusing the operator one of the job's pods.
-
-        When the pod create fails, the operator records a FailedCreatePod Warning on the job and returns the error
-        (pkg/controller.v1/control/pod_control.go:152-154, common/pod.go:455-470 and 319-324, common/job.go:
-        338-342), so Reconcile fails (tensorflow/tfjob_controller.go:154-157) before the job's status is written
-        (job.go:354-361): such a job shows no condition at all, and it is not a missing operator. controller-runtime
-        requeues a failed Reconcile with exponential backoff (client-go's default controller rate limiter, 5 ms
-        doubling; not mirrored here), so by the next poll (5 s) the operator has tried again. A single refusal may
-        pass (a webhook timing out, a quota freed by a pod that is going away, a service account created a moment
-        later); a missing service account, a Pod Security level and an exhausted quota do not. So the wait fails
-        once the same pod was refused and still does not exist on two polls in a row, well before the schedule
-        timeout, which would otherwise blame capacity. Only a job with fewer pods than replicas is looked at (one
-        events LIST per poll): a refused pod is a missing one. The gang scheduler's PodGroup events (volcano's
-        Unschedulable) are about capacity and are not FailedCreatePod on the TFJob: the schedule timeout handles
-        them."""
-        if len(pods) >= status.expected_replicas(job):
-            progress.refused = ""
-            return
-        found = diagnosis.pod_creation_refusal(self._api, name, self._uids[name], pods)
-        if found is None:
-            progress.refused = ""
-            return
-        pod, event = found
-        key = pod or str(event.get("message", ""))
-        if key == progress.refused:
-            raise diagnosis.pods_rejected(self.namespace, name, pod, event, job)
-        if not progress.refused:
-            self._log(f"tfjob {name}: the operator could not create {pod or 'a pod'}: {event.get('message')}")
-        progress.refused = key
-
-    def _report(
-        self, name: str, job: Mapping[str, Any], pods: list[Mapping[str, Any]], progress: diagnosis.Progress
-    ) -> None:
-        progress.job, progress.pods = job, pods
-        current = status.state(job)
-        if current == "Restarting" and progress.state != "Restarting":
-            progress.restarts += 1
-            # The operator deletes a failed pod as it restarts it (pod.go:350-366), usually before a poll sees it;
-            # what it recorded (pod.go:346) says which replica exited how.
-            for event in self._api.operator_exit_events(name):
-                said = (str(event.get("metadata", {}).get("name")), str(event.get("message")))
-                if said not in progress.reported:
-                    progress.reported.add(said)
-                    self._log(f"tfjob {name}: the operator recorded: {event.get('message')}")
-        progress.state = current
-        line = status.status_line(name, job, pods)
-        if line != progress.line:
-            self._log(line)
-            progress.line = line
-        for waiting in status.not_started(pods):
-            if not waiting.reason or (waiting.scheduled and waiting.reason not in _WAIT_PROBLEMS):
-                continue
-            if (waiting.pod, waiting.reason) not in progress.reported:
-                progress.reported.add((waiting.pod, waiting.reason))
-                self._log(f"tfjob {name}: pod {waiting.describe()}")
-        for exited in status.container_exits(job, pods):
-            key = (exited.pod_uid, exited.finished_at, exited.exit_code)
-            if key not in progress.exits:
-                self._log(f"tfjob {name}: {exited.describe()}")
-                tail = self._api.log_tail(exited.pod, previous=exited.previous)
-                progress.exits[key] = (exited, tail)
+        follower = TfJobFollower(
+            self._api,
+            self.namespace,
+            self._uids,
+            poll_seconds=self.poll_seconds,
+            log=self._log,
+            clock=self._clock,
+            pause=self._pause,
+        )
+        return follower.wait(name, timeout_seconds=timeout_seconds, schedule_timeout_seconds=schedule_timeout_seconds)
 
     # -- delete and run -----------------------------------------------------------------------------------------
 
@@ -542,7 +344,7 @@ class TfJobClient:
             existing = self._api.get(name, cleanup=True)
         except (TfJobError, ApiUnreachableError):
             return False
-        return _owned_by_manifest_owner(existing, manifest) or _runs_same_work(existing, manifest)
+        return is_this_tasks(existing, manifest)
 
     def _manifest_name(self, manifest: Mapping[str, Any]) -> str:
         metadata = manifest.get("metadata") or {}
@@ -555,31 +357,3 @@ class TfJobClient:
                 f"{self.namespace} (the task pod's namespace, which its owner reference requires)"
             )
         return str(name)
-
-
-def _owner_uids(obj: Mapping[str, Any]) -> set[str]:
-    return {str(ref.get("uid")) for ref in (obj.get("metadata") or {}).get("ownerReferences") or () if ref.get("uid")}
-
-
-def _owned_by_manifest_owner(existing: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
-    """Whether `existing` carries one of the manifest's owner references (this task's pod): a manifest without any
-    proves nothing, so it adopts nothing."""
-    wanted = _owner_uids(manifest)
-    return bool(wanted) and bool(wanted & _owner_uids(existing))
-
-
-def _runs_same_work(existing: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
-    """Whether `existing` runs the manifest's work: its Worker container's arguments (`--fn-args URI`) are the
-    manifest's; a manifest without any proves nothing."""
-    wanted = status.worker_args(manifest)
-    return bool(wanted) and status.worker_args(existing) == wanted
-
-
-def _work(job: Mapping[str, Any]) -> str:
-    """`--fn-args URI` of the job's workers, as a reader looks for it."""
-    return " ".join(status.worker_args(job)) or "no worker arguments"
-
-
-def _owners(obj: Mapping[str, Any]) -> str:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
-    return ", ".join(f"{ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})" for ref in refs) or "nothing"

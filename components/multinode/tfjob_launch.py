@@ -106,8 +106,9 @@ def run_tfjob(launch: TfJobLaunch, args: WorkerFnArgs) -> None:
         WorkersError: the workers cannot reach the inputs or outputs.
         components.multinode.tfjob_client.TfJobError: the job could not be created, failed, or missed its deadline.
     """
-    from components.multinode.tfjob import bind_tfjob, job_name_for
+    from components.multinode.tfjob_binding import bind_tfjob
     from components.multinode.tfjob_client import TfJobClient, in_cluster, task_pod_owner, task_service_account
+    from components.multinode.tfjob_names import job_name_for
 
     api, namespace = in_cluster()  # first: outside a cluster nothing is staged
     identity = task_service_account()

@@ -1,6 +1,6 @@
-"""The workers' TFJob and its RBAC from the config: `components.multinode.tfjob` builds the manifests, this module reads
-and checks the keys (each malformed entry is one error naming the key) and writes the review copies beside the
-compiled spec.
+"""The workers' TFJob and its RBAC from the config: `components.multinode.tfjob` and `tfjob_rbac` build the
+manifests, this module reads and checks the keys (each malformed entry is one error naming the key) and writes the
+review copies beside the compiled spec.
 
 With `trainer.workers` > 1 the Trainer task on Kubeflow submits a Training Operator TFJob whose workers get the
 Trainer's resources, accelerator, node selector, tolerations, pull secrets, pod labels and annotations and the
@@ -25,13 +25,12 @@ from components.multinode.tfjob import (
     FN_ARGS_PLACEHOLDER,
     JOB_NAME_PLACEHOLDER,
     OPERATOR_ENV,
-    RBAC_RULES,
     SHM_PATH,
     TFJOB_KIND,
     WorkerTemplate,
-    tfjob_rbac,
     tfjob_template,
 )
+from components.multinode.tfjob_rbac import RBAC_RULES, tfjob_rbac
 from foundation.errors import TfxpError
 from foundation.k8s.names import DNS1123_SUBDOMAIN, MAX_SUBDOMAIN_LENGTH, check_namespace, name_problem
 from foundation.k8s.quantity import memory_bytes
