@@ -7,7 +7,7 @@
 #   docker build -t registry.example.com/ml/tfxp:0.1.0 .
 #   docker build --target dataflow-worker -t registry.example.com/ml/tfxp-dataflow-worker:0.1.0 .
 #
-# Versions: TensorFlow, Beam and every other package come from constraints.txt (tests/test_kubeflow_docker.py
+# Versions: TensorFlow, Beam and every other package come from constraints.txt (tests/project/test_kubeflow_docker.py
 # checks that the pins below equal it). The base has glibc >= 2.39 (Debian 13), so ml-metadata and TFDV
 # install from their manylinux_2_39 wheels without the glibc compat step scripts/ applies on older hosts.
 # The base images are named here, not through ARGs, so scanners (checkov, hadolint) see the pinned tags; the

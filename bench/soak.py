@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 # `python bench/soak.py` puts bench/ first on sys.path, where bench/edge.py would shadow the `edge` package.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT / "bench"]
-# The bombs are the reliability tests' own (tests/image_bombs.py).
+# The bombs are the reliability tests' own (tests/support/image_bombs.py).
 sys.path.append(str(ROOT / "tests"))
 
 from foundation.contract import SAVED_MODEL_FILE  # noqa: E402  (after the sys.path entry)

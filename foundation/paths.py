@@ -6,7 +6,8 @@ library, so a local run never imports TensorFlow for a file and a Kubeflow run r
 Errors are the standard library's either way: a missing file is `FileNotFoundError`, any other failure `OSError`.
 
 Host URLs (`http://host:port` endpoints) are another concept, parsed in `serving.address` and
-`pipeline.kubeflow.client.auth`. `tests/test_one_rule.py` keeps scheme tests (`"://"`, `"gs://"`) in this module.
+`pipeline.kubeflow.client.auth`. `tests/project/test_one_rule.py` keeps scheme tests (`"://"`, `"gs://"`) in this
+module.
 
 Only the standard library is imported here; TensorFlow is imported by the first call on a remote path.
 

@@ -1,5 +1,5 @@
 """Prints the package map of docs/architecture.md from the code: one line per package and module, its path and
-the first sentence of its docstring (tests/test_architecture_map.py checks that the map names every one).
+the first sentence of its docstring (tests/project/test_architecture_map.py checks that the map names every one).
 
 Usage: python3 scripts/architecture_map.py [PACKAGE...]
 """

@@ -28,23 +28,24 @@ def digits_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The edge tests' trained classifier, exported as the trainer exports it (built once, tests/test_edge_data.py)."""
-    from test_edge_data import shared_model
+    """The edge tests' trained classifier, exported as the trainer exports it (built once,
+    tests/edge/test_edge_data.py)."""
+    from edge_fixtures import shared_model
 
     return shared_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The edge tests' synthetic data directory (train/, eval/, labels.txt; tests/test_edge_data.py)."""
-    from test_edge_data import shared_data
+    """The edge tests' synthetic data directory (train/, eval/, labels.txt; tests/edge/test_edge_data.py)."""
+    from edge_fixtures import shared_data
 
     return shared_data(tmp_path_factory)
 
 
 @pytest.fixture
 def fake() -> FakeKfp:
-    """A fresh in-memory fake of the KFP v2beta1 REST API (tests/kfp_fake.py)."""
+    """A fresh in-memory fake of the KFP v2beta1 REST API (tests/support/kfp_fake.py)."""
     from kfp_fake import FakeKfp
 
     return FakeKfp()

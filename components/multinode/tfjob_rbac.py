@@ -29,7 +29,8 @@ ROLE_NAME = "tfxp-trainer-tfjobs"
 # - events list: why a worker is not scheduled (FailedScheduling, gang timeouts) and the operator's events on the
 #   job (restarts, backoff limit, deadline).
 # No watch, patch or update (the job is never changed), no services, no secrets; no `*` anywhere.
-# tests/test_tfjob_client.py runs the client against an API double that enforces exactly these rules.
+# tests/components/multinode/test_tfjob_client.py runs the client against an API double that enforces exactly these
+# rules.
 RBAC_RULES: tuple[Mapping[str, Any], ...] = (
     MappingProxyType({"apiGroups": (TFJOB_GROUP,), "resources": (TFJOB_PLURAL,), "verbs": ("create", "get", "delete")}),
     MappingProxyType({"apiGroups": ("",), "resources": ("pods",), "verbs": ("list",)}),

@@ -1,0 +1,160 @@
+"""One rule per concept: scheme tests on paths live in `foundation.paths`, the SavedModel's file name in the contract.
+
+The scan reads every product module (not tests) with `ast`, so prose in docstrings is free but code is not:
+
+- a string `"://"` or a bare scheme prefix (`"gs://"`, `"minio://"`, an f-string part ending in `"://"`) outside
+  `foundation/paths.py` is a scheme test or a URI built by hand: use `is_remote`, `scheme`, `split_bucket`, `uri`.
+  The host-URL parsers (`http://host:port` endpoints, another concept) are allowed by name.
+- a string holding `saved_model.pb` outside `foundation/contract.py`: use `SAVED_MODEL_FILE`.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import itertools
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("foundation", "components", "edge", "pipeline", "serving", "bench", "scripts")
+PATHS_MODULE = "foundation/paths.py"
+CONTRACT_MODULE = "foundation/contract.py"
+# Functions that parse host URLs (endpoints, not paths): file → function names.
+HOST_URL_PARSERS = {
+    "serving/address.py": {"is_url_address", "rest_base_url", "parse_rest_url"},
+    "pipeline/kubeflow/client/auth.py": {"check_host"},
+    "components/notify/notice.py": {"post_notice"},
+}
+_SCHEME_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)?://")
+
+
+def _product_files() -> list[Path]:
+    return sorted(path for package in PRODUCT for path in (ROOT / package).rglob("*.py"))
+
+
+@functools.cache
+def _parsed(path: Path, relative: str) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), relative)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    # An attribute docstring: a string statement right after an assignment.
+    for node in ast.walk(tree):
+        for body in (getattr(node, "body", None), getattr(node, "orelse", None)):
+            if not isinstance(body, list):
+                continue
+            for before, statement in itertools.pairwise(body):
+                if (
+                    isinstance(before, ast.Assign | ast.AnnAssign)
+                    and isinstance(statement, ast.Expr)
+                    and isinstance(statement.value, ast.Constant)
+                ):
+                    found.add(id(statement.value))
+    return found
+
+
+def _strings(tree: ast.AST) -> Iterator[tuple[ast.Constant, str]]:
+    """Every string constant outside docstrings, with the function it is in ("" at module level)."""
+    docstrings = _docstrings(tree)
+
+    def visit(node: ast.AST, function: str) -> Iterator[tuple[ast.Constant, str]]:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else function
+            if isinstance(child, ast.Constant) and isinstance(child.value, str) and id(child) not in docstrings:
+                yield child, function
+            yield from visit(child, inner)
+
+    yield from visit(tree, "")
+
+
+def scheme_tests(path: Path, relative: str) -> list[str]:
+    """`file:line: "text"` for each scheme string outside the paths module and the host-URL parsers."""
+    if relative == PATHS_MODULE:
+        return []
+    allowed = HOST_URL_PARSERS.get(relative, set())
+    return [
+        f"{relative}:{node.lineno}: {node.value!r}"
+        for node, function in _strings(_parsed(path, relative))
+        if _SCHEME_PREFIX.fullmatch(node.value) or node.value.endswith("://")
+        if function not in allowed
+    ]
+
+
+def saved_model_names(path: Path, relative: str) -> list[str]:
+    if relative == CONTRACT_MODULE:
+        return []
+    return [
+        f"{relative}:{node.lineno}: {node.value!r}"
+        for node, _ in _strings(_parsed(path, relative))
+        if "saved_model.pb" in node.value
+    ]
+
+
+def test_scheme_tests_on_paths_live_in_the_paths_module() -> None:
+    found = [hit for path in _product_files() for hit in scheme_tests(path, path.relative_to(ROOT).as_posix())]
+    assert not found, "use foundation.paths (is_remote, scheme, split_bucket, uri) instead:\n" + "\n".join(found)
+
+
+def test_the_saved_model_file_is_named_only_in_the_contract() -> None:
+    found = [hit for path in _product_files() for hit in saved_model_names(path, path.relative_to(ROOT).as_posix())]
+    assert not found, "use foundation.contract.SAVED_MODEL_FILE instead:\n" + "\n".join(found)
+
+
+def _scan(tmp_path: Path, code: str, relative: str = "components/module.py") -> list[str]:
+    """`scheme_tests` of `code` as if it stood at `relative` in the repository."""
+    module = tmp_path / "module.py"
+    module.write_text(code)
+    return scheme_tests(module, relative)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'def f(path):\n    return "://" in path\n',
+        'def f(path):\n    return "://" not in path\n',
+        'def f(path):\n    return path.split("://", 1)[0]\n',
+        'def f(path):\n    return path.startswith(("minio://", "s3://"))\n',
+        'def f(kind, rest):\n    return f"{kind}://{rest}"\n',
+        'MOUNTS = {"gs://": "gcs"}\n',
+    ],
+)
+def test_the_scan_finds_scheme_tests(tmp_path: Path, code: str) -> None:
+    assert _scan(tmp_path, code)
+    assert not _scan(tmp_path, code, relative=PATHS_MODULE)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        '"""Reads gs://bucket/x and checks "://" in prose."""\n',
+        'def f():\n    """A `gs://` path."""\n    return "use a bucket, e.g. gs://bucket/tfxp"\n',
+        'ROOT = "minio://mlpipeline/v2/artifacts"\n"""The default root: minio://."""\n',
+    ],
+)
+def test_the_scan_leaves_prose_and_example_values(tmp_path: Path, code: str) -> None:
+    assert not _scan(tmp_path, code)
+
+
+def test_the_host_url_parser_is_allowed_by_name_only(tmp_path: Path) -> None:
+    module = tmp_path / "address.py"
+    module.write_text(
+        'def is_url_address(text):\n    return "://" in text\n\ndef other(text):\n    return "://" in text\n'
+    )
+    assert [hit.split(":")[1] for hit in scheme_tests(module, "serving/address.py")] == ["5"]
+
+
+def test_the_scan_finds_the_saved_model_file_but_not_in_prose(tmp_path: Path) -> None:
+    module = tmp_path / "module.py"
+    module.write_text('"""Holds saved_model.pb."""\nPB = "saved_model.pb"\nTEXT = f"no saved_model.pb in {PB}"\n')
+    assert [hit.split(":")[1] for hit in saved_model_names(module, "serving/module.py")] == ["2", "3"]
+    assert not saved_model_names(module, CONTRACT_MODULE)
