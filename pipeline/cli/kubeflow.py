@@ -320,7 +320,8 @@ def run_spec_command(
     Exit codes: 0 the run succeeded, 1 a task failed, 2 bad input.
     """
     from pipeline.kubeflow.compiler.params import parse_param_entries
-    from pipeline.kubeflow.emulator.local_run import TaskRun, run_spec
+    from pipeline.kubeflow.emulator.local_run import run_spec
+    from pipeline.kubeflow.emulator.spec_run import TaskRun
 
     raw = parse_param_entries(params or [])
 
