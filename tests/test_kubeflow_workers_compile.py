@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from components.trainer.options import parse_custom_config
 from pipeline.cli import app
 from pipeline.config import load_config
-from pipeline.kubeflow.compiler.compile import CompileResult, KubeflowCompileError, compile_pipeline
+from pipeline.kubeflow.compiler.compile import CompileResult, compile_pipeline
+from pipeline.kubeflow.compiler.component_setup import KubeflowCompileError
 from pipeline.kubeflow.compiler.spec import container_tasks, load_pipeline_doc
 
 A100_CONFIG = Path("configs/imagenet_a100.yaml")

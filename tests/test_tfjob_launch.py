@@ -26,7 +26,7 @@ from components.multinode.tfjob_client import TfJobFailedError
 from components.multinode.tfjob_launch import run_tfjob
 from components.multinode.worker_args import FN_ARGS_FILE, WorkerFnArgs, WorkersError, read_fn_args
 from pipeline.config import load_config
-from pipeline.kubeflow.compiler.compile import trainer_tfjob
+from pipeline.kubeflow.compiler.component_setup import trainer_tfjob
 
 POD_NAME = "tfxp-imagenet-resnet50-xk2lq-system-container-impl-3941066427"
 POD_UID = "6d1f2c3e-8a0b-4c5d-9e7f-0a1b2c3d4e5f"
