@@ -29,9 +29,10 @@ from pipeline.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from pipeline.kubeflow.client.runs import RunStatus
+    from pipeline.kubeflow.client.runs import RunStatus, SubmittedRun
     from pipeline.kubeflow.client.submit import KfpRunClient
     from pipeline.kubeflow.compiler.compile import CompileResult
+    from pipeline.kubeflow.emulator.spec_run import SpecRun, TaskRun
 
 # Exit codes of `tfxp submit --wait` beyond the shared 2 (bad input, unreachable host).
 EXIT_RUN_FAILED = 1
@@ -205,22 +206,28 @@ def kfp_command(command: Callable[..., None]) -> Callable[..., None]:
     return with_client
 
 
+RunNameOption = Annotated[str | None, typer.Option("--run-name", help="Run name; default <pipeline>-<UTC time>.")]
+SubmitNoCacheOption = Annotated[
+    bool, typer.Option("--no-cache", help="Run every task afresh: KFP caching off for this run only.")
+]
+WaitOption = Annotated[
+    bool, typer.Option("--wait", help="Poll until the run finishes; non-zero exit unless it succeeded.")
+]
+WaitTimeoutOption = Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the run (--wait).")]
+PollOption = Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between polls (--wait).")]
+
+
 @kfp_command
 def submit_command(
     package: PackageArgument,
     client: KfpRunClient,
     experiment: ExperimentOption = None,
-    run_name: Annotated[str | None, typer.Option("--run-name", help="Run name; default <pipeline>-<UTC time>.")] = None,
+    run_name: RunNameOption = None,
     params: ParamOption = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Run every task afresh: KFP caching off for this run only.")
-    ] = False,
-    wait: Annotated[
-        bool, typer.Option("--wait", help="Poll until the run finishes; non-zero exit unless it succeeded.")
-    ] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the run (--wait).")] = 24
-    * 3600,
-    poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between polls (--wait).")] = 15.0,
+    no_cache: SubmitNoCacheOption = False,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = 24 * 3600,
+    poll: PollOption = 15.0,
     pipeline_root: PipelineRootOption = None,
 ) -> None:
     """Submit a compiled pipeline to Kubeflow Pipelines; print the run id and URL.
@@ -234,7 +241,6 @@ def submit_command(
     The run's pipeline root is --pipeline-root, else the spec's defaultPipelineRoot (KFP reads only the run's);
     a local path is refused, since pods cannot reach it.
     """
-    from pipeline.kubeflow.client.runs import RunFailedError, RunTimeoutError, progress_line
     from pipeline.kubeflow.compiler.params import parse_param_entries
 
     raw = parse_param_entries(params or [])
@@ -252,8 +258,13 @@ def submit_command(
     console.print(f"run:    {run.url}", highlight=False)
     console.print(f"experiment: {run.experiment}", highlight=False)
     console.print(f"pipeline root: {run.pipeline_root or '(none sent: the KFP server default)'}", highlight=False)
-    if not wait:
-        return
+    if wait:
+        _wait_for(client, run, timeout, poll)
+
+
+def _wait_for(client: KfpRunClient, run: SubmittedRun, timeout: float, poll: float) -> None:
+    """`--wait`: the run's progress as it changes, then its end (a failure or a timeout exits non-zero)."""
+    from pipeline.kubeflow.client.runs import RunFailedError, RunTimeoutError, progress_line
 
     shown = [""]
 
@@ -273,41 +284,49 @@ def submit_command(
     console.print(f"[green]✓[/] run {run.run_id} {final.state}", highlight=False)
 
 
+BackendOption = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        help="kfp: open-source KFP's driver, launcher and cache; vertex: Vertex AI's executor input (no cache).",
+    ),
+]
+SpecRootOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pipeline-root",
+        metavar="URI",
+        help="The run's pipeline root: kfp minio://bucket/path or s3://… (default minio://mlpipeline/v2/artifacts, "
+        "kept under --state); vertex a local folder standing for gs:// (default <state>/vertex-root).",
+    ),
+]
+StateOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--state",
+        parser=output_dir,
+        metavar="DIR",
+        help="The emulated backend: object store, pods, MLMD and cache, logs, run records; default <spec>-runs/. "
+        "A later run with the same --state sees this one's cache.",
+    ),
+]
+PublishLogsOption = Annotated[
+    bool, typer.Option("--publish-logs/--no-publish-logs", help="KFP's executor-logs output (default on).")
+]
+SpecNoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Run every task (as `tfxp submit --no-cache`).")]
+SpecParamOption = Annotated[
+    list[str] | None, typer.Option("--param", "-p", help="A pipeline parameter, `name=value`; repeatable.")
+]
+
+
 def run_spec_command(
     package: PackageArgument,
-    backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            help="kfp: open-source KFP's driver, launcher and cache; vertex: Vertex AI's executor input (no cache).",
-        ),
-    ] = "kfp",
-    pipeline_root: Annotated[
-        str | None,
-        typer.Option(
-            "--pipeline-root",
-            metavar="URI",
-            help="The run's pipeline root: kfp minio://bucket/path or s3://… (default minio://mlpipeline/v2/artifacts, "
-            "kept under --state); vertex a local folder standing for gs:// (default <state>/vertex-root).",
-        ),
-    ] = None,
-    state: Annotated[
-        Path | None,
-        typer.Option(
-            "--state",
-            parser=output_dir,
-            metavar="DIR",
-            help="The emulated backend: object store, pods, MLMD and cache, logs, run records; default <spec>-runs/. "
-            "A later run with the same --state sees this one's cache.",
-        ),
-    ] = None,
-    publish_logs: Annotated[
-        bool, typer.Option("--publish-logs/--no-publish-logs", help="KFP's executor-logs output (default on).")
-    ] = True,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every task (as `tfxp submit --no-cache`).")] = False,
-    params: Annotated[
-        list[str] | None, typer.Option("--param", "-p", help="A pipeline parameter, `name=value`; repeatable.")
-    ] = None,
+    backend: BackendOption = "kfp",
+    pipeline_root: SpecRootOption = None,
+    state: StateOption = None,
+    publish_logs: PublishLogsOption = True,
+    no_cache: SpecNoCacheOption = False,
+    params: SpecParamOption = None,
 ) -> None:
     """Run a compiled pipeline spec on this machine, task by task, as a KFP backend runs it.
 
@@ -320,30 +339,34 @@ def run_spec_command(
     Exit codes: 0 the run succeeded, 1 a task failed, 2 bad input.
     """
     from pipeline.kubeflow.compiler.params import parse_param_entries
-    from pipeline.kubeflow.emulator.local_run import TaskRun, run_spec
+    from pipeline.kubeflow.emulator.local_run import run_spec
 
     raw = parse_param_entries(params or [])
-
-    def report(task: TaskRun) -> None:
-        mark = {"SUCCEEDED": "[green]✓[/]", "CACHED": "[cyan]≡[/]", "FAILED": "[red]✗[/]"}.get(
-            task.state, "[yellow]-[/]"
-        )
-        if task.state == "CACHED":
-            detail = f" (KFP's cache: the execution of run {task.cached_from})"
-        else:
-            detail = f" {task.error}" if task.state != "SUCCEEDED" else ""
-        console.print(f"{mark} {task.name} {task.state.lower()} {task.seconds:.1f}s{detail}", highlight=False)
-
     run = run_spec(
         package,
         raw,
-        on_task=report,
+        on_task=_print_task,
         backend=backend,
         pipeline_root=pipeline_root,
         state_dir=state,
         publish_logs=publish_logs,
         cache=not no_cache,
     )
+    _print_spec_run(run)
+
+
+def _print_task(task: TaskRun) -> None:
+    """One line per task of `tfxp run-spec` as it finishes: its mark, state, time and why it failed or was cached."""
+    mark = {"SUCCEEDED": "[green]✓[/]", "CACHED": "[cyan]≡[/]", "FAILED": "[red]✗[/]"}.get(task.state, "[yellow]-[/]")
+    if task.state == "CACHED":
+        detail = f" (KFP's cache: the execution of run {task.cached_from})"
+    else:
+        detail = f" {task.error}" if task.state != "SUCCEEDED" else ""
+    console.print(f"{mark} {task.name} {task.state.lower()} {task.seconds:.1f}s{detail}", highlight=False)
+
+
+def _print_spec_run(run: SpecRun) -> None:
+    """The end of `tfxp run-spec`: where the run is, the versions it pushed, and a failed task's log tail (exit 1)."""
     console.print(
         f"run {run.run_id} ({run.backend}): {run.state.lower()}; artifacts: {run.run_dir}; "
         f"object store, logs and cache: {run.state_dir}",

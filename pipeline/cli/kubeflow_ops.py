@@ -22,6 +22,8 @@ from pipeline.cli.options import existing_file
 from pipeline.kubeflow.client.cron import ScheduleInputError
 
 if TYPE_CHECKING:
+    from pipeline.kubeflow.client.cron import Trigger
+    from pipeline.kubeflow.client.schedules import CreatedSchedule
     from pipeline.kubeflow.client.submit import KfpRunClient
 
 pipeline_app = typer.Typer(
@@ -110,35 +112,49 @@ def pipeline_versions(
     console.print(table)
 
 
+SchedulePackageArgument = Annotated[
+    Path | None,
+    typer.Argument(
+        parser=existing_file,
+        help="Pipeline YAML from `tfxp compile` (or give --pipeline).",
+    ),
+]
+SchedulePipelineOption = Annotated[str | None, typer.Option("--pipeline", help="An uploaded pipeline, by name.")]
+ScheduleVersionOption = Annotated[
+    str | None, typer.Option("--version", help="Its version, by name; default the newest.")
+]
+CronOption = Annotated[
+    str | None,
+    typer.Option("--cron", help="KFP cron: 'sec min hour dom month dow'; a 5-field crontab line is converted."),
+]
+EveryOption = Annotated[str | None, typer.Option("--every", help="Interval: 30m, 6h, 1d, 1h30m (at least 1m).")]
+MaxConcurrencyOption = Annotated[int, typer.Option("--max-concurrency", help="Runs at once, 1-10.")]
+NoCatchupOption = Annotated[
+    bool, typer.Option("--no-catchup", help="After a pause, start only the latest missed run, not each.")
+]
+StartOption = Annotated[
+    str | None, typer.Option("--start", help="No run before this ISO 8601 time (UTC unless given).")
+]
+EndOption = Annotated[str | None, typer.Option("--end", help="No run after this ISO 8601 time.")]
+ScheduleNameOption = Annotated[str | None, typer.Option("--name", help="Name; default '<pipeline> (<trigger>)'.")]
+
+
 @schedule_app.command("create")
 @kfp_command
 def schedule_create(
     client: KfpRunClient,
-    package: Annotated[
-        Path | None,
-        typer.Argument(
-            parser=existing_file,
-            help="Pipeline YAML from `tfxp compile` (or give --pipeline).",
-        ),
-    ] = None,
-    pipeline: Annotated[str | None, typer.Option("--pipeline", help="An uploaded pipeline, by name.")] = None,
-    version: Annotated[str | None, typer.Option("--version", help="Its version, by name; default the newest.")] = None,
-    cron: Annotated[
-        str | None,
-        typer.Option("--cron", help="KFP cron: 'sec min hour dom month dow'; a 5-field crontab line is converted."),
-    ] = None,
-    every: Annotated[str | None, typer.Option("--every", help="Interval: 30m, 6h, 1d, 1h30m (at least 1m).")] = None,
-    max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="Runs at once, 1-10.")] = 1,
-    no_catchup: Annotated[
-        bool, typer.Option("--no-catchup", help="After a pause, start only the latest missed run, not each.")
-    ] = False,
-    start: Annotated[
-        str | None, typer.Option("--start", help="No run before this ISO 8601 time (UTC unless given).")
-    ] = None,
-    end: Annotated[str | None, typer.Option("--end", help="No run after this ISO 8601 time.")] = None,
+    package: SchedulePackageArgument = None,
+    pipeline: SchedulePipelineOption = None,
+    version: ScheduleVersionOption = None,
+    cron: CronOption = None,
+    every: EveryOption = None,
+    max_concurrency: MaxConcurrencyOption = 1,
+    no_catchup: NoCatchupOption = False,
+    start: StartOption = None,
+    end: EndOption = None,
     params: ParamOption = None,
     experiment: ExperimentOption = None,
-    name: Annotated[str | None, typer.Option("--name", help="Name; default '<pipeline> (<trigger>)'.")] = None,
+    name: ScheduleNameOption = None,
     pipeline_root: PipelineRootOption = None,
 ) -> None:
     """Create a recurring run of a compiled pipeline file or of an uploaded pipeline version.
@@ -175,6 +191,11 @@ def schedule_create(
         catchup=not no_catchup,
         pipeline_root=pipeline_root,
     )
+    _print_created(created, trigger, max_concurrency, catchup=not no_catchup)
+
+
+def _print_created(created: CreatedSchedule, trigger: Trigger, max_concurrency: int, *, catchup: bool) -> None:
+    """What `tfxp schedule create` made: its warnings, id, source, name, trigger, root and run options."""
     for warning in created.warnings:
         warn(warning)
     schedule = created.schedule
@@ -184,7 +205,7 @@ def schedule_create(
     _say(f"trigger: {trigger.describe()}")
     _say(f"pipeline root: {created.pipeline_root or '(none sent: the KFP server default)'}")
     _say(
-        f"max concurrency {max_concurrency}, catch-up {'off' if no_catchup else 'on'}, "
+        f"max concurrency {max_concurrency}, catch-up {'on' if catchup else 'off'}, "
         f"{'enabled' if schedule.enabled else 'paused'}"
     )
 

@@ -219,13 +219,22 @@ def wait_for_run(
             if on_status is not None:
                 on_status(status, clock() - started)
             if status.finished:
-                if status.state != SUCCEEDED:
-                    reason = f": {status.error}" if status.error else ""
-                    failed = sorted(name for name, state in status.tasks.items() if state == "FAILED")
-                    where = f" (failed tasks: {', '.join(failed)})" if failed else ""
-                    raise RunFailedError(f"run {run_id} ended {status.state}{where}{reason}", status)
-                return status
+                return _succeeded(status, run_id)
         sleep(max(0.0, min(poll_seconds, timeout - (clock() - started))))
+
+
+def _succeeded(status: RunStatus, run_id: str) -> RunStatus:
+    """A finished run's status when it SUCCEEDED.
+
+    Raises:
+        RunFailedError: it ended otherwise; the message names the failed tasks and KFP's error.
+    """
+    if status.state != SUCCEEDED:
+        reason = f": {status.error}" if status.error else ""
+        failed = sorted(name for name, state in status.tasks.items() if state == "FAILED")
+        where = f" (failed tasks: {', '.join(failed)})" if failed else ""
+        raise RunFailedError(f"run {run_id} ended {status.state}{where}{reason}", status)
+    return status
 
 
 def is_transient(error: SubmitError) -> bool:

@@ -164,51 +164,104 @@ def create_schedule(
     check_max_concurrency(max_concurrency)
     raw = dict(params or {})
     warnings: list[str] = trigger.warnings(catchup=catchup)
-    source: dict[str, Any]
     if package is not None:
-        doc = read_package(package)
-        pipeline_name = doc.pipeline_spec.pipeline_info.name
-        arguments = typed_arguments(raw, pipeline_parameters(doc.to_dicts()[0]), f"pipeline {pipeline_name}")
-        source = {"pipeline_package_path": str(package)}
-        described = str(package)
-        root, notes = client.preflight(doc.pipeline_spec, described, pipeline_root)
+        chosen = _file_source(client, package, raw, pipeline_root)
     else:
-        pipeline_name = str(pipeline)
-        chosen = get_version(client, pipeline_name, version)
-        if chosen.spec:
-            arguments = typed_arguments(raw, pipeline_parameters(chosen.spec), f"pipeline {pipeline_name}")
-        else:
-            arguments = {key: _loose(value) for key, value in raw.items()}
-            if raw:
-                warnings.append(
-                    f"the API returned no spec for version {chosen.name}, so --param values were not checked"
-                )
-        source = {"pipeline_id": chosen.pipeline_id, "version_id": chosen.version_id}
-        described = f"pipeline {pipeline_name}, version {chosen.name}"
-        stored = doc_from_api(chosen.spec)
-        root, notes = client.preflight(stored.pipeline_spec if stored else None, described, pipeline_root)
-    warnings.extend(notes)
-    experiment_id = client.experiment_id(experiment or pipeline_name, create=True)
+        chosen = _version_source(client, str(pipeline), version, raw, pipeline_root)
+    warnings.extend(chosen.notes)
+    created = _create_recurring_run(
+        client, chosen, trigger, name=name, experiment=experiment, max_concurrency=max_concurrency, catchup=catchup
+    )
+    return CreatedSchedule(_schedule(created), chosen.described, tuple(warnings), chosen.root or "")
+
+
+@dataclass(frozen=True)
+class _ScheduleSource:
+    """What a recurring run runs, checked before it is created.
+
+    Attributes:
+        pipeline_name: The pipeline's name.
+        arguments: The run parameters, typed against the spec when there is one.
+        source: The spec's part of the request (`pipeline_package_path`, or `pipeline_id` and `version_id`).
+        described: The source for messages.
+        root: The runs' pipeline root; None: none.
+        notes: Warnings, in the order they arose.
+    """
+
+    pipeline_name: str
+    arguments: dict[str, Any]
+    source: dict[str, Any]
+    described: str
+    root: str | None
+    notes: list[str]
+
+
+def _create_recurring_run(
+    client: KfpRunClient,
+    chosen: _ScheduleSource,
+    trigger: Trigger,
+    *,
+    name: str | None,
+    experiment: str | None,
+    max_concurrency: int,
+    catchup: bool,
+) -> Any:
+    """The API's answer to creating the recurring run, in its experiment (created when missing).
+
+    Raises:
+        SubmitError: as `KfpRunClient.call`, or an answer without a recurring run id.
+    """
+    experiment_id = client.experiment_id(experiment or chosen.pipeline_name, create=True)
     api = client.api()
     created = client.call(
         "creating the recurring run",
         lambda: api.create_recurring_run(
             experiment_id=experiment_id,
-            job_name=name or f"{pipeline_name} ({trigger.describe()})",
+            job_name=name or f"{chosen.pipeline_name} ({trigger.describe()})",
             start_time=trigger.start,
             end_time=trigger.end,
             interval_second=trigger.interval_seconds,
             cron_expression=trigger.cron.expression if trigger.cron else None,
             max_concurrency=max_concurrency,
             no_catchup=not catchup,
-            params=arguments,
+            params=chosen.arguments,
             enabled=True,
-            pipeline_root=root,
-            **source,
+            pipeline_root=chosen.root,
+            **chosen.source,
         ),
     )
     require_id(created.recurring_run_id, "recurring_run_id", "POST /apis/v2beta1/recurringruns", client.host)
-    return CreatedSchedule(_schedule(created), described, tuple(warnings), root or "")
+    return created
+
+
+def _file_source(
+    client: KfpRunClient, package: Path, raw: Mapping[str, str], pipeline_root: str | None
+) -> _ScheduleSource:
+    """A compiled file's spec, its parameters typed and its root checked (`KfpRunClient.preflight`)."""
+    doc = read_package(package)
+    pipeline_name = doc.pipeline_spec.pipeline_info.name
+    arguments = typed_arguments(raw, pipeline_parameters(doc.to_dicts()[0]), f"pipeline {pipeline_name}")
+    root, notes = client.preflight(doc.pipeline_spec, str(package), pipeline_root)
+    return _ScheduleSource(pipeline_name, arguments, {"pipeline_package_path": str(package)}, str(package), root, notes)
+
+
+def _version_source(
+    client: KfpRunClient, pipeline_name: str, version: str | None, raw: Mapping[str, str], pipeline_root: str | None
+) -> _ScheduleSource:
+    """An uploaded version's spec as the API returns it; without one, the parameters go unchecked (a warning)."""
+    chosen = get_version(client, pipeline_name, version)
+    notes: list[str] = []
+    if chosen.spec:
+        arguments = typed_arguments(raw, pipeline_parameters(chosen.spec), f"pipeline {pipeline_name}")
+    else:
+        arguments = {key: _loose(value) for key, value in raw.items()}
+        if raw:
+            notes.append(f"the API returned no spec for version {chosen.name}, so --param values were not checked")
+    described = f"pipeline {pipeline_name}, version {chosen.name}"
+    stored = doc_from_api(chosen.spec)
+    root, preflight_notes = client.preflight(stored.pipeline_spec if stored else None, described, pipeline_root)
+    source = {"pipeline_id": chosen.pipeline_id, "version_id": chosen.version_id}
+    return _ScheduleSource(pipeline_name, arguments, source, described, root, [*notes, *preflight_notes])
 
 
 def list_schedules(client: KfpRunClient, *, experiment: str | None = None, limit: int = 20) -> list[Schedule]:

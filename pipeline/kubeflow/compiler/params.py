@@ -231,7 +231,8 @@ def _data_path_problem(text: str) -> str | None:
     return "is empty; give the directory of the TFRecords" if not text.strip() else None
 
 
-# What tfxp's own run parameters (`pipeline.kubeflow.compiler.compile.RUN_PARAMETERS`) accept, beyond their KFP type.
+# What tfxp's own run parameters (`pipeline.kubeflow.compiler.component_setup.RUN_PARAMETERS`) accept, beyond their
+# KFP type.
 VALUE_CHECKS: dict[str, Callable[[str], str | None]] = {
     "train_args": _train_args_problem,
     "spans": _spans_problem,

@@ -298,6 +298,33 @@ def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> None:
             accelerator has a count but no type.
     """
     spec = doc.pipeline_spec
+    _check_patch(spec, patch)
+    wire_exit_handler(spec)
+    config = _deployment_config(spec)
+    tasks = pipeline_tasks(spec)
+    for task in sorted(tasks):
+        body = tasks[task]
+        # A cached exit handler would not run, and so not report the run.
+        cached = patch.enable_cache and task not in patch.uncached_tasks and not _is_exit_handler(body)
+        body.caching_options.enable_cache = cached
+        label = executor_label(spec, task)
+        executor = config.executors.get(label)
+        if executor is not None and executor.WhichOneof("spec") == "container":
+            _patch_container_task(doc, task, body, executor.container, label, patch)
+    _store_deployment_config(spec, config)
+    _set_parameter_defaults(spec, patch.parameter_defaults)
+    if patch.display_name:
+        spec.pipeline_info.display_name = patch.display_name
+    if patch.pipeline_root:
+        spec.default_pipeline_root = patch.pipeline_root
+
+
+def _check_patch(spec: pipeline_spec_pb2.PipelineSpec, patch: SpecPatch) -> None:
+    """Refuses a patch that does not fit `spec`: an empty image, unknown task names, an accelerator without a type.
+
+    Raises:
+        SpecPatchError: names what does not fit.
+    """
     try:
         image_warnings(patch.image)
     except ValueError as error:  # an empty image
@@ -311,57 +338,61 @@ def patch_pipeline_doc(doc: PipelineDoc, patch: SpecPatch) -> None:
         if accelerator is not None and accelerator.count > 0 and not accelerator.type:
             raise SpecPatchError(f"{task}: {accelerator.count} accelerators requested without an accelerator type")
 
-    wire_exit_handler(spec)
-    config = _deployment_config(spec)
-    tasks = pipeline_tasks(spec)
-    for task in sorted(tasks):
-        body = tasks[task]
-        # A cached exit handler would not run, and so not report the run.
-        cached = patch.enable_cache and task not in patch.uncached_tasks and not _is_exit_handler(body)
-        body.caching_options.enable_cache = cached
-        label = executor_label(spec, task)
-        executor = config.executors.get(label)
-        if executor is None or executor.WhichOneof("spec") != "container":
-            continue
-        container = executor.container
-        container.image = patch.image
-        if list(container.command) == ["python", "-m", TFX_ENTRYPOINT]:
-            # TFX's runner cannot read the executor input open-source KFP builds (components.kfp.entrypoint).
-            container.command[:] = ["python", "-m", ENTRYPOINT]
-        try:
-            container.resources.CopyFrom(_resource_spec(patch.task_resources.get(task, patch.resources)))
-        except ValueError as error:
-            raise SpecPatchError(f"resources of task {task}: {error}") from None
-        body.ClearField("retry_policy")
-        if patch.retry is not None and patch.retry.max_retries > 0:
-            body.retry_policy.CopyFrom(
-                pipeline_spec_pb2.PipelineTaskSpec.RetryPolicy(
-                    max_retry_count=patch.retry.max_retries,
-                    backoff_duration=duration_pb2.Duration(seconds=patch.retry.backoff_seconds),
-                    backoff_factor=patch.retry.backoff_factor,
-                    backoff_max_duration=duration_pb2.Duration(seconds=patch.retry.backoff_max_seconds),
-                )
+
+def _patch_container_task(
+    doc: PipelineDoc,
+    task: str,
+    body: pipeline_spec_pb2.PipelineTaskSpec,
+    container: ContainerSpec,
+    label: str,
+    patch: SpecPatch,
+) -> None:
+    """A container task's image, entrypoint, resources, retries, node selector and tolerations.
+
+    Raises:
+        SpecPatchError: a malformed quantity in the task's resources.
+    """
+    container.image = patch.image
+    if list(container.command) == ["python", "-m", TFX_ENTRYPOINT]:
+        # TFX's runner cannot read the executor input open-source KFP builds (components.kfp.entrypoint).
+        container.command[:] = ["python", "-m", ENTRYPOINT]
+    try:
+        container.resources.CopyFrom(_resource_spec(patch.task_resources.get(task, patch.resources)))
+    except ValueError as error:
+        raise SpecPatchError(f"resources of task {task}: {error}") from None
+    body.ClearField("retry_policy")
+    if patch.retry is not None and patch.retry.max_retries > 0:
+        body.retry_policy.CopyFrom(
+            pipeline_spec_pb2.PipelineTaskSpec.RetryPolicy(
+                max_retry_count=patch.retry.max_retries,
+                backoff_duration=duration_pb2.Duration(seconds=patch.retry.backoff_seconds),
+                backoff_factor=patch.retry.backoff_factor,
+                backoff_max_duration=duration_pb2.Duration(seconds=patch.retry.backoff_max_seconds),
             )
-        kubernetes: dict[str, Any] = {}
-        if patch.node_selectors.get(task):
-            kubernetes["nodeSelector"] = {"labels": dict(patch.node_selectors[task])}
-        if patch.tolerations.get(task):
-            kubernetes["tolerations"] = [toleration.to_dict() for toleration in patch.tolerations[task]]
-        if kubernetes:
-            _set_kubernetes_executor_config(doc, label, kubernetes)
-    _store_deployment_config(spec, config)
+        )
+    kubernetes: dict[str, Any] = {}
+    if patch.node_selectors.get(task):
+        kubernetes["nodeSelector"] = {"labels": dict(patch.node_selectors[task])}
+    if patch.tolerations.get(task):
+        kubernetes["tolerations"] = [toleration.to_dict() for toleration in patch.tolerations[task]]
+    if kubernetes:
+        _set_kubernetes_executor_config(doc, label, kubernetes)
+
+
+def _set_parameter_defaults(spec: pipeline_spec_pb2.PipelineSpec, defaults: Mapping[str, Any]) -> None:
+    """The run parameters' compiled defaults, written as kfp's compiler writes a parameter with a default.
+
+    Raises:
+        SpecPatchError: a default for a parameter the spec does not declare.
+    """
     parameters = spec.root.input_definitions.parameters
-    unknown = sorted(set(patch.parameter_defaults) - set(parameters))
+    unknown = sorted(set(defaults) - set(parameters))
     if unknown:
         raise SpecPatchError(
             f"defaults given for {', '.join(unknown)}, which the compiled pipeline does not declare; "
             f"its parameters are {', '.join(sorted(parameters)) or 'none'}"
         )
-    for name, default in patch.parameter_defaults.items():
+    for name, default in defaults.items():
         # As kfp's compiler writes a parameter with a default: the value, and optional.
         parameters[name].default_value.CopyFrom(json_format.ParseDict(default, struct_pb2.Value()))
         parameters[name].is_optional = True
-    if patch.display_name:
-        spec.pipeline_info.display_name = patch.display_name
-    if patch.pipeline_root:
-        spec.default_pipeline_root = patch.pipeline_root

@@ -75,18 +75,27 @@ def find_cycles(dependencies: Mapping[str, set[str]]) -> list[list[str]]:
     """One shortest cycle per group of tasks that depend on each other (strongly connected components), each as
     task names from its smallest name back to it, each waiting for the next: `[["a", "b", "a"]]`. Tasks that only
     wait behind a cycle are not on it."""
+    return [_shortest_cycle(group, dependencies) for group in sorted(_cyclic_groups(dependencies), key=min)]
+
+
+def _cyclic_groups(dependencies: Mapping[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components that hold a cycle (more than one task, or a task waiting for itself)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     groups: list[set[str]] = []
 
+    def visit(node: str, work: list[tuple[str, Iterator[str]]]) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        work.append((node, iter(sorted(dependencies.get(node, ())))))
+
     def strongconnect(start: str) -> None:
         # Tarjan's algorithm without recursion (a spec may have many tasks).
-        work: list[tuple[str, Iterator[str]]] = [(start, iter(sorted(dependencies.get(start, ()))))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
+        work: list[tuple[str, Iterator[str]]] = []
+        visit(start, work)
         while work:
             node, children = work[-1]
             child = next(children, None)
@@ -94,10 +103,7 @@ def find_cycles(dependencies: Mapping[str, set[str]]) -> list[list[str]]:
                 if child not in dependencies:
                     continue
                 if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(dependencies.get(child, ())))))
+                    visit(child, work)
                 elif child in on_stack:
                     low[node] = min(low[node], index[child])
                 continue
@@ -118,29 +124,30 @@ def find_cycles(dependencies: Mapping[str, set[str]]) -> list[list[str]]:
     for name in sorted(dependencies):
         if name not in index:
             strongconnect(name)
-    cycles = []
-    for group in sorted(groups, key=min):
-        start = min(group)
-        # The shortest way from `start` back to itself inside the group (breadth first).
-        parents: dict[str, str] = {}
-        queue = deque([start])
-        found = None
-        while queue and found is None:
-            node = queue.popleft()
-            for child in sorted(dependencies.get(node, ())):
-                if child == start:
-                    found = node
-                    break
-                if child in group and child not in parents:
-                    parents[child] = node
-                    queue.append(child)
-        back = []
-        node = found or start
-        while node != start:
-            back.append(node)
-            node = parents[node]
-        cycles.append([start, *reversed(back), start])
-    return cycles
+    return groups
+
+
+def _shortest_cycle(group: set[str], dependencies: Mapping[str, set[str]]) -> list[str]:
+    """The shortest way from the group's smallest name back to itself inside the group (breadth first)."""
+    start = min(group)
+    parents: dict[str, str] = {}
+    queue = deque([start])
+    found = None
+    while queue and found is None:
+        node = queue.popleft()
+        for child in sorted(dependencies.get(node, ())):
+            if child == start:
+                found = node
+                break
+            if child in group and child not in parents:
+                parents[child] = node
+                queue.append(child)
+    back = []
+    node = found or start
+    while node != start:
+        back.append(node)
+        node = parents[node]
+    return [start, *reversed(back), start]
 
 
 def _producers(task: pipeline_spec_pb2.PipelineTaskSpec) -> Iterator[tuple[str, str]]:
@@ -158,9 +165,6 @@ def _producers(task: pipeline_spec_pb2.PipelineTaskSpec) -> Iterator[tuple[str, 
 
 def spec_problems(spec: pipeline_spec_pb2.PipelineSpec) -> list[str]:
     """Every problem that would stop run-spec, or KFP's driver, at some task (see the module docstring)."""
-    executors = json_format.ParseDict(
-        json_format.MessageToDict(spec.deployment_spec), pipeline_spec_pb2.PipelineDeploymentConfig()
-    ).executors
     problems: list[str] = []
     for name, definition in sorted(spec.root.input_definitions.parameters.items()):
         if definition.HasField("default_value"):
@@ -169,73 +173,98 @@ def spec_problems(spec: pipeline_spec_pb2.PipelineSpec) -> list[str]:
             )
             if problem:
                 problems.append(problem)
-    walked: set[str] = set()
-    inside: list[str] = []  # the DAG components being walked, outermost first
+    walk = _SpecWalk(spec, problems)
+    walk.dag(spec.root.dag, "", spec.root.input_definitions.parameters)
+    return problems
 
-    def walk(dag: pipeline_spec_pb2.DagSpec, where: str, inputs: Mapping[str, Any]) -> None:
+
+class _SpecWalk:
+    """Walks a spec's DAGs, each DAG component once, and adds what it finds to `problems`."""
+
+    def __init__(self, spec: pipeline_spec_pb2.PipelineSpec, problems: list[str]) -> None:
+        self.spec = spec
+        self.problems = problems
+        self.executors = json_format.ParseDict(
+            json_format.MessageToDict(spec.deployment_spec), pipeline_spec_pb2.PipelineDeploymentConfig()
+        ).executors
+        self.walked: set[str] = set()
+        self.inside: list[str] = []  # the DAG components being walked, outermost first
+
+    def dag(self, dag: pipeline_spec_pb2.DagSpec, where: str, inputs: Mapping[str, Any]) -> None:
+        """Checks every task of `dag` (`where` names it in the messages; `inputs` are its declared parameters)."""
         tasks = dag.tasks
-        in_dag = where or " of the root DAG"
         for name, task in sorted(tasks.items()):
-            label = f"task {name}{where}"
-            if task.trigger_policy.condition or task.WhichOneof("iterator"):
-                problems.append(f"{label} has a condition or a loop, which run-spec does not run")
-            for dependency in task.dependent_tasks:
-                if dependency not in tasks:
-                    problems.append(
-                        f"{label} depends on {dependency}, which is not a task{in_dag} "
-                        f"(its tasks: {', '.join(sorted(tasks))})"
-                    )
-            for what, producer in _producers(task):
-                if producer not in tasks:
-                    problems.append(f"{label}: {what} comes from task {producer}, which is not a task{in_dag}")
-            for key, parameter in sorted(task.inputs.parameters.items()):
-                if parameter.WhichOneof("kind") == "component_input_parameter":
-                    source = parameter.component_input_parameter
-                    if source not in inputs:
-                        problems.append(
-                            f"{label}: input parameter {key} takes {source}, which its DAG does not declare "
-                            f"(declared: {', '.join(sorted(inputs)) or 'none'})"
-                        )
-            reference = task.component_ref.name
-            if reference not in spec.components:
-                problems.append(f"{label} runs component {reference or '(none)'}, which the spec does not have")
-                continue
-            component = spec.components[reference]
-            declared = component.input_definitions.parameters
-            for key, parameter in sorted(task.inputs.parameters.items()):
-                if parameter.WhichOneof("kind") == "runtime_value" and key in declared:
-                    problem = _type_problem(
-                        f"{label}: the constant of input {key}",
-                        declared_type(declared[key]),
-                        parameter.runtime_value.constant,
-                    )
-                    if problem:
-                        problems.append(problem)
-            if component.WhichOneof("implementation") == "dag":
-                if reference in inside:
-                    problems.append(f"{label} runs DAG {reference} inside itself, which would never end")
-                elif reference not in walked:
-                    walked.add(reference)
-                    inside.append(reference)
-                    walk(component.dag, f" (in DAG {reference})", declared)
-                    inside.pop()
-                continue
-            executor = executors.get(component.executor_label)
-            kind = executor.WhichOneof("spec") if executor is not None else None
-            if kind != "container":
-                problems.append(
-                    f"{label} runs a {kind or 'missing'} executor ({component.executor_label or 'no label'}); "
-                    "run-spec runs container executors only (tfxp compile drops resolver tasks)"
-                )
+            self._task(f"task {name}{where}", task, tasks, where or " of the root DAG", inputs)
         dependencies = {name: set(task.dependent_tasks) & set(tasks) for name, task in tasks.items()}
         for cycle in find_cycles(dependencies):
-            problems.append(
+            self.problems.append(
                 f"the tasks {' → '.join(cycle)}{where} depend on each other in a cycle (each waits for the next), so "
                 "none of them can start; remove one of those dependentTasks"
             )
 
-    walk(spec.root.dag, "", spec.root.input_definitions.parameters)
-    return problems
+    def _task(
+        self,
+        label: str,
+        task: pipeline_spec_pb2.PipelineTaskSpec,
+        tasks: Mapping[str, pipeline_spec_pb2.PipelineTaskSpec],
+        in_dag: str,
+        inputs: Mapping[str, Any],
+    ) -> None:
+        problems = self.problems
+        if task.trigger_policy.condition or task.WhichOneof("iterator"):
+            problems.append(f"{label} has a condition or a loop, which run-spec does not run")
+        for dependency in task.dependent_tasks:
+            if dependency not in tasks:
+                problems.append(
+                    f"{label} depends on {dependency}, which is not a task{in_dag} "
+                    f"(its tasks: {', '.join(sorted(tasks))})"
+                )
+        for what, producer in _producers(task):
+            if producer not in tasks:
+                problems.append(f"{label}: {what} comes from task {producer}, which is not a task{in_dag}")
+        for key, parameter in sorted(task.inputs.parameters.items()):
+            if parameter.WhichOneof("kind") == "component_input_parameter":
+                source = parameter.component_input_parameter
+                if source not in inputs:
+                    problems.append(
+                        f"{label}: input parameter {key} takes {source}, which its DAG does not declare "
+                        f"(declared: {', '.join(sorted(inputs)) or 'none'})"
+                    )
+        reference = task.component_ref.name
+        if reference not in self.spec.components:
+            problems.append(f"{label} runs component {reference or '(none)'}, which the spec does not have")
+            return
+        self._component(label, task, reference)
+
+    def _component(self, label: str, task: pipeline_spec_pb2.PipelineTaskSpec, reference: str) -> None:
+        """The task's constants against its component's declared types, then its DAG or its executor."""
+        component = self.spec.components[reference]
+        declared = component.input_definitions.parameters
+        for key, parameter in sorted(task.inputs.parameters.items()):
+            if parameter.WhichOneof("kind") == "runtime_value" and key in declared:
+                problem = _type_problem(
+                    f"{label}: the constant of input {key}",
+                    declared_type(declared[key]),
+                    parameter.runtime_value.constant,
+                )
+                if problem:
+                    self.problems.append(problem)
+        if component.WhichOneof("implementation") == "dag":
+            if reference in self.inside:
+                self.problems.append(f"{label} runs DAG {reference} inside itself, which would never end")
+            elif reference not in self.walked:
+                self.walked.add(reference)
+                self.inside.append(reference)
+                self.dag(component.dag, f" (in DAG {reference})", declared)
+                self.inside.pop()
+            return
+        executor = self.executors.get(component.executor_label)
+        kind = executor.WhichOneof("spec") if executor is not None else None
+        if kind != "container":
+            self.problems.append(
+                f"{label} runs a {kind or 'missing'} executor ({component.executor_label or 'no label'}); "
+                "run-spec runs container executors only (tfxp compile drops resolver tasks)"
+            )
 
 
 def check_runnable(spec: pipeline_spec_pb2.PipelineSpec, source: str) -> None:

@@ -392,10 +392,11 @@ def test_quantity_name_and_image_rules_live_only_in_foundation_k8s() -> None:
     ],
 )
 def test_node_selectors_and_tolerations_take_label_syntax_only(tmp_path: Path, key: str, value: list[str]) -> None:
-    from pipeline.kubeflow.compiler.compile import KubeflowCompileError, spec_patch
+    from pipeline.kubeflow.compiler.compile import spec_patch
+    from pipeline.kubeflow.compiler.component_setup import KubeflowCompileError
 
     with pytest.raises(KubeflowCompileError, match=key):
-        spec_patch(_load(tmp_path, {key: value}), "Trainer")
+        spec_patch(_load(tmp_path, {key: value}), "Trainer", "")
 
 
 def test_the_accelerator_type_is_a_resource_name(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from components.multinode.tfjob_names import job_name_for
 from components.multinode.tfjob_rbac import RBAC_RULES
 from components.multinode.worker_args import FN_ARGS_FILE, WorkerFnArgs, WorkersError, read_fn_args
 from pipeline.config import load_config
-from pipeline.kubeflow.compiler.compile import trainer_tfjob
+from pipeline.kubeflow.compiler.component_setup import trainer_tfjob
 
 POD_NAME = "tfxp-imagenet-resnet50-xk2lq-system-container-impl-3941066427"
 POD_UID = "6d1f2c3e-8a0b-4c5d-9e7f-0a1b2c3d4e5f"

@@ -27,12 +27,8 @@ from components.kfp.entrypoint import ENTRYPOINT, TFX_ENTRYPOINT
 from pipeline.cli import app
 from pipeline.config import TfxpConfig, load_config
 from pipeline.kubeflow.compiler.cache_keys import check_input_fingerprint
-from pipeline.kubeflow.compiler.compile import (
-    CompileResult,
-    KubeflowCompileError,
-    check_nothing_staged,
-    compile_pipeline,
-)
+from pipeline.kubeflow.compiler.compile import CompileResult, compile_pipeline
+from pipeline.kubeflow.compiler.component_setup import KubeflowCompileError, check_nothing_staged
 from pipeline.kubeflow.compiler.spec import (
     PipelineDoc,
     SpecPatchError,

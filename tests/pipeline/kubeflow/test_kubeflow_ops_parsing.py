@@ -269,8 +269,8 @@ def test_the_spec_digest_follows_content_not_formatting(tmp_path: Path, package:
     ],
 )
 def test_tfxp_run_parameters_are_checked_beyond_their_kfp_type(entry: str, message: str) -> None:
-    # The compiled spec's own run parameters (pipeline.kubeflow.compiler.compile.RUN_PARAMETERS): a typo in train_args
-    # would otherwise be ignored by the Trainer and a bad span policy fail hours later in the pod.
+    # The compiled spec's own run parameters (pipeline.kubeflow.compiler.component_setup.RUN_PARAMETERS): a typo in
+    # train_args would otherwise be ignored by the Trainer and a bad span policy fail hours later in the pod.
     declared = {name: {"parameterType": "STRING", "defaultValue": ""} for name in ("train_args", "spans", "data_path")}
     parameters = pipeline_parameters(spec_dict(["Trainer"], declared))
     with pytest.raises(ParamError, match=message):

@@ -37,10 +37,12 @@ from components.notify.notice import (
 from pipeline.cli import app
 from pipeline.kubeflow.compiler.params import ParamError
 from pipeline.kubeflow.emulator import backend as backend_rules
-from pipeline.kubeflow.emulator import local_task
+from pipeline.kubeflow.emulator import launcher_io, local_task
 from pipeline.kubeflow.emulator.backend import KFP, Backend
-from pipeline.kubeflow.emulator.local_run import RunSpecError, pipeline_arguments, run_spec
+from pipeline.kubeflow.emulator.local_run import pipeline_arguments, run_spec
 from pipeline.kubeflow.emulator.local_task import TaskContext, TaskInputError, UpstreamState
+from pipeline.kubeflow.emulator.mlmd_cache import cache_fingerprint
+from pipeline.kubeflow.emulator.spec_run import RunSpecError
 
 # One script for every task of the hand-written specs, written as a KFP container component is: it reads and
 # writes artifacts at the launcher's local paths (`LocalPathForURI` under the pod's `/`, TFXP_LAUNCHER_ROOT here)
@@ -503,7 +505,7 @@ def test_uploaded_outputs_keep_the_declared_type_and_take_the_executors_uri_and_
     (tmp_path / "pod" / "minio" / "b" / "t" / "model").mkdir(parents=True)
     (tmp_path / "pod" / "minio" / "b" / "t" / "model" / "saved_model.pb").write_text("x")
 
-    recorded = backend_rules.upload_outputs(backend, executor_input, written, str(tmp_path / "pod"), succeeded=True)
+    recorded = launcher_io.upload_outputs(backend, executor_input, written, str(tmp_path / "pod"), succeeded=True)
 
     assert recorded["model"].type.instance_schema == "title: tfx.Model\n"
     assert json_format.MessageToDict(recorded["model"].metadata) == {"blessed": 1.0}
@@ -522,7 +524,7 @@ def test_an_executor_output_naming_a_local_path_is_not_uploaded(tmp_path: Path) 
     written = pipeline_spec_pb2.ExecutorOutput()
     written.artifacts["model"].artifacts.add(uri=str(local))
 
-    recorded = backend_rules.upload_outputs(backend, executor_input, written, str(tmp_path / "pod"), succeeded=True)
+    recorded = launcher_io.upload_outputs(backend, executor_input, written, str(tmp_path / "pod"), succeeded=True)
 
     assert recorded["model"].uri == str(local)
     assert not backend.store_path("minio://b/t/model").exists()
@@ -541,7 +543,7 @@ def test_the_cache_key_is_kfps(tmp_path: Path) -> None:
         )  # fmt: skip
         outputs = backend_rules.provision_outputs(backend, component, task_dir, "/pod")
         container.image = image
-        return backend_rules.cache_fingerprint(pipeline_spec_pb2.ExecutorInput(inputs=inputs, outputs=outputs),
+        return cache_fingerprint(pipeline_spec_pb2.ExecutorInput(inputs=inputs, outputs=outputs),
                                                component, container)  # fmt: skip
 
     base = key(7, 2, "minio://r/run-1/consume/aaa")

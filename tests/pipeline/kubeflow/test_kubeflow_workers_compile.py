@@ -17,7 +17,8 @@ from components.multinode.tfjob import tfjob_template
 from components.trainer.options import parse_custom_config
 from pipeline.cli import app
 from pipeline.config import ConfigError, load_config
-from pipeline.kubeflow.compiler.compile import CompileResult, KubeflowCompileError, compile_pipeline
+from pipeline.kubeflow.compiler.compile import CompileResult, compile_pipeline
+from pipeline.kubeflow.compiler.component_setup import KubeflowCompileError
 from pipeline.kubeflow.compiler.spec import container_tasks, load_pipeline_doc
 from pipeline.kubeflow.compiler.workers import worker_template
 

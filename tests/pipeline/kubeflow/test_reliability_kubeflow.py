@@ -34,8 +34,9 @@ from pipeline.config import ConfigError, load_config
 from pipeline.kubeflow.client.auth import TOKEN_ENV, KfpAuth, RedirectRefusedError, check_api
 from pipeline.kubeflow.client.cron import ScheduleInputError, Trigger, parse_cron
 from pipeline.kubeflow.compiler.spec import SpecPatchError, load_pipeline_doc
-from pipeline.kubeflow.emulator.local_run import RunSpecError, run_spec
+from pipeline.kubeflow.emulator.local_run import run_spec
 from pipeline.kubeflow.emulator.spec_check import find_cycles
+from pipeline.kubeflow.emulator.spec_run import RunSpecError
 from serving.k8s_check import load_manifests
 
 pytestmark = pytest.mark.usefixtures("no_kfp_credentials")
