@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from edge.errors import EdgeError
-from foundation.contract import EDGE_METADATA_FILE, IMAGE_KEY, LABEL_KEY
+from foundation.contract import EDGE_METADATA_FILE, IMAGE_KEY, LABEL_KEY, LABELS_FILE, read_label_map
 from foundation.data.errors import DataError
 from foundation.data.layout import DataSpec, read_directory
 from foundation.data.probe import FileProbe, glob_files
@@ -241,3 +241,28 @@ def central_crop_near(model: Path) -> float:
     except (OSError, ValueError, AttributeError):
         return 1.0
     return float(recorded) if isinstance(recorded, int | float) and 0 < recorded <= 1 else 1.0
+
+
+def frame_spec_near(image_shape: tuple[int, int, int], model: Path) -> PreprocessingSpec:
+    """How to make frames for the device model at `model` whose input is `image_shape` (height, width, channels):
+    its size, RGB, and the serving crop recorded beside it (`central_crop_near`).
+
+    Raises:
+        EdgeError: the input is not a square RGB frame (not a tfxp device model).
+    """
+    height, width, channels = image_shape
+    if height != width or channels != 3:
+        raise EdgeError(
+            f"{model} takes {height}×{width}×{channels} inputs; tfxp device models take square RGB frames "
+            "(convert it again with `tfxp edge convert`)"
+        )
+    return PreprocessingSpec(height, channels, central_crop=central_crop_near(model))
+
+
+def labels_near(model: Path, examples: Path) -> list[str]:
+    """The class names for the device model at `model`: the EdgeModel keeps `labels.txt` beside `model.tflite`,
+    a `tfxp data` directory keeps it at its top; [] when neither has one."""
+    for candidate in (model.parent / LABELS_FILE, examples / LABELS_FILE):
+        if candidate.is_file():
+            return read_label_map(candidate)
+    return []

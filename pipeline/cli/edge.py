@@ -14,11 +14,13 @@ import typer
 from rich.table import Table
 
 from edge.errors import EdgeError
-from foundation.contract import LABELS_FILE, read_label_map
 from pipeline.cli.console import console
 from pipeline.cli.options import existing_dir, existing_file, output_file
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from edge.data import LabeledImages
     from edge.verify import ArchRun
 
 edge_app = typer.Typer(
@@ -42,37 +44,49 @@ LabelOffsetOption = Annotated[
 ]
 
 
+SavedModelArgument = Annotated[
+    Path, typer.Argument(parser=existing_dir, help="SavedModel dir with the `serving_preprocessed` signature.")
+]
+TfliteOutOption = Annotated[
+    Path, typer.Option("--out", parser=output_file, metavar="FILE", help="The .tflite file to write.")
+]
+ModeOption = Annotated[str, typer.Option("--mode", help="none, dynamic, float16 or int8 (full integer).")]
+CalibrationSamplesOption = Annotated[
+    int, typer.Option("--samples", min=1, help="Train examples to calibrate int8 with.")
+]
+IoDtypeOption = Annotated[
+    str, typer.Option("--io-dtype", help="Frame type: uint8, float32 (pixels 0..255) or, int8 mode only, int8.")
+]
+SupportedOpsOption = Annotated[
+    str, typer.Option("--supported-ops", help="builtins, or builtins+select_tf for TF ops (Flex delegate).")
+]
+KeepTensorNamesOption = Annotated[
+    bool,
+    typer.Option(
+        "--keep-tensor-names", help="Keep the tensor debug names (for Netron); stripped by default, signatures stay."
+    ),
+]
+MetadataOption = Annotated[
+    bool,
+    typer.Option(
+        "--metadata/--no-metadata",
+        help="Write TFLite Model Metadata (labels, normalization, color space) with the .venv-mediapipe writer.",
+    ),
+]
+
+
 @edge_app.command("convert")
 def convert_command(
-    saved_model: Annotated[
-        Path,
-        typer.Argument(parser=existing_dir, help="SavedModel dir with the `serving_preprocessed` signature."),
-    ],
-    out: Annotated[Path, typer.Option("--out", parser=output_file, metavar="FILE", help="The .tflite file to write.")],
-    mode: Annotated[str, typer.Option("--mode", help="none, dynamic, float16 or int8 (full integer).")] = "int8",
+    saved_model: SavedModelArgument,
+    out: TfliteOutOption,
+    mode: ModeOption = "int8",
     examples: ExamplesOption = None,
-    samples: Annotated[int, typer.Option("--samples", min=1, help="Train examples to calibrate int8 with.")] = 200,
-    io_dtype: Annotated[
-        str, typer.Option("--io-dtype", help="Frame type: uint8, float32 (pixels 0..255) or, int8 mode only, int8.")
-    ] = "uint8",
-    supported_ops: Annotated[
-        str, typer.Option("--supported-ops", help="builtins, or builtins+select_tf for TF ops (Flex delegate).")
-    ] = "builtins",
+    samples: CalibrationSamplesOption = 200,
+    io_dtype: IoDtypeOption = "uint8",
+    supported_ops: SupportedOpsOption = "builtins",
     label_offset: LabelOffsetOption = 0,
-    keep_tensor_names: Annotated[
-        bool,
-        typer.Option(
-            "--keep-tensor-names",
-            help="Keep the tensor debug names (for Netron); stripped by default, signatures stay.",
-        ),
-    ] = False,
-    metadata: Annotated[
-        bool,
-        typer.Option(
-            "--metadata/--no-metadata",
-            help="Write TFLite Model Metadata (labels, normalization, color space) with the .venv-mediapipe writer.",
-        ),
-    ] = True,
+    keep_tensor_names: KeepTensorNamesOption = False,
+    metadata: MetadataOption = True,
 ) -> None:
     """Convert SAVED_MODEL to TFLite; int8 calibrates on --samples train images from --examples."""
     from edge.data import load_split
@@ -94,20 +108,7 @@ def convert_command(
         keep_tensor_names=keep_tensor_names,
     )
     if metadata:
-        from edge.app_client import MetadataSpec, with_model_metadata
-        from edge.inputs import read_labels
-        from edge.runtime import TfliteModel
-
-        size = read_preprocessing(saved_model)
-        frame = TfliteModel(tflite, where=str(saved_model)).input
-        spec = MetadataSpec(
-            name=saved_model.name,
-            version=f"tfxp edge convert, mode {mode}, SavedModel {saved_model}",
-            description=f"Image classifier ({mode}), converted by `tfxp edge convert`; not evaluated.",
-            input_description=f"RGB frame [1, {size.image_size}, {size.image_size}, 3], {frame.dtype}, pixels "
-            "0..255 as the camera gives them; scaling and normalisation are inside the model.",
-        )
-        tflite = with_model_metadata(tflite, read_labels(saved_model), spec)
+        tflite = _with_metadata(tflite, saved_model, mode)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(tflite)
@@ -115,6 +116,24 @@ def convert_command(
         raise EdgeError(f"cannot write {out}: {error.strerror}; pass a writable --out path") from None
     calibrated = f", calibrated on {len(calibration)} train images" if calibration is not None else ""
     console.print(f"{mode} TFLite model → {out} ({len(tflite) / 1024:.1f} KiB{calibrated})")
+
+
+def _with_metadata(tflite: bytes, saved_model: Path, mode: str) -> bytes:
+    """`tflite` with TFLite Model Metadata (labels, normalisation, colour space) for a converted, unevaluated model."""
+    from edge.app_client import MetadataSpec, with_model_metadata
+    from edge.inputs import read_labels, read_preprocessing
+    from edge.runtime import TfliteModel
+
+    size = read_preprocessing(saved_model)
+    frame = TfliteModel(tflite, where=str(saved_model)).input
+    spec = MetadataSpec(
+        name=saved_model.name,
+        version=f"tfxp edge convert, mode {mode}, SavedModel {saved_model}",
+        description=f"Image classifier ({mode}), converted by `tfxp edge convert`; not evaluated.",
+        input_description=f"RGB frame [1, {size.image_size}, {size.image_size}, 3], {frame.dtype}, pixels "
+        "0..255 as the camera gives them; scaling and normalisation are inside the model.",
+    )
+    return with_model_metadata(tflite, read_labels(saved_model), spec)
 
 
 @edge_app.command("eval")
@@ -141,18 +160,14 @@ def eval_command(
     ] = 0.99,
 ) -> None:
     """Accuracy and per-class accuracy of MODEL on a split, with LiteRT (and MediaPipe with --client)."""
-    import numpy as np
-
-    from edge.data import central_crop_near, load_split
+    from edge.data import frame_spec_near, labels_near, load_split
     from edge.evaluate import accuracy_of
     from edge.runtime import TfliteModel, read_tflite
-    from foundation.preprocessing_spec import PreprocessingSpec
 
-    labels = _labels_near(model, examples)  # first: a bad label map fails before the evaluation
+    labels = labels_near(model, examples)  # first: a bad label map fails before the evaluation
     tflite_bytes = read_tflite(model)
     tflite = TfliteModel(tflite_bytes, threads=threads, where=str(model))
-    height, channels = _input_size(tflite.image_shape, model)
-    spec = PreprocessingSpec(height, channels, central_crop=central_crop_near(model))
+    spec = frame_spec_near(tflite.image_shape, model)
     data = load_split(examples, split, spec, limit=limit, label_offset=label_offset)
     if client not in ("none", "mediapipe"):
         raise EdgeError(f"unknown --client {client}; pass mediapipe or none")
@@ -168,28 +183,32 @@ def eval_command(
     table.add_row("", "all", f"{result.accuracy:.4f}", style="bold")
     console.print(table)
     if client == "mediapipe":
-        from edge.app_client import agreement, classify
-
-        answer = classify(tflite_bytes, data.frames)
-        agreed = agreement(np.argmax(predictions, axis=-1), answer.indices)
-        accuracy = float(np.mean(answer.indices == data.labels))
-        line = (
-            f"MediaPipe {answer.version} ImageClassifier: top-1 agrees with LiteRT on "
-            f"{round(agreed * result.count)}/{result.count} frames ({agreed:.4f}), accuracy {accuracy:.4f}; "
-            f"labels from the model's metadata: {', '.join(sorted(set(answer.labels)))}"
-        )
-        if agreed < min_agreement:
-            console.print(f"[bold red]FAILED[/]: {line}, below --min-agreement {min_agreement}", highlight=False)
-            raise typer.Exit(1)
-        console.print(line, highlight=False)
+        _compare_with_mediapipe(tflite_bytes, data, predictions, min_agreement)
 
 
-def _labels_near(model: Path, examples: Path) -> list[str]:
-    # The EdgeModel keeps labels.txt beside model.tflite; a `tfxp data` dir keeps it at its top.
-    for candidate in (model.parent / LABELS_FILE, examples / LABELS_FILE):
-        if candidate.is_file():
-            return read_label_map(candidate)
-    return []
+def _compare_with_mediapipe(tflite: bytes, data: LabeledImages, predictions: np.ndarray, min_agreement: float) -> None:
+    """Runs MediaPipe's ImageClassifier on the same frames and prints its top-1 agreement with LiteRT's `predictions`.
+
+    Raises:
+        typer.Exit: 1 below `min_agreement`.
+    """
+    import numpy as np
+
+    from edge.app_client import agreement, classify
+
+    answer = classify(tflite, data.frames)
+    agreed = agreement(np.argmax(predictions, axis=-1), answer.indices)
+    accuracy = float(np.mean(answer.indices == data.labels))
+    count = len(data.labels)
+    line = (
+        f"MediaPipe {answer.version} ImageClassifier: top-1 agrees with LiteRT on "
+        f"{round(agreed * count)}/{count} frames ({agreed:.4f}), accuracy {accuracy:.4f}; "
+        f"labels from the model's metadata: {', '.join(sorted(set(answer.labels)))}"
+    )
+    if agreed < min_agreement:
+        console.print(f"[bold red]FAILED[/]: {line}, below --min-agreement {min_agreement}", highlight=False)
+        raise typer.Exit(1)
+    console.print(line, highlight=False)
 
 
 @edge_app.command("inspect")
@@ -281,6 +300,20 @@ def bench_command(
     )
 
 
+ArchOption = Annotated[str, typer.Option("--arch", help="Target architecture (emulated): aarch64.")]
+CpuOption = Annotated[
+    str, typer.Option("--cpu", help="Emulated core: cortex-a76, cortex-a72, cortex-a53 or neoverse-n1.")
+]
+KernelsOption = Annotated[
+    str, typer.Option("--kernels", help="Kernels on both sides: xnnpack (LiteRT's default), builtin, reference.")
+]
+VerifySamplesOption = Annotated[int, typer.Option("--samples", min=0, help="Eval examples (a seeded sample); 0 = all.")]
+MinAgreementOption = Annotated[
+    float, typer.Option("--min-agreement", min=0, max=1, help="Exit 1 below this top-1 agreement.")
+]
+VerifyThreadsOption = Annotated[int, typer.Option("--threads", min=1, help="Interpreter threads on both sides.")]
+
+
 @edge_app.command("verify")
 def verify_command(
     model: Annotated[Path, typer.Argument(parser=existing_file, help="A .tflite image classifier.")],
@@ -290,18 +323,12 @@ def verify_command(
             "--examples", parser=existing_dir, metavar="DIR", help="Data dir or TFX Examples URI with an eval split."
         ),
     ],
-    arch: Annotated[str, typer.Option("--arch", help="Target architecture (emulated): aarch64.")] = "aarch64",
-    cpu: Annotated[
-        str, typer.Option("--cpu", help="Emulated core: cortex-a76, cortex-a72, cortex-a53 or neoverse-n1.")
-    ] = "cortex-a76",
-    kernels: Annotated[
-        str, typer.Option("--kernels", help="Kernels on both sides: xnnpack (LiteRT's default), builtin, reference.")
-    ] = "xnnpack",
-    samples: Annotated[int, typer.Option("--samples", min=0, help="Eval examples (a seeded sample); 0 = all.")] = 200,
-    min_agreement: Annotated[
-        float, typer.Option("--min-agreement", min=0, max=1, help="Exit 1 below this top-1 agreement.")
-    ] = 0.995,
-    threads: Annotated[int, typer.Option("--threads", min=1, help="Interpreter threads on both sides.")] = 1,
+    arch: ArchOption = "aarch64",
+    cpu: CpuOption = "cortex-a76",
+    kernels: KernelsOption = "xnnpack",
+    samples: VerifySamplesOption = 200,
+    min_agreement: MinAgreementOption = 0.995,
+    threads: VerifyThreadsOption = 1,
     label_offset: LabelOffsetOption = 0,
 ) -> None:
     """Run MODEL on an emulated ARM64 core and on this host, same inputs and kernels, and compare the outputs.
@@ -310,7 +337,7 @@ def verify_command(
     the user cache dir; it needs `sudo apt-get install -y qemu-user-static mmdebstrap`.
     """
     from edge.cores import ARCHES, KERNELS, check_cpu
-    from edge.verify import APP_CLIENT_ON_HOST, judge, verify_on_arch
+    from edge.verify import judge, verify_on_arch
 
     if arch not in ARCHES:
         raise EdgeError(f"unknown --arch {arch}; supported: {', '.join(ARCHES)}")
@@ -318,16 +345,14 @@ def verify_command(
         raise EdgeError(f"unknown --kernels {kernels}; pass one of: {', '.join(KERNELS)}")
     core = check_cpu(cpu)  # first: `max` is refused before TensorFlow loads or anything is prepared
 
-    from edge.data import central_crop_near, load_split
+    from edge.data import frame_spec_near, load_split
     from edge.runtime import TfliteModel, read_tflite
-    from foundation.preprocessing_spec import PreprocessingSpec
 
     content = read_tflite(model)
-    height, channels = _input_size(TfliteModel(content, where=str(model)).image_shape, model)
     data = load_split(
         examples,
         "eval",
-        PreprocessingSpec(height, channels, central_crop=central_crop_near(model)),
+        frame_spec_near(TfliteModel(content, where=str(model)).image_shape, model),
         limit=samples,
         label_offset=label_offset,
         shuffle=True,
@@ -341,8 +366,20 @@ def verify_command(
         threads=threads,
         report=lambda line: console.print(line, highlight=False),
     )
-    passed, figures = judge(run.comparison, min_agreement, target=f"{arch} {core.name}")
-    console.print(_comparison_table(model, arch, run))
+    _print_verdict(
+        *judge(run.comparison, min_agreement, target=f"{arch} {core.name}"), _comparison_table(model, arch, run)
+    )
+
+
+def _print_verdict(passed: bool, figures: str, table: Table) -> None:
+    """The comparison, what the emulated check leaves out, and the verdict.
+
+    Raises:
+        typer.Exit: 1 when the check failed.
+    """
+    from edge.verify import APP_CLIENT_ON_HOST
+
+    console.print(table)
     console.print(
         "Timings under emulation say nothing about device latency and are not reported; "
         "run `tfxp edge bench` on the device.",
@@ -353,16 +390,6 @@ def verify_command(
         console.print(f"[bold red]FAILED[/]: {figures}", highlight=False)
         raise typer.Exit(1)
     console.print(f"passed: {figures}", highlight=False)
-
-
-def _input_size(image_shape: tuple[int, int, int], model: Path) -> tuple[int, int]:
-    height, width, channels = image_shape
-    if height != width or channels != 3:
-        raise EdgeError(
-            f"{model} takes {height}×{width}×{channels} inputs; tfxp device models take square RGB frames "
-            "(convert it again with `tfxp edge convert`)"
-        )
-    return height, channels
 
 
 def _comparison_table(model: Path, arch: str, run: ArchRun) -> Table:
