@@ -25,15 +25,21 @@ SIDE_IMPORTS_mediapipe := import mediapipe.tasks.python.vision; from tflite_supp
 DATA := data/digits
 OUT := tfxp_output
 PYTEST_ARGS ?=
+# pytest runs in TEST_WORKERS processes (pytest-xdist), each taking whole test files so that module fixtures (the
+# shared pipeline runs) run once; TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup checkov mediapipe demo demo-continuous test lint unit bench clean help
+.PHONY: setup checkov mediapipe demo demo-continuous test test-long lint unit bench clean help
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make demo   - set up if needed, make the digits data, run the pipeline locally, serve and query it"
 	@echo "make demo-continuous - digits arriving in spans (one mislabelled, one brighter: drift stops), one run per arrival, a table"
-	@echo "make test   - set up if needed, lint (ruff, mypy, import-linter), run all tests"
+	@echo "make test   - set up if needed, lint (ruff, mypy, import-linter), run all tests but the long ones (2 processes)"
+	@echo "make unit   - the tests without e2e pipeline runs"
+	@echo "make test-long - the long tests (the ImageNet recipe training ResNet-50 on CPU, ~6 min)"
 	@echo "make lint   - ruff + mypy + import-linter"
 	@echo "make bench  - benchmarks under bench/ (JSON in bench/results/)"
 	@echo "make setup  - create .venv with the pinned stack (and the glibc compat step where needed), .venv-checkov and .venv-mediapipe"
@@ -82,10 +88,14 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 unit: $(STAMP) $(CHECKOV_STAMP) $(MEDIAPIPE_STAMP)
-	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not e2e and not long" $(XDIST) $(PYTEST_ARGS)
 
 test: lint $(CHECKOV_STAMP) $(MEDIAPIPE_STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not long" $(XDIST) $(PYTEST_ARGS)
+
+# The tests too long for every change (`long`-marked: the shipped ImageNet recipe training ResNet-50 on CPU).
+test-long: $(STAMP)
+	$(PY) -m pytest -m long $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@mkdir -p bench/results

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from kfp_fake import FakeKfp
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# One console width for every test process: Rich (COLUMNS) and Typer's error panels (TERMINAL_WIDTH) wrap at it,
+# so a message naming a temporary path reads the same under pytest-xdist, whose paths are longer (popen-gwN/).
+os.environ["COLUMNS"] = os.environ["TERMINAL_WIDTH"] = "160"
 
 
 @pytest.fixture(scope="session")
