@@ -79,6 +79,15 @@ def _bytes(strings: tf.Tensor, size: int) -> tf.Tensor:
     return tf.reshape(raw, [-1, size])
 
 
+def _window(data: tf.Tensor, position: tf.Tensor, length: tf.Tensor, size: int) -> tf.Tensor:
+    """int32 [N, size]: the `size` bytes of each of N strings from `position` on, zero-padded past the end."""
+    start = tf.minimum(position, length)
+    window = tf.strings.substr(
+        tf.strings.join([tf.strings.substr(data, start, tf.fill(tf.shape(start), size)), b"\x00" * size]), 0, size
+    )
+    return _bytes(window, size)
+
+
 def _number(raw: tf.Tensor, offset: int, size: int, little: bool) -> tf.Tensor:
     """int64 [N]: the unsigned integer in bytes offset..offset+size of `raw` [N, width]."""
     weights = [256**index for index in range(size)]
@@ -96,15 +105,7 @@ def _jpeg_dimensions(data: tf.Tensor, is_jpeg: tf.Tensor) -> tuple[tf.Tensor, tf
     def step(
         count: tf.Tensor, position: tf.Tensor, active: tf.Tensor, width: tf.Tensor, height: tf.Tensor
     ) -> tuple[tf.Tensor, ...]:
-        start = tf.minimum(position, length)
-        window = tf.strings.substr(
-            tf.strings.join(
-                [tf.strings.substr(data, start, tf.fill(tf.shape(start), JPEG_WINDOW)), b"\x00" * JPEG_WINDOW]
-            ),
-            0,
-            JPEG_WINDOW,
-        )
-        raw = _bytes(window, JPEG_WINDOW)
+        raw = _window(data, position, length, JPEG_WINDOW)
         ended = position + JPEG_WINDOW > length
         stray = tf.not_equal(raw[:, 0], 0xFF) | tf.equal(raw[:, 1], 0xFF)
         marker = raw[:, 1:2]
@@ -150,15 +151,7 @@ def _gif_frames(data: tf.Tensor, is_gif: tf.Tensor, packed: tf.Tensor) -> tuple[
         width: tf.Tensor,
         height: tf.Tensor,
     ) -> tuple[tf.Tensor, ...]:
-        start = tf.minimum(position, length)
-        window = tf.strings.substr(
-            tf.strings.join(
-                [tf.strings.substr(data, start, tf.fill(tf.shape(start), GIF_WINDOW)), b"\x00" * GIF_WINDOW]
-            ),
-            0,
-            GIF_WINDOW,
-        )
-        raw = _bytes(window, GIF_WINDOW)
+        raw = _window(data, position, length, GIF_WINDOW)
         live = active & (position < length)
         chain = live & in_chain
         image = live & ~in_chain & tf.equal(raw[:, 0], GIF_IMAGE)

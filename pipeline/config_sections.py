@@ -13,6 +13,7 @@ from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, field_va
 from components.multinode.settings import WORKER_KEYS_MOVED, WorkerSettings
 from components.validation.drift_options import DriftOptions
 from foundation.config_section import MAX_DURATION_SECONDS, ConfigSection, refuse_moved_keys
+from foundation.data.layout import DataSpec
 from foundation.data.spans import POLICY_HELP, SpanError, parse_policy
 from foundation.k8s.image import Image
 from foundation.k8s.names import check_resource_name
@@ -122,14 +123,27 @@ class DataSection(ConfigSection):
             raise ValueError("is empty; set it to the directory of the TFRecords, e.g. `--set data.path=data/digits`")
         return value
 
+    def spec(self) -> DataSpec:
+        """The keys that decide which files are read, for `foundation.data.layout`."""
+        return DataSpec(
+            path=self.path,
+            split=self.split,
+            train_pattern=self.train_pattern,
+            eval_pattern=self.eval_pattern,
+            file_pattern=self.file_pattern,
+            spans=self.spans,
+            label_offset=self.label_offset,
+            labels=self.labels,
+        )
+
     @property
     def labels_path(self) -> str:
-        return self.labels or f"{self.path.rstrip('/')}/labels.txt"
+        return self.spec().labels_path
 
     @property
     def first_label(self) -> int:
         """`label_offset` as a number: an unresolved `auto` (the runners resolve it, `pipeline.layout`) reads as 0."""
-        return self.label_offset if isinstance(self.label_offset, int) else 0
+        return self.spec().first_label
 
 
 class EvaluatorSection(ConfigSection):

@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from foundation.data import layout as data_layout
-from foundation.data.layout import DataProbe, DataSpec
+from foundation.data.layout import DataProbe
 from pipeline.config import TfxpConfig
-from pipeline.config_sections import DataSection
 
 
 @dataclass(frozen=True)
@@ -56,20 +55,6 @@ def output_layout(config: TfxpConfig) -> OutputLayout:
     )
 
 
-def data_spec(data: DataSection) -> DataSpec:
-    """The data section's keys that decide which files are read, for `foundation.data.layout`."""
-    return DataSpec(
-        path=data.path,
-        split=data.split,
-        train_pattern=data.train_pattern,
-        eval_pattern=data.eval_pattern,
-        file_pattern=data.file_pattern,
-        spans=data.spans,
-        label_offset=data.label_offset,
-        labels=data.labels,
-    )
-
-
 def resolve_data(config: TfxpConfig, probe: DataProbe | None = None) -> TfxpConfig:
     """`config` with `data.split` (and its patterns) and `data.label_offset` made concrete, span folders checked
     (`foundation.data.layout.resolve_spec`, which says when the data is listed and what each error names).
@@ -77,7 +62,7 @@ def resolve_data(config: TfxpConfig, probe: DataProbe | None = None) -> TfxpConf
     Raises:
         DataError: see `resolve_spec`.
     """
-    resolved = data_layout.resolve_spec(data_spec(config.data), probe)
+    resolved = data_layout.resolve_spec(config.data.spec(), probe)
     keys = ("split", "train_pattern", "eval_pattern", "label_offset")
     update = {key: getattr(resolved, key) for key in keys if getattr(resolved, key) != getattr(config.data, key)}
     return config.model_copy(update={"data": config.data.model_copy(update=update)})
@@ -90,4 +75,4 @@ def split_patterns(config: TfxpConfig) -> dict[str, str]:
     Example:
         split_patterns(config)  # {"train": "span-*/train/*", "eval": "span-*/eval/*"} with data.spans=all
     """
-    return data_layout.split_patterns(data_spec(config.data))
+    return data_layout.split_patterns(config.data.spec())

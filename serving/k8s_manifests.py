@@ -69,6 +69,16 @@ def _metadata(options: ServingOptions, name: str) -> Manifest:
     return {"name": name, "namespace": options.namespace, "labels": {"app": serving_names(options.model_name).app}}
 
 
+def _app_object(options: ServingOptions, api_version: str, kind: str, spec: Manifest) -> Manifest:
+    """An object of the serving app: named after it, labelled with it, in the serving namespace."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": _metadata(options, serving_names(options.model_name).app),
+        "spec": spec,
+    }
+
+
 class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:
         return True  # a dict used twice is written twice, not as a YAML anchor and alias
@@ -149,32 +159,28 @@ def _deployment(options: ServingOptions, args: list[str]) -> Manifest:
     if not options.remote_base:
         volume_mounts.append({"name": "models", "mountPath": options.container_base_path, "readOnly": True})
         volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": options.pvc, "readOnly": True}})
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": _metadata(options, names.app),
-        "spec": {
-            "replicas": options.min_replicas,
-            "selector": {"matchLabels": {"app": names.app}},
-            "template": {
-                "metadata": {
-                    "labels": {"app": names.app},
-                    "annotations": {
-                        "prometheus.io/scrape": "true",
-                        "prometheus.io/port": str(options.rest_port),
-                        "prometheus.io/path": MONITORING_PATH,
-                    },
+    spec: Manifest = {
+        "replicas": options.min_replicas,
+        "selector": {"matchLabels": {"app": names.app}},
+        "template": {
+            "metadata": {
+                "labels": {"app": names.app},
+                "annotations": {
+                    "prometheus.io/scrape": "true",
+                    "prometheus.io/port": str(options.rest_port),
+                    "prometheus.io/path": MONITORING_PATH,
                 },
-                "spec": {
-                    # TF Serving calls no Kubernetes API.
-                    "automountServiceAccountToken": False,
-                    "securityContext": pod_security_context(options),
-                    "containers": [_container(options, args, volume_mounts)],
-                    "volumes": volumes,
-                },
+            },
+            "spec": {
+                # TF Serving calls no Kubernetes API.
+                "automountServiceAccountToken": False,
+                "securityContext": pod_security_context(options),
+                "containers": [_container(options, args, volume_mounts)],
+                "volumes": volumes,
             },
         },
     }
+    return _app_object(options, "apps/v1", "Deployment", spec)
 
 
 def _network_policy(options: ServingOptions) -> Manifest:
@@ -187,24 +193,20 @@ def _network_policy(options: ServingOptions) -> Manifest:
         peer["namespaceSelector"] = {
             "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]
         }
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _metadata(options, app),
-        "spec": {
-            "podSelector": {"matchLabels": {"app": app}},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [peer],
-                    "ports": [
-                        {"protocol": "TCP", "port": options.grpc_port},
-                        {"protocol": "TCP", "port": options.rest_port},
-                    ],
-                }
-            ],
-        },
+    spec: Manifest = {
+        "podSelector": {"matchLabels": {"app": app}},
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {
+                "from": [peer],
+                "ports": [
+                    {"protocol": "TCP", "port": options.grpc_port},
+                    {"protocol": "TCP", "port": options.rest_port},
+                ],
+            }
+        ],
     }
+    return _app_object(options, "networking.k8s.io/v1", "NetworkPolicy", spec)
 
 
 def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], args: list[str]) -> dict[str, str]:
@@ -242,52 +244,40 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
 
 def _service(options: ServingOptions) -> Manifest:
     app = serving_names(options.model_name).app
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _metadata(options, app),
-        "spec": {
-            "selector": {"app": app},
-            "ports": [
-                {"name": "grpc", "port": options.grpc_port, "targetPort": options.grpc_port},
-                {"name": "http", "port": options.rest_port, "targetPort": options.rest_port},
-            ],
-        },
+    spec: Manifest = {
+        "selector": {"app": app},
+        "ports": [
+            {"name": "grpc", "port": options.grpc_port, "targetPort": options.grpc_port},
+            {"name": "http", "port": options.rest_port, "targetPort": options.rest_port},
+        ],
     }
+    return _app_object(options, "v1", "Service", spec)
 
 
 def _autoscaler(options: ServingOptions) -> Manifest:
     app = serving_names(options.model_name).app
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": _metadata(options, app),
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
-            "minReplicas": options.min_replicas,
-            "maxReplicas": options.max_replicas,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {
-                        "name": "cpu",
-                        "target": {"type": "Utilization", "averageUtilization": options.target_cpu_percent},
-                    },
-                }
-            ],
-        },
+    spec: Manifest = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
+        "minReplicas": options.min_replicas,
+        "maxReplicas": options.max_replicas,
+        "metrics": [
+            {
+                "type": "Resource",
+                "resource": {
+                    "name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": options.target_cpu_percent},
+                },
+            }
+        ],
     }
+    return _app_object(options, "autoscaling/v2", "HorizontalPodAutoscaler", spec)
 
 
 def _disruption_budget(options: ServingOptions) -> Manifest:
     app = serving_names(options.model_name).app
     # maxUnavailable (not minAvailable) never blocks a node drain, whatever the replica count.
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": _metadata(options, app),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": app}}},
-    }
+    spec: Manifest = {"maxUnavailable": 1, "selector": {"matchLabels": {"app": app}}}
+    return _app_object(options, "policy/v1", "PodDisruptionBudget", spec)
 
 
 def _storage_uri(options: ServingOptions) -> str:

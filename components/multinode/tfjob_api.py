@@ -112,6 +112,10 @@ class TfJobApi:
 
         return self._bounded(call, getattr(method, "__name__", "the call"), deadline, abandon_on_stop=abandon_on_stop)
 
+    def _tfjobs(self) -> tuple[str, str, str, str]:
+        """The group, version, namespace and plural that name this namespace's TFJobs in a custom object call."""
+        return tfjob.TFJOB_GROUP, tfjob.TFJOB_VERSION, self.namespace, tfjob.TFJOB_PLURAL
+
     def _job_id(self, name: str) -> str:
         return f"{self.namespace}/{name}"
 
@@ -127,10 +131,7 @@ class TfJobApi:
         try:
             return self._json(
                 self._custom.create_namespaced_custom_object,
-                tfjob.TFJOB_GROUP,
-                tfjob.TFJOB_VERSION,
-                self.namespace,
-                tfjob.TFJOB_PLURAL,
+                *self._tfjobs(),
                 dict(manifest),
                 deadline=CREATE_DEADLINE_SECONDS,
                 abandon_on_stop=False,
@@ -160,10 +161,7 @@ class TfJobApi:
         try:
             return self._json(
                 self._custom.get_namespaced_custom_object,
-                tfjob.TFJOB_GROUP,
-                tfjob.TFJOB_VERSION,
-                self.namespace,
-                tfjob.TFJOB_PLURAL,
+                *self._tfjobs(),
                 name,
                 deadline=CLEANUP_LOOK_DEADLINE_SECONDS if cleanup else READ_DEADLINE_SECONDS,
                 abandon_on_stop=not cleanup,
@@ -212,10 +210,7 @@ class TfJobApi:
         try:
             self._bounded(
                 lambda: self._custom.delete_namespaced_custom_object(
-                    tfjob.TFJOB_GROUP,
-                    tfjob.TFJOB_VERSION,
-                    self.namespace,
-                    tfjob.TFJOB_PLURAL,
+                    *self._tfjobs(),
                     name,
                     body=options,
                     _request_timeout=DELETE_TIMEOUT,

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from components.multinode import tfjob_diagnosis as diagnosis
@@ -49,10 +49,11 @@ class TfJobOutcome:
     deleted: bool = False
 
 
+@dataclass(frozen=True)
 class TfJobFollower:
     """Polls the TFJobs of one namespace until each one it waits for ends.
 
-    Args:
+    Attributes:
         api: the namespace's API calls.
         namespace: where the jobs are.
         uids: the uid of each job by name, shared with the client that created or adopted it; the first look at a
@@ -63,24 +64,14 @@ class TfJobFollower:
         pause: waits between two polls (the client's: it ends at once, raising, on a stop signal).
     """
 
-    def __init__(
-        self,
-        api: TfJobApi,
-        namespace: str,
-        uids: dict[str, str],
-        *,
-        poll_seconds: float,
-        log: Callable[[str], None],
-        clock: Callable[[], float],
-        pause: Callable[[float], None],
-    ) -> None:
-        self.namespace = namespace
-        self._api = api
-        self._uids = uids
-        self._poll_seconds = poll_seconds
-        self._log = log
-        self._clock = clock
-        self._pause = pause
+    api: TfJobApi
+    namespace: str
+    uids: dict[str, str]
+    _: KW_ONLY
+    poll_seconds: float
+    log: Callable[[str], None]
+    clock: Callable[[], float]
+    pause: Callable[[float], None]
 
     def wait(self, name: str, *, timeout_seconds: float, schedule_timeout_seconds: float) -> TfJobOutcome:
         """Polls the TFJob until the operator marks it Succeeded (`TfJobClient.wait` says what it raises when not).
@@ -88,7 +79,7 @@ class TfJobFollower:
         The schedule timeout counts from the start of the wait, and again from whenever a replica is back to
         Pending (a restart); it stops counting while every replica's container has started.
         """
-        start = self._clock()
+        start = self.clock()
         pending_since: float | None = start
         progress = diagnosis.Progress()
         while True:
@@ -102,13 +93,13 @@ class TfJobFollower:
                 if status.started_count(job, pods) >= status.expected_replicas(job):
                     pending_since = None
                 elif pending_since is None:
-                    pending_since = self._clock()
-            now = self._clock()
+                    pending_since = self.clock()
+            now = self.clock()
             if pending_since is not None and now - pending_since >= schedule_timeout_seconds:
-                raise diagnosis.not_scheduled(self._api, name, progress, schedule_timeout_seconds)
+                raise diagnosis.not_scheduled(self.api, name, progress, schedule_timeout_seconds)
             if now - start >= timeout_seconds:
-                raise diagnosis.timed_out(self._api, name, progress, timeout_seconds)
-            self._pause(max(0.0, min(self._poll_seconds, start + timeout_seconds - now)))
+                raise diagnosis.timed_out(self.api, name, progress, timeout_seconds)
+            self.pause(max(0.0, min(self.poll_seconds, start + timeout_seconds - now)))
 
     def _poll(
         self, name: str, progress: diagnosis.Progress
@@ -119,11 +110,11 @@ class TfJobFollower:
             job, pods = self._look(name)
         except ApiUnreachableError as trouble:
             if not progress.unreachable:
-                self._log(f"tfjob {name}: the Kubernetes API did not answer ({trouble}); trying again")
+                self.log(f"tfjob {name}: the Kubernetes API did not answer ({trouble}); trying again")
             progress.unreachable = str(trouble)
             return None
         if progress.unreachable:
-            self._log(f"tfjob {name}: the Kubernetes API answers again")
+            self.log(f"tfjob {name}: the Kubernetes API answers again")
             progress.unreachable = ""
         self._report(name, job, pods, progress)
         return job, pods
@@ -142,27 +133,27 @@ class TfJobFollower:
             return TfJobOutcome(
                 name=name,
                 namespace=self.namespace,
-                uid=self._uids[name],
+                uid=self.uids[name],
                 replicas=status.replica_counts(job, pods),
                 restarts=progress.restarts,
-                seconds=self._clock() - start,
+                seconds=self.clock() - start,
                 message=str((status.condition(job, "Succeeded") or {}).get("message", "")),
             )
         if current == "Failed":
-            raise diagnosis.failure(self._api, name, job, progress)
+            raise diagnosis.failure(self.api, name, job, progress)
         return None
 
     def _look(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
-        job = self._api.get(name)
+        job = self.api.get(name)
         uid = str(job["metadata"]["uid"])
-        known = self._uids.setdefault(name, uid)
+        known = self.uids.setdefault(name, uid)
         if uid != known:
             raise TfJobGoneError(
                 f"TFJob {self.namespace}/{name} was replaced by another job of the same name (uid {uid}, this task's "
                 f"was {known}) while the task waited for it; another run uses that name.",
                 job=f"{self.namespace}/{name}",
             )
-        return job, status.controlled_pods(self._api.list_pods(name), known)
+        return job, status.controlled_pods(self.api.list_pods(name), known)
 
     def _check_pod_creation(
         self, name: str, job: Mapping[str, Any], pods: list[Mapping[str, Any]], progress: diagnosis.Progress
@@ -185,7 +176,7 @@ class TfJobFollower:
         if len(pods) >= status.expected_replicas(job):
             progress.refused = ""
             return
-        found = diagnosis.pod_creation_refusal(self._api, name, self._uids[name], pods)
+        found = diagnosis.pod_creation_refusal(self.api, name, self.uids[name], pods)
         if found is None:
             progress.refused = ""
             return
@@ -194,7 +185,7 @@ class TfJobFollower:
         if key == progress.refused:
             raise diagnosis.pods_rejected(self.namespace, name, pod, event, job)
         if not progress.refused:
-            self._log(f"tfjob {name}: the operator could not create {pod or 'a pod'}: {event.get('message')}")
+            self.log(f"tfjob {name}: the operator could not create {pod or 'a pod'}: {event.get('message')}")
         progress.refused = key
 
     def _report(
@@ -206,25 +197,25 @@ class TfJobFollower:
             progress.restarts += 1
             # The operator deletes a failed pod as it restarts it (pod.go:350-366), usually before a poll sees it;
             # what it recorded (pod.go:346) says which replica exited how.
-            for event in self._api.operator_exit_events(name):
+            for event in self.api.operator_exit_events(name):
                 said = (str(event.get("metadata", {}).get("name")), str(event.get("message")))
                 if said not in progress.reported:
                     progress.reported.add(said)
-                    self._log(f"tfjob {name}: the operator recorded: {event.get('message')}")
+                    self.log(f"tfjob {name}: the operator recorded: {event.get('message')}")
         progress.state = current
         line = status.status_line(name, job, pods)
         if line != progress.line:
-            self._log(line)
+            self.log(line)
             progress.line = line
         for waiting in status.not_started(pods):
             if not waiting.reason or (waiting.scheduled and waiting.reason not in _WAIT_PROBLEMS):
                 continue
             if (waiting.pod, waiting.reason) not in progress.reported:
                 progress.reported.add((waiting.pod, waiting.reason))
-                self._log(f"tfjob {name}: pod {waiting.describe()}")
+                self.log(f"tfjob {name}: pod {waiting.describe()}")
         for exited in status.container_exits(job, pods):
             key = (exited.pod_uid, exited.finished_at, exited.exit_code)
             if key not in progress.exits:
-                self._log(f"tfjob {name}: {exited.describe()}")
-                tail = self._api.log_tail(exited.pod, previous=exited.previous)
+                self.log(f"tfjob {name}: {exited.describe()}")
+                tail = self.api.log_tail(exited.pod, previous=exited.previous)
                 progress.exits[key] = (exited, tail)

@@ -261,36 +261,28 @@ def container_exits(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -
                 found = (previous, terminated)
                 break
         if found is not None:
-            previous, terminated = found
-            exits.append(
-                ContainerExit(
-                    replica_type=replica_type,
-                    index=index,
-                    pod=str(metadata.get("name")),
-                    pod_uid=str(metadata.get("uid", "")),
-                    exit_code=int(terminated["exitCode"]),
-                    reason=str(terminated.get("reason", "")),
-                    message=str(terminated.get("message", "")).strip(),
-                    finished_at=str(terminated.get("finishedAt", "")),
-                    previous=previous,
-                    restart_count=int(container.get("restartCount", 0)),
-                )
-            )
+            previous, ended = found
+            exit_code: int | None = int(ended["exitCode"])
+            reason, finished_at = str(ended.get("reason", "")), str(ended.get("finishedAt", ""))
         elif status.get("phase") == "Failed":
-            exits.append(
-                ContainerExit(
-                    replica_type=replica_type,
-                    index=index,
-                    pod=str(metadata.get("name")),
-                    pod_uid=str(metadata.get("uid", "")),
-                    exit_code=None,
-                    reason=str(status.get("reason", "Failed")),
-                    message=str(status.get("message", "")).strip(),
-                    finished_at="",
-                    previous=False,
-                    restart_count=int(container.get("restartCount", 0)),
-                )
+            previous, ended, exit_code = False, status, None
+            reason, finished_at = str(status.get("reason", "Failed")), ""
+        else:
+            continue
+        exits.append(
+            ContainerExit(
+                replica_type=replica_type,
+                index=index,
+                pod=str(metadata.get("name")),
+                pod_uid=str(metadata.get("uid", "")),
+                exit_code=exit_code,
+                reason=reason,
+                message=str(ended.get("message", "")).strip(),
+                finished_at=finished_at,
+                previous=previous,
+                restart_count=int(container.get("restartCount", 0)),
             )
+        )
     return sorted(exits, key=lambda e: _naive(parse_time(e.finished_at)) or datetime.max)
 
 

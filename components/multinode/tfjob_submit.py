@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from components.multinode import tfjob_status as status
@@ -23,10 +24,11 @@ from components.multinode.tfjob_errors import TfJobConflictError, TfJobError, Tf
 CREATE_ATTEMPTS = 3
 
 
+@dataclass(frozen=True)
 class TfJobSubmitter:
     """Creates TFJobs in one namespace, or adopts the one of that name that is this task's.
 
-    Args:
+    Attributes:
         api: the namespace's API calls.
         namespace: where the jobs go.
         uids: the uid of each job by name, shared with the client: the created or adopted job's is recorded here.
@@ -35,22 +37,13 @@ class TfJobSubmitter:
         raise_if_stopped: raises StopRequested when the client received a stop signal; called before each create.
     """
 
-    def __init__(
-        self,
-        api: TfJobApi,
-        namespace: str,
-        uids: dict[str, str],
-        *,
-        log: Callable[[str], None],
-        pause: Callable[[float], None],
-        raise_if_stopped: Callable[[], None],
-    ) -> None:
-        self.namespace = namespace
-        self._api = api
-        self._uids = uids
-        self._log = log
-        self._pause = pause
-        self._raise_if_stopped = raise_if_stopped
+    api: TfJobApi
+    namespace: str
+    uids: dict[str, str]
+    _: KW_ONLY
+    log: Callable[[str], None]
+    pause: Callable[[float], None]
+    raise_if_stopped: Callable[[], None]
 
     def submit(self, manifest: Mapping[str, Any], name: str) -> str:
         """Creates the TFJob `name` from `manifest`, or adopts the existing one; returns `name` (what it raises:
@@ -58,12 +51,12 @@ class TfJobSubmitter:
         troubles = 0
         replaced_failed = False  # an earlier attempt's failed job is replaced once at most
         while True:
-            self._raise_if_stopped()  # a create is waited for once sent: do not send one after a stop
+            self.raise_if_stopped()  # a create is waited for once sent: do not send one after a stop
             try:
                 try:
-                    created = self._api.create(manifest)
+                    created = self.api.create(manifest)
                 except JobExistsError:
-                    existing = self._api.get(name)
+                    existing = self.api.get(name)
                     if self._adopt(manifest, name, existing, may_replace=not replaced_failed):
                         return name
                     replaced_failed = True
@@ -78,16 +71,16 @@ class TfJobSubmitter:
                         job=f"{self.namespace}/{name}",
                     ) from trouble
                 if isinstance(trouble, TfJobGoneError):
-                    self._log(f"tfjob {name}: the job of that name went away meanwhile; creating it again")
+                    self.log(f"tfjob {name}: the job of that name went away meanwhile; creating it again")
                 else:
-                    self._log(f"tfjob {name}: create got no answer ({trouble}); sending it again")
-                self._pause(float(troubles))
+                    self.log(f"tfjob {name}: create got no answer ({trouble}); sending it again")
+                self.pause(float(troubles))
                 continue
-            self._uids[name] = str(created["metadata"]["uid"])
+            self.uids[name] = str(created["metadata"]["uid"])
             replicas = ", ".join(
                 f"{spec.get('replicas', 1)} {kind}" for kind, spec in status.replica_specs(created).items()
             )
-            self._log(f"tfjob {name}: created in namespace {self.namespace} ({replicas})")
+            self.log(f"tfjob {name}: created in namespace {self.namespace} ({replicas})")
             return name
 
     def _adopt(self, manifest: Mapping[str, Any], name: str, existing: Mapping[str, Any], *, may_replace: bool) -> bool:
@@ -108,8 +101,8 @@ class TfJobSubmitter:
             )
         uid = str(metadata["uid"])
         if owned:
-            self._uids[name] = uid
-            self._log(f"tfjob {name}: already exists and belongs to this task ({_owners(existing)}); following it")
+            self.uids[name] = uid
+            self.log(f"tfjob {name}: already exists and belongs to this task ({_owners(existing)}); following it")
             return True
         current = status.state(existing)
         earlier = (
@@ -119,14 +112,14 @@ class TfJobSubmitter:
         if current == "Failed" and may_replace:
             said = str((status.condition(existing, "Failed") or {}).get("message", "")).strip()
             done = {"deleted": "deleted it", "gone": "it is gone already", "replaced": "another job took the name"}
-            outcome = done[self._api.delete(name, uid)]
-            self._log(
+            outcome = done[self.api.delete(name, uid)]
+            self.log(
                 f"tfjob {name}: already exists, {earlier}, and it Failed ({said or 'no message'}); {outcome}, "
                 "creating it anew"
             )
             return False
-        self._uids[name] = uid
-        self._log(f"tfjob {name}: already exists, {earlier}: {current}; following the earlier attempt's job")
+        self.uids[name] = uid
+        self.log(f"tfjob {name}: already exists, {earlier}: {current}; following the earlier attempt's job")
         return True
 
 

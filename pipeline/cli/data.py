@@ -166,9 +166,8 @@ def inspect(
     from dataclasses import replace
 
     from components.data.inspect import inspect_data
-    from pipeline.layout import data_spec
 
-    spec = replace(data_spec(load_cli_config(config_file, overrides).data), path=str(directory))
+    spec = replace(load_cli_config(config_file, overrides).data.spec(), path=str(directory))
     inspection = inspect_data(directory, spec)
     spec = inspection.data.spec
     files = (

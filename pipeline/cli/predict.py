@@ -123,11 +123,10 @@ def _read_examples(
     from foundation.data.probe import FileProbe
     from foundation.data.spans import LATEST
     from foundation.data.tfrecords import iter_examples as read_examples
-    from pipeline.layout import data_spec
 
     # DIR read as `tfxp run` reads data.path (the config's data section), its newest span when it has spans.
     labels = str(labels_file) if labels_file is not None else config.data.labels
-    data = read_directory(replace(data_spec(config.data), path=str(directory), labels=labels), FileProbe(), LATEST)
+    data = read_directory(replace(config.data.spec(), path=str(directory), labels=labels), FileProbe(), LATEST)
     split = "eval" if "eval" in data.files else HASH_SPLIT
     where = f"{directory} ({split}{', span ' + str(max(data.spans)) if data.spans else ''})"
     names, images, truths = [], [], []

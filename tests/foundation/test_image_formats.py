@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import pytest
 import requests
 import tensorflow as tf
 import tf_keras as keras
+from import_probe import heavy_modules_loaded
 from PIL import Image
 from serving_fixtures import write_model_version
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
@@ -212,9 +211,7 @@ def test_formats_are_recognised_by_content_and_the_graph_agrees(files: dict[str,
 
 
 def test_the_format_tables_load_neither_tensorflow_nor_pillow() -> None:
-    code = "import sys, foundation.image_formats; print(sorted({'tensorflow', 'PIL'} & set(sys.modules)))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[]"
+    assert heavy_modules_loaded("import foundation.image_formats", ["tensorflow", "PIL"]) == []
 
 
 def test_readable_message_keeps_one_line_without_the_node_or_the_assert_wrapping() -> None:

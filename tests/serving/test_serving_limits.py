@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -149,24 +150,6 @@ def test_grpc_targets_are_host_and_port(text: str, expected: tuple[str, int]) ->
 
 
 @pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        ("127.0.0.1:99999", "has port 99999, not a TCP port (1-65535)"),
-        ("127.0.0.1:0", "has port 0, not a TCP port (1-65535)"),
-        ("127.0.0.1:-1", "has no numeric port"),
-        ("127.0.0.1", "is not HOST:PORT"),
-        (":8500", "is not HOST:PORT"),
-        ("::1:8500", "is not HOST:PORT"),
-        ("http://localhost:8500", "is a URL, but a gRPC target has no scheme"),
-    ],
-)
-def test_bad_grpc_targets_name_the_value_and_the_form(text: str, problem: str) -> None:
-    with pytest.raises(ValueError) as caught:
-        parse_grpc_target(text, "--grpc")
-    assert str(caught.value) == f"--grpc {text!r} {problem}: use HOST:PORT, e.g. localhost:8500 or [::1]:8500"
-
-
-@pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("http://localhost:8501", "http://localhost:8501"),
@@ -179,24 +162,39 @@ def test_rest_urls_are_http_base_urls(text: str, expected: str) -> None:
     assert parse_rest_url(text) == expected
 
 
+# What each endpoint flag's parser is, and the form its messages end with.
+ENDPOINT_FORMS: dict[str, tuple[Callable[[str, str], object], str]] = {
+    "--grpc": (parse_grpc_target, "use HOST:PORT, e.g. localhost:8500 or [::1]:8500"),
+    "--rest": (parse_rest_url, "use http://HOST:PORT, e.g. http://localhost:8501"),
+}
+
+
 @pytest.mark.parametrize(
-    ("text", "problem"),
+    ("flag", "text", "problem"),
     [
-        ("127.0.0.1:8501", "is not an http:// or https:// URL"),
-        ("ftp://127.0.0.1:8501", "is not an http:// or https:// URL"),
-        ("http:/127.0.0.1:8501", "is not an http:// or https:// URL"),
-        ("http://[::1", "is not a URL (Invalid IPv6 URL)"),
-        ("http://", "has no host"),
-        ("http://h:99999", "has port 99999, not a TCP port (1-65535)"),
-        ("http://h:0", "has port 0, not a TCP port (1-65535)"),
-        ("http://h:abc", "has port abc, not a TCP port (1-65535)"),
-        ("http://h:1/?q=1", "must be a base URL, without user, query or fragment"),
+        ("--grpc", "127.0.0.1:99999", "has port 99999, not a TCP port (1-65535)"),
+        ("--grpc", "127.0.0.1:0", "has port 0, not a TCP port (1-65535)"),
+        ("--grpc", "127.0.0.1:-1", "has no numeric port"),
+        ("--grpc", "127.0.0.1", "is not HOST:PORT"),
+        ("--grpc", ":8500", "is not HOST:PORT"),
+        ("--grpc", "::1:8500", "is not HOST:PORT"),
+        ("--grpc", "http://localhost:8500", "is a URL, but a gRPC target has no scheme"),
+        ("--rest", "127.0.0.1:8501", "is not an http:// or https:// URL"),
+        ("--rest", "ftp://127.0.0.1:8501", "is not an http:// or https:// URL"),
+        ("--rest", "http:/127.0.0.1:8501", "is not an http:// or https:// URL"),
+        ("--rest", "http://[::1", "is not a URL (Invalid IPv6 URL)"),
+        ("--rest", "http://", "has no host"),
+        ("--rest", "http://h:99999", "has port 99999, not a TCP port (1-65535)"),
+        ("--rest", "http://h:0", "has port 0, not a TCP port (1-65535)"),
+        ("--rest", "http://h:abc", "has port abc, not a TCP port (1-65535)"),
+        ("--rest", "http://h:1/?q=1", "must be a base URL, without user, query or fragment"),
     ],
 )
-def test_bad_rest_urls_name_the_value_and_the_form(text: str, problem: str) -> None:
+def test_bad_endpoints_name_the_value_and_the_form(flag: str, text: str, problem: str) -> None:
+    parse, form = ENDPOINT_FORMS[flag]
     with pytest.raises(ValueError) as caught:
-        parse_rest_url(text, "--rest")
-    assert str(caught.value) == f"--rest {text!r} {problem}: use http://HOST:PORT, e.g. http://localhost:8501"
+        parse(text, flag)
+    assert str(caught.value) == f"{flag} {text!r} {problem}: {form}"
 
 
 # --- request bodies --------------------------------------------------------------------------------------------

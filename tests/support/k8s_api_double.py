@@ -41,6 +41,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import yaml
+from http_double import DoubleHandler, serving
 from training_operator_double import Cluster, Exit, Refusal
 
 NAMESPACE = "kubeflow-user"
@@ -622,11 +623,10 @@ def _webhook_problems(body: Mapping[str, Any]) -> list[str]:
 
 
 def _handler(double: K8sApiDouble) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
+    class Handler(DoubleHandler):
+        def answer_request(self) -> None:
             url = urlparse(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+            raw = self.read_body()
             request = Recorded(self.command, url.path, parse_qs(url.query), json.loads(raw) if raw else None)
             status, content_type, data = double.answer(request)
             slow = double._slowness(request)
@@ -637,10 +637,7 @@ def _handler(double: K8sApiDouble) -> type[BaseHTTPRequestHandler]:
             try:
                 if slow is not None and not slow.trickle:
                     time.sleep(slow.seconds)
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
+                self.send_head(status, content_type, len(data))
                 if slow is not None and slow.trickle:
                     for index in range(len(data)):
                         self.wfile.write(data[index : index + 1])
@@ -655,22 +652,11 @@ def _handler(double: K8sApiDouble) -> type[BaseHTTPRequestHandler]:
                     with double.lock:
                         double.in_flight[request.verb] -= 1
 
-        do_GET = do_POST = do_DELETE = _serve  # noqa: N815  (http.server's naming)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
     return Handler
 
 
 @contextlib.contextmanager
 def serve(double: K8sApiDouble) -> Iterator[str]:
     """Serves `double` on a free local port; yields its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(double))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _handler(double)), poll_interval=0.05) as url:
+        yield url

@@ -17,7 +17,6 @@ import email.parser
 import json
 import socket
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
+from http_double import DoubleHandler, serving
 
 from pipeline.kubeflow.client.auth import COOKIE_ENV, TOKEN_ENV, TOKEN_PATH_ENV
 
@@ -48,6 +48,12 @@ def ir_document(
     }
 
 
+def ir_task(name: str, **fields: Any) -> dict[str, Any]:
+    """A DAG task `name` that runs the component of the same name; `fields` are its other IR fields, as KFP
+    spells them (`dependentTasks=["Trainer"]`)."""
+    return {"componentRef": {"name": name}, "taskInfo": {"name": name}, **fields}
+
+
 def spec_dict(
     tasks: list[str],
     parameters: dict[str, dict[str, Any]] | None = None,
@@ -66,12 +72,9 @@ def spec_dict(
         for name in tasks
     }
     dag = {
-        name: {
-            "componentRef": {"name": name},
-            "taskInfo": {"name": name},
-            "cachingOptions": {"enableCache": True},
-            **({"dependentTasks": [tasks[index - 1]]} if index else {}),
-        }
+        name: ir_task(
+            name, cachingOptions={"enableCache": True}, **({"dependentTasks": [tasks[index - 1]]} if index else {})
+        )
         for index, name in enumerate(tasks)
     }
     if exit_handler:
@@ -337,11 +340,10 @@ class FakeKfp:
 
 
 def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
+    class Handler(DoubleHandler):
+        def answer_request(self) -> None:
             url = urlparse(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+            raw = self.read_body()
             content_type = self.headers.get("Content-Type", "")
             multipart = content_type.startswith("multipart/")
             request = Recorded(
@@ -361,16 +363,8 @@ def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
             else:
                 status, payload = fake.answer(request)
                 data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
+            self.send_head(status, content_type, len(data))
             self.wfile.write(data)
-
-        do_GET = do_POST = do_DELETE = _serve  # noqa: N815  (http.server's naming)
-
-        def log_message(self, *args: Any) -> None:
-            pass
 
     return Handler
 
@@ -387,14 +381,8 @@ class _QuietServer(ThreadingHTTPServer):
 @contextlib.contextmanager
 def serve(fake: FakeKfp) -> Iterator[str]:
     """Serves `fake` on a free local port; yields its base URL."""
-    server = _QuietServer(("127.0.0.1", 0), _handler(fake))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_QuietServer(("127.0.0.1", 0), _handler(fake))) as url:
+        yield url
 
 
 def closed_port() -> int:

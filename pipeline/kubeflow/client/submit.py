@@ -67,14 +67,7 @@ def disable_caching(doc: PipelineDoc) -> None:
 class KfpRunClient(KfpConnection):
     """Creates runs from compiled pipeline files and polls them, with deadlines and clear errors.
 
-    Args:
-        host: KFP API or UI address with scheme, e.g. `http://localhost:8080`.
-        namespace: Kubernetes namespace (multi-user KFP); None = the client's default.
-        auth: Credentials; default none.
-        request_timeout: Deadline of each API call in seconds.
-
-    Raises:
-        SubmitError: `host` has no http(s) scheme.
+    Takes the arguments of `KfpConnection` (host, namespace, auth, request_timeout) and raises what it raises.
     """
 
     def submit(

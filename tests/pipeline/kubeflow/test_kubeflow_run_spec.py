@@ -21,7 +21,7 @@ import pytest
 import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
-from kfp_fake import ir_document
+from kfp_fake import ir_document, ir_task
 from typer.testing import CliRunner
 
 from components.notify.notice import (
@@ -93,29 +93,27 @@ def _artifact() -> dict[str, Any]:
 def _spec(with_exit_handler: bool = True) -> dict[str, Any]:
     """produce → consume inside the DAG component `tfx-dag`, and an exit handler `notify`, as TFX compiles them."""
     tasks = {
-        "produce": {
-            "componentRef": {"name": "produce"},
-            "taskInfo": {"name": "produce"},
-            "cachingOptions": {"enableCache": True},
-            "inputs": {
+        "produce": ir_task(
+            "produce",
+            cachingOptions={"enableCache": True},
+            inputs={
                 "parameters": {
                     "message": {"componentInputParameter": "message"},
                     "count": {"componentInputParameter": "count"},
                 }
             },
-        },
-        "consume": {
-            "componentRef": {"name": "consume"},
-            "taskInfo": {"name": "consume"},
-            "dependentTasks": ["produce"],
-            "inputs": {
+        ),
+        "consume": ir_task(
+            "consume",
+            dependentTasks=["produce"],
+            inputs={
                 "artifacts": {"data": {"taskOutputArtifact": {"producerTask": "produce", "outputArtifactKey": "data"}}},
                 "parameters": {
                     "count": {"componentInputParameter": "count"},
                     "fail": {"componentInputParameter": "fail"},
                 },
             },
-        },
+        ),
     }
     parameters = {"message": _param("STRING"), "count": _param("NUMBER_INTEGER"), "fail": _param("BOOLEAN")}
     components: dict[str, Any] = {
@@ -151,23 +149,18 @@ def _spec(with_exit_handler: bool = True) -> dict[str, Any]:
         passed = {name: {"componentInputParameter": name} for name in parameters}
         root["dag"] = {
             "tasks": {
-                "tfx-dag": {
-                    "componentRef": {"name": "tfx-dag"},
-                    "taskInfo": {"name": "tfx-dag"},
-                    "inputs": {"parameters": passed},
-                },
-                "notify": {
-                    "componentRef": {"name": "notify"},
-                    "taskInfo": {"name": "notify"},
-                    "dependentTasks": ["tfx-dag"],
-                    "triggerPolicy": {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"},
-                    "inputs": {
+                "tfx-dag": ir_task("tfx-dag", inputs={"parameters": passed}),
+                "notify": ir_task(
+                    "notify",
+                    dependentTasks=["tfx-dag"],
+                    triggerPolicy={"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"},
+                    inputs={
                         "parameters": {
                             "final_status": {"taskFinalStatus": {"producerTask": "tfx-dag"}},
                             "run_id": {"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}},
                         }
                     },
-                },
+                ),
             }
         }
     else:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from kfp.pipeline_spec import pipeline_spec_pb2
+from kfp_fake import ir_task
 
 from pipeline.kubeflow.compiler.pod import (
     Accelerator,
@@ -68,24 +69,19 @@ def _spec() -> dict[str, Any]:
         "root": {
             "dag": {
                 "tasks": {
-                    "Trainer": {
-                        "componentRef": {"name": "Trainer"},
-                        "taskInfo": {"name": "Trainer"},
-                        "cachingOptions": {"enableCache": True},
-                    },
-                    "Evaluator": {
-                        "componentRef": {"name": "Evaluator"},
-                        "taskInfo": {"name": "Evaluator"},
-                        "cachingOptions": {"enableCache": True},
-                        "dependentTasks": ["Trainer"],
-                        "inputs": {
+                    "Trainer": ir_task("Trainer", cachingOptions={"enableCache": True}),
+                    "Evaluator": ir_task(
+                        "Evaluator",
+                        cachingOptions={"enableCache": True},
+                        dependentTasks=["Trainer"],
+                        inputs={
                             "artifacts": {
                                 "model": {
                                     "taskOutputArtifact": {"producerTask": "Trainer", "outputArtifactKey": "model"}
                                 },
                             }
                         },
-                    },
+                    ),
                 }
             }
         },
@@ -331,14 +327,13 @@ def _spec_with_exit_handler() -> dict[str, Any]:
         "inputDefinitions": {"parameters": {"train_args": {"parameterType": "STRING"}}},
         "dag": {
             "tasks": {
-                "tfx-dag": {"componentRef": {"name": "tfx-dag"}, "taskInfo": {"name": "tfx-dag"}},
-                "Notify": {
-                    "componentRef": {"name": "Notify"},
-                    "taskInfo": {"name": "Notify"},
-                    "dependentTasks": ["tfx-dag"],
-                    "triggerPolicy": {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"},
-                    "inputs": {"parameters": {"final_status": {"taskFinalStatus": {"producerTask": "tfx-dag"}}}},
-                },
+                "tfx-dag": ir_task("tfx-dag"),
+                "Notify": ir_task(
+                    "Notify",
+                    dependentTasks=["tfx-dag"],
+                    triggerPolicy={"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"},
+                    inputs={"parameters": {"final_status": {"taskFinalStatus": {"producerTask": "tfx-dag"}}}},
+                ),
             }
         },
     }
