@@ -22,6 +22,7 @@ from foundation.k8s.names import check_claim_name, check_label, check_namespace,
 from foundation.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
 from foundation.paths import is_remote
 from serving.k8s_names import kubernetes_name
+from serving.rollout.settings import CanarySettings
 
 Namespace = Annotated[str, AfterValidator(check_namespace)]
 Label = Annotated[str, AfterValidator(check_label)]
@@ -49,8 +50,13 @@ class ServingOptions(ConfigSection):
         version_policy: Versions served: `latest` (num_versions newest), `all`, or `specific` (versions).
         num_versions: Versions kept by the `latest` policy.
         versions: Versions served by the `specific` policy (empty = the labelled ones).
-        stable_version: Version labelled `stable` in models.config (0 = no label).
-        canary_version: Version labelled `canary` in models.config (0 = no label).
+        stable_version: Version labelled `stable` in models.config (0 = no label); not with `rollout: canary`,
+            whose state moves the labels.
+        canary_version: Version labelled `canary` in models.config (0 = no label); not with `rollout: canary`.
+        rollout: `direct` (a pushed version takes traffic at the next poll, as the version policy says) or
+            `canary` (it serves as the canary beside `stable` until `tfxp rollout` promotes or rolls it back;
+            `docs/serving.md`, "Guarded rollout"); `canary` needs `version_policy: specific`.
+        canary: The canary's traffic share and the evidence that promotes it (`serving.rollout.settings`).
         poll_interval_seconds: How often the server checks the base path for new versions.
         config_poll_seconds: How often TF Serving re-reads models.config (moved labels apply without restart).
         max_request_mb: Largest request body the local server accepts.
@@ -103,6 +109,8 @@ class ServingOptions(ConfigSection):
     versions: tuple[int, ...] = ()
     stable_version: int = Field(0, ge=0)
     canary_version: int = Field(0, ge=0)
+    rollout: Literal["direct", "canary"] = "direct"
+    canary: CanarySettings = CanarySettings()
     poll_interval_seconds: float = Field(1.0, gt=0)
     config_poll_seconds: int = Field(60, ge=0)
     max_request_mb: int = Field(16, ge=1)
@@ -142,7 +150,26 @@ class ServingOptions(ConfigSection):
                 f"serving.grpc_port and serving.rest_port are both {self.grpc_port}; TF Serving listens on each, so "
                 "give them different ports (its defaults are 8500 and 8501)"
             )
+        self._check_rollout()
         return self
+
+    def _check_rollout(self) -> None:
+        if self.rollout != "canary":
+            return
+        if self.version_policy != "specific":
+            raise ValueError(
+                f"serving.rollout is canary but serving.version_policy is {self.version_policy}: under "
+                f"{self.version_policy!r} the servers would load every pushed version and send unlabelled requests "
+                "to the newest, so the canary would take all traffic; set serving.version_policy: specific (the "
+                "rollout state names the versions)"
+            )
+        static = [f"serving.{key}" for key in ("stable_version", "canary_version") if getattr(self, key)]
+        if static:
+            raise ValueError(
+                f"{' and '.join(static)} set together with serving.rollout: canary; the rollout state "
+                "(`tfxp rollout status`) decides which version is stable and which is the canary, so remove "
+                f"{' and '.join(static)} (or set serving.rollout: direct to keep static labels)"
+            )
 
     @property
     def labels(self) -> dict[str, int]:
