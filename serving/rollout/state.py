@@ -1,0 +1,228 @@
+"""A model's rollout state: which version is `stable`, which is the `canary`, which were rolled back, and the
+append-only record of every decision that moved them.
+
+The state lives beside the versions (`serving.rollout.layout`): `tfxp_rollout/state.json` holds the labels and the
+last decision; `tfxp_rollout/decisions/<sequence>.json` holds each decision, created once and never rewritten. A
+decision is made inside one store transaction (`serving.rollout.store`): read the state, decide, write the state
+under its precondition, then create the decision's file. A writer that crashes between the two leaves the
+decision inside `state.json`; the next writer files it before its own (`_file_last_decision`).
+
+What the rest of tfxp reads here:
+- `stable_version`: what ServedBaseline, warm start, the KFP cache fingerprint and the drift checks take as "the
+  served model" under `serving.rollout: canary` (`components.baseline.served.find_served_model`);
+- `RolloutState.rolled_back`: versions never served, baselined, warm-started or promoted again.
+
+Example:
+    state = read_rollout("tfxp_output/serving/digits")
+    state.stable, state.canary  # 1796083574, 1796090000
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from foundation.errors import TfxpError
+from serving.rollout.layout import DECISIONS_DIR, ROLLOUT_DIR, STATE_FILE
+from serving.rollout.store import ConcurrentRolloutError, RolloutStore, Transaction, open_store
+
+SCHEMA = 1
+# A decision that lost a race is retried from a fresh read this many times.
+ATTEMPTS = 5
+
+
+class RolloutStateError(TfxpError, ValueError):
+    """The rollout state file cannot be read, or a change is not allowed; the message says how to go on."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision, as recorded.
+
+    Attributes:
+        sequence: 1, 2, ... in the order decisions landed (the file name under `decisions/`).
+        action: `publish` (a pushed version became stable or canary), `start`, `promote`, `rollback`, `hold`,
+            `prune` (retention removed versions).
+        by: Who or what decided: `run:<run id>`, `analysis`, or a person's `--by`.
+        reason: One sentence.
+        before: `{"stable": v, "canary": v}` before it.
+        after: The same after it.
+        evidence: What the analysis measured (empty for a person's decision).
+        thresholds: The `serving.canary` bounds it was measured against.
+        time: UTC, ISO 8601.
+    """
+
+    sequence: int
+    action: str
+    by: str
+    reason: str
+    before: dict[str, int | None]
+    after: dict[str, int | None]
+    evidence: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    time: str = ""
+
+
+@dataclass(frozen=True)
+class RolloutState:
+    """The labels of one model's versions under `serving.rollout: canary`.
+
+    Attributes:
+        stable: The version every request goes to that the canary does not take; None before the first push.
+        canary: The version under judgement; None when there is none (the canary servers then serve stable).
+        rolled_back: Versions taken off as canaries, oldest first; never served or baselined again.
+        sequence: The last decision's sequence (0 = none yet).
+        last_decision: That decision, kept here too so a crash before its file is written loses nothing.
+    """
+
+    stable: int | None = None
+    canary: int | None = None
+    rolled_back: tuple[int, ...] = ()
+    sequence: int = 0
+    last_decision: Decision | None = None
+
+    def labels(self) -> dict[str, int | None]:
+        """`{"stable": …, "canary": …}`, as decisions record them."""
+        return {"stable": self.stable, "canary": self.canary}
+
+    def decide(
+        self,
+        action: str,
+        by: str,
+        reason: str,
+        evidence: Mapping[str, Any] | None = None,
+        thresholds: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> RolloutState:
+        """This state after one more decision: `changes` (stable, canary, rolled_back) applied, the decision
+        recorded with its before and after."""
+        after = replace(self, **changes)
+        decision = Decision(
+            sequence=self.sequence + 1,
+            action=action,
+            by=by,
+            reason=reason,
+            before=self.labels(),
+            after=after.labels(),
+            evidence=dict(evidence or {}),
+            thresholds=dict(thresholds or {}),
+            time=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        )
+        return replace(after, sequence=decision.sequence, last_decision=decision)
+
+
+def read_rollout(model_base: str, store: RolloutStore | None = None) -> RolloutState:
+    """The rollout state of the model at `model_base`; an empty state when none was written yet."""
+    store = store or open_store(model_base)
+    with store.transaction() as transaction:
+        text, _ = transaction.read(STATE_FILE)
+    return _parse(text, f"{store.location}/{STATE_FILE}")
+
+
+def stable_version(model_base: str) -> int | None:
+    """The `stable` version of the model at `model_base` (None: no rollout state, or no stable yet)."""
+    return read_rollout(model_base).stable
+
+
+def read_decisions(model_base: str, store: RolloutStore | None = None) -> list[Decision]:
+    """Every recorded decision, oldest first."""
+    store = store or open_store(model_base)
+    decisions = []
+    with store.transaction() as transaction:
+        for name in transaction.list(DECISIONS_DIR):
+            text, _ = transaction.read(f"{DECISIONS_DIR}/{name}")
+            if text is not None:
+                decisions.append(Decision(**json.loads(text)))
+    return decisions
+
+
+def update_rollout(
+    model_base: str, change: Callable[[RolloutState], RolloutState | None], store: RolloutStore | None = None
+) -> RolloutState:
+    """Applies `change` to the current state and records its decision, retrying from a fresh read when another
+    writer landed first.
+
+    Args:
+        model_base: The model's base path (local or `gs://`).
+        change: The current state → the new one (made with `RolloutState.decide`), or None to change nothing.
+
+    Returns:
+        The state as written (the current one when `change` returned None).
+
+    Raises:
+        RolloutStateError: `change` refused, or the state cannot be read.
+        ConcurrentRolloutError: still losing races after `ATTEMPTS` tries.
+    """
+    store = store or open_store(model_base)
+    for attempt in range(ATTEMPTS):
+        try:
+            with store.transaction() as transaction:
+                return _update_once(transaction, store.location, change)
+        except ConcurrentRolloutError:
+            if attempt == ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _update_once(
+    transaction: Transaction, location: str, change: Callable[[RolloutState], RolloutState | None]
+) -> RolloutState:
+    text, token = transaction.read(STATE_FILE)
+    current = _parse(text, f"{location}/{STATE_FILE}")
+    _file_last_decision(transaction, current)
+    new = change(current)
+    if new is None or new == current:
+        return current
+    transaction.write(STATE_FILE, _render(new), token)
+    _file_last_decision(transaction, new)
+    return new
+
+
+def _file_last_decision(transaction: Transaction, state: RolloutState) -> None:
+    decision = state.last_decision
+    if decision is None:
+        return
+    name = f"{DECISIONS_DIR}/{decision.sequence:08d}.json"
+    present, _ = transaction.read(name)
+    if present is None:
+        transaction.write(name, json.dumps(asdict(decision), indent=2, sort_keys=True) + "\n", None)
+
+
+def _render(state: RolloutState) -> str:
+    body = {"schema": SCHEMA, **asdict(state)}
+    body["rolled_back"] = list(state.rolled_back)
+    return json.dumps(body, indent=2, sort_keys=True) + "\n"
+
+
+def _parse(text: str | None, where: str) -> RolloutState:
+    if text is None:
+        return RolloutState()
+    try:
+        body = json.loads(text)
+        if body.pop("schema", None) != SCHEMA:
+            raise ValueError(f"schema is not {SCHEMA}")
+        decision = body.pop("last_decision", None)
+        return RolloutState(
+            stable=_version(body.get("stable")),
+            canary=_version(body.get("canary")),
+            rolled_back=tuple(int(version) for version in body.get("rolled_back", ())),
+            sequence=int(body.get("sequence", 0)),
+            last_decision=Decision(**decision) if decision else None,
+        )
+    except (ValueError, TypeError, AttributeError) as error:
+        raise RolloutStateError(
+            f"the rollout state {where} cannot be read ({error}); it is tfxp's own file under {ROLLOUT_DIR}/: "
+            f"restore it from the last decision under {ROLLOUT_DIR}/{DECISIONS_DIR}/ (its `after`), or remove it "
+            "to start the rollout afresh (the next push becomes stable)"
+        ) from None
+
+
+def _version(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"version {value!r} is not a version number")
+    return value

@@ -1,0 +1,169 @@
+"""Compare-and-swap writes of a model's rollout state, on a local folder or a `gs://` bucket.
+
+Two writers may decide at once (a run's first step and a scheduled `tfxp rollout analyze`); neither may lose the
+other's decision. Each store reads the state with a token and writes it only if the token still holds:
+
+- `LocalStore`: an exclusive `fcntl.flock` on `tfxp_rollout/.lock` for the whole read-decide-write, the state
+  written to a temporary file and renamed over `state.json` (atomic on one file system).
+- `GcsStore`: Cloud Storage's generation preconditions (`if_generation_match`,
+  https://cloud.google.com/storage/docs/request-preconditions): the state is written only if its object's
+  generation is the one read (0 = it must not exist yet); a decision file is created only if absent. A lost race
+  raises `ConcurrentRolloutError`, which `serving.rollout.state.update_rollout` retries from a fresh read.
+
+Other bucket schemes have no precondition tfxp can use, so they are refused with a message.
+
+Example:
+    store = open_store("gs://bucket/serving/digits")
+    with store.transaction() as transaction:
+        text, token = transaction.read(STATE_FILE)
+        transaction.write(STATE_FILE, new_text, token)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from foundation.errors import TfxpError
+from foundation.paths import is_remote, scheme, split_bucket
+from serving.rollout.layout import rollout_dir
+
+
+class ConcurrentRolloutError(TfxpError, RuntimeError):
+    """Another writer changed the rollout state between this writer's read and its write."""
+
+
+class Transaction(Protocol):
+    """Reads and conditional writes inside one `RolloutStore.transaction()`."""
+
+    def read(self, name: str) -> tuple[str | None, Any]:
+        """The text of `tfxp_rollout/<name>` (None when absent) and the token its write must present."""
+
+    def write(self, name: str, text: str, token: Any) -> None:
+        """Writes `name` if it is unchanged since the read that gave `token` (None = it must not exist)."""
+
+    def list(self, folder: str) -> list[str]:
+        """The names of the files in `tfxp_rollout/<folder>/`, sorted."""
+
+
+class RolloutStore(Protocol):
+    """Where one model's rollout files live."""
+
+    location: str
+
+    def transaction(self) -> contextlib.AbstractContextManager[Transaction]:
+        """One read-decide-write; writes in it fail if another writer got there first."""
+
+
+class LocalStore:
+    """The rollout files in a local folder, guarded by an exclusive lock on `.lock`."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        folder = Path(self.location)
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if the process dies
+            yield _LocalTransaction(folder)
+
+
+class _LocalTransaction:
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+
+    def read(self, name: str) -> tuple[str | None, Any]:
+        path = self._folder / name
+        try:
+            return path.read_text(encoding="utf-8"), path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None, None
+
+    def write(self, name: str, text: str, token: Any) -> None:
+        path = self._folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if token is None and path.exists():  # the lock makes this the only writer; a present file is a bug
+            raise ConcurrentRolloutError(f"{path} exists already; it is never rewritten")
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+
+    def list(self, folder: str) -> list[str]:
+        directory = self._folder / folder
+        return (
+            sorted(entry.name for entry in directory.iterdir() if not entry.name.startswith("."))
+            if directory.is_dir()
+            else []
+        )
+
+
+class GcsStore:
+    """The rollout files in a Cloud Storage folder, written under generation preconditions."""
+
+    def __init__(self, location: str, client: Any = None) -> None:
+        self.location = location
+        bucket, self._prefix = split_bucket(location)
+        if client is None:
+            from google.cloud import storage
+
+            client = storage.Client()
+        self._bucket = client.bucket(bucket)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        yield _GcsTransaction(self._bucket, self._prefix.rstrip("/"))
+
+
+class _GcsTransaction:
+    def __init__(self, bucket: Any, prefix: str) -> None:
+        self._bucket, self._prefix = bucket, prefix
+
+    def read(self, name: str) -> tuple[str | None, Any]:
+        blob = self._bucket.get_blob(f"{self._prefix}/{name}")
+        if blob is None:
+            return None, 0
+        return blob.download_as_bytes(if_generation_match=blob.generation).decode("utf-8"), blob.generation
+
+    def write(self, name: str, text: str, token: Any) -> None:
+        from google.api_core.exceptions import PreconditionFailed
+
+        blob = self._bucket.blob(f"{self._prefix}/{name}")
+        try:
+            blob.upload_from_string(text, content_type="application/json", if_generation_match=token or 0)
+        except PreconditionFailed as error:
+            raise ConcurrentRolloutError(
+                f"gs://{self._bucket.name}/{self._prefix}/{name} changed since it was read (another rollout "
+                "decision landed first)"
+            ) from error
+
+    def list(self, folder: str) -> list[str]:
+        prefix = f"{self._prefix}/{folder}/"
+        return sorted(blob.name[len(prefix) :] for blob in self._bucket.list_blobs(prefix=prefix))
+
+
+def open_store(model_base: str, client: Any = None) -> RolloutStore:
+    """The store of `<model base>/tfxp_rollout`: a local folder, or a `gs://` one.
+
+    Raises:
+        TfxpError: another bucket scheme (no write precondition to guard concurrent decisions with).
+    """
+    location = rollout_dir(model_base)
+    if not is_remote(model_base):
+        return LocalStore(location)
+    if scheme(model_base) == "gs":
+        return GcsStore(location, client)
+    raise TfxpError(
+        f"serving.rollout: canary keeps its state beside the versions, at {location}, and needs a write "
+        f"precondition there so two decisions never overwrite each other; {scheme(model_base)}:// has none tfxp "
+        "uses (gs:// and local paths do); push to gs:// or a local/mounted path, or set serving.rollout: direct"
+    )
