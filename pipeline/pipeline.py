@@ -39,6 +39,7 @@ from components.validation.strict_example_validator import StrictExampleValidato
 from foundation.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
 from pipeline.config import TfxpConfig
 from pipeline.layout import OutputLayout, output_layout, split_patterns
+from serving.options import deployed_serving
 
 TRAINER_RUN_FN = "components.trainer.run_fn.run_fn"
 
@@ -160,6 +161,15 @@ def _schema_component(config: TfxpConfig, statistics: Any) -> Any:
     return tfx.components.ImportSchemaGen(schema_file=source).with_id("SchemaGen")
 
 
+def pusher_custom_config(config: TfxpConfig, layout: OutputLayout) -> dict[str, Any] | None:
+    """The Pusher's rollout settings under `serving.rollout: canary` (`components.pusher.executor.rollout_config`);
+    None under `direct`, so its spec (and KFP's cache key) stays as it was."""
+    if config.serving.rollout != "canary":
+        return None
+    container_base = deployed_serving(config.serving, layout.serving_base).container_base_path
+    return {"rollout": {"model_name": config.serving.model_name, "container_base": container_base}}
+
+
 def create_components(config: TfxpConfig, layout: OutputLayout, tfjob: TfJobLaunch | None = None) -> list[Any]:
     """The pipeline's components in execution order; `tfjob` as in `trainer_custom_config`."""
     example_gen = SpanImportExampleGen(
@@ -189,6 +199,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout, tfjob: TfJobLaun
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=layout.serving_base)
         ),
+        custom_config=pusher_custom_config(config, layout),
     ).with_id("Pusher")
     components = [
         example_gen,

@@ -6,11 +6,19 @@ TFX's Pusher names a version by the clock and copies into it (`SAVED_MODEL_FILE`
 instead of pushing it twice. The Kubeflow path (a `gs://` serving base) and `tfxp run` follow that one rule. The
 record also keeps the spans the model was trained on (from the blessing), which the drift checks read from the
 served version.
+
+Under `serving.rollout: canary` (the Pusher's `custom_config`, `rollout_config`) the published version goes into
+the model's rollout state instead of taking traffic: the first version of a base becomes stable, any later one the
+canary, and `stable` never moves here (`serving.rollout.actions.publish_version_state`); the track servers'
+models.config files take the first of their two phases (`serving.rollout.tracks`). Under `direct`, a base that
+holds a rollout state is refused: its servers follow the state, not the newest version.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 from tfx.components.pusher import executor as pusher_executor
 from tfx.components.pusher.component import Pusher
@@ -23,8 +31,13 @@ from components.executor_types import ArtifactDict, ExecProperties
 from components.pusher.driver import PushedVersionsDriver
 from foundation.contract import SAVED_MODEL_FILE
 from foundation.data.spans import SPANS_PROPERTY, parse_spans
+from foundation.errors import TfxpError
 from foundation.publish import TRAINED_SPANS_KEY, find_published, publish_version
+from serving.rollout.layout import ROLLOUT_DIR
+from serving.rollout.state import read_rollout
 
+ROLLOUT_KEY = "rollout"
+CUSTOM_CONFIG_KEY = "custom_config"
 PUBLISHED_NOW_PROPERTY = "published_now"
 """PushedModel custom property: 1 when this execution created the version, 0 when it found it published."""
 
@@ -48,6 +61,9 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         # version); this Pusher re-run over the same artifact finds the version it pushed. `SAVED_MODEL_FILE` marks
         # a complete version, as TF Serving and TFX's Pusher expect (tfx/components/pusher/executor.py:198).
         base = destination.filesystem.base_directory
+        rollout = rollout_config(exec_properties)
+        if not rollout:
+            refuse_direct_push_over_rollout(base)
         already = find_published(base, model_path, required_file=SAVED_MODEL_FILE)
         spans = trained_on(input_dict)
         version_dir = publish_version(
@@ -62,6 +78,34 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         # 0: the version was there already (a rerun over the same model, e.g. after KFP served the Trainer from
         # its cache); the run record tells "pushed version N" from "no new data" by it.
         model_push.set_int_custom_property(PUBLISHED_NOW_PROPERTY, int(already is None))
+        if rollout:
+            self._enter_rollout(base, int(os.path.basename(version_dir)), rollout)
+
+    def _enter_rollout(self, base: str, version: int, rollout: dict[str, Any]) -> None:
+        from serving.rollout.actions import publish_version_state
+        from serving.rollout.tracks import advance_tracks
+
+        run = getattr(self._context, "_pipeline_run_id", None) or "unknown"
+        state = publish_version_state(base, version, by=f"run:{run}")
+        advance_tracks(base, rollout["container_base"], rollout["model_name"], state, available={})
+
+
+def rollout_config(exec_properties: ExecProperties) -> dict[str, Any]:
+    """The Pusher's rollout settings (`pipeline.pipeline` writes them for `serving.rollout: canary`); {} = direct."""
+    text = exec_properties.get(CUSTOM_CONFIG_KEY) or "{}"
+    config = json.loads(text) if isinstance(text, str) else dict(text)
+    return dict(config.get(ROLLOUT_KEY) or {})
+
+
+def refuse_direct_push_over_rollout(base: str) -> None:
+    """Refuses a `direct` push into a base whose servers follow a rollout state (they would never serve it)."""
+    state = read_rollout(base)
+    if state.stable is not None:
+        raise TfxpError(
+            f"{base} holds a rollout state ({ROLLOUT_DIR}/: stable {state.stable}, canary {state.canary}) but "
+            "serving.rollout is direct: its servers serve what the state says, so this push would never take "
+            f"traffic; set serving.rollout: canary, or remove {base}/{ROLLOUT_DIR} to serve the newest version again"
+        )
 
 
 def trained_on(input_dict: ArtifactDict) -> list[int]:

@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "predict": "pipeline.cli.predict:predict",
     "loadtest": "pipeline.cli.predict:loadtest",
     "deploy-assets": "pipeline.cli.serving:deploy_assets",
+    "rollout": "pipeline.cli.rollout:rollout_app",
     "data": "pipeline.cli.data:data_app",
     "edge": "pipeline.cli.edge:edge_app",
 }

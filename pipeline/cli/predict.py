@@ -113,7 +113,7 @@ def _read_images(paths: list[Path]) -> list[bytes]:
     return images
 
 
-def _read_examples(
+def read_examples(
     directory: Path, count: int, config: TfxpConfig, labels_file: Path | None
 ) -> tuple[list[str], list[bytes], list[int]]:
     from dataclasses import replace
@@ -192,7 +192,7 @@ def predict(
     if bool(images) == (examples is not None):
         raise UserError("pass image files or --examples DIR (a data set written by `tfxp data`), not both or neither")
     names, payload, truths = (
-        _read_examples(examples, count, config, labels_file)
+        read_examples(examples, count, config, labels_file)
         if examples is not None
         else ([str(p) for p in images or []], _read_images(images or []), [])
     )

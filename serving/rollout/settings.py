@@ -35,6 +35,10 @@ class CanarySettings(ConfigSection):
         replay_samples: Eval-split images replayed to both to measure agreement (0 = no replay).
         keep_versions: Versions kept under the serving base besides stable and canary (older ones and rolled-back
             ones beyond this are removed after a promotion).
+        stable_url: REST address of the stable servers, e.g. `http://digits-stable.tfxp-serving:8501` (their
+            version status, `/metrics` and the replay); empty = not reachable from where tfxp runs.
+        canary_url: The same for the canary servers.
+        metrics_path: Where the servers expose Prometheus metrics (TF Serving's monitoring.config path).
         controller: `none` (tfxp rewrites the servers' models.config), or the controller that owns the
             Deployments and routes on the cluster: `argo` (Argo Rollouts) or `flagger`.
     """
@@ -48,4 +52,7 @@ class CanarySettings(ConfigSection):
     min_agreement: float = Field(0.95, ge=0, le=1)
     replay_samples: int = Field(64, ge=0)
     keep_versions: int = Field(2, ge=0)
+    stable_url: str = ""
+    canary_url: str = ""
+    metrics_path: str = Field("/monitoring/prometheus/metrics", pattern=r"^/")
     controller: Literal["none", "argo", "flagger"] = "none"

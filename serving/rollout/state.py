@@ -25,8 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from foundation import paths
 from foundation.errors import TfxpError
-from serving.rollout.layout import DECISIONS_DIR, ROLLOUT_DIR, STATE_FILE
+from serving.rollout.layout import DECISIONS_DIR, ROLLOUT_DIR, STATE_FILE, rollout_dir
 from serving.rollout.store import ConcurrentRolloutError, RolloutStore, Transaction, open_store
 
 SCHEMA = 1
@@ -114,12 +115,20 @@ class RolloutState:
         return replace(after, sequence=decision.sequence, last_decision=decision)
 
 
-def read_rollout(model_base: str, store: RolloutStore | None = None) -> RolloutState:
-    """The rollout state of the model at `model_base`; an empty state when none was written yet."""
-    store = store or open_store(model_base)
-    with store.transaction() as transaction:
-        text, _ = transaction.read(STATE_FILE)
-    return _parse(text, f"{store.location}/{STATE_FILE}")
+def read_rollout(model_base: str) -> RolloutState:
+    """The rollout state of the model at `model_base`; an empty state when none was written yet.
+
+    A plain read (no lock, nothing created): the state file is replaced whole, by a rename locally and as one
+    object on a bucket, so a reader sees the old state or the new one.
+    """
+    path = f"{rollout_dir(model_base)}/{STATE_FILE}"
+    try:
+        text: str | None = paths.read_text(path)
+    except FileNotFoundError:
+        text = None
+    except OSError as error:
+        raise RolloutStateError(f"cannot read the rollout state {path}: {error}") from None
+    return _parse(text, path)
 
 
 def stable_version(model_base: str) -> int | None:
@@ -127,16 +136,13 @@ def stable_version(model_base: str) -> int | None:
     return read_rollout(model_base).stable
 
 
-def read_decisions(model_base: str, store: RolloutStore | None = None) -> list[Decision]:
+def read_decisions(model_base: str) -> list[Decision]:
     """Every recorded decision, oldest first."""
-    store = store or open_store(model_base)
-    decisions = []
-    with store.transaction() as transaction:
-        for name in transaction.list(DECISIONS_DIR):
-            text, _ = transaction.read(f"{DECISIONS_DIR}/{name}")
-            if text is not None:
-                decisions.append(Decision(**json.loads(text)))
-    return decisions
+    folder = f"{rollout_dir(model_base)}/{DECISIONS_DIR}"
+    if not paths.is_dir(folder):
+        return []
+    names = sorted(name for name in paths.list_dir(folder) if name.endswith(".json"))
+    return [Decision(**json.loads(paths.read_text(f"{folder}/{name}"))) for name in names]
 
 
 def update_rollout(
