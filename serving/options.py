@@ -21,8 +21,8 @@ from foundation.k8s.image import Image
 from foundation.k8s.names import check_claim_name, check_label, check_namespace, check_own_namespace
 from foundation.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
 from foundation.paths import is_remote
+from serving.canary_options import CanarySettings
 from serving.k8s_names import kubernetes_name
-from serving.rollout.settings import CanarySettings
 
 Namespace = Annotated[str, AfterValidator(check_namespace)]
 Label = Annotated[str, AfterValidator(check_label)]
@@ -56,7 +56,7 @@ class ServingOptions(ConfigSection):
         rollout: `direct` (a pushed version takes traffic at the next poll, as the version policy says) or
             `canary` (it serves as the canary beside `stable` until `tfxp rollout` promotes or rolls it back;
             `docs/serving.md`, "Guarded rollout"); `canary` needs `version_policy: specific`.
-        canary: The canary's traffic share and the evidence that promotes it (`serving.rollout.settings`).
+        canary: The canary's traffic share and the evidence that promotes it (`serving.canary_options`).
         poll_interval_seconds: How often the server checks the base path for new versions.
         config_poll_seconds: How often TF Serving re-reads models.config (moved labels apply without restart).
         max_request_mb: Largest request body the local server accepts.

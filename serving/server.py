@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -49,6 +50,9 @@ class ModelServer:
         model_config_file: a TF Serving models.config to read them from (and re-read when
             `options.config_poll_interval_seconds` > 0).
         options: Ports, limits, polling and batching.
+        served_from: With `model_config_file`: serve each of its models from this base path instead of the one
+            the file names (a rollout track's file names the servers' mount, `/models/<model>`; `tfxp serve
+            --track` serves it from the host's push directory).
 
     Raises:
         ValueError: neither or both of `models` and `model_config_file`, or an invalid config file.
@@ -59,12 +63,14 @@ class ModelServer:
         models: Sequence[ModelConfig] | None = None,
         options: ServerOptions | None = None,
         model_config_file: Path | None = None,
+        served_from: Path | None = None,
     ) -> None:
         if (models is None) == (model_config_file is None):
             raise ValueError("pass either models or model_config_file")
         self.options = options or ServerOptions()
         self._config_file = model_config_file
-        self._config = list(models) if models is not None else read_model_config_file(model_config_file)  # type: ignore[arg-type]
+        self._served_from = served_from
+        self._config = list(models) if models is not None else self._read_config_file()
         self.metrics = ServingMetrics()
         self.core = ServerCore(
             self._config,
@@ -254,10 +260,17 @@ class ModelServer:
             except Exception:  # keep polling: one bad round must not stop version updates for good
                 logger.exception("polling the model base paths failed")
 
+    def _read_config_file(self) -> list[ModelConfig]:
+        assert self._config_file is not None
+        models = read_model_config_file(self._config_file)
+        if self._served_from is None:
+            return models
+        return [dataclasses.replace(model, base_path=self._served_from) for model in models]
+
     def _reload_config_file(self) -> None:
         assert self._config_file is not None
         try:
-            config = read_model_config_file(self._config_file)
+            config = self._read_config_file()
             if config != self._config:
                 self.reload(config)
         except Exception as error:

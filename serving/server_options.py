@@ -134,6 +134,9 @@ def server_options(
         max_batch_size=serving.max_batch_size,  # per request, with --no-batching too
         poll_interval_seconds=serving.poll_interval_seconds,
         config_poll_interval_seconds=float(serving.config_poll_seconds),
+        # As the deploy assets run TF Serving for a rollout: its track files name versions that load after the
+        # labels are read (`serving.rollout.tracks`).
+        allow_version_labels_for_unavailable_models=serving.rollout == "canary",
         batching=BatchingOptions(
             max_batch_size=serving.max_batch_size,
             batch_timeout_micros=serving.batch_timeout_micros,

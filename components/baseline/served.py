@@ -2,7 +2,9 @@
 
 What TF Serving serves is the highest version directory that holds a model (`foundation.publish` owns the rule
 of what a version is and writes them; a local publish appears in one rename, a bucket publish writes
-`SAVED_MODEL_FILE` last). Hidden staging directories, names that are no version (`5.tmp`, `²`, a number beyond
+`SAVED_MODEL_FILE` last). Under a guarded rollout (`serving.rollout`), what is served to every request the
+canary does not take is the `stable` version of the base's rollout state, whichever version is newest: the state
+wins whenever the base holds one. Hidden staging directories, names that are no version (`5.tmp`, `²`, a number beyond
 int64) and versions still being copied are not served, so they are not the baseline either. `find_served_model`
 is the one answer to "what is served" for ServedBaseline, warm start and the run summary.
 
@@ -34,7 +36,15 @@ from foundation.contract import (
     read_label_map,
 )
 from foundation.errors import TfxpError
-from foundation.publish import newest_version, push_identity, read_push_record, trained_spans
+from foundation.publish import (
+    list_versions,
+    newest_version,
+    push_identity,
+    read_push_record,
+    trained_spans,
+    version_number,
+)
+from serving.rollout.state import read_rollout
 
 # What the Evaluator runs on a baseline (pipeline.pipeline.eval_config): predictions, then TFMA's labels.
 EVAL_SIGNATURES = (SIGNATURE_TF_EXAMPLE, SIGNATURE_EVAL_LABELS)
@@ -65,20 +75,39 @@ class ServedModel:
 
 
 def find_served_model(base: str) -> ServedModel | None:
-    """The newest complete version under the serving base path, or None when nothing is served yet.
+    """The served version under the serving base path: the rollout's `stable` when the base has a rollout state,
+    else the newest complete version; None when nothing is served yet.
 
     Args:
         base: The TF Serving model base path (`<serving base>/<model>`), local or a bucket.
 
     Returns:
-        The version TF Serving serves; None when `base` does not exist or holds no complete version.
+        The version TF Serving serves (to every request outside the canary's share); None when `base` does not
+        exist or holds no complete version.
+
+    Raises:
+        ServedModelError: the rollout's stable version is not a complete version under `base`.
     """
-    path = newest_version(base, required_file=SAVED_MODEL_FILE) if base else None
+    if not base:
+        return None
+    stable = read_rollout(base).stable
+    path = newest_version(base, required_file=SAVED_MODEL_FILE) if stable is None else _stable_path(base, stable)
     if path is None:
         return None
     record = read_push_record(path)
     return ServedModel(
         version=paths.name_of(path), path=path, identity=push_identity(record), trained_spans=trained_spans(record)
+    )
+
+
+def _stable_path(base: str, stable: int) -> str:
+    for path in list_versions(base, required_file=SAVED_MODEL_FILE):
+        if version_number(paths.name_of(path)) == stable:
+            return path
+    raise ServedModelError(
+        f"the rollout state of {base} names version {stable} as stable, but {base} holds no complete version "
+        f"{stable} (a saved_model.pb in {base}/{stable}); restore that version, or move stable with "
+        "`tfxp rollout start`/`promote`, or remove the rollout state to serve the newest version"
     )
 
 

@@ -7,7 +7,7 @@ client commands, `tfxp predict` and `tfxp loadtest`, are `pipeline.cli.predict`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.markup import escape
@@ -32,6 +32,7 @@ from serving.k8s_check import KUBERNETES_VERSION, Finding, check_deploy_assets
 
 if TYPE_CHECKING:
     from serving.model_config import ModelConfig
+    from serving.rollout.layout import Track
     from serving.server import ModelServer
     from serving.server_options import ServerOptions
 
@@ -55,6 +56,13 @@ ModelConfigFileOption = Annotated[
         parser=existing_file,
         metavar="FILE",
         help="A TF Serving models.config instead of one model.",
+    ),
+]
+TrackOption = Annotated[
+    Literal["stable", "canary"] | None,
+    typer.Option(
+        "--track",
+        help="Serve one rollout track (serving.rollout: canary): its models.config, re-read as decisions move it.",
     ),
 ]
 HostOption = Annotated[str, typer.Option("--host", help="Interface to bind; 0.0.0.0 accepts remote clients.")]
@@ -97,6 +105,7 @@ def serve(
     model_base: ModelBaseOption = None,
     model_name: ModelNameOption = None,
     model_config_file: ModelConfigFileOption = None,
+    track: TrackOption = None,
     host: HostOption = "127.0.0.1",
     grpc_port: GrpcPortOption = None,
     rest_port: RestPortOption = None,
@@ -119,7 +128,9 @@ def serve(
     serving = config.serving
     set_tensorflow_threads(serving.intra_op_threads, serving.inter_op_threads)
     options = server_options(serving, host, grpc_port, rest_port, batching)
-    if model_config_file is not None:
+    if track is not None:
+        server = _track_server(config, track, model_base, options)
+    elif model_config_file is not None:
         server = ModelServer(options=options, model_config_file=model_config_file)
     else:
         server = ModelServer(_model_configs(config, model_base, model_name), options)
@@ -127,6 +138,23 @@ def serve(
     # loop below sees them and stops the server on its normal path.
     with StopRequest() as stop:
         _serve_until_stopped(server, options, stop)
+
+
+def _track_server(config: TfxpConfig, track: Track, model_base: Path | None, options: ServerOptions) -> ModelServer:
+    """A server of one rollout track: the track's models.config under the model base, served from that base."""
+    from serving.rollout.layout import track_config_path
+    from serving.server import ModelServer
+
+    if config.serving.rollout != "canary":
+        raise UserError("--track serves a rollout track; set serving.rollout: canary (and version_policy: specific)")
+    base = Path(model_base or output_layout(config).serving_base)
+    path = Path(track_config_path(str(base), track))
+    if not path.is_file():
+        raise UserError(
+            f"{path} does not exist: nothing was pushed under serving.rollout: canary yet; run `tfxp run --set "
+            "serving.rollout=canary --set serving.version_policy=specific` first (its Pusher writes the tracks)"
+        )
+    return ModelServer(options=options, model_config_file=path, served_from=base.resolve())
 
 
 def _serve_until_stopped(server: ModelServer, options: ServerOptions, stop: StopRequest) -> None:

@@ -1,7 +1,7 @@
 """The canary's verdict: `promote`, `rollback` or `hold`, from its signals against stable's and the thresholds of
 `serving.canary`.
 
-The checks, each against its bound (`serving.rollout.settings.CanarySettings`):
+The checks, each against its bound (`serving.canary_options.CanarySettings`):
 - error rate: the canary's minus stable's, at most `max_error_rate_increase`;
 - p99 latency: the canary's over stable's, at most `max_latency_ratio`;
 - predicted classes: the L-infinity distance of the two tracks' class shares (`serving.rollout.evidence.linf`,
@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from serving.canary_options import CanarySettings
 from serving.rollout.evidence import TrackSignals, linf
-from serving.rollout.settings import CanarySettings
 
 Action = Literal["promote", "rollback", "hold"]
 

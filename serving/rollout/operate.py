@@ -18,6 +18,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from serving.canary_options import CanarySettings
 from serving.rollout import actions
 from serving.rollout.analysis import Agreement, Verdict, judge
 from serving.rollout.evidence import (
@@ -28,7 +29,6 @@ from serving.rollout.evidence import (
     signals_from_metrics,
 )
 from serving.rollout.layout import Track
-from serving.rollout.settings import CanarySettings
 from serving.rollout.state import RolloutState, RolloutStateError, read_rollout
 from serving.rollout.tracks import advance_tracks
 
