@@ -31,7 +31,7 @@ TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup checkov mediapipe demo demo-continuous test test-long lint unit bench clean help
+.PHONY: setup checkov mediapipe demo demo-continuous demo-rollout test test-long lint unit bench clean help
 .DEFAULT_GOAL := help
 
 help:
@@ -80,6 +80,10 @@ demo: $(STAMP) $(MEDIAPIPE_STAMP) $(DATA)/labels.txt
 # Four spans arrive one by one (the fourth with wrong labels); each run is gated against the served model.
 demo-continuous: $(STAMP) $(MEDIAPIPE_STAMP)
 	$(PY) scripts/demo_continuous.py --tfxp $(TFXP) --data data/digits-stream --out $(OUT)_continuous
+
+# A guarded rollout: stable and canary servers, a load generator, a real Prometheus; one canary promoted, one rolled back.
+demo-rollout: $(STAMP) $(DATA)/labels.txt
+	$(PY) scripts/demo_rollout.py --tfxp $(TFXP) --data $(DATA) --out $(OUT)_rollout
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -30,6 +30,8 @@ from components.multinode.settings import TfJobLaunch
 from components.pusher.executor import AtomicPusher
 from components.report.component import RunReport
 from components.report.spec import COMPONENT_ID as RUN_REPORT_ID
+from components.rollout_judge.component import COMPONENT_ID as JUDGE_ID
+from components.rollout_judge.component import RolloutJudge
 from components.trainer.options import RunOptions
 from components.validation.data_checks import statistics_options
 from components.validation.drift_check import DriftRun
@@ -214,7 +216,25 @@ def create_components(config: TfxpConfig, layout: OutputLayout, tfjob: TfJobLaun
     if config.edge.enabled:
         components.append(_edge_exporter(config, layout, example_gen, trainer, evaluator))
     components.append(_run_report(config, components))
+    judge = _rollout_judge(config, layout)
+    if judge is not None:
+        # The canary the last run pushed is judged first: the ServedBaseline and the drift checks see the verdict.
+        for first in components[:1] + ([served_baseline] if served_baseline else []):
+            first.add_upstream_node(judge)
+        components.insert(0, judge)
     return components
+
+
+def _rollout_judge(config: TfxpConfig, layout: OutputLayout) -> RolloutJudge | None:
+    """Under `serving.rollout: canary`, the RolloutJudge (`components.rollout_judge`); None under `direct`."""
+    if config.serving.rollout != "canary":
+        return None
+    return RolloutJudge(
+        model_base=layout.serving_base,
+        container_base=deployed_serving(config.serving, layout.serving_base).container_base_path,
+        model_name=config.serving.model_name,
+        canary=config.serving.canary.model_dump_json(),
+    ).with_id(JUDGE_ID)
 
 
 def _example_validator(

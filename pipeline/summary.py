@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -109,7 +110,8 @@ def published_before(store: metadata_store.MetadataStore, pushed: metadata_store
 
 
 def served_version(config: TfxpConfig) -> str | None:
-    """The version TF Serving serves now: the newest complete one under the serving base path."""
+    """The version TF Serving serves now: the newest complete one under the serving base path, or the rollout's
+    `stable` (`components.baseline.served.find_served_model`)."""
     served = find_served_model(output_layout(config).serving_base)
     return served.version if served else None
 
@@ -180,7 +182,27 @@ def build_summary(
     _add_drift(summary, components, failure)
     if failure is None:
         summary.served_version = served_version(config)
+    summary.rollout = rollout_entry(config)
     return summary
+
+
+def rollout_entry(config: TfxpConfig) -> dict[str, Any] | None:
+    """The rollout after the run (`RunSummary.rollout`); None under `serving.rollout: direct`."""
+    if config.serving.rollout != "canary":
+        return None
+    from serving.rollout.state import read_rollout
+
+    try:
+        state = read_rollout(output_layout(config).serving_base)
+    except Exception as error:  # the summary says so instead of failing the run's record
+        return {"error": str(error)}
+    last = state.last_decision
+    return {
+        "stable": state.stable,
+        "canary": state.canary,
+        "rolled_back": list(state.rolled_back),
+        "last_decision": {"action": last.action, "by": last.by, "reason": last.reason} if last else None,
+    }
 
 
 def _add_drift(

@@ -130,7 +130,10 @@ class RunSummary(_Record):
         edge: The EdgeExporter's outcome (when it ran).
         decision: `pushed`, `not pushed` or `no new data` (when the Evaluator ran).
         warm_start: Whether the Trainer started from the served model, and why (when it says).
-        served_version: The version served after the run (succeeded local runs; None when nothing is served).
+        served_version: The version served after the run (succeeded local runs; None when nothing is served);
+            under a guarded rollout, `stable`.
+        rollout: Under `serving.rollout: canary`: `stable`, `canary`, `rolled_back` and the last decision
+            (`action`, `by`, `reason`) after the run (`serving.rollout.state`).
     """
 
     status: Literal["succeeded", "failed"]
@@ -151,6 +154,7 @@ class RunSummary(_Record):
     decision: Decision | None = None
     warm_start: dict[str, Any] | None = None
     served_version: str | None = None
+    rollout: dict[str, Any] | None = None
 
     @classmethod
     def start(cls, config: dict[str, Any], status: Literal["succeeded", "failed"] = "succeeded") -> RunSummary:

@@ -145,8 +145,10 @@ class PrometheusSignals:
     def __init__(self, url: str, window_seconds: int, timeout: float = 10.0) -> None:
         self.url, self.window, self.timeout = url.rstrip("/"), f"{window_seconds}s", timeout
 
-    def signals(self, model_name: str, version: int) -> TrackSignals:
-        selector = _selector({"model_name": model_name, "version": str(version)})
+    def signals(self, model_name: str, version: int, track: str = "") -> TrackSignals:
+        """`version`'s signals, on the pods of `track` when given (the scrape config's `track` label)."""
+        labels = {"model_name": model_name, "version": str(version)}
+        selector = _selector({**labels, "track": track} if track else labels)
         by_status = self.query(f"sum by (status) (increase({REQUESTS}_total{selector}[{self.window}]))", "status")
         latency = self.query(
             f"histogram_quantile(0.99, sum by (le) (rate({LATENCY}_bucket{selector}[{self.window}])))", ""

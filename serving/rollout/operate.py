@@ -95,7 +95,7 @@ def track_signals(
         EvidenceError: the source cannot be read, or the track has no URL and no Prometheus is given.
     """
     if prometheus:
-        return PrometheusSignals(prometheus, window_seconds).signals(target.model_name, version)
+        return PrometheusSignals(prometheus, window_seconds).signals(target.model_name, version, track)
     url = target.url(track)
     if not url:
         raise EvidenceError(

@@ -1,0 +1,123 @@
+"""`tfxp run` under `serving.rollout: canary` (LocalDagRunner): the first push becomes stable, the next one the
+canary without moving stable; the ServedBaseline keeps comparing with stable; the RolloutJudge runs first and,
+with no evidence source reachable, records a hold; `tfxp rollout rollback` takes the canary off and records it;
+a `direct` push into the base afterwards is refused, leaving the versions untouched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+
+pytestmark = pytest.mark.e2e
+
+CANARY = ("serving.rollout=canary", "serving.version_policy=specific")
+SETTINGS = ("trainer.train_steps=60", "edge.enabled=false", "evaluator.min_accuracy=0", "data.drift.enabled=false")
+
+
+def _invoke(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _sets(*overrides: str) -> list[str]:
+    return [part for override in overrides for part in ("--set", override)]
+
+
+def _run(data: Path, out: Path, *overrides: str) -> dict[str, Any]:
+    _invoke(
+        "run",
+        "--config",
+        "configs/default.yaml",
+        "--output",
+        str(out),
+        "--set",
+        f"data.path={data}",
+        *_sets(*SETTINGS, *overrides),
+    )
+    summary: dict[str, Any] = json.loads((out / "run-summary.json").read_text())
+    return summary
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("rollout")
+    data, out = root / "stream", root / "out"
+    for span in (1, 2):
+        _invoke("data", "digits", "--out", str(data), "--spans", "2", "--span", str(span))
+    first = _run(data, out, *CANARY, "data.spans=1")
+    second = _run(data, out, *CANARY, "data.spans=all")
+    return {"out": out, "data": data, "first": first, "second": second}
+
+
+def _pushed(summary: dict[str, Any]) -> int:
+    return int(Path(summary["pushed_model_dir"]).name)
+
+
+def _status(out: Path) -> dict[str, Any]:
+    text = _invoke("rollout", "status", "--json", "--set", f"pipeline.output={out}", *_sets(*CANARY))
+    body: dict[str, Any] = json.loads(text)
+    return body
+
+
+def test_the_second_push_is_the_canary_and_stable_stays(two_runs: dict[str, Any]) -> None:
+    first, second = two_runs["first"], two_runs["second"]
+    v1, v2 = _pushed(first), _pushed(second)
+    assert first["decision"] == second["decision"] == "pushed"
+    assert second["served_version"] == str(v1)  # what is served outside the canary's share: stable
+    assert second["rollout"]["stable"] == v1 and second["rollout"]["canary"] == v2
+    assert second["rollout"]["last_decision"]["action"] == "publish"
+    assert second["baseline"]["version"] == str(v1)  # compared with stable, v1
+    status = _status(two_runs["out"])
+    assert (status["stable"], status["canary"]) == (v1, v2)
+    assert status["tracks"]["stable"] == {"versions": [v1], "labels": {"stable": v1}}
+    # The canary servers load v2 first; its label waits until they report it AVAILABLE (no servers here).
+    assert status["tracks"]["canary"]["labels"] == {"stable": v1}
+    # The second run's judge found no canary yet (the first run pushed stable): nothing to judge, nothing recorded.
+    assert [(d["action"], d["by"].split(":")[0]) for d in status["decisions"]] == [("publish", "run")] * 2
+
+
+def test_rollback_takes_the_canary_off_for_good(two_runs: dict[str, Any]) -> None:
+    out = two_runs["out"]
+    v1, v2 = _pushed(two_runs["first"]), _pushed(two_runs["second"])
+    _invoke(
+        "rollout",
+        "rollback",
+        "--by",
+        "ana",
+        "--reason",
+        "p99 doubled",
+        "--set",
+        f"pipeline.output={out}",
+        *_sets(*CANARY),
+    )
+    status = _status(out)
+    assert (status["stable"], status["canary"], status["rolled_back"]) == (v1, None, [v2])
+    last = status["decisions"][-1]
+    assert (last["action"], last["by"], last["reason"]) == ("rollback", "person:ana", "p99 doubled")
+    assert last["before"] == {"stable": v1, "canary": v2} and last["after"] == {"stable": v1, "canary": None}
+
+
+def test_a_direct_push_into_a_rollout_base_is_refused(two_runs: dict[str, Any]) -> None:
+    out, serving = two_runs["out"], two_runs["out"] / "serving" / "digits"
+    before = sorted(p.name for p in serving.iterdir() if p.name.isdigit())
+    args = [
+        "run",
+        "--config",
+        "configs/default.yaml",
+        "--output",
+        str(out),
+        "--set",
+        f"data.path={two_runs['data']}",
+        *_sets(*SETTINGS, "data.spans=all", "trainer.train_steps=61"),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0
+    assert "serving.rollout is direct" in " ".join(result.output.split())
+    assert sorted(p.name for p in serving.iterdir() if p.name.isdigit()) == before
