@@ -14,16 +14,14 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.console import console
-from pipeline.cli.options import config_command, existing_dir, output_dir, path_rule
+from pipeline.cli.options import command_group, config_command, existing_dir, output_dir, path_rule
 
 if TYPE_CHECKING:
     from components.data.dataset import DatasetSummary
     from pipeline.config import TfxpConfig
 
-data_app = typer.Typer(
-    name="data",
-    help="Image data sets as sharded TFRecords (DIR/train, DIR/eval, DIR/labels.txt; or spans DIR/span-N/).",
-    no_args_is_help=True,
+data_app = command_group(
+    "data", "Image data sets as sharded TFRecords (DIR/train, DIR/eval, DIR/labels.txt; or spans DIR/span-N/)."
 )
 
 OutOption = Annotated[

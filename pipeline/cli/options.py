@@ -263,6 +263,19 @@ def with_options(
     return with_value
 
 
+def command_group(name: str, help: str) -> typer.Typer:
+    """A command group (`tfxp data`, `tfxp edge`, `tfxp runs`, ...): called without a command, it shows its help.
+
+    Args:
+        name: The group's name on the command line.
+        help: One line saying what its commands work on.
+
+    Returns:
+        The Typer app its commands register on, named in `COMMANDS` (`pipeline.cli.app`).
+    """
+    return typer.Typer(name=name, help=help, no_args_is_help=True)
+
+
 _CONFIG_OPTIONS = (
     inspect.Parameter("config_file", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ConfigOption, default=None),
     inspect.Parameter("overrides", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=SetOption, default=None),
