@@ -14,15 +14,14 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.console import console
-from pipeline.cli.options import ConfigOption, SetOption, existing_dir, load_cli_config, output_dir, path_rule
+from pipeline.cli.options import command_group, config_command, existing_dir, output_dir, path_rule
 
 if TYPE_CHECKING:
     from components.data.dataset import DatasetSummary
+    from pipeline.config import TfxpConfig
 
-data_app = typer.Typer(
-    name="data",
-    help="Image data sets as sharded TFRecords (DIR/train, DIR/eval, DIR/labels.txt; or spans DIR/span-N/).",
-    no_args_is_help=True,
+data_app = command_group(
+    "data", "Image data sets as sharded TFRecords (DIR/train, DIR/eval, DIR/labels.txt; or spans DIR/span-N/)."
 )
 
 OutOption = Annotated[
@@ -147,7 +146,9 @@ def from_folder(
 
 
 @data_app.command("inspect")
+@config_command
 def inspect(
+    config: TfxpConfig,
     directory: Annotated[
         Path,
         typer.Argument(
@@ -155,8 +156,6 @@ def inspect(
             help="A data directory in any layout `tfxp run` reads (or a directory of span-N folders).",
         ),
     ],
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
 ) -> None:
     """Print example counts per split and label (and per span, for a directory of spans).
 
@@ -167,7 +166,7 @@ def inspect(
 
     from components.data.inspect import inspect_data
 
-    spec = replace(load_cli_config(config_file, overrides).data.spec(), path=str(directory))
+    spec = replace(config.data.spec(), path=str(directory))
     inspection = inspect_data(directory, spec)
     spec = inspection.data.spec
     files = (

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from edge.errors import EdgeError
 from pipeline.cli.console import console
-from pipeline.cli.options import existing_dir, existing_file, output_file
+from pipeline.cli.options import command_group, existing_dir, existing_file, output_file
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,10 +23,8 @@ if TYPE_CHECKING:
     from edge.data import LabeledImages
     from edge.verify import ArchRun
 
-edge_app = typer.Typer(
-    name="edge",
-    help="TFLite models: convert a SavedModel (quantized), evaluate and benchmark with LiteRT, verify on ARM64.",
-    no_args_is_help=True,
+edge_app = command_group(
+    "edge", "TFLite models: convert a SavedModel (quantized), evaluate and benchmark with LiteRT, verify on ARM64."
 )
 
 ExamplesOption = Annotated[

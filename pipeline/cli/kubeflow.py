@@ -8,27 +8,26 @@ these handlers parse options and print. kfp and TFX are imported inside the comm
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from pipeline.cli.console import console, error_console, fail, warn
 from pipeline.cli.options import (
-    ConfigOption,
-    SetOption,
+    config_command,
     kfp_host,
-    load_cli_config,
     output_dir,
     output_file,
     path_rule,
+    with_options,
 )
 
 if TYPE_CHECKING:
+    from pipeline.config import TfxpConfig
     from pipeline.kubeflow.client.runs import RunStatus, SubmittedRun
     from pipeline.kubeflow.client.submit import KfpRunClient
     from pipeline.kubeflow.compiler.compile import CompileResult
@@ -71,21 +70,20 @@ def _print_compiled(result: CompileResult) -> None:
         console.print(f"run parameter {name} (default {' '.join(default.split())})", highlight=False)
 
 
+@config_command
 def compile_command(
+    config: TfxpConfig,
     out: Annotated[
         Path,
         typer.Option(
             "--out", "-o", parser=output_file, metavar="FILE", help="Pipeline YAML to write (what `tfxp submit` sends)."
         ),
     ],
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
 ) -> None:
     """Compile the pipeline for Kubeflow Pipelines (KFP v2 IR YAML) with resources, retries and caching set.
 
     Compiling stages nothing: the Trainer's code is referenced by dotted path and ships in `kubeflow.image`.
     """
-    config = load_cli_config(config_file, overrides)
     from pipeline.kubeflow.compiler.compile import compile_pipeline
 
     result = compile_pipeline(config, out)
@@ -156,6 +154,7 @@ def connect(host: str, namespace: str | None, request_timeout: float) -> KfpRunC
     return KfpRunClient(host, namespace=namespace, auth=KfpAuth.from_env(), request_timeout=request_timeout)
 
 
+_HOST = (inspect.Parameter("host", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=HostOption),)
 _CONNECTION = (
     inspect.Parameter("namespace", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=NamespaceOption, default=None),
     inspect.Parameter(
@@ -168,8 +167,8 @@ def kfp_command(command: Callable[..., None]) -> Callable[..., None]:
     """A command that talks to the KFP API: its `client` parameter becomes --host (in its place) plus --namespace
     and --request-timeout (last), and it is called with the client they describe (`connect`).
 
-    Typer reads the options from the returned function's signature, so `--help` lists them as if each command
-    declared them.
+    Typer reads the options from the returned function's signature (`with_options`), so `--help` lists them as if
+    each command declared them.
 
     Args:
         command: A command function with a parameter `client` (a `KfpRunClient`) where --host belongs: before
@@ -183,27 +182,8 @@ def kfp_command(command: Callable[..., None]) -> Callable[..., None]:
         @kfp_command
         def runs_terminate(run_id: RunId, client: KfpRunClient) -> None: ...
     """
-    signature = inspect.signature(command)
-    # Typer takes a signature as given, so the command's own annotations (strings, under `from __future__ import
-    # annotations`) are evaluated here, as `inspect.signature(eval_str=True)` would; `client` is left out.
-    own = [
-        parameter.replace(annotation=eval(parameter.annotation, command.__globals__))
-        if isinstance(parameter.annotation, str)
-        else parameter
-        for name, parameter in signature.parameters.items()
-        if name != "client"
-    ]
-    at = list(signature.parameters).index("client")
-    host = inspect.Parameter("host", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=HostOption)
-    parameters = [*own[:at], host, *own[at:], *_CONNECTION]
-
-    @functools.wraps(command)
-    def with_client(*, host: str, namespace: str | None, request_timeout: float, **options: Any) -> None:
-        command(client=connect(host, namespace, request_timeout), **options)
-
-    with_client.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
-    with_client.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
-    return with_client
+    # `connect` is looked up when the command runs, so a test can replace it.
+    return with_options(command, "client", lambda **options: connect(**options), in_place=_HOST, last=_CONNECTION)
 
 
 RunNameOption = Annotated[str | None, typer.Option("--run-name", help="Run name; default <pipeline>-<UTC time>.")]

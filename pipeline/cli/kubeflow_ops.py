@@ -18,7 +18,7 @@ from rich.table import Table
 
 from pipeline.cli.console import console, warn
 from pipeline.cli.kubeflow import ExperimentOption, PackageArgument, ParamOption, PipelineRootOption, kfp_command
-from pipeline.cli.options import existing_file
+from pipeline.cli.options import command_group, existing_file
 from pipeline.kubeflow.client.cron import ScheduleInputError
 
 if TYPE_CHECKING:
@@ -26,15 +26,9 @@ if TYPE_CHECKING:
     from pipeline.kubeflow.client.schedules import CreatedSchedule
     from pipeline.kubeflow.client.submit import KfpRunClient
 
-pipeline_app = typer.Typer(
-    name="pipeline", help="Pipelines and their versions on Kubeflow Pipelines.", no_args_is_help=True
-)
-schedule_app = typer.Typer(
-    name="schedule", help="Recurring runs (cron or interval) on Kubeflow Pipelines.", no_args_is_help=True
-)
-runs_app = typer.Typer(
-    name="runs", help="Runs on Kubeflow Pipelines: list, inspect, terminate, retry.", no_args_is_help=True
-)
+pipeline_app = command_group("pipeline", "Pipelines and their versions on Kubeflow Pipelines.")
+schedule_app = command_group("schedule", "Recurring runs (cron or interval) on Kubeflow Pipelines.")
+runs_app = command_group("runs", "Runs on Kubeflow Pipelines: list, inspect, terminate, retry.")
 
 LimitOption = Annotated[int, typer.Option("--limit", min=1, max=200, help="Show at most this many, newest first.")]
 ExperimentFilter = Annotated[str | None, typer.Option("--experiment", help="Only this experiment's.")]

@@ -1,15 +1,18 @@
-"""Options shared by commands: config loading (`run`, `compile`, `deploy-assets`, ...) and typed values that are
-checked while the command line is parsed, before any work starts: ports, gRPC targets, REST URLs, paths.
+"""Options shared by commands: config loading (`config_command` declares --config and --set once for `compile`,
+`deploy-assets`, ...), the signature rewriting behind such shared options (`with_options`), and typed values that
+are checked while the command line is parsed, before any work starts: ports, gRPC targets, REST URLs, paths.
 
 A bad value exits 2 with Typer's one-paragraph "Invalid value for '--OPTION': ..." naming the option and the value.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -203,6 +206,98 @@ SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", "-s", help="Override one key, `section.key=value`; repeatable."),
 ]
+
+
+# --- options shared by several commands ---------------------------------------------------------------------------
+
+
+def with_options(
+    command: Callable[..., None],
+    name: str,
+    build: Callable[..., Any],
+    *,
+    in_place: Sequence[inspect.Parameter] = (),
+    last: Sequence[inspect.Parameter] = (),
+) -> Callable[..., None]:
+    """`command` with its parameter `name` replaced by options: `in_place` where it stood, `last` after the others.
+    The command is called with `name=build(**those options)`.
+
+    Typer reads the options from the returned function's signature, so `--help` lists them as if the command
+    declared them.
+
+    Args:
+        command: A command function with a parameter `name`; where `in_place` is given, `name` stands before the
+            parameters that have defaults.
+        name: The parameter the options stand for, e.g. `client`.
+        build: Makes its value from the options, called with them as keywords.
+        in_place: Options put where `name` was.
+        last: Options put after every other parameter.
+
+    Returns:
+        The command, for `@app.command(...)` or a `COMMANDS` entry.
+
+    Example:
+        with_options(serve, "config", load_cli_config, last=(config_file, overrides))  # two inspect.Parameters
+    """
+    signature = inspect.signature(command)
+    # Typer takes a signature as given, so the command's own annotations (strings, under `from __future__ import
+    # annotations`) are evaluated here, as `inspect.signature(eval_str=True)` would; `name` is left out.
+    own = [
+        parameter.replace(annotation=eval(parameter.annotation, command.__globals__))
+        if isinstance(parameter.annotation, str)
+        else parameter
+        for key, parameter in signature.parameters.items()
+        if key != name
+    ]
+    at = list(signature.parameters).index(name)
+    parameters = [*own[:at], *in_place, *own[at:], *last]
+    added = [parameter.name for parameter in (*in_place, *last)]
+
+    @functools.wraps(command)
+    def with_value(**options: Any) -> None:
+        given = {key: options.pop(key) for key in added}
+        command(**{name: build(**given)}, **options)
+
+    with_value.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
+    with_value.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    return with_value
+
+
+def command_group(name: str, help: str) -> typer.Typer:
+    """A command group (`tfxp data`, `tfxp edge`, `tfxp runs`, ...): called without a command, it shows its help.
+
+    Args:
+        name: The group's name on the command line.
+        help: One line saying what its commands work on.
+
+    Returns:
+        The Typer app its commands register on, named in `COMMANDS` (`pipeline.cli.app`).
+    """
+    return typer.Typer(name=name, help=help, no_args_is_help=True)
+
+
+_CONFIG_OPTIONS = (
+    inspect.Parameter("config_file", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ConfigOption, default=None),
+    inspect.Parameter("overrides", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=SetOption, default=None),
+)
+
+
+def config_command(command: Callable[..., None]) -> Callable[..., None]:
+    """A command that reads the config: its `config` parameter becomes --config and --set (last), and it is called
+    with the config they describe (`load_cli_config`), loaded before the command's own work starts.
+
+    Args:
+        command: A command function with a parameter `config` (a `TfxpConfig`), placed before the parameters that
+            have defaults.
+
+    Returns:
+        The command, for `@app.command(...)` or a `COMMANDS` entry.
+
+    Example:
+        @config_command
+        def deploy_assets(config: TfxpConfig, out: OutOption, check: CheckOption = False) -> None: ...
+    """
+    return with_options(command, "config", load_cli_config, last=_CONFIG_OPTIONS)
 
 
 def check_output_file(path: Path, option: str) -> Path:

@@ -14,15 +14,13 @@ import typer
 
 from pipeline.cli.console import UserError, console, fail
 from pipeline.cli.options import (
-    ConfigOption,
     GrpcOption,
     ModelNameOption,
     RestOption,
-    SetOption,
     check_output_file,
+    config_command,
     existing_dir,
     existing_file,
-    load_cli_config,
     output_file,
 )
 from pipeline.config import TfxpConfig
@@ -168,7 +166,9 @@ def _print_prediction(
         console.print(f"{name}: {shown}{truth}", highlight=False, soft_wrap=True, markup=False)
 
 
+@config_command
 def predict(
+    config: TfxpConfig,
     images: ImagesArgument = None,
     examples: ExamplesOption = None,
     count: CountOption = 5,
@@ -181,14 +181,11 @@ def predict(
     label: LabelOption = None,
     timeout: TimeoutOption = 10.0,
     wait: WaitOption = 0.0,
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
 ) -> None:
     """Classify images with a served model (TF Serving or `tfxp serve`) and print the top-k classes.
 
     Images come from files, or from a data set's eval split with --examples (then the true label is shown).
     """
-    config = load_cli_config(config_file, overrides)
     if bool(images) == (examples is not None):
         raise UserError("pass image files or --examples DIR (a data set written by `tfxp data`), not both or neither")
     names, payload, truths = (
@@ -206,7 +203,9 @@ def predict(
     _print_prediction(names, prediction, top_k, truths, labels)
 
 
+@config_command
 def loadtest(
+    config: TfxpConfig,
     image: ImageOption,
     grpc: GrpcOption = None,
     rest: RestOption = None,
@@ -217,15 +216,12 @@ def loadtest(
     warmup: WarmupOption = 1.0,
     json_out: JsonOutOption = None,
     timeout: TimeoutOption = 10.0,
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
 ) -> None:
     """Closed-loop load test: QPS, p50/p95/p99 latency and errors at a fixed concurrency.
 
     All workers share one asyncio loop and each distinct request is built once, so the load generator takes
     little CPU from a server on the same machine.
     """
-    config = load_cli_config(config_file, overrides)
     from serving.loadtest import run_async_load_test
 
     if json_out is not None:

@@ -15,13 +15,11 @@ from rich.markup import escape
 from foundation.stop_request import StopRequest
 from pipeline.cli.console import UserError, console, fail, warn
 from pipeline.cli.options import (
-    ConfigOption,
     GrpcPortOption,
     ModelNameOption,
     RestPortOption,
-    SetOption,
+    config_command,
     existing_file,
-    load_cli_config,
     output_dir,
     path_rule,
 )
@@ -101,7 +99,9 @@ def _model_configs(config: TfxpConfig, model_base: Path | None, model_name: str 
     return [model_config_for(config.serving, base, model_name)]
 
 
+@config_command
 def serve(
+    config: TfxpConfig,
     model_base: ModelBaseOption = None,
     model_name: ModelNameOption = None,
     model_config_file: ModelConfigFileOption = None,
@@ -110,8 +110,6 @@ def serve(
     grpc_port: GrpcPortOption = None,
     rest_port: RestPortOption = None,
     batching: BatchingOption = None,
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
 ) -> None:
     """Serve models over TF Serving's gRPC and REST APIs, until Ctrl-C.
 
@@ -121,7 +119,6 @@ def serve(
     new versions, version labels, server-side batching, warmup, and Prometheus metrics at
     /monitoring/prometheus/metrics.
     """
-    config = load_cli_config(config_file, overrides)
     from serving.server import ModelServer
     from serving.server_options import server_options, set_tensorflow_threads
 
@@ -188,16 +185,11 @@ def _print_findings(findings: list[Finding]) -> None:
         console.print(f"{style[finding.status]} {escape(finding.message)}", highlight=False, soft_wrap=True)
 
 
-def deploy_assets(
-    out: OutOption,
-    check: CheckOption = False,
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
-) -> None:
+@config_command
+def deploy_assets(config: TfxpConfig, out: OutOption, check: CheckOption = False) -> None:
     """Write TF Serving deployment assets from the config: models.config, batching and monitoring configs,
     docker run scripts (CPU/GPU), Kubernetes Namespace/ConfigMap/Deployment/Service/HPA/PodDisruptionBudget/
     NetworkPolicy and a KServe InferenceService."""
-    config = load_cli_config(config_file, overrides)
     from serving.deploy import WARNINGS_FILE, deploy_warnings, write_deploy_assets
     from serving.options import deployed_serving, local_model_dir
 

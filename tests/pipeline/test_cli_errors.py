@@ -234,20 +234,40 @@ KFP_COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("path", KFP_COMMANDS, ids=" ".join)
-def test_every_kfp_command_takes_the_connection_options_once(path: tuple[str, ...]) -> None:
+CONFIG_COMMANDS = [("compile",), ("serve",), ("predict",), ("loadtest",), ("deploy-assets",), ("data", "inspect")]
+
+
+def _click_command(path: tuple[str, ...]) -> click.Command:
+    """The Click command at `path` below the root, e.g. ("runs", "list")."""
     root = get_command(app)
     context = click.Context(root)
-    command = root
+    command: click.Command | None = root
     for name in path:
         assert command is not None and hasattr(command, "get_command"), path
         command = command.get_command(context, name)
     assert command is not None
-    options = [option for param in command.params for option in getattr(param, "opts", [])]
+    return command
+
+
+def _option_names(command: click.Command) -> list[str]:
+    return [option for param in command.params for option in getattr(param, "opts", [])]
+
+
+@pytest.mark.parametrize("path", KFP_COMMANDS, ids=" ".join)
+def test_every_kfp_command_takes_the_connection_options_once(path: tuple[str, ...]) -> None:
+    command = _click_command(path)
+    options = _option_names(command)
     for option in ("--host", "--namespace", "--request-timeout"):
         assert options.count(option) == 1, (path, options)
     host = next(param for param in command.params if "--host" in param.opts)
     assert host.required and host.envvar == "KF_PIPELINES_ENDPOINT"
+
+
+@pytest.mark.parametrize("path", CONFIG_COMMANDS, ids=" ".join)
+def test_every_config_command_takes_config_and_set_once_and_last(path: tuple[str, ...]) -> None:
+    options = _option_names(_click_command(path))
+    assert options[-4:] == ["--config", "-c", "--set", "-s"], (path, options)
+    assert options.count("--config") == options.count("--set") == 1, (path, options)
 
 
 def test_a_kfp_command_gets_the_client_its_options_describe(monkeypatch: pytest.MonkeyPatch) -> None:

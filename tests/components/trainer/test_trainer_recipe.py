@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from config_checks import assert_moved_key_refused
 
 from components.trainer.options import TrainerOptions
 from components.trainer.recipe import (
@@ -105,13 +106,7 @@ def test_sgd_past_8k_is_refused_towards_lars() -> None:
 
 @pytest.mark.parametrize("key", ["learning_rate", "base_batch_size", "warmup_steps"])
 def test_moved_keys_are_refused_with_the_new_name(key: str, tmp_path: Path) -> None:
-    message = rf"`trainer.{key}` moved to `trainer.schedule.{key}`"
-    with pytest.raises(ConfigError, match=message):
-        load_config(None, [f"trainer.{key}=1"])
-    config_file = tmp_path / "old.yaml"
-    config_file.write_text(f"trainer:\n  {key}: 1\n")
-    with pytest.raises(ConfigError, match=message):
-        load_config(config_file)
+    assert_moved_key_refused("trainer", key, f"schedule.{key}", "1", tmp_path)
 
 
 def test_warmup_units() -> None:

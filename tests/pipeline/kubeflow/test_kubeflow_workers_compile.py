@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 import yaml
+from config_checks import assert_moved_key_refused
 from typer.testing import CliRunner
 
 from components.multinode.tfjob import tfjob_template
 from components.trainer.options import parse_custom_config
 from pipeline.cli import app
-from pipeline.config import ConfigError, load_config
+from pipeline.config import load_config
 from pipeline.kubeflow.compiler.compile import CompileResult, compile_pipeline
 from pipeline.kubeflow.compiler.component_setup import KubeflowCompileError
 from pipeline.kubeflow.compiler.spec import container_tasks, load_pipeline_doc
@@ -120,13 +121,7 @@ def test_the_multi_node_config_compiles_to_eight_a100_workers(tmp_path: Path) ->
 def test_the_workers_old_flat_keys_are_refused_naming_kubeflow_workers(
     old: str, new: str, value: str, tmp_path: Path
 ) -> None:
-    message = rf"`kubeflow.{old}` moved to `kubeflow.workers.{new}`"
-    with pytest.raises(ConfigError, match=message):
-        load_config(None, [f"kubeflow.{old}={value}"])
-    config_file = tmp_path / "old.yaml"
-    config_file.write_text(f"kubeflow:\n  {old}: {value}\n")
-    with pytest.raises(ConfigError, match=message):
-        load_config(config_file)
+    assert_moved_key_refused("kubeflow", old, f"workers.{new}", value, tmp_path)
 
 
 def test_the_workers_section_reaches_the_manifest_whole(tmp_path: Path) -> None:
