@@ -31,10 +31,8 @@ from components.executor_types import ArtifactDict, ExecProperties
 from components.pusher.driver import PushedVersionsDriver
 from foundation.contract import SAVED_MODEL_FILE
 from foundation.data.spans import SPANS_PROPERTY, parse_spans
-from foundation.errors import TfxpError
 from foundation.publish import TRAINED_SPANS_KEY, find_published, publish_version
-from serving.rollout.layout import ROLLOUT_DIR
-from serving.rollout.state import read_rollout
+from serving.rollout.state import refuse_direct_push_over_rollout
 
 ROLLOUT_KEY = "rollout"
 CUSTOM_CONFIG_KEY = "custom_config"
@@ -95,17 +93,6 @@ def rollout_config(exec_properties: ExecProperties) -> dict[str, Any]:
     text = exec_properties.get(CUSTOM_CONFIG_KEY) or "{}"
     config = json.loads(text) if isinstance(text, str) else dict(text)
     return dict(config.get(ROLLOUT_KEY) or {})
-
-
-def refuse_direct_push_over_rollout(base: str) -> None:
-    """Refuses a `direct` push into a base whose servers follow a rollout state (they would never serve it)."""
-    state = read_rollout(base)
-    if state.stable is not None:
-        raise TfxpError(
-            f"{base} holds a rollout state ({ROLLOUT_DIR}/: stable {state.stable}, canary {state.canary}) but "
-            "serving.rollout is direct: its servers serve what the state says, so this push would never take "
-            f"traffic; set serving.rollout: canary, or remove {base}/{ROLLOUT_DIR} to serve the newest version again"
-        )
 
 
 def trained_on(input_dict: ArtifactDict) -> list[int]:

@@ -17,16 +17,15 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.console import UserError, console
-from pipeline.cli.options import ConfigOption, SetOption, load_cli_config
+from pipeline.cli.options import command_group, config_command
+from pipeline.config import TfxpConfig
 
 if TYPE_CHECKING:
     from serving.rollout.operate import RolloutTarget
     from serving.rollout.state import RolloutState
 
-rollout_app = typer.Typer(
-    name="rollout",
-    help="Guarded rollout (serving.rollout: canary): status, start, promote, rollback, analyze.",
-    no_args_is_help=True,
+rollout_app = command_group(
+    "rollout", "Guarded rollout (serving.rollout: canary): status, start, promote, rollback, analyze."
 )
 
 ServingBaseOption = Annotated[
@@ -41,7 +40,7 @@ ByOption = Annotated[str, typer.Option("--by", metavar="NAME", help="Who decides
 ReasonOption = Annotated[str, typer.Option("--reason", help="Why, in one sentence (recorded).")]
 
 
-def rollout_target(config_file: Path | None, overrides: list[str] | None, serving_base: str | None) -> RolloutTarget:
+def rollout_target(config: TfxpConfig, serving_base: str | None) -> RolloutTarget:
     """The model's rollout as the config (and `--serving-base`) name it.
 
     Raises:
@@ -51,7 +50,6 @@ def rollout_target(config_file: Path | None, overrides: list[str] | None, servin
     from serving.options import deployed_serving
     from serving.rollout.operate import RolloutTarget
 
-    config = load_cli_config(config_file, overrides)
     if config.serving.rollout != "canary":
         raise UserError(
             "serving.rollout is direct, so no canary is kept; set serving.rollout: canary (with "
@@ -70,9 +68,9 @@ def _person(by: str) -> str:
 
 
 @rollout_app.command("status")
+@config_command
 def status(
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
+    config: TfxpConfig,
     serving_base: ServingBaseOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as one JSON object.")] = False,
     last: Annotated[int, typer.Option("--last", min=0, help="Decisions shown, newest last.")] = 5,
@@ -82,7 +80,7 @@ def status(
     from serving.rollout.state import read_decisions, read_rollout
     from serving.rollout.tracks import read_track
 
-    target = rollout_target(config_file, overrides, serving_base)
+    target = rollout_target(config, serving_base)
     state = read_rollout(target.model_base)
     decisions = read_decisions(target.model_base)[-last:] if last else []
     tracks = {track: read_track(target.model_base, track) for track in ("stable", "canary")}
@@ -136,11 +134,11 @@ def _done(state: RolloutState, moves: Mapping[Any, str]) -> None:
 
 
 @rollout_app.command("start")
+@config_command
 def start(
+    config: TfxpConfig,
     version: Annotated[int, typer.Option("--version", min=0, help="An existing version to serve as the canary.")],
     by: ByOption,
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
     serving_base: ServingBaseOption = None,
     reason: ReasonOption = "",
 ) -> None:
@@ -148,16 +146,16 @@ def start(
     from serving.rollout import actions
     from serving.rollout.operate import sync_tracks
 
-    target = rollout_target(config_file, overrides, serving_base)
+    target = rollout_target(config, serving_base)
     state = actions.start(target.model_base, version, _person(by), reason)
     _done(state, sync_tracks(target, state))
 
 
 @rollout_app.command("promote")
+@config_command
 def promote(
+    config: TfxpConfig,
     by: ByOption,
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
     serving_base: ServingBaseOption = None,
     reason: ReasonOption = "",
 ) -> None:
@@ -165,16 +163,16 @@ def promote(
     from serving.rollout import actions
     from serving.rollout.operate import sync_tracks
 
-    target = rollout_target(config_file, overrides, serving_base)
+    target = rollout_target(config, serving_base)
     state = actions.promote(target.model_base, _person(by), reason)
     _done(state, sync_tracks(target, state))
 
 
 @rollout_app.command("rollback")
+@config_command
 def rollback(
+    config: TfxpConfig,
     by: ByOption,
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
     serving_base: ServingBaseOption = None,
     reason: ReasonOption = "",
 ) -> None:
@@ -182,25 +180,26 @@ def rollback(
     from serving.rollout import actions
     from serving.rollout.operate import sync_tracks
 
-    target = rollout_target(config_file, overrides, serving_base)
+    target = rollout_target(config, serving_base)
     state = actions.rollback(target.model_base, _person(by), reason)
     _done(state, sync_tracks(target, state))
 
 
 @rollout_app.command("sync")
-def sync(config_file: ConfigOption = None, overrides: SetOption = None, serving_base: ServingBaseOption = None) -> None:
+@config_command
+def sync(config: TfxpConfig, serving_base: ServingBaseOption = None) -> None:
     """Move each track's models.config one phase on (a label moves once its version is AVAILABLE there)."""
     from serving.rollout.operate import sync_tracks
     from serving.rollout.state import read_rollout
 
-    target = rollout_target(config_file, overrides, serving_base)
+    target = rollout_target(config, serving_base)
     _done(read_rollout(target.model_base), sync_tracks(target))
 
 
 @rollout_app.command("analyze")
+@config_command
 def analyze(
-    config_file: ConfigOption = None,
-    overrides: SetOption = None,
+    config: TfxpConfig,
     serving_base: ServingBaseOption = None,
     prometheus: Annotated[
         str | None, typer.Option("--prometheus", metavar="URL", help="Read the signals from this Prometheus.")
@@ -221,8 +220,8 @@ def analyze(
     from serving.rollout.operate import analyze as judge_canary
     from serving.rollout.operate import apply_verdict
 
-    target = rollout_target(config_file, overrides, serving_base)
-    images = replay_images(replay, target.settings.replay_samples, config_file, overrides) if replay else []
+    target = rollout_target(config, serving_base)
+    images = replay_images(replay, target.settings.replay_samples, config) if replay else []
     verdict = judge_canary(target, prometheus, window, images)
     console.print(f"verdict: {verdict.action}: {verdict.reason}", highlight=False, soft_wrap=True)
     console.print_json(json.dumps(verdict.evidence))
@@ -231,11 +230,11 @@ def analyze(
         console.print(f"applied: stable {state.stable}, canary {state.canary or 'none'}", highlight=False)
 
 
-def replay_images(directory: Path, count: int, config_file: Path | None, overrides: list[str] | None) -> list[bytes]:
+def replay_images(directory: Path, count: int, config: TfxpConfig) -> list[bytes]:
     """`count` encoded images of DIR's eval split, read as `tfxp predict --examples` reads them."""
     from pipeline.cli.predict import read_examples
 
     if count == 0:
         return []
-    _, images, _ = read_examples(directory, count, load_cli_config(config_file, overrides), None)
+    _, images, _ = read_examples(directory, count, config, None)
     return images

@@ -45,6 +45,11 @@ def run(
     # Missing or unrecognised data, a bucket output: a TfxpError or OSError (exit 2). Resolved once: `run_local`
     # runs this config as it is.
     config = resolve_local_paths(config)
+    if config.serving.rollout == "direct":
+        from pipeline.layout import output_layout
+        from serving.rollout.state import refuse_direct_push_over_rollout
+
+        refuse_direct_push_over_rollout(output_layout(config).serving_base)
     console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
     result = run_local(config, _print_progress, on_log=use_log_file, notify=_print_notice, echo_logs=is_verbose())
     from pipeline.summary import build_summary, write_summary  # imports TFX: after the run, not before the checks

@@ -117,7 +117,7 @@ def replay_agreement(target: RolloutTarget, state: RolloutState, images: Sequenc
     answers = []
     for track, version in (("canary", state.canary), ("stable", state.stable)):
         with RestClient(target.url(track), target.model_name, timeout=30.0) as client:  # type: ignore[arg-type]
-            answers.append(client.predict_images(list(images), version=version).classes[:, 0].tolist())
+            answers.append(client.predict_images(list(images), version=version).classes.tolist())
     return Agreement(len(images), sum(a == b for a, b in zip(*answers, strict=True)))
 
 

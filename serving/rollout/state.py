@@ -136,6 +136,23 @@ def stable_version(model_base: str) -> int | None:
     return read_rollout(model_base).stable
 
 
+def refuse_direct_push_over_rollout(model_base: str) -> None:
+    """Refuses a `serving.rollout: direct` push into a base whose servers follow a rollout state: they serve what
+    the state says, so the push would never take traffic (`tfxp run` checks before it starts, the Pusher again).
+
+    Raises:
+        RolloutStateError: the base has a rollout state with a stable version.
+    """
+    state = read_rollout(model_base)
+    if state.stable is not None:
+        raise RolloutStateError(
+            f"{model_base} holds a rollout state ({ROLLOUT_DIR}/: stable {state.stable}, canary {state.canary}) but "
+            "serving.rollout is direct: its servers serve what the state says, so a push would never take "
+            f"traffic; set serving.rollout: canary (and serving.version_policy: specific), or remove "
+            f"{model_base}/{ROLLOUT_DIR} to serve the newest version again"
+        )
+
+
 def read_decisions(model_base: str) -> list[Decision]:
     """Every recorded decision, oldest first."""
     folder = f"{rollout_dir(model_base)}/{DECISIONS_DIR}"

@@ -119,5 +119,5 @@ def test_a_direct_push_into_a_rollout_base_is_refused(two_runs: dict[str, Any]) 
     ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code != 0
-    assert "serving.rollout is direct" in " ".join(result.output.split())
+    assert "serving.rollout is direct" in " ".join(result.output.split()), result.output
     assert sorted(p.name for p in serving.iterdir() if p.name.isdigit()) == before
