@@ -113,16 +113,17 @@ def serve(
     /monitoring/prometheus/metrics.
     """
     config = load_cli_config(config_file, overrides)
+    from serving.model_config import read_model_config_file
     from serving.server import ModelServer
     from serving.server_options import server_options, set_tensorflow_threads
 
     serving = config.serving
     set_tensorflow_threads(serving.intra_op_threads, serving.inter_op_threads)
-    options = server_options(serving, host, grpc_port, rest_port, batching)
-    if model_config_file is not None:
-        server = ModelServer(options=options, model_config_file=model_config_file)
-    else:
-        server = ModelServer(_model_configs(config, model_base, model_name), options)
+    models = None if model_config_file else _model_configs(config, model_base, model_name)
+    # Labels in the served config turn on --allow_version_labels_for_unavailable_models, as the deploy assets do.
+    labelled = model_config_file is not None and any(m.labels for m in read_model_config_file(model_config_file))
+    options = server_options(serving, host, grpc_port, rest_port, batching, labelled_config=labelled)
+    server = ModelServer(models, options, model_config_file)
     # SIGTERM (Kubernetes stopping the pod) and Ctrl-C are recorded, not raised (foundation/stop_request.py): the
     # loop below sees them and stops the server on its normal path.
     with StopRequest() as stop:
