@@ -26,6 +26,7 @@ from foundation.contract import LABELS_ASSET, write_label_map
 from serving.errors import InvalidArgumentError, NotFoundError, ServingError
 from serving.grpc_client import GrpcClient
 from serving.model_config import ModelConfig, VersionPolicy
+from serving.predicted_class import predicted_classes
 from serving.server import ModelServer
 from serving.server_options import ServerOptions
 
@@ -163,3 +164,12 @@ def test_label_cardinality_stays_bounded_for_garbage_requests(server: ModelServe
     assert values["class"] <= {*LABELS, "other"}
     statuses = {labels["status"] for _, labels, _ in families["tfxp_serving_requests"]}
     assert statuses <= {"OK", "INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"}
+
+
+def test_predicted_classes_are_named_from_the_label_map_and_bounded() -> None:
+    names = ("cat", "dog")
+    assert predicted_classes({"classes": np.array([1, 0, 7, -1])}, names) == ["dog", "cat", "other", "other"]
+    probabilities = np.array([[0.1, 0.9], [0.8, 0.2]], np.float32)
+    assert predicted_classes({"probabilities": probabilities}, names) == ["dog", "cat"]  # `classes` filtered out
+    assert predicted_classes({"classes": np.array([1])}, ()) == []  # no label map: no class can be named
+    assert predicted_classes({"classes": np.array(["dog"], object)}, names) == []  # not the contract's shape
