@@ -2,9 +2,11 @@
 
 gRPC handlers pass the request protos straight in; REST handlers pass the parsed URL and body and get back
 the JSON TF Serving answers. Both record TF Serving's request metrics, under the model's name for configured
-models and under `UNKNOWN_MODEL` for any other name, so clients cannot add series at will. Request sizes are
-checked against `RequestLimits` before any input is decoded. Methods that run the model are coroutines: they
-hold the servable while its (possibly batched) run is pending, so an unload in the meantime waits for them.
+models and under `UNKNOWN_MODEL` for any other name, so clients cannot add series at will, and tfxp's per-version
+ones (`ServingMetrics.observe_version`): the version the request resolved to and its rows' predicted classes.
+Request sizes are checked against `RequestLimits` before any input is decoded. Methods that run the model are
+coroutines: they hold the servable while its (possibly batched) run is pending, so an unload in the meantime
+waits for them.
 
 Example:
     api = ServingApi(core, metrics, RequestLimits(max_bytes=16 << 20, max_batch_size=32))
@@ -14,8 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -29,7 +33,7 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
-from serving import classify
+from serving import classify, predicted_class
 from serving.errors import Code, InvalidArgumentError, NotFoundError, ServingError
 from serving.json_tensor import outputs_to_json, parse_json_body, predict_inputs_from_json, signature_name_of
 from serving.limits import RequestLimits, declared_arrays, declared_tensor_protos
@@ -73,6 +77,18 @@ def _version_of(spec: model_pb2.ModelSpec) -> tuple[int | None, str | None]:
     return None, None
 
 
+@dataclass
+class _Resolved:
+    """What a measured request found out: the version it resolved to ("" until then), its predicted classes."""
+
+    version: str = ""
+    classes: list[str] = dataclasses.field(default_factory=list)
+
+    def servable(self, servable: Servable) -> Servable:
+        self.version = str(servable.version)
+        return servable
+
+
 class ServingApi:
     """Request handling shared by the gRPC and REST front ends.
 
@@ -87,20 +103,23 @@ class ServingApi:
         self.metrics = metrics
         self.limits = limits or RequestLimits()
 
-    async def _measured(self, model_name: str, api: str, entrypoint: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def _measured(
+        self, model_name: str, api: str, entrypoint: str, call: Callable[[_Resolved], Awaitable[T]]
+    ) -> T:
         started = time.perf_counter()
         status = "OK"
+        resolved = _Resolved()
         try:
-            return await call()
+            return await call(resolved)
         except ServingError as error:
             status = error.code.name
             raise
         finally:
             label = model_name if self.core.model(model_name) is not None else UNKNOWN_MODEL
+            microseconds = (time.perf_counter() - started) * 1e6
             self.metrics.request_count.inc(model_name=label, status=status)
-            self.metrics.request_latency.labels(model_name=label, API=api, entrypoint=entrypoint).observe(
-                (time.perf_counter() - started) * 1e6
-            )
+            self.metrics.request_latency.labels(model_name=label, API=api, entrypoint=entrypoint).observe(microseconds)
+            self.metrics.observe_version(label, resolved.version, status, microseconds, resolved.classes)
 
     async def _run(
         self, servable: Servable, signature: Any, inputs: dict[str, np.ndarray], outputs: tuple[str, ...], api: str
@@ -117,12 +136,13 @@ class ServingApi:
     async def predict(self, request: predict_pb2.PredictRequest) -> predict_pb2.PredictResponse:
         """PredictionService.Predict."""
 
-        async def call() -> predict_pb2.PredictResponse:
+        async def call(resolved: _Resolved) -> predict_pb2.PredictResponse:
             if not request.HasField("model_spec"):
                 raise InvalidArgumentError("Missing ModelSpec")
             version, label = _version_of(request.model_spec)
             with self.core.acquire(request.model_spec.name, version, label) as servable:
-                signature, outputs = await self._predict(servable, request)
+                signature, outputs = await self._predict(resolved.servable(servable), request)
+                resolved.classes = predicted_class.predicted_classes(outputs, servable.class_names)
                 response = predict_pb2.PredictResponse(
                     model_spec=_model_spec(servable.name, servable.version, request.model_spec.signature_name)
                 )
@@ -150,18 +170,20 @@ class ServingApi:
     ) -> classification_pb2.ClassificationResponse:
         """PredictionService.Classify."""
 
-        async def call() -> classification_pb2.ClassificationResponse:
+        async def call(resolved: _Resolved) -> classification_pb2.ClassificationResponse:
             if not request.HasField("model_spec"):
                 raise InvalidArgumentError("Missing ModelSpec")
             version, label = _version_of(request.model_spec)
             with self.core.acquire(request.model_spec.name, version, label) as servable:
-                signature, inputs = classify.classification_inputs(servable, request)
+                signature, inputs = classify.classification_inputs(resolved.servable(servable), request)
                 self.limits.check(declared_arrays(inputs), signature.batch_inputs)
                 self.limits.check_pixels(classify.bytes_values(request.input))
                 outputs = await self._run(servable, signature, inputs, (), "Classify")
+                result = classify.classification_result(signature, outputs, len(inputs[classify.INPUTS]))
+                resolved.classes = predicted_class.classified_classes(result, servable.class_names)
                 return classification_pb2.ClassificationResponse(
                     model_spec=_model_spec(servable.name, servable.version, request.model_spec.signature_name),
-                    result=classify.classification_result(signature, outputs, len(inputs[classify.INPUTS])),
+                    result=result,
                 )
 
         return await self._measured(request.model_spec.name, "Classify", entrypoint, call)
@@ -224,8 +246,9 @@ class ServingApi:
         """POST /v1/models/<name>[/versions/<v>|/labels/<l>]:predict: the JSON becomes a `PredictRequest`
         (`serving.json_tensor` reads it with the signature's dtypes) that runs through `_predict`."""
 
-        async def call() -> dict[str, Any]:
+        async def call(resolved: _Resolved) -> dict[str, Any]:
             with self.core.acquire(name, version, label) as servable:
+                resolved.servable(servable)
                 document = parse_json_body(body)
                 signature_name = signature_name_of(document)
                 signature = servable.signature_for_rest(signature_name)
@@ -237,6 +260,7 @@ class ServingApi:
                 for alias, array in inputs.items():
                     request.inputs[alias].CopyFrom(packed_tensor_proto(array, input_types[alias]))
                 _, outputs = await self._predict(servable, request)
+                resolved.classes = predicted_class.predicted_classes(outputs, servable.class_names)
                 return outputs_to_json(outputs, fmt)
 
         return await self._measured(name, "Predict", "REST", call)

@@ -6,6 +6,12 @@ This server exports the request count and latencies under those names, plus its 
 gauges under `tfxp_serving_`. Each `ServingMetrics` has its own `CollectorRegistry`, so several servers in one
 process (tests) count apart.
 
+TF Serving's metrics carry no version (its util.cc:66-68 counts by model_name and status); they keep their
+names and labels here. Beside them, tfxp's own per-version series tell a canary from the stable model: the
+version a request resolved to (by label, number or latest; "" when it failed before resolving one), its status,
+its latency, and the class each answer row predicts (`serving.predicted_class`). Every label is bounded:
+configured model names (else `__unknown__`), loaded versions, status codes, the version's label map plus `other`.
+
 `:tensorflow:serving:request_count` keeps TF Serving's name, which dashboards query: prometheus_client writes
 every counter as `<name>_total`, so this one is collected as an untyped series (PromQL's `rate` and `increase`
 treat it as they treat TF Serving's). Histograms have no `_created` series, as in TF Serving.
@@ -13,6 +19,7 @@ treat it as they treat TF Serving's). Histograms have no `_created` series, as i
 Example:
     metrics = ServingMetrics()
     metrics.request_count.inc(model_name="digits", status="OK")
+    metrics.observe_version("digits", "3", "OK", 1250.0, ["7", "1"])
     text = metrics.render()
 """
 
@@ -20,15 +27,19 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector
 
 # TF Serving writes no `_created` series; the switch is prometheus_client's, process-wide.
 prometheus_client.disable_created_metrics()
+
+# Microseconds, scale 10, power 1.8, 33 buckets: TF Serving's request_latency and runtime_latency.
+LATENCY_BUCKETS_SCALE, LATENCY_BUCKETS_POWER, LATENCY_BUCKETS_COUNT = 10, 1.8, 33
 
 
 class NamedCounter(Collector):
@@ -82,6 +93,7 @@ class ServingMetrics:
         registry: What `render` writes; `add_gauge` registers scrape-time gauges in it.
         request_count: `.inc(model_name=..., status=...)`.
         request_latency, runtime_latency, batch_size: prometheus_client Histograms (`.labels(...).observe(v)`).
+        version_requests, version_latency, predicted_class: tfxp's per-version series (`observe_version`).
     """
 
     def __init__(self) -> None:
@@ -90,8 +102,8 @@ class ServingMetrics:
             ":tensorflow:serving:request_count", "The total number of requests.", ["model_name", "status"]
         )
         self.registry.register(self.request_count)
-        # Microseconds, scale 10, power 1.8, 33 buckets: TF Serving's request_latency and runtime_latency.
-        latency = functools.partial(Histogram, buckets=exponential_buckets(10, 1.8, 33), registry=self.registry)
+        buckets = exponential_buckets(LATENCY_BUCKETS_SCALE, LATENCY_BUCKETS_POWER, LATENCY_BUCKETS_COUNT)
+        latency = functools.partial(Histogram, buckets=buckets, registry=self.registry)
         self.request_latency = latency(
             ":tensorflow:serving:request_latency",
             "Distribution of wall time (in microseconds) for Tensorflow Serving request.",
@@ -109,6 +121,32 @@ class ServingMetrics:
             buckets=exponential_buckets(1, 2, 12),
             registry=self.registry,
         )
+        self.version_requests = Counter(
+            "tfxp_serving_requests",
+            "Requests by the model version they resolved to (by label, number or latest; empty if none).",
+            ["model_name", "version", "status"],
+            registry=self.registry,
+        )
+        self.version_latency = latency(
+            "tfxp_serving_request_latency_microseconds",
+            "Distribution of wall time (in microseconds) of requests, by the model version they resolved to.",
+            ["model_name", "version"],
+        )
+        self.predicted_class = Counter(
+            "tfxp_serving_predicted_class",
+            "Answer rows by their top class, named from the version's labels.txt (other: outside it).",
+            ["model_name", "version", "class"],
+            registry=self.registry,
+        )
+
+    def observe_version(
+        self, model_name: str, version: str, status: str, microseconds: float, classes: Sequence[str] = ()
+    ) -> None:
+        """Records one request in the per-version series; `classes` are its rows' top classes, already bounded."""
+        self.version_requests.labels(model_name, version, status).inc()
+        self.version_latency.labels(model_name, version).observe(microseconds)
+        for name, rows in Tally(classes).items():
+            self.predicted_class.labels(model_name, version, name).inc(rows)
 
     def add_gauge(
         self, name: str, help_text: str, labels: Sequence[str], collect: Callable[[], dict[tuple[str, ...], float]]

@@ -35,6 +35,7 @@ from serving.errors import (
     code_from_number,
     error_for,
 )
+from serving.predicted_class import label_names
 from serving.tensors import DType, dtype_of, dtype_of_array, shape_string
 
 logger = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ class Servable:
         self.version = version
         self.path = path
         self.signature_defs = dict(signature_defs)
+        self.class_names: tuple[str, ...] = ()  # the version's label map (`serving.predicted_class`)
         self._functions = dict(functions)
         self.signatures: dict[str, Signature] = {}
         for key, definition in signature_defs.items():
@@ -166,6 +168,7 @@ class Servable:
         functions = dict(loaded.signatures)
         servable = cls(name, version, Path(path), serve_graphs[0].signature_def, functions)
         servable._loaded = loaded  # keeps variables and functions alive as long as the servable
+        servable.class_names = label_names(Path(path))
         return servable
 
     # --- lifecycle ------------------------------------------------------------------------------------------

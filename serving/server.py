@@ -56,6 +56,8 @@ class ModelServer:
 
     Raises:
         ValueError: neither or both of `models` and `model_config_file`, or an invalid config file.
+        FailedPreconditionError: a label of the config points at a version that is not available and the options
+            allow no such label (TF Serving fails to start then; `serving.server_core`).
     """
 
     def __init__(
@@ -76,6 +78,9 @@ class ModelServer:
             self._config,
             self._load,
             allow_labels_for_unavailable_models=self.options.allow_version_labels_for_unavailable_models,
+            force_allow_any_labels_for_unavailable_models=(
+                self.options.force_allow_any_version_labels_for_unavailable_models
+            ),
         )
         self.metrics.add_gauge(
             "tfxp_serving_model_versions",
@@ -271,16 +276,18 @@ class ModelServer:
         assert self._config_file is not None
         try:
             config = self._read_config_file()
-            if config != self._config:
+            if config != self._config:  # a refused config stays unequal, so it is tried again at every poll
                 self.reload(config)
         except Exception as error:
-            logger.error("model config %s not reloaded: %s", self._config_file, error)
+            # TF Serving logs the same and keeps the config in force (model_servers/server.cc:175-179).
+            logger.error("PollFilesystemAndReloadConfig failed to ReloadConfig (%s): %s", self._config_file, error)
 
     def reload(self, config: Sequence[ModelConfig]) -> None:
-        """Adopts a new model list (labels are checked against available versions first).
+        """Adopts a new model list; its labels are checked first, against the versions available now.
 
         Raises:
-            ServingError: FAILED_PRECONDITION for a label on an unavailable version; the old config stays.
+            ServingError: FAILED_PRECONDITION for a label the rules refuse (`serving.server_core`); nothing of
+                the new config is applied and the old one stays in force.
         """
         self.core.reload(config)
         self._config = list(config)

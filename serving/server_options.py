@@ -42,7 +42,11 @@ class ServerOptions:
             must arrive within this; else 408 and the connection is closed. Also gRPC's handshake timeout.
         idle_timeout_seconds: A kept-alive REST connection, or an idle gRPC one, is closed after this long
             without a complete request.
-        allow_version_labels_for_unavailable_models: Accept labels on versions not loaded yet.
+        allow_version_labels_for_unavailable_models: A label not yet in use may point at a version not loaded
+            yet (--allow_version_labels_for_unavailable_models; `serving.server_core`); without it or the next
+            flag, a labelled first config fails at start-up, as in TF Serving.
+        force_allow_any_version_labels_for_unavailable_models: Any label may point at a version not loaded yet
+            (--force_allow_any_version_labels_for_unavailable_models).
     """
 
     host: str = "127.0.0.1"
@@ -61,6 +65,7 @@ class ServerOptions:
     request_timeout_seconds: float = 30.0
     idle_timeout_seconds: float = 75.0
     allow_version_labels_for_unavailable_models: bool = False
+    force_allow_any_version_labels_for_unavailable_models: bool = False
 
     def __post_init__(self) -> None:
         check_port(self.grpc_port, "ServerOptions.grpc_port", allow_zero=True)
@@ -107,6 +112,7 @@ def server_options(
     grpc_port: int | None = None,
     rest_port: int | None = None,
     batching: bool | None = None,
+    labelled_config: bool = False,
 ) -> ServerOptions:
     """The local server's options from the `serving` section (what `tfxp serve` runs with).
 
@@ -117,6 +123,7 @@ def server_options(
         rest_port: Overrides `serving.rest_port` unless None.
         batching: Overrides `serving.enable_batching` unless None; off keeps `serving.max_batch_size` as the
             per-request row limit.
+        labelled_config: The models.config served instead of the section names version labels.
 
     Returns:
         The server's options.
@@ -134,9 +141,10 @@ def server_options(
         max_batch_size=serving.max_batch_size,  # per request, with --no-batching too
         poll_interval_seconds=serving.poll_interval_seconds,
         config_poll_interval_seconds=float(serving.config_poll_seconds),
-        # As the deploy assets run TF Serving for a rollout: its track files name versions that load after the
-        # labels are read (`serving.rollout.tracks`).
-        allow_version_labels_for_unavailable_models=serving.rollout == "canary",
+        # The flag the deploy assets give TF Serving whenever labels are configured (serving/deploy.py:144-147):
+        # without it a labelled config fails at start-up, before any version is loaded; a rollout's track files
+        # name versions that load after the labels are read (`serving.rollout.tracks`).
+        allow_version_labels_for_unavailable_models=bool(serving.labels) or labelled_config or serving.rollout == "canary",
         batching=BatchingOptions(
             max_batch_size=serving.max_batch_size,
             batch_timeout_micros=serving.batch_timeout_micros,

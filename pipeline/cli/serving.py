@@ -119,12 +119,15 @@ def serve(
     new versions, version labels, server-side batching, warmup, and Prometheus metrics at
     /monitoring/prometheus/metrics.
     """
+    from serving.model_config import read_model_config_file
     from serving.server import ModelServer
     from serving.server_options import server_options, set_tensorflow_threads
 
     serving = config.serving
     set_tensorflow_threads(serving.intra_op_threads, serving.inter_op_threads)
-    options = server_options(serving, host, grpc_port, rest_port, batching)
+    # Labels in the served config turn on --allow_version_labels_for_unavailable_models, as the deploy assets do.
+    labelled = model_config_file is not None and any(m.labels for m in read_model_config_file(model_config_file))
+    options = server_options(serving, host, grpc_port, rest_port, batching, labelled_config=labelled)
     if track is not None:
         server = _track_server(config, track, model_base, options)
     elif model_config_file is not None:

@@ -90,18 +90,32 @@ def test_new_version_swaps_in_under_load_without_failing_a_request(tmp_path: Pat
     assert statuses <= 2 * POLL_SECONDS
 
 
-def models_config(base: Path, stable: int, canary: int) -> str:
+def models_config(base: Path, stable: int, canary: int | None = None, versions: tuple[int, ...] = (1, 2)) -> str:
+    specific = " ".join(f"versions: {version}" for version in versions)
+    canary_label = "" if canary is None else f'version_labels {{ key: "canary" value: {canary} }}'
     return f"""model_config_list {{
   config {{
     name: "labelled"
     base_path: "{base}"
     model_platform: "tensorflow"
-    model_version_policy {{ specific {{ versions: 1 versions: 2 }} }}
+    model_version_policy {{ specific {{ {specific} }} }}
     version_labels {{ key: "stable" value: {stable} }}
-    version_labels {{ key: "canary" value: {canary} }}
+    {canary_label}
   }}
 }}
 """
+
+
+# A labelled models.config at start-up needs the flag the deploy assets set (serving/deploy.py:144-147): TF Serving
+# checks labels before the first load (server_core.cc:514 before :524). This server used to defer labels to the
+# first poll instead and started without it.
+LABELLED_OPTIONS = ServerOptions(
+    grpc_port=0,
+    rest_port=0,
+    poll_interval_seconds=0.5,
+    config_poll_interval_seconds=0.5,
+    allow_version_labels_for_unavailable_models=True,
+)
 
 
 def test_version_label_moved_in_models_config_is_honoured(tmp_path: Path) -> None:
@@ -110,8 +124,7 @@ def test_version_label_moved_in_models_config_is_honoured(tmp_path: Path) -> Non
     push(base, 2, seed=2)
     config_file = tmp_path / "models.config"
     config_file.write_text(models_config(base, stable=1, canary=2))
-    options = ServerOptions(grpc_port=0, rest_port=0, poll_interval_seconds=0.5, config_poll_interval_seconds=0.5)
-    with ModelServer(options=options, model_config_file=config_file) as server:
+    with ModelServer(options=LABELLED_OPTIONS, model_config_file=config_file) as server:
         grpc_client = GrpcClient(server.grpc_target, "labelled")
         rest_client = RestClient(server.rest_url, "labelled")
         wait_for(lambda: grpc_client.predict_images(IMAGES[:1], label="stable").model_version == 1, 5, "labels applied")
@@ -123,9 +136,37 @@ def test_version_label_moved_in_models_config_is_honoured(tmp_path: Path) -> Non
         config_file.write_text(models_config(base, stable=2, canary=2))  # promote the canary
         wait_for(lambda: grpc_client.predict_images(IMAGES[:1], label="stable").model_version == 2, 5, "stable → 2")
 
-        # A label on a version that is not loaded is refused; the previous labels stay in force.
+        # `stable` is in use: it may not move to a version that is not loaded (server_core.cc:563-584); the
+        # previous labels stay in force.
         config_file.write_text(models_config(base, stable=7, canary=2))
         time.sleep(1.5)
         assert grpc_client.predict_images(IMAGES[:1], label="stable").model_version == 2
         grpc_client.close()
         rest_client.close()
+
+
+def test_a_promotion_in_one_models_config_write_is_refused_at_every_poll_and_succeeds_in_two(tmp_path: Path) -> None:
+    base = tmp_path / "labelled"
+    push(base, 1, seed=1)
+    push(base, 2, seed=2)
+    config_file = tmp_path / "models.config"
+    config_file.write_text(models_config(base, stable=1, versions=(1,)))
+    with ModelServer(options=LABELLED_OPTIONS, model_config_file=config_file) as server:
+        client = GrpcClient(server.grpc_target, "labelled")
+        assert client.predict_images(IMAGES[:1], label="stable").model_version == 1
+
+        # One write adds version 2 and moves the in-use `stable` onto it: its label check fails before its
+        # policy reaches the model (server_core.cc:514, :563-584, before :524), at every poll (server.cc:175-179).
+        config_file.write_text(models_config(base, stable=2, versions=(1, 2)))
+        time.sleep(2.5)  # five config polls
+        assert [(s.version, s.state) for s in client.status()] == [(1, "AVAILABLE")]  # 2 never even started
+        assert client.predict_images(IMAGES[:1], label="stable").model_version == 1
+        assert client.predict_images(IMAGES[:1]).model_version == 1
+
+        # Two phases: add version 2 with `stable` kept on 1; once 2 is AVAILABLE, move the label.
+        config_file.write_text(models_config(base, stable=1, versions=(1, 2)))
+        wait_for(lambda: (2, "AVAILABLE") in [(s.version, s.state) for s in client.status()], 10, "version 2 loaded")
+        assert client.predict_images(IMAGES[:1], label="stable").model_version == 1
+        config_file.write_text(models_config(base, stable=2, versions=(1, 2)))
+        wait_for(lambda: client.predict_images(IMAGES[:1], label="stable").model_version == 2, 5, "stable → 2")
+        client.close()

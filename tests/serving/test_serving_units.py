@@ -252,7 +252,9 @@ def test_labels_resolve_and_unknown_names_say_what_was_asked(tmp_path: Path) -> 
     for version in ("1", "2"):
         (tmp_path / version).mkdir()
     config = ModelConfig("m", tmp_path, VersionPolicy("all"), {"stable": 1})
-    core = ServerCore([config], fake_loader(failing=set()))
+    # A labelled first config needs the flag: TF Serving checks labels before the first load (server_core.cc:514
+    # before :524); this server used to defer them to the first poll instead (tests/serving/test_serving_labels.py).
+    core = ServerCore([config], fake_loader(failing=set()), allow_labels_for_unavailable_models=True)
     core.poll()
     with core.acquire("m", label="stable") as servable:
         assert servable.version == 1
