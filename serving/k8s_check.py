@@ -344,9 +344,10 @@ def _check_object(report: CheckReport, path: str, document: Manifest, kubernetes
     kind, name = document.get("kind", "?"), document.get("metadata", {}).get("name", "?")
     where = f"{path}: {kind} {name}"
     pod = predictor_pod(document) if kind == "InferenceService" else None
-    custom = is_custom(document) and pod is None  # an InferenceService is checked both ways
-    problems = crd_problems(document) if custom else [_schema_problem(pod or document, kubernetes_version)]
-    problems += crd_problems(document) if pod is not None else []
+    # Custom resources against their pinned CRD schema; an InferenceService also as its predictor's Pod.
+    problems: list[str | None] = list(crd_problems(document)) if is_custom(document) else []
+    if pod is not None or not is_custom(document):
+        problems.append(_schema_problem(pod or document, kubernetes_version))
     problems += value_problems(document, kubernetes_version) + policy_problems(document)
     try:
         problems.append(name_problem(kind, name))

@@ -1,4 +1,4 @@
-"""Kubernetes and KServe manifests for `serving.rollout: canary`: a stable and a canary TF Serving, and the split.
+"""Kubernetes and KServe manifests for a canary rollout: a stable and a canary TF Serving, and the split between them.
 
 `track_manifests(options, config_files, track_args)` (`serving.canary.controller: none`, tfxp moves the versions
 by rewriting each track's models.config, `serving.rollout.layout.track_config_path`) returns file name → YAML:
