@@ -33,6 +33,7 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from foundation.k8s.image import check_image
 from foundation.k8s.quantity import cpu_cores
+from foundation.paths import scheme
 from serving.config_error import ServingConfigError
 from serving.k8s_manifests import (
     CONFIG_DIR,
@@ -304,10 +305,10 @@ def deploy_warnings(options: ServingOptions) -> list[str]:
 def _kserve_rollout_warnings(options: ServingOptions) -> list[str]:
     if options.rollout != "canary" or options.canary.controller != "none":
         return []
-    if storage_base_uri(options).startswith("pvc://"):
+    if scheme(storage_base_uri(options)) == "pvc":
         return [
-            "no kserve/inferenceservice.yaml for the canary rollout: KServe mounts a pvc:// storageUris entry whole, "
-            "so it cannot lay one version out as TF Serving's <n>/; serve the models from a bucket "
+            "no kserve/inferenceservice.yaml for the canary rollout: KServe mounts a PersistentVolumeClaim entry of "
+            "storageUris whole, so it cannot lay one version out as TF Serving's <n>/; serve the models from a bucket "
             "(serving.base_path or serving.storage_uri) for KServe"
         ]
     if not options.versions:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from foundation.paths import join, scheme
 from serving.k8s_manifests import (
     Manifest,
     autoscaler,
@@ -166,14 +167,14 @@ def kserve_canary(options: ServingOptions, versions: RolloutVersions) -> Manifes
         `storageUris` whole, without its path (storage_initializer_injector.go:468-477, `SubPath: ""`).
     """
     base = storage_base_uri(options)
-    if base.startswith("pvc://"):
+    if scheme(base) == "pvc":
         return None
     isvc = inference_service(options)
     isvc["metadata"]["annotations"] = dict(SERVERLESS)
     predictor = isvc["spec"]["predictor"]
     del predictor["model"]["storageUri"]
     version = versions.newest
-    predictor["storageUris"] = [{"uri": f"{base.rstrip('/')}/{version}", "mountPath": f"{KSERVE_MODEL_BASE}/{version}"}]
+    predictor["storageUris"] = [{"uri": join(base, str(version)), "mountPath": f"{KSERVE_MODEL_BASE}/{version}"}]
     if versions.canary:
         predictor["canaryTrafficPercent"] = options.canary.traffic_percent
     return isvc

@@ -138,7 +138,7 @@ def test_kserve_canary_is_serverless_with_one_version_in_tf_servings_layout() ->
 def test_kserve_canary_is_left_out_with_the_reason_where_it_cannot_work() -> None:
     on_pvc = _serving("serving.versions=[3,4]")
     assert "kserve/inferenceservice.yaml" not in render_deploy_assets(on_pvc)
-    assert any("pvc:// storageUris entry whole" in warning for warning in deploy_warnings(on_pvc))
+    assert any("PersistentVolumeClaim entry of storageUris whole" in warning for warning in deploy_warnings(on_pvc))
     no_versions = _serving("serving.base_path=gs://models/digits")
     assert "kserve/inferenceservice.yaml" not in render_deploy_assets(no_versions)
     assert any("--set serving.versions=[stable]" in warning for warning in deploy_warnings(no_versions))
