@@ -33,23 +33,30 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from foundation.k8s.image import check_image
 from foundation.k8s.quantity import cpu_cores
+from foundation.paths import scheme
 from serving.config_error import ServingConfigError
 from serving.k8s_manifests import (
     CONFIG_DIR,
     MONITORING_PATH,
+    dump_manifest,
     image_warnings,
     kserve_inference_service,
     kubernetes_manifests,
+    storage_base_uri,
 )
+from serving.k8s_rollout import RolloutVersions, kserve_canary, rollout_versions, track_manifests
+from serving.k8s_rollout_controllers import argo_manifests, flagger_manifests
 from serving.model_config import VersionPolicy
 from serving.options import ServingOptions
+from serving.rollout.layout import TRACKS, track_config_path
 
 WARNINGS_FILE = "warnings.txt"
+DEFAULT_MODEL_CONFIG = f"{CONFIG_DIR}/models.config"
 
 
 def _checked(options: ServingOptions) -> ServingOptions:
     labels = options.labels
-    if options.version_policy == "specific" and not options.versions:
+    if options.version_policy == "specific" and not options.versions and options.rollout != "canary":
         if not labels:
             raise ServingConfigError(
                 "serving.version_policy=specific needs serving.versions (e.g. `--set serving.versions=[3,4]`) "
@@ -127,12 +134,13 @@ def monitoring_config() -> str:
     return f'prometheus_config {{\n  enable: true\n  path: "{MONITORING_PATH}"\n}}\n'
 
 
-def server_args(options: ServingOptions) -> list[str]:
-    """`tensorflow_model_server` flags shared by the docker scripts and the Kubernetes Deployment."""
+def server_args(options: ServingOptions, model_config_file: str = DEFAULT_MODEL_CONFIG) -> list[str]:
+    """`tensorflow_model_server` flags shared by the docker scripts and the Kubernetes Deployment, reading
+    `model_config_file` (a rollout track reads its own, `serving.rollout.layout.track_config_path`)."""
     args = [
         f"--port={options.grpc_port}",
         f"--rest_api_port={options.rest_port}",
-        f"--model_config_file={CONFIG_DIR}/models.config",
+        f"--model_config_file={model_config_file}",
         f"--model_config_file_poll_wait_seconds={options.config_poll_seconds}",
         f"--file_system_poll_wait_seconds={max(1, round(options.poll_interval_seconds))}",
         f"--monitoring_config_file={CONFIG_DIR}/monitoring.config",
@@ -141,27 +149,29 @@ def server_args(options: ServingOptions) -> list[str]:
         args.append(f"--tensorflow_intra_op_parallelism={options.intra_op_threads}")
     if options.inter_op_threads:
         args.append(f"--tensorflow_inter_op_parallelism={options.inter_op_threads}")
-    if options.labels:
+    if options.labels or model_config_file != DEFAULT_MODEL_CONFIG:
         # TF Serving checks labels before its first load finishes; without this flag a labelled config
         # fails at startup ("not currently available for inference").
         args.append("--allow_version_labels_for_unavailable_models=true")
     return args
 
 
-def _serving_args(options: ServingOptions, gpu: bool) -> list[str]:
-    args = server_args(options)
+def _serving_args(options: ServingOptions, gpu: bool, model_config_file: str = DEFAULT_MODEL_CONFIG) -> list[str]:
+    args = server_args(options, model_config_file)
     if options.enable_batching:
         batching_file = "batching_parameters_gpu.txt" if gpu else "batching_parameters.txt"
         args += ["--enable_batching=true", f"--batching_parameters_file={CONFIG_DIR}/{batching_file}"]
     return args
 
 
-def _docker_script(options: ServingOptions, gpu: bool, local_model_dir: str) -> str:
+def _docker_script(
+    options: ServingOptions, gpu: bool, local_model_dir: str, model_config_file: str = DEFAULT_MODEL_CONFIG
+) -> str:
     # Every value from the config is validated where the config loads (the image by the OCI reference grammar)
     # and shell-quoted here as well, so no value can run a command or become a flag of `docker run`.
     image = options.gpu_image if gpu else options.cpu_image
     grpc, rest = int(options.grpc_port), int(options.rest_port)
-    args = [shlex.quote(arg) for arg in _serving_args(options, gpu)]
+    args = [shlex.quote(arg) for arg in _serving_args(options, gpu, model_config_file)]
     mount = (
         []
         if options.remote_base
@@ -204,6 +214,8 @@ def render_deploy_assets(options: ServingOptions, local_model_dir: str = "") -> 
             is no image reference.
     """
     options = _checked(options)
+    if options.rollout == "canary":
+        return _with_warnings(options, render_rollout_assets(options, local_model_dir))
     config_files = {
         "models.config": models_config(options),
         "batching_parameters.txt": batching_parameters(options),
@@ -217,15 +229,94 @@ def render_deploy_assets(options: ServingOptions, local_model_dir: str = "") -> 
         "kserve/inferenceservice.yaml": kserve_inference_service(options),
         **kubernetes_manifests(options, config_files, _serving_args(options, gpu=bool(options.gpus))),
     }
+    return _with_warnings(options, assets)
+
+
+def _with_warnings(options: ServingOptions, assets: dict[str, str]) -> dict[str, str]:
     warnings = deploy_warnings(options)
     if warnings:
         assets[WARNINGS_FILE] = "".join(f"warning: {warning}\n" for warning in warnings)
     return assets
 
 
+def render_rollout_assets(
+    options: ServingOptions, local_model_dir: str = "", versions: RolloutVersions | None = None
+) -> dict[str, str]:
+    """The assets of `serving.rollout: canary` (`docs/serving.md`, "Guarded rollout on a cluster").
+
+    With `serving.canary.controller: none`, a stable and a canary TF Serving, each reading its track's models.config
+    from the model base (`serving.k8s_rollout.track_manifests`; the docker scripts run the stable one), and, when
+    the versions are known, the KServe canary. With `argo` or `flagger`, the controller's objects for the newest of
+    the versions (`serving.k8s_rollout_controllers`).
+
+    Args:
+        options: The `serving` section, checked.
+        local_model_dir: As `render_deploy_assets`.
+        versions: The stable and canary versions (the rollout state's); None = `serving.versions`'.
+
+    Raises:
+        ServingConfigError: a controller with no version to roll out, or more than two versions.
+    """
+    try:
+        versions = versions or rollout_versions(options)
+    except ValueError as error:
+        raise ServingConfigError(str(error)) from None
+    gpu = bool(options.gpus)
+    tuning = {
+        "batching_parameters.txt": batching_parameters(options),
+        "batching_parameters_gpu.txt": batching_parameters(options, gpu=True),
+        "monitoring.config": monitoring_config(),
+    }
+    controller = options.canary.controller
+    if controller == "none":
+        track_file = {track: track_config_path(options.container_base_path, track) for track in TRACKS}
+        assets = {
+            **tuning,
+            "run_tf_serving_cpu.sh": _docker_script(options, False, local_model_dir, track_file["stable"]),
+            "run_tf_serving_gpu.sh": _docker_script(options, True, local_model_dir, track_file["stable"]),
+            **track_manifests(options, tuning, {t: _serving_args(options, gpu, track_file[t]) for t in TRACKS}),
+        }
+        isvc = kserve_canary(options, versions) if versions else None
+        if isvc is not None:
+            assets["kserve/inferenceservice.yaml"] = dump_manifest(isvc)
+        return assets
+    if versions is None:
+        raise ServingConfigError(
+            f"serving.canary.controller={controller} renders the pod template of one model version: name it with "
+            "`--set serving.versions=[N]` (or [stable, canary]; the newest is rolled out)"
+        )
+    revision = options.model_copy(update={"versions": (versions.newest,)})
+    config_files = {"models.config": models_config(revision), **tuning}
+    render = argo_manifests if controller == "argo" else flagger_manifests
+    return {
+        **config_files,
+        "run_tf_serving_cpu.sh": _docker_script(revision, gpu=False, local_model_dir=local_model_dir),
+        "run_tf_serving_gpu.sh": _docker_script(revision, gpu=True, local_model_dir=local_model_dir),
+        **render(options, config_files, _serving_args(options, gpu), versions.newest),
+    }
+
+
 def deploy_warnings(options: ServingOptions) -> list[str]:
-    """What a reviewer of the assets should know that is not an error: images by tag rather than digest."""
-    return image_warnings(options)
+    """What a reviewer of the assets should know that is not an error: images by tag rather than digest, and a
+    canary rollout rendered without its KServe InferenceService (and why)."""
+    return image_warnings(options) + _kserve_rollout_warnings(options)
+
+
+def _kserve_rollout_warnings(options: ServingOptions) -> list[str]:
+    if options.rollout != "canary" or options.canary.controller != "none":
+        return []
+    if scheme(storage_base_uri(options)) == "pvc":
+        return [
+            "no kserve/inferenceservice.yaml for the canary rollout: KServe mounts a PersistentVolumeClaim entry of "
+            "storageUris whole, so it cannot lay one version out as TF Serving's <n>/; serve the models from a bucket "
+            "(serving.base_path or serving.storage_uri) for KServe"
+        ]
+    if not options.versions:
+        return [
+            "no kserve/inferenceservice.yaml for the canary rollout: name its versions with "
+            "`--set serving.versions=[stable]` or `[stable,canary]` (KServe's canary is a new revision per version)"
+        ]
+    return []
 
 
 def write_deploy_assets(options: ServingOptions, out_dir: Path, local_model_dir: str = "") -> list[Path]:

@@ -2,7 +2,9 @@
 
 `check_deploy_assets(out_dir)` reads `kubernetes/*.yaml` and `kserve/*.yaml` under `out_dir` and checks:
 
-- every object against the Kubernetes OpenAPI schemas, strictly (unknown fields are errors), with
+- custom resources (routes, Argo Rollouts', Flagger's, and KServe's InferenceService too) against their CRDs'
+  pinned schemas, strictly (`serving.k8s_crds`);
+- every other object against the Kubernetes OpenAPI schemas, strictly (unknown fields are errors), with
   kubernetes-validate (the `check` extra; its schemas ship with it, so this runs offline). It has no schema for
   KServe's InferenceService, whose predictor is a core PodSpec plus KServe's fields and whose model is a core
   Container plus KServe's fields: those parts are checked as the Pod KServe will create (`predictor_pod`);
@@ -41,6 +43,7 @@ from foundation.errors import TfxpError
 from foundation.k8s.names import RESERVED_NAMESPACES, name_problem
 from foundation.k8s.quantity import INT32_MAX, INT64_MAX, QuantityError, parse_quantity
 from foundation.yaml_files import read_yaml, read_yaml_all
+from serving.k8s_crds import crd_problems, is_custom
 
 KUBERNETES_VERSION = "1.33"  # the schemas kubernetes-validate checks against
 CHECKOV_CONFIG = Path(__file__).with_name("checkov.yaml")
@@ -141,7 +144,7 @@ def _pod_spec(document: Manifest) -> Manifest | None:
     kind = document.get("kind")
     if kind == "Pod":
         return document["spec"]
-    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Rollout"):
         return document["spec"]["template"]["spec"]
     return None
 
@@ -341,7 +344,10 @@ def _check_object(report: CheckReport, path: str, document: Manifest, kubernetes
     kind, name = document.get("kind", "?"), document.get("metadata", {}).get("name", "?")
     where = f"{path}: {kind} {name}"
     pod = predictor_pod(document) if kind == "InferenceService" else None
-    problems = [_schema_problem(pod or document, kubernetes_version)]
+    # Custom resources against their pinned CRD schema; an InferenceService also as its predictor's Pod.
+    problems: list[str | None] = list(crd_problems(document)) if is_custom(document) else []
+    if pod is not None or not is_custom(document):
+        problems.append(_schema_problem(pod or document, kubernetes_version))
     problems += value_problems(document, kubernetes_version) + policy_problems(document)
     try:
         problems.append(name_problem(kind, name))

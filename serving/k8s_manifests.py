@@ -84,7 +84,8 @@ class _Dumper(yaml.SafeDumper):
         return True  # a dict used twice is written twice, not as a YAML anchor and alias
 
 
-def _dump(document: Manifest) -> str:
+def dump_manifest(document: Manifest) -> str:
+    """`document` as YAML, keys in their order, no anchors."""
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False)
 
 
@@ -152,38 +153,62 @@ def _container(options: ServingOptions, args: list[str], volume_mounts: list[Man
     }
 
 
-def _deployment(options: ServingOptions, args: list[str]) -> Manifest:
+def deployment(
+    options: ServingOptions, args: list[str], name: str = "", labels: Manifest | None = None, config_name: str = ""
+) -> Manifest:
+    """TF Serving's Deployment running `args`.
+
+    Args:
+        options: The `serving` section.
+        args: The `tensorflow_model_server` flags.
+        name: The Deployment's name; empty = the app's (`serving.k8s_names.ServingNames.app`).
+        labels: The pods' labels, also the selector; None = `{"app": <app>}`.
+        config_name: The ConfigMap mounted on CONFIG_DIR; empty = the app's.
+
+    Returns:
+        The Deployment object.
+    """
     names = serving_names(options.model_name)
+    labels = labels or {"app": names.app}
+    spec: Manifest = {"replicas": options.min_replicas, "selector": {"matchLabels": labels}, "template": {}}
+    spec["template"] = pod_template(options, args, labels, config_name or names.config_map)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(options, name or names.app),
+        "spec": spec,
+    }
+
+
+def pod_template(options: ServingOptions, args: list[str], labels: Manifest, config_name: str) -> Manifest:
+    """The TF Serving pods' template: `labels`, scraped by Prometheus, the restricted profile, `config_name` on
+    CONFIG_DIR and the models volume (unless the models are in a bucket)."""
     volume_mounts: list[Manifest] = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}, _TMP_MOUNT]
-    volumes: list[Manifest] = [{"name": "config", "configMap": {"name": names.config_map}}, _TMP_VOLUME]
+    volumes: list[Manifest] = [{"name": "config", "configMap": {"name": config_name}}, _TMP_VOLUME]
     if not options.remote_base:
         volume_mounts.append({"name": "models", "mountPath": options.container_base_path, "readOnly": True})
         volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": options.pvc, "readOnly": True}})
-    spec: Manifest = {
-        "replicas": options.min_replicas,
-        "selector": {"matchLabels": {"app": names.app}},
-        "template": {
-            "metadata": {
-                "labels": {"app": names.app},
-                "annotations": {
-                    "prometheus.io/scrape": "true",
-                    "prometheus.io/port": str(options.rest_port),
-                    "prometheus.io/path": MONITORING_PATH,
-                },
-            },
-            "spec": {
-                # TF Serving calls no Kubernetes API.
-                "automountServiceAccountToken": False,
-                "securityContext": pod_security_context(options),
-                "containers": [_container(options, args, volume_mounts)],
-                "volumes": volumes,
+    return {
+        "metadata": {
+            "labels": dict(labels),
+            "annotations": {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(options.rest_port),
+                "prometheus.io/path": MONITORING_PATH,
             },
         },
+        "spec": {
+            # TF Serving calls no Kubernetes API.
+            "automountServiceAccountToken": False,
+            "securityContext": pod_security_context(options),
+            "containers": [_container(options, args, volume_mounts)],
+            "volumes": volumes,
+        },
     }
-    return _app_object(options, "apps/v1", "Deployment", spec)
 
 
-def _network_policy(options: ServingOptions) -> Manifest:
+def network_policy(options: ServingOptions) -> Manifest:
+    """Only the gRPC and REST ports, only from the allowed namespaces and pods, to every pod of the app."""
     app = serving_names(options.model_name).app
     pods: Manifest = {"matchLabels": dict(parse_label(entry) for entry in options.allowed_pod_labels)}
     peer: Manifest = {"podSelector": pods}
@@ -209,6 +234,25 @@ def _network_policy(options: ServingOptions) -> Manifest:
     return _app_object(options, "networking.k8s.io/v1", "NetworkPolicy", spec)
 
 
+def namespace_object(options: ServingOptions) -> Manifest:
+    """The serving namespace, enforcing the "restricted" Pod Security Standard."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": options.namespace, "labels": POD_SECURITY_LABELS},
+    }
+
+
+def config_map(options: ServingOptions, config_files: dict[str, str], name: str = "") -> Manifest:
+    """The ConfigMap of TF Serving's config files (name → text), `name` (empty = the app's)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(options, name or serving_names(options.model_name).config_map),
+        "data": config_files,
+    }
+
+
 def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], args: list[str]) -> dict[str, str]:
     """Namespace, ConfigMap, Deployment, Service, HPA, PodDisruptionBudget and NetworkPolicy.
 
@@ -220,44 +264,36 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
     Returns:
         Relative path → YAML text.
     """
-    namespace = {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": options.namespace, "labels": POD_SECURITY_LABELS},
-    }
-    configmap = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _metadata(options, serving_names(options.model_name).config_map),
-        "data": config_files,
-    }
     return {
-        "kubernetes/00-namespace.yaml": _dump(namespace),
-        "kubernetes/configmap.yaml": _dump(configmap),
-        "kubernetes/deployment.yaml": _dump(_deployment(options, args)),
-        "kubernetes/service.yaml": _dump(_service(options)),
-        "kubernetes/hpa.yaml": _dump(_autoscaler(options)),
-        "kubernetes/pdb.yaml": _dump(_disruption_budget(options)),
-        "kubernetes/networkpolicy.yaml": _dump(_network_policy(options)),
+        "kubernetes/00-namespace.yaml": dump_manifest(namespace_object(options)),
+        "kubernetes/configmap.yaml": dump_manifest(config_map(options, config_files)),
+        "kubernetes/deployment.yaml": dump_manifest(deployment(options, args)),
+        "kubernetes/service.yaml": dump_manifest(service(options)),
+        "kubernetes/hpa.yaml": dump_manifest(autoscaler(options)),
+        "kubernetes/pdb.yaml": dump_manifest(disruption_budget(options)),
+        "kubernetes/networkpolicy.yaml": dump_manifest(network_policy(options)),
     }
 
 
-def _service(options: ServingOptions) -> Manifest:
+def service(options: ServingOptions, name: str = "", selector: Manifest | None = None) -> Manifest:
+    """The Service of TF Serving's gRPC and REST ports, `name` (empty = the app's) over the pods `selector` picks
+    (None = every pod of the app)."""
     app = serving_names(options.model_name).app
     spec: Manifest = {
-        "selector": {"app": app},
+        "selector": selector or {"app": app},
         "ports": [
             {"name": "grpc", "port": options.grpc_port, "targetPort": options.grpc_port},
             {"name": "http", "port": options.rest_port, "targetPort": options.rest_port},
         ],
     }
-    return _app_object(options, "v1", "Service", spec)
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(options, name or app), "spec": spec}
 
 
-def _autoscaler(options: ServingOptions) -> Manifest:
+def autoscaler(options: ServingOptions, target: Manifest | None = None, name: str = "") -> Manifest:
+    """The CPU autoscaler of `target` (`{apiVersion, kind, name}`; None = the app's Deployment), named `name`."""
     app = serving_names(options.model_name).app
     spec: Manifest = {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
+        "scaleTargetRef": target or {"apiVersion": "apps/v1", "kind": "Deployment", "name": app},
         "minReplicas": options.min_replicas,
         "maxReplicas": options.max_replicas,
         "metrics": [
@@ -270,21 +306,41 @@ def _autoscaler(options: ServingOptions) -> Manifest:
             }
         ],
     }
-    return _app_object(options, "autoscaling/v2", "HorizontalPodAutoscaler", spec)
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _metadata(options, name or app),
+        "spec": spec,
+    }
 
 
-def _disruption_budget(options: ServingOptions) -> Manifest:
+def disruption_budget(options: ServingOptions, name: str = "", selector: Manifest | None = None) -> Manifest:
+    """One pod down at a time among those `selector` picks (None = every pod of the app)."""
     app = serving_names(options.model_name).app
     # maxUnavailable (not minAvailable) never blocks a node drain, whatever the replica count.
-    spec: Manifest = {"maxUnavailable": 1, "selector": {"matchLabels": {"app": app}}}
-    return _app_object(options, "policy/v1", "PodDisruptionBudget", spec)
+    spec: Manifest = {"maxUnavailable": 1, "selector": {"matchLabels": selector or {"app": app}}}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(options, name or app),
+        "spec": spec,
+    }
 
 
-def _storage_uri(options: ServingOptions) -> str:
-    return options.base_path if options.remote_base else uri("pvc", f"{options.pvc}/{options.model_name}")
+def storage_base_uri(options: ServingOptions) -> str:
+    """The model base path as KServe's storageUri: `serving.storage_uri`, else a bucket base path, else
+    `pvc://<claim>/<model_name>`."""
+    return options.storage_uri or (
+        options.base_path if options.remote_base else uri("pvc", f"{options.pvc}/{options.model_name}")
+    )
 
 
 def kserve_inference_service(options: ServingOptions) -> str:
+    """`inference_service(options)` as YAML."""
+    return dump_manifest(inference_service(options))
+
+
+def inference_service(options: ServingOptions) -> Manifest:
     """A KServe v1beta1 InferenceService with the `tensorflow` model format (KServe runs TF Serving).
 
     The predictor carries the Deployment's pod settings where KServe's schema has them: the pod and container
@@ -296,7 +352,7 @@ def kserve_inference_service(options: ServingOptions) -> str:
     model: Manifest = {
         "modelFormat": {"name": "tensorflow"},
         **({"image": image} if is_digest(image) else {"runtimeVersion": parse_image(image).tag or "latest"}),
-        "storageUri": options.storage_uri or _storage_uri(options),
+        "storageUri": storage_base_uri(options),
         "resources": _resources(options),
         "env": [_HOME],
         "securityContext": container_security_context(options),
@@ -319,4 +375,4 @@ def kserve_inference_service(options: ServingOptions) -> str:
             }
         },
     }
-    return _dump(service)
+    return service

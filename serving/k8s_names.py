@@ -81,3 +81,16 @@ def serving_names(model_name: str) -> ServingNames:
         pvc=kubernetes_name(model_name, suffix="-models"),
         inference_service=kubernetes_name(model_name, max_length=MAX_INFERENCE_SERVICE_NAME),
     )
+
+
+def track_name(model_name: str, track: str) -> str:
+    """The Deployment, Service, HPA and PodDisruptionBudget of one rollout track (`stable`, `canary`):
+    `tf-serving-<model>-<track>`, made valid as `kubernetes_name` does."""
+    return kubernetes_name(model_name, prefix="tf-serving-", suffix=f"-{track}")
+
+
+def revision_config_name(model_name: str, content: str) -> str:
+    """A ConfigMap named after its content (`tf-serving-<model>-config-<8 hex of its SHA-256>`): a new model
+    version is a new ConfigMap, so the pods of the previous revision keep reading theirs."""
+    digest = hashlib.sha256(content.encode()).hexdigest()[:_HASH_LENGTH]
+    return kubernetes_name(model_name, prefix="tf-serving-", suffix=f"-config-{digest}")

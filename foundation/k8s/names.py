@@ -62,6 +62,13 @@ NAME_RULES: dict[str, NameRule] = {
             "RoleBinding",
             "Secret",
             "ServiceAccount",
+            # Custom resources of the rollout assets: their CRDs keep the default rule, a subdomain.
+            "HTTPRoute",
+            "GRPCRoute",
+            "Rollout",
+            "AnalysisTemplate",
+            "Canary",
+            "MetricTemplate",
         )
     },
 }
