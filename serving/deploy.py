@@ -201,13 +201,17 @@ def _docker_script(
     return "\n".join(lines) + "\n"
 
 
-def render_deploy_assets(options: ServingOptions, local_model_dir: str = "") -> dict[str, str]:
+def render_deploy_assets(
+    options: ServingOptions, local_model_dir: str = "", versions: RolloutVersions | None = None
+) -> dict[str, str]:
     """Every asset, relative path → text.
 
     Args:
         options: The `serving` section.
         local_model_dir: Host directory the docker scripts mount as the model base (the local push directory);
             empty = the scripts require MODEL_DIR. Unused when `serving.base_path` is a bucket path.
+        versions: Under `serving.rollout: canary`, the rollout state's stable and canary (`tfxp deploy-assets`
+            reads them beside the versions); None = `serving.versions`.
 
     Raises:
         ValueError: labels the version policy would not load, batch sizes TF Serving rejects, or an image that
@@ -215,7 +219,7 @@ def render_deploy_assets(options: ServingOptions, local_model_dir: str = "") -> 
     """
     options = _checked(options)
     if options.rollout == "canary":
-        return _with_warnings(options, render_rollout_assets(options, local_model_dir))
+        return _with_warnings(options, render_rollout_assets(options, local_model_dir, versions))
     config_files = {
         "models.config": models_config(options),
         "batching_parameters.txt": batching_parameters(options),
@@ -319,13 +323,16 @@ def _kserve_rollout_warnings(options: ServingOptions) -> list[str]:
     return []
 
 
-def write_deploy_assets(options: ServingOptions, out_dir: Path, local_model_dir: str = "") -> list[Path]:
-    """Renders the assets into `out_dir` (scripts made executable) and returns the written paths.
+def write_deploy_assets(
+    options: ServingOptions, out_dir: Path, local_model_dir: str = "", versions: RolloutVersions | None = None
+) -> list[Path]:
+    """Renders the assets into `out_dir` (scripts made executable) and returns the written paths; `versions` as in
+    `render_deploy_assets`.
 
     A `warnings.txt` left by an earlier run is removed when there is nothing to warn about.
     """
     written = []
-    assets = render_deploy_assets(options, local_model_dir)
+    assets = render_deploy_assets(options, local_model_dir, versions)
     if WARNINGS_FILE not in assets:
         (out_dir / WARNINGS_FILE).unlink(missing_ok=True)
     for relative, text in assets.items():

@@ -36,7 +36,7 @@ from serving.k8s_manifests import (
 )
 from serving.k8s_names import revision_config_name, serving_names, track_name
 from serving.options import ServingOptions
-from serving.rollout.settings import CanarySettings
+from serving.canary_options import CanarySettings
 
 ARGO = "argoproj.io/v1alpha1"
 FLAGGER = "flagger.app/v1beta1"

@@ -144,7 +144,9 @@ def server_options(
         # The flag the deploy assets give TF Serving whenever labels are configured (serving/deploy.py:144-147):
         # without it a labelled config fails at start-up, before any version is loaded; a rollout's track files
         # name versions that load after the labels are read (`serving.rollout.tracks`).
-        allow_version_labels_for_unavailable_models=bool(serving.labels) or labelled_config or serving.rollout == "canary",
+        allow_version_labels_for_unavailable_models=bool(serving.labels)
+        or labelled_config
+        or serving.rollout == "canary",
         batching=BatchingOptions(
             max_batch_size=serving.max_batch_size,
             batch_timeout_micros=serving.batch_timeout_micros,

@@ -106,7 +106,7 @@ def _stable_path(base: str, stable: int) -> str:
             return path
     raise ServedModelError(
         f"the rollout state of {base} names version {stable} as stable, but {base} holds no complete version "
-        f"{stable} (a saved_model.pb in {base}/{stable}); restore that version, or move stable with "
+        f"{stable} (a {SAVED_MODEL_FILE} in {base}/{stable}); restore that version, or move stable with "
         "`tfxp rollout start`/`promote`, or remove the rollout state to serve the newest version"
     )
 

@@ -29,6 +29,7 @@ from pipeline.layout import output_layout
 from serving.k8s_check import KUBERNETES_VERSION, Finding, check_deploy_assets
 
 if TYPE_CHECKING:
+    from serving.k8s_rollout import RolloutVersions
     from serving.model_config import ModelConfig
     from serving.rollout.layout import Track
     from serving.server import ModelServer
@@ -182,6 +183,17 @@ def _serve_until_stopped(server: ModelServer, options: ServerOptions, stop: Stop
         server.stop()
 
 
+def _rollout_versions(config: TfxpConfig) -> RolloutVersions | None:
+    """Under `serving.rollout: canary`, the rollout state's stable and canary (None before the first push)."""
+    if config.serving.rollout != "canary":
+        return None
+    from serving.k8s_rollout import RolloutVersions
+    from serving.rollout.state import read_rollout
+
+    state = read_rollout(output_layout(config).serving_base)
+    return RolloutVersions(state.stable, state.canary or 0) if state.stable is not None else None
+
+
 def _print_findings(findings: list[Finding]) -> None:
     style = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[bold red]FAIL[/]"}
     for finding in findings:
@@ -198,7 +210,7 @@ def deploy_assets(config: TfxpConfig, out: OutOption, check: CheckOption = False
 
     pushes = output_layout(config).serving_base
     serving = deployed_serving(config.serving, pushes)
-    for path in write_deploy_assets(serving, out, local_model_dir(config.serving, pushes)):
+    for path in write_deploy_assets(serving, out, local_model_dir(config.serving, pushes), _rollout_versions(config)):
         console.print(f"wrote {path}", highlight=False)
     if serving.base_path != config.serving.base_path:
         console.print(

@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -82,7 +83,7 @@ class LocalPrometheus:
         deadline = time.monotonic() + timeout
         query = f"count_over_time(up[5m]) >= {count}"
         while time.monotonic() < deadline:
-            address = f"{self.url}/api/v1/query?query={urllib.request.quote(query)}"
+            address = f"{self.url}/api/v1/query?query={urllib.parse.quote(query)}"
             try:
                 with urllib.request.urlopen(address, timeout=5) as answer:
                     result = json.loads(answer.read())["data"]["result"]

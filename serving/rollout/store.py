@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from foundation.errors import TfxpError
-from foundation.paths import is_remote, scheme, split_bucket
+from foundation.paths import is_remote, scheme, split_bucket, uri
 from serving.rollout.layout import rollout_dir
 
 
@@ -142,7 +142,7 @@ class _GcsTransaction:
             blob.upload_from_string(text, content_type="application/json", if_generation_match=token or 0)
         except PreconditionFailed as error:
             raise ConcurrentRolloutError(
-                f"gs://{self._bucket.name}/{self._prefix}/{name} changed since it was read (another rollout "
+                f"{uri('gs', f'{self._bucket.name}/{self._prefix}/{name}')} changed since it was read (another rollout "
                 "decision landed first)"
             ) from error
 
