@@ -22,6 +22,7 @@ the agreement on a replayed sample need tfxp's own signals, so `tfxp rollout ana
 
 from __future__ import annotations
 
+from serving.canary_options import CanarySettings
 from serving.k8s_manifests import (
     Manifest,
     autoscaler,
@@ -36,7 +37,6 @@ from serving.k8s_manifests import (
 )
 from serving.k8s_names import revision_config_name, serving_names, track_name
 from serving.options import ServingOptions
-from serving.canary_options import CanarySettings
 
 ARGO = "argoproj.io/v1alpha1"
 FLAGGER = "flagger.app/v1beta1"

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.table import Table
@@ -160,12 +160,7 @@ def promote(
     reason: ReasonOption = "",
 ) -> None:
     """Make the canary stable (the stable servers load it, then the label moves)."""
-    from serving.rollout import actions
-    from serving.rollout.operate import sync_tracks
-
-    target = rollout_target(config, serving_base)
-    state = actions.promote(target.model_base, _person(by), reason)
-    _done(state, sync_tracks(target, state))
+    _judge_by_hand(config, "promote", by, serving_base, reason)
 
 
 @rollout_app.command("rollback")
@@ -177,11 +172,17 @@ def rollback(
     reason: ReasonOption = "",
 ) -> None:
     """Take the canary off and mark it rolled back (never served, baselined or warm-started again)."""
-    from serving.rollout import actions
+    _judge_by_hand(config, "rollback", by, serving_base, reason)
+
+
+def _judge_by_hand(
+    config: TfxpConfig, action: Literal["promote", "rollback"], by: str, serving_base: str | None, reason: str
+) -> None:
+    from serving.rollout.actions import judge_canary
     from serving.rollout.operate import sync_tracks
 
     target = rollout_target(config, serving_base)
-    state = actions.rollback(target.model_base, _person(by), reason)
+    state = judge_canary(target.model_base, action, _person(by), reason)
     _done(state, sync_tracks(target, state))
 
 

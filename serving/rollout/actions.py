@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from foundation import paths
 from foundation.contract import SAVED_MODEL_FILE
@@ -87,14 +87,7 @@ def promote(
     Raises:
         RolloutStateError: there is no canary.
     """
-
-    def change(state: RolloutState) -> RolloutState:
-        if state.canary is None:
-            raise RolloutStateError(f"{model_base} has no canary to promote (stable is {state.stable})")
-        why = reason or f"canary {state.canary} becomes stable, replacing {state.stable}"
-        return state.decide("promote", by, why, evidence, thresholds, stable=state.canary, canary=None)
-
-    return update_rollout(model_base, change)
+    return judge_canary(model_base, "promote", by, reason, evidence, thresholds)
 
 
 def rollback(
@@ -109,13 +102,33 @@ def rollback(
     Raises:
         RolloutStateError: there is no canary.
     """
+    return judge_canary(model_base, "rollback", by, reason, evidence, thresholds)
+
+
+def judge_canary(
+    model_base: str,
+    action: Literal["promote", "rollback"],
+    by: str,
+    reason: str = "",
+    evidence: Mapping[str, Any] | None = None,
+    thresholds: Mapping[str, Any] | None = None,
+) -> RolloutState:
+    """Promotes (`promote`) or rolls back (`rollback`) the canary, recording who decided, why and on what.
+
+    Raises:
+        RolloutStateError: there is no canary.
+    """
 
     def change(state: RolloutState) -> RolloutState:
         if state.canary is None:
-            raise RolloutStateError(f"{model_base} has no canary to roll back (stable is {state.stable})")
+            what = "promote" if action == "promote" else "roll back"
+            raise RolloutStateError(f"{model_base} has no canary to {what} (stable is {state.stable})")
+        if action == "promote":
+            why = reason or f"canary {state.canary} becomes stable, replacing {state.stable}"
+            return state.decide(action, by, why, evidence, thresholds, stable=state.canary, canary=None)
         why = reason or f"canary {state.canary} is taken off; stable {state.stable} serves all traffic"
         rolled_back = (*state.rolled_back, state.canary)
-        return state.decide("rollback", by, why, evidence, thresholds, canary=None, rolled_back=rolled_back)
+        return state.decide(action, by, why, evidence, thresholds, canary=None, rolled_back=rolled_back)
 
     return update_rollout(model_base, change)
 
