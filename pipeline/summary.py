@@ -182,7 +182,9 @@ def build_summary(
     _add_drift(summary, components, failure)
     if failure is None:
         summary.served_version = served_version(config)
-    summary.rollout = rollout_entry(config)
+    rollout = rollout_entry(config)
+    if rollout is not None:  # the key only where a rollout runs: direct runs keep the keys they always had
+        summary.rollout = rollout
     return summary
 
 

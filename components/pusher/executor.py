@@ -91,8 +91,9 @@ class AtomicPusherExecutor(pusher_executor.Executor):
 def rollout_config(exec_properties: ExecProperties) -> dict[str, Any]:
     """The Pusher's rollout settings (`pipeline.pipeline` writes them for `serving.rollout: canary`); {} = direct."""
     text = exec_properties.get(CUSTOM_CONFIG_KEY) or "{}"
-    config = json.loads(text) if isinstance(text, str) else dict(text)
-    return dict(config.get(ROLLOUT_KEY) or {})
+    config = json.loads(text) if isinstance(text, str) else text
+    # TFX writes an unset custom_config as JSON `null`.
+    return dict(config.get(ROLLOUT_KEY) or {}) if isinstance(config, dict) else {}
 
 
 def trained_on(input_dict: ArtifactDict) -> list[int]:

@@ -179,6 +179,10 @@ def update_rollout(
         RolloutStateError: `change` refused, or the state cannot be read.
         ConcurrentRolloutError: still losing races after `ATTEMPTS` tries.
     """
+    # Decided once on a plain read first: a refused change (no canary to promote) raises before anything is
+    # created, and a change of nothing takes no lock. Under the lock it is decided again on the current state.
+    if change(read_rollout(model_base)) is None:
+        return read_rollout(model_base)
     store = store or open_store(model_base)
     for attempt in range(ATTEMPTS):
         try:

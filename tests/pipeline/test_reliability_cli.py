@@ -43,6 +43,7 @@ def case(command: str, expected: str) -> Case:
 
 
 NO_SCHEME = "scheme"
+ROLLOUT = "--set serving.rollout=canary --set serving.version_policy=specific"
 # Command → its bad-value cases. Arguments are split on spaces (no case needs a space inside one).
 CASES: dict[str, list[Case]] = {
     "doctor": [case("doctor --json extra", "unexpected extra argument")],
@@ -131,6 +132,18 @@ CASES: dict[str, list[Case]] = {
         case("deploy-assets --out {tmp}/d --set serving.namespace=kube-system", "never relabels"),
         case("deploy-assets --out {tmp}/d --set serving.max_replicas=2147483648", "`serving.max_replicas`"),
     ],
+    "rollout status": [case("rollout status", "serving.rollout is direct, so no canary is kept")],
+    "rollout start": [
+        case(f"rollout start --version 5 --by ana {ROLLOUT} --serving-base {{tmp}}/b", "is not a complete version"),
+    ],
+    "rollout promote": [
+        case(f"rollout promote --by ana {ROLLOUT} --serving-base {{tmp}}/b", "has no canary to promote")
+    ],
+    "rollout rollback": [
+        case(f"rollout rollback --by ana {ROLLOUT} --serving-base {{tmp}}/b", "has no canary to roll back"),
+    ],
+    "rollout sync": [case("rollout sync --set serving.rollout=canary", "serving.version_policy is latest")],
+    "rollout analyze": [case(f"rollout analyze {ROLLOUT} --serving-base {{tmp}}/b", "has no canary to analyze")],
     "data digits": [
         case("data digits --out {file}", "{file} is a file"),
         case("data digits --out {tmp}/d --shards 0", "--shards"),
