@@ -181,9 +181,10 @@ def update_rollout(
     """
     # Decided once on a plain read first: a refused change (no canary to promote) raises before anything is
     # created, and a change of nothing takes no lock. Under the lock it is decided again on the current state.
-    if change(read_rollout(model_base)) is None:
-        return read_rollout(model_base)
-    store = store or open_store(model_base)
+    if store is None:  # a store passed in (tests' bucket doubles) is read only through itself
+        if change(read_rollout(model_base)) is None:
+            return read_rollout(model_base)
+        store = open_store(model_base)
     for attempt in range(ATTEMPTS):
         try:
             with store.transaction() as transaction:
