@@ -33,6 +33,9 @@ from serving.rollout.state import RolloutState, RolloutStateError, read_rollout
 from serving.rollout.tracks import advance_tracks
 
 logger = logging.getLogger(__name__)
+# Rows per replay request: below serving.max_batch_size's defaults (32 here, TF Serving's batching files), as a
+# client's single requests are.
+REPLAY_BATCH = 8
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,11 @@ def replay_agreement(target: RolloutTarget, state: RolloutState, images: Sequenc
     answers = []
     for track, version in (("canary", state.canary), ("stable", state.stable)):
         with RestClient(target.url(track), target.model_name, timeout=30.0) as client:  # type: ignore[arg-type]
-            answers.append(client.predict_images(list(images), version=version).classes.tolist())
+            classes: list[int] = []
+            for start in range(0, len(images), REPLAY_BATCH):  # within any server's per-request row limit
+                batch = list(images[start : start + REPLAY_BATCH])
+                classes += client.predict_images(batch, version=version).classes.tolist()
+            answers.append(classes)
     return Agreement(len(images), sum(a == b for a, b in zip(*answers, strict=True)))
 
 
