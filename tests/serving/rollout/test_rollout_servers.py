@@ -26,7 +26,8 @@ from serving.server import ModelServer
 from serving.server_options import ServerOptions
 
 SIZE, CHANNELS, CLASSES = 16, 3, 4
-IMAGES = [random_png(SIZE, CHANNELS, seed) for seed in range(12)]
+# More than one request may carry (serving.max_batch_size 32): the replay must split them.
+IMAGES = [random_png(SIZE, CHANNELS, seed) for seed in range(40)]
 
 
 def _model(flip: bool) -> object:
