@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from foundation.contract import IMAGE_KEY, LABEL_KEY
 from foundation.data.tfrecords import iter_examples, make_example, write_shards
 from serving.rest_client import RestClient
 from serving.rollout.local_prometheus import LocalPrometheus, prometheus_binary
@@ -88,8 +89,8 @@ def permuted_copy(source: Path, target: Path) -> Path:
         records = []
         for example in iter_examples(sorted((source / split).glob("*.tfrecord*"))):
             features = example.features.feature
-            label = (int(features["label"].int64_list.value[0]) + 1) % len(labels)
-            records.append(make_example(features["image/encoded"].bytes_list.value[0], label).SerializeToString())
+            label = (int(features[LABEL_KEY].int64_list.value[0]) + 1) % len(labels)  # the digits' labels are 0-based
+            records.append(make_example(features[IMAGE_KEY].bytes_list.value[0], label).SerializeToString())
         write_shards(target / split, records, 2, lambda record: record)
     shutil.copy(source / "labels.txt", target / "labels.txt")
     return target
