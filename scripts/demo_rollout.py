@@ -76,7 +76,8 @@ def pipeline_run(args: argparse.Namespace, data: Path, steps: int) -> dict[str, 
         *sets([f"data.path={data}", f"trainer.train_steps={steps}", "edge.enabled=false", *CANARY, *URLS]),
     )
     summary: dict[str, object] = json.loads((args.out / "run-summary.json").read_text())
-    print(f"run: {summary['decision']}, version {summary.get('served_version')}", flush=True)
+    pushed = Path(str(summary.get("pushed_model_dir") or "-")).name
+    print(f"run: {summary['decision']} version {pushed}; rollout: {summary.get('rollout')}", flush=True)
     return summary
 
 
