@@ -25,6 +25,7 @@ import os
 import posixpath
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,23 @@ def write_text(path: str | Path, text: str) -> None:
             handle.write(text)
     else:
         Path(path).write_text(text, encoding="utf-8")
+
+
+def replace_text(path: str | Path, text: str) -> None:
+    """Replaces the file `path` with `text` (UTF-8) so that a reader sees the old file or the new one, never half:
+    locally a temporary file beside it, flushed to disk and renamed over it (its folder is created); on a bucket
+    one object written whole."""
+    if is_remote(path):
+        write_text(path, text)
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, target)
 
 
 def makedirs(path: str | Path) -> None:

@@ -28,9 +28,6 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from google.protobuf import text_format
-from tensorflow_serving.config import model_server_config_pb2
-
 from foundation.k8s.image import check_image
 from foundation.k8s.quantity import cpu_cores
 from foundation.paths import scheme
@@ -46,7 +43,7 @@ from serving.k8s_manifests import (
 )
 from serving.k8s_rollout import RolloutVersions, kserve_canary, rollout_versions, track_manifests
 from serving.k8s_rollout_controllers import argo_manifests, flagger_manifests
-from serving.model_config import VersionPolicy
+from serving.model_config import ModelConfig, VersionPolicy, model_config_file_text
 from serving.options import ServingOptions
 from serving.rollout.layout import TRACKS, track_config_path
 
@@ -86,15 +83,9 @@ def _checked(options: ServingOptions) -> ServingOptions:
 
 def models_config(options: ServingOptions) -> str:
     """TF Serving's `--model_config_file`, a ModelServerConfig text proto."""
-    config = model_server_config_pb2.ModelServerConfig()
-    entry = config.model_config_list.config.add(
-        name=options.model_name, base_path=options.container_base_path, model_platform="tensorflow"
-    )
     policy = VersionPolicy(options.version_policy, options.num_versions, options.versions)
-    entry.model_version_policy.CopyFrom(policy.to_proto())
-    for label, version in options.labels.items():
-        entry.version_labels[label] = version
-    return text_format.MessageToString(config)
+    model = ModelConfig(options.model_name, Path(options.container_base_path), policy, options.labels)
+    return model_config_file_text(model, base_path=options.container_base_path)
 
 
 def _batching_text(max_batch: int, timeout: int, threads: int, enqueued: int, allowed: tuple[int, ...]) -> str:

@@ -104,9 +104,21 @@ def read_model_config_file(path: Path) -> list[ModelConfig]:
             tensorflow.
     """
     try:
-        config = text_format.Parse(path.read_text(), model_server_config_pb2.ModelServerConfig())
+        text = path.read_text()
     except OSError as error:
         raise ServingConfigError(f"cannot read model config file {path}: {error.strerror}") from None
+    return parse_model_config(text, path)
+
+
+def parse_model_config(text: str, path: Path) -> list[ModelConfig]:
+    """Parses the text of the models.config at `path` (named in messages; relative base paths are taken relative
+    to its directory), as `read_model_config_file` does.
+
+    Raises:
+        ServingConfigError: as `read_model_config_file`.
+    """
+    try:
+        config = text_format.Parse(text, model_server_config_pb2.ModelServerConfig())
     except text_format.ParseError as error:
         raise ServingConfigError(
             f"model config file {path} is not a valid ModelServerConfig text proto: {error}"
@@ -140,6 +152,19 @@ def read_model_config_file(path: Path) -> list[ModelConfig]:
             )
         )
     return models
+
+
+def model_config_file_text(model: ModelConfig, base_path: str | None = None) -> str:
+    """TF Serving's `--model_config_file` (a ModelServerConfig text proto) holding `model`, its labels in their
+    order; `base_path` overrides `model.base_path` as written (a bucket path is no local `Path`)."""
+    config = model_server_config_pb2.ModelServerConfig()
+    entry = config.model_config_list.config.add(
+        name=model.name, base_path=base_path or str(model.base_path), model_platform="tensorflow"
+    )
+    entry.model_version_policy.CopyFrom(model.policy.to_proto())
+    for label, version in model.labels.items():
+        entry.version_labels[label] = version
+    return text_format.MessageToString(config)
 
 
 def model_config_for(options: ServingOptions, base_path: Path, model_name: str | None = None) -> ModelConfig:

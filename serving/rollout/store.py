@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from foundation.errors import TfxpError
-from foundation.paths import is_remote, scheme, split_bucket, uri
+from foundation.paths import is_remote, replace_text, scheme, split_bucket, uri
 from serving.rollout.layout import rollout_dir
 
 
@@ -88,15 +86,9 @@ class _LocalTransaction:
 
     def write(self, name: str, text: str, token: Any) -> None:
         path = self._folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
         if token is None and path.exists():  # the lock makes this the only writer; a present file is a bug
             raise ConcurrentRolloutError(f"{path} exists already; it is never rewritten")
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
+        replace_text(path, text)
 
     def list(self, folder: str) -> list[str]:
         directory = self._folder / folder

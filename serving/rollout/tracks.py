@@ -22,18 +22,13 @@ Example:
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from google.protobuf import text_format
-from tensorflow_serving.config import model_server_config_pb2
-
 from foundation import paths
-from serving.model_config import ModelConfig, VersionPolicy, read_model_config_file
+from serving.model_config import ModelConfig, VersionPolicy, model_config_file_text, parse_model_config
 from serving.rollout.layout import TRACKS, Track, track_config_path
 from serving.rollout.state import RolloutState
 
@@ -65,8 +60,7 @@ def read_track(model_base: str, track: Track) -> TrackServing | None:
     path = track_config_path(model_base, track)
     if not paths.exists(path):
         return None
-    local = Path(path) if not paths.is_remote(path) else _download(path)
-    (model,) = read_model_config_file(local)
+    (model,) = parse_model_config(paths.read_text(path), Path(path))
     return TrackServing(model.policy.versions, dict(model.labels))
 
 
@@ -124,7 +118,8 @@ def advance_tracks(
             written, phase = target, "settled"
         else:
             written, phase = next_write(current, target)
-        _write(model_base, track, ModelConfig(model_name, Path(container_base), _policy(written), written.labels))
+        labels = dict(sorted(written.labels.items()))
+        _write(model_base, track, ModelConfig(model_name, Path(container_base), _policy(written), labels))
         report[track] = (
             f"loading {', '.join(map(str, sorted(set(written.versions) - set(current.versions if current else ()))))}"
             f" (labels stay: {_labels(written.labels)})"
@@ -134,40 +129,14 @@ def advance_tracks(
     return report
 
 
-def models_config_text(model: ModelConfig) -> str:
-    """A models.config (ModelServerConfig text proto) holding `model`."""
-    config = model_server_config_pb2.ModelServerConfig()
-    entry = config.model_config_list.config.add(
-        name=model.name, base_path=str(model.base_path), model_platform="tensorflow"
-    )
-    entry.model_version_policy.CopyFrom(model.policy.to_proto())
-    for label, version in sorted(model.labels.items()):
-        entry.version_labels[label] = version
-    return text_format.MessageToString(config)
-
-
 def _policy(serving: TrackServing) -> VersionPolicy:
     return VersionPolicy("specific", versions=tuple(sorted(serving.versions)))
 
 
 def _write(model_base: str, track: Track, model: ModelConfig) -> None:
-    path = track_config_path(model_base, track)
-    text = models_config_text(model)
-    if paths.is_remote(path):
-        paths.write_text(path, text)  # one object, replaced whole: a poll reads the old or the new one
-        return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".models.config.")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(temporary, path)  # a polling server never reads half a file
-
-
-def _download(path: str) -> Path:
-    handle, local = tempfile.mkstemp(suffix=".models.config")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(paths.read_text(path))
-    return Path(local)
+    # Replaced whole: a polling server reads the old file or the new one, never half of it.
+    text = model_config_file_text(model, base_path=str(model.base_path))
+    paths.replace_text(track_config_path(model_base, track), text)
 
 
 def _describe(serving: TrackServing) -> str:
