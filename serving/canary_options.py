@@ -12,11 +12,20 @@ its agreement with the stable model on the same inputs.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from foundation.config_section import ConfigSection
+from serving.address import parse_rest_url
+
+
+def _server_url(text: str) -> str:
+    return parse_rest_url(text, what="") if text else ""
+
+
+# A REST base URL `http(s)://HOST[:PORT]` (serving.address, as `tfxp predict --rest` takes it), or "".
+ServerUrl = Annotated[str, AfterValidator(_server_url)]
 
 
 class CanarySettings(ConfigSection):
@@ -52,7 +61,7 @@ class CanarySettings(ConfigSection):
     min_agreement: float = Field(0.95, ge=0, le=1)
     replay_samples: int = Field(64, ge=0)
     keep_versions: int = Field(2, ge=0)
-    stable_url: str = ""
-    canary_url: str = ""
+    stable_url: ServerUrl = ""
+    canary_url: ServerUrl = ""
     metrics_path: str = Field("/monitoring/prometheus/metrics", pattern=r"^/")
     controller: Literal["none", "argo", "flagger"] = "none"

@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from pipeline.cli.console import UserError, console
-from pipeline.cli.options import command_group, config_command
+from pipeline.cli.options import command_group, config_command, rest_url
 from pipeline.config import TfxpConfig
 
 if TYPE_CHECKING:
@@ -203,7 +203,8 @@ def analyze(
     config: TfxpConfig,
     serving_base: ServingBaseOption = None,
     prometheus: Annotated[
-        str | None, typer.Option("--prometheus", metavar="URL", help="Read the signals from this Prometheus.")
+        str | None,
+        typer.Option("--prometheus", parser=rest_url, metavar="URL", help="Read the signals from this Prometheus."),
     ] = None,
     window: Annotated[
         int | None, typer.Option("--window", min=10, metavar="SECONDS", help="Default: serving.canary.window_seconds.")
