@@ -81,10 +81,15 @@ def push_edge_model(export: EdgeExport, out_dir: str | Path, model_base: str | P
     # The version is chosen first: its path goes into edge_metadata.json, which is pushed with the model.
     version = next_version(os.path.basename(path) for path in list_versions(base))
     write_edge_model(export, out_dir, f"{base}/{version}")
-    with tf.io.gfile.GFile(f"{out_dir}/{RELEASE_FILE}", "w") as handle:  # the OTA service's record, pushed along
+    write_release(export, out_dir)
+    return publish_version(out_dir, base, identity, last_file=EDGE_MODEL_FILE, version=version)
+
+
+def write_release(export: EdgeExport, out_dir: str | Path) -> None:
+    """Writes `release.json` (`edge.release`), the OTA service's record, into `out_dir`, to be published along."""
+    with tf.io.gfile.GFile(f"{out_dir}/{RELEASE_FILE}", "w") as handle:
         record = release_record(export.tflite, export.labels, export.metadata)
         handle.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    return publish_version(out_dir, base, identity, last_file=EDGE_MODEL_FILE, version=version)
 
 
 def reuse_published(version_dir: str, out_dir: str | Path) -> dict[str, Any]:

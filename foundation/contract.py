@@ -71,6 +71,9 @@ WARMUP_ASSET = "assets.extra/tf_serving_warmup_requests"
 # The EdgeModel directory (`<edge base>/<model>/<version>/`).
 EDGE_MODEL_FILE = "model.tflite"
 EDGE_METADATA_FILE = "edge_metadata.json"
+EDGE_HELD_KEY = "held"
+"""`edge_metadata.json` key, true in the EdgeModel artifact of a release held until its SavedModel is promoted
+(`serving.rollout: canary`, `edge.held`)."""
 # The Trainer writes its metrics beside the SavedModel (Model artifact dir) and in its run dir.
 TRAINING_METRICS_FILE = "training_metrics.json"
 

@@ -214,7 +214,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout, tfjob: TfJobLaun
         pusher,
     ]
     if config.edge.enabled:
-        components.append(_edge_exporter(config, layout, example_gen, trainer, evaluator))
+        components.append(_edge_exporter(config, layout, example_gen, trainer, evaluator, pusher))
     components.append(_run_report(config, components))
     judge = _rollout_judge(config, layout)
     if judge is not None:
@@ -234,6 +234,7 @@ def _rollout_judge(config: TfxpConfig, layout: OutputLayout) -> RolloutJudge | N
         container_base=deployed_serving(config.serving, layout.serving_base).container_base_path,
         model_name=config.serving.model_name,
         canary=config.serving.canary.model_dump_json(),
+        edge_base=layout.edge_base if config.edge.enabled else "",
     ).with_id(JUDGE_ID)
 
 
@@ -273,17 +274,25 @@ def _served_baseline(config: TfxpConfig, layout: OutputLayout) -> ServedBaseline
 
 
 def _edge_exporter(
-    config: TfxpConfig, layout: OutputLayout, example_gen: Any, trainer: Any, evaluator: Any
+    config: TfxpConfig, layout: OutputLayout, example_gen: Any, trainer: Any, evaluator: Any, pusher: Any
 ) -> EdgeExporter:
-    """The EdgeExporter (`edge.enabled`): the blessed model converted for devices, published under the edge base."""
-    return EdgeExporter(
+    """The EdgeExporter (`edge.enabled`): the blessed model converted for devices, published under the edge base.
+
+    Under `serving.rollout: canary` its release is held until the SavedModel is promoted (`edge.held`); it runs
+    after the Pusher then, so the first model of a base, stable at once, is released in the same run."""
+    canary = config.serving.rollout == "canary"
+    exporter = EdgeExporter(
         model=trainer.outputs["model"],
         examples=example_gen.outputs["examples"],
         model_blessing=evaluator.outputs["blessing"],
         push_base=layout.edge_base,
         options=config.edge,
         label_offset=config.data.first_label,
+        hold_for_serving_base=layout.serving_base if canary else None,
     ).with_id("EdgeExporter")
+    if canary:
+        exporter.add_upstream_node(pusher)
+    return exporter
 
 
 def report_config_json(config: TfxpConfig) -> str:

@@ -17,7 +17,7 @@ from tfx.dsl.components.base import base_component, executor_spec
 
 from components.edge_exporter.artifacts import EdgeBlessing, EdgeModel
 from components.edge_exporter.executor import Executor
-from components.edge_exporter.spec import EdgeExporterSpec
+from components.edge_exporter.spec import HOLD_FOR_KEY, EdgeExporterSpec
 from edge.options import EdgeOptions
 
 
@@ -33,6 +33,8 @@ class EdgeExporter(base_component.BaseComponent):
         model_blessing: The Evaluator's blessing; when it is not blessed the component records a skip.
         options: The `edge` config section (validated when it was built). Defaults to `EdgeOptions()`.
         label_offset: Subtracted from `image/class/label` (`data.label_offset`). Defaults to 0.
+        hold_for_serving_base: Under `serving.rollout: canary`, the serving model base: a blessed release is held
+            until its SavedModel is the stable version there (`edge.held`). Defaults to None: published at once.
     """
 
     SPEC_CLASS = EdgeExporterSpec
@@ -46,6 +48,7 @@ class EdgeExporter(base_component.BaseComponent):
         model_blessing: types.BaseChannel | None = None,
         options: EdgeOptions | None = None,
         label_offset: int = 0,
+        hold_for_serving_base: str | None = None,
     ) -> None:
         spec = EdgeExporterSpec(
             model=model,
@@ -56,5 +59,7 @@ class EdgeExporter(base_component.BaseComponent):
             label_offset=label_offset,
             edge_model=types.Channel(type=EdgeModel),
             edge_blessing=types.Channel(type=EdgeBlessing),
+            # Only under a guarded rollout: a direct pipeline's spec (and its compiled golden) stays as it was.
+            **({HOLD_FOR_KEY: hold_for_serving_base} if hold_for_serving_base else {}),
         )
         super().__init__(spec=spec)

@@ -16,6 +16,7 @@ from components.edge_exporter.spec import (
     EDGE_BLESSING_KEY,
     EDGE_MODEL_KEY,
     EXAMPLES_KEY,
+    HOLD_FOR_KEY,
     LABEL_OFFSET_KEY,
     MODEL_BLESSING_KEY,
     MODEL_KEY,
@@ -23,10 +24,12 @@ from components.edge_exporter.spec import (
     PUSH_BASE_KEY,
 )
 from edge.arch_gate import verify_export
-from edge.export import METADATA_FORMAT, export_edge_model
+from edge.export import METADATA_FORMAT, EdgeExport, export_edge_model
+from edge.held import HELD_REASON, hold_edge_model, record_released, settle_held
 from edge.inputs import edge_inputs
 from edge.options import EdgeOptions
 from edge.publish import find_edge_version, push_edge_model, reuse_published, write_edge_model, write_metadata
+from serving.rollout.state import read_rollout
 
 NOT_BLESSED_UPSTREAM = "skipped: the Evaluator did not bless the model, so no device model was made or pushed"
 
@@ -80,16 +83,36 @@ class Executor(base_executor.BaseExecutor):
         if options.verify:  # on the emulated target too; blessed only when that check passed (edge_metadata.json)
             export = verify_export(export, Path(saved_model), examples.uri, options, label_offset)
 
-        pushed_path = None
-        if export.blessed:
+        pushed_path, reason = None, export.gate.reason
+        serving_base = exec_properties.get(HOLD_FOR_KEY)
+        if export.blessed and serving_base:
+            pushed_path, reason = _hold(
+                export, edge_model.uri, exec_properties[PUSH_BASE_KEY], saved_model, serving_base
+            )
+        elif export.blessed:
             # A rerun that produced the same bytes reuses that version instead of duplicating it.
             pushed_path = push_edge_model(export, edge_model.uri, exec_properties[PUSH_BASE_KEY])
         else:
             write_edge_model(export, edge_model.uri)
-        _record(edge_model, edge_blessing, export.blessed, export.gate.reason, pushed_path, export.gate.drop)
+        _record(edge_model, edge_blessing, export.blessed, reason, pushed_path, export.gate.drop)
         edge_model.set_string_custom_property("mode", export.metadata["mode"])
         if options.verify:
             edge_model.set_string_custom_property("arch_check", export.metadata["arch_check"]["status"])
+
+
+def _hold(
+    export: EdgeExport, out_dir: str, push_base: str, saved_model: str, serving_base: str
+) -> tuple[str | None, str]:
+    """Holds the blessed release until its SavedModel is stable (`edge.held`), then settles at once: the first
+    model of a base is stable as soon as the Pusher (which runs before, under canary) published it. Returns the
+    pushed path (None while held) and the reason to record."""
+    hold_edge_model(export, out_dir, push_base, saved_model)
+    state = read_rollout(serving_base)
+    for settled in settle_held(push_base, serving_base, state.stable, state.rolled_back):
+        if settled.saved_model == saved_model and settled.version_dir is not None:
+            record_released(settled.version_dir, out_dir)
+            return settled.version_dir, f"{export.gate.reason}; published: its SavedModel is stable"
+    return None, f"{export.gate.reason}; {HELD_REASON}"
 
 
 def _record(

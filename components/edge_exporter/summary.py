@@ -15,7 +15,7 @@ from typing import Any
 
 from edge.errors import EdgeError
 from foundation import paths
-from foundation.contract import EDGE_METADATA_FILE, EDGE_MODEL_FILE
+from foundation.contract import EDGE_HELD_KEY, EDGE_METADATA_FILE, EDGE_MODEL_FILE
 
 
 def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
@@ -27,7 +27,8 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
     Returns:
         `edge_model_path`: the pushed `model.tflite` (None when not pushed);
         `edge`: {`status` (`pushed`, `already_published` (the same inputs made a version before, which stays
-        the device model; `version` names it), `not_blessed` or `skipped`), `blessed`, `reason`, `mode`, `io_dtype`,
+        the device model; `version` names it), `held` (blessed, and published once its SavedModel is promoted:
+        `serving.rollout: canary`, `edge.held`), `not_blessed` or `skipped`), `blessed`, `reason`, `mode`, `io_dtype`,
         `arch_check` (the `edge.verify` check's status, reason and figures; None when not asked for)};
         `metrics`: `edge_accuracy`, `edge_saved_model_accuracy`, `edge_accuracy_drop`, `edge_size_bytes`,
         `edge_latency_p50_ms`, `edge_latency_p99_ms` (empty when skipped).
@@ -42,6 +43,8 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
         raise EdgeError(f"cannot read the EdgeExporter's {path}: {error}; was the EdgeExporter run?") from None
     pushed = metadata.get("pushed_path")
     status = "skipped" if metadata.get("skipped") else "pushed" if pushed else "not_blessed"
+    if status == "not_blessed" and metadata.get(EDGE_HELD_KEY):
+        status = "held"
     if status == "pushed" and metadata.get("reused_version"):
         status = "already_published"
     fields: dict[str, Any] = {

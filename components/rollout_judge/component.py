@@ -8,7 +8,7 @@ as a `hold` naming the reason, and the run goes on: a run never fails because th
 
 Example:
     judge = RolloutJudge(model_base="tfxp_output/serving/digits", container_base="/models/digits",
-                         model_name="digits", canary=settings.model_dump_json(), prometheus="")
+                         model_name="digits", canary=settings.model_dump_json())
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components.fingerprint_driver import FingerprintDriver
-from components.rollout_judge.executor import Executor
+from components.rollout_judge.executor import EDGE_BASE_KEY, Executor
 
 COMPONENT_ID = "RolloutJudge"
 JUDGED_AT_KEY = "judged_at"
@@ -28,7 +28,9 @@ JUDGED_AT_KEY = "judged_at"
 
 class RolloutJudgeSpec(ComponentSpec):
     """Parameters: the model's base path as tfxp writes it and as the servers read it, its name, the
-    `serving.canary` section as JSON, and a Prometheus URL ("" = the servers' /metrics). No artifacts: what it
+    `serving.canary` section as JSON (its `prometheus_url`: where the signals are read; "" = the servers'
+    /metrics), and the device model's base
+    (`edge.enabled`: held releases are settled, `edge.held`). No artifacts: what it
     decides is the rollout state beside the versions (`serving.rollout.state`)."""
 
     PARAMETERS: ClassVar[dict[str, ExecutionParameter]] = {
@@ -36,7 +38,7 @@ class RolloutJudgeSpec(ComponentSpec):
         "container_base": ExecutionParameter(type=str),
         "model_name": ExecutionParameter(type=str),
         "canary": ExecutionParameter(type=str),
-        "prometheus": ExecutionParameter(type=str, optional=True),
+        EDGE_BASE_KEY: ExecutionParameter(type=str, optional=True),
         JUDGED_AT_KEY: ExecutionParameter(type=str, optional=True),
     }
     INPUTS: ClassVar[dict[str, ChannelParameter]] = {}
@@ -60,14 +62,19 @@ class RolloutJudge(base_component.BaseComponent):
     DRIVER_CLASS = JudgeEveryRunDriver
 
     def __init__(
-        self, model_base: str, container_base: str, model_name: str, canary: str, prometheus: str = ""
+        self,
+        model_base: str,
+        container_base: str,
+        model_name: str,
+        canary: str,
+        edge_base: str = "",
     ) -> None:
         spec = RolloutJudgeSpec(
             model_base=model_base,
             container_base=container_base,
             model_name=model_name,
             canary=canary,
-            prometheus=prometheus,
+            edge_base=edge_base,
             judged_at="",
         )
         super().__init__(spec=spec)

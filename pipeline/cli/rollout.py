@@ -93,11 +93,20 @@ def status(
         "versions": complete_versions(target.model_base),
         "tracks": {name: asdict(serving) if serving else None for name, serving in tracks.items()},
         "decisions": [asdict(decision) for decision in decisions],
+        "edge_held": _held_edge_releases(config),
     }
     if as_json:
         print(json.dumps(body, indent=2, sort_keys=True))
         return
     _print_status(body)
+
+
+def _held_edge_releases(config: TfxpConfig) -> list[str]:
+    """The SavedModels whose device release waits for their promotion (`edge.held`); [] without `edge.enabled`."""
+    from edge.held import held_releases
+    from pipeline.layout import output_layout
+
+    return sorted(held_releases(output_layout(config).edge_base)) if config.edge.enabled else []
 
 
 def _print_status(body: dict[str, Any]) -> None:
@@ -111,6 +120,8 @@ def _print_status(body: dict[str, Any]) -> None:
     for track, serving in body["tracks"].items():
         served = f"versions {serving['versions']}, labels {serving['labels']}" if serving else "not written yet"
         console.print(f"{track} servers: {served}", highlight=False)
+    for saved_model in body["edge_held"]:
+        console.print(f"edge release held until promoted: {saved_model}", highlight=False, soft_wrap=True)
     print_decisions(body["decisions"])
 
 
@@ -127,10 +138,24 @@ def print_decisions(decisions: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
-def _done(state: RolloutState, moves: Mapping[Any, str]) -> None:
+def _done(config: TfxpConfig, target: RolloutTarget, state: RolloutState, moves: Mapping[Any, str]) -> None:
     console.print(f"stable {state.stable}, canary {state.canary or 'none'}", highlight=False)
     for track, line in moves.items():
         console.print(f"{track} servers: {line}", highlight=False, soft_wrap=True)
+    for line in settle_edge_releases(config, target, state):
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def settle_edge_releases(config: TfxpConfig, target: RolloutTarget, state: RolloutState) -> list[str]:
+    """With `edge.enabled`, publishes the held device release of the stable version and drops those of
+    rolled-back ones (`edge.held`); what was done, one line each."""
+    from edge.held import settle_held
+    from pipeline.layout import output_layout
+
+    if not config.edge.enabled:
+        return []
+    edge_base = output_layout(config).edge_base
+    return [done.describe() for done in settle_held(edge_base, target.model_base, state.stable, state.rolled_back)]
 
 
 @rollout_app.command("start")
@@ -148,42 +173,32 @@ def start(
 
     target = rollout_target(config, serving_base)
     state = actions.start(target.model_base, version, _person(by), reason)
-    _done(state, sync_tracks(target, state))
+    _done(config, target, state, sync_tracks(target, state))
 
 
-@rollout_app.command("promote")
-@config_command
-def promote(
-    config: TfxpConfig,
-    by: ByOption,
-    serving_base: ServingBaseOption = None,
-    reason: ReasonOption = "",
-) -> None:
-    """Make the canary stable (the stable servers load it, then the label moves)."""
-    _judge_by_hand(config, "promote", by, serving_base, reason)
+def _judgement_command(action: Literal["promote", "rollback"], summary: str) -> None:
+    """Registers `tfxp rollout <action>`: a person promotes or rolls back the canary (`judge_canary`)."""
+
+    @rollout_app.command(action, help=summary)
+    @config_command
+    def judge_by_hand(
+        config: TfxpConfig,
+        by: ByOption,
+        serving_base: ServingBaseOption = None,
+        reason: ReasonOption = "",
+    ) -> None:
+        from serving.rollout.actions import judge_canary
+        from serving.rollout.operate import sync_tracks
+
+        target = rollout_target(config, serving_base)
+        state = judge_canary(target.model_base, action, _person(by), reason)
+        _done(config, target, state, sync_tracks(target, state))
 
 
-@rollout_app.command("rollback")
-@config_command
-def rollback(
-    config: TfxpConfig,
-    by: ByOption,
-    serving_base: ServingBaseOption = None,
-    reason: ReasonOption = "",
-) -> None:
-    """Take the canary off and mark it rolled back (never served, baselined or warm-started again)."""
-    _judge_by_hand(config, "rollback", by, serving_base, reason)
-
-
-def _judge_by_hand(
-    config: TfxpConfig, action: Literal["promote", "rollback"], by: str, serving_base: str | None, reason: str
-) -> None:
-    from serving.rollout.actions import judge_canary
-    from serving.rollout.operate import sync_tracks
-
-    target = rollout_target(config, serving_base)
-    state = judge_canary(target.model_base, action, _person(by), reason)
-    _done(state, sync_tracks(target, state))
+_judgement_command("promote", "Make the canary stable (the stable servers load it, then the label moves).")
+_judgement_command(
+    "rollback", "Take the canary off and mark it rolled back (never served, baselined or warm-started again)."
+)
 
 
 @rollout_app.command("sync")
@@ -194,7 +209,7 @@ def sync(config: TfxpConfig, serving_base: ServingBaseOption = None) -> None:
     from serving.rollout.state import read_rollout
 
     target = rollout_target(config, serving_base)
-    _done(read_rollout(target.model_base), sync_tracks(target))
+    _done(config, target, read_rollout(target.model_base), sync_tracks(target))
 
 
 @rollout_app.command("analyze")
@@ -204,7 +219,12 @@ def analyze(
     serving_base: ServingBaseOption = None,
     prometheus: Annotated[
         str | None,
-        typer.Option("--prometheus", parser=rest_url, metavar="URL", help="Read the signals from this Prometheus."),
+        typer.Option(
+            "--prometheus",
+            parser=rest_url,
+            metavar="URL",
+            help="Read the signals from this Prometheus (default: serving.canary.prometheus_url).",
+        ),
     ] = None,
     window: Annotated[
         int | None, typer.Option("--window", min=10, metavar="SECONDS", help="Default: serving.canary.window_seconds.")
@@ -224,12 +244,14 @@ def analyze(
 
     target = rollout_target(config, serving_base)
     images = replay_images(replay, target.settings.replay_samples, config) if replay else []
-    verdict = judge_canary(target, prometheus, window, images)
+    verdict = judge_canary(target, prometheus or target.settings.prometheus_url or None, window, images)
     console.print(f"verdict: {verdict.action}: {verdict.reason}", highlight=False, soft_wrap=True)
     console.print_json(json.dumps(verdict.evidence))
     if apply:
         state = apply_verdict(target, verdict, by)
         console.print(f"applied: stable {state.stable}, canary {state.canary or 'none'}", highlight=False)
+        for line in settle_edge_releases(config, target, state):
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 def replay_images(directory: Path, count: int, config: TfxpConfig) -> list[bytes]:

@@ -6,7 +6,7 @@ the state changes, `serving.rollout.tracks.advance_tracks` carries it to the ser
 
 Example:
     state = publish_version_state(model_base, 1796090000, by="run:nightly-42")  # the canary, or the first stable
-    state = promote(model_base, by="person:ana", reason="looked good on the dashboard")
+    state = judge_canary(model_base, "promote", by="person:ana", reason="looked good on the dashboard")
 """
 
 from __future__ import annotations
@@ -73,36 +73,6 @@ def start(model_base: str, version: int, by: str, reason: str = "") -> RolloutSt
         return state.decide("start", by, reason or f"version {version} starts as the canary", canary=version)
 
     return update_rollout(model_base, change)
-
-
-def promote(
-    model_base: str,
-    by: str,
-    reason: str = "",
-    evidence: Mapping[str, Any] | None = None,
-    thresholds: Mapping[str, Any] | None = None,
-) -> RolloutState:
-    """Makes the canary stable.
-
-    Raises:
-        RolloutStateError: there is no canary.
-    """
-    return judge_canary(model_base, "promote", by, reason, evidence, thresholds)
-
-
-def rollback(
-    model_base: str,
-    by: str,
-    reason: str = "",
-    evidence: Mapping[str, Any] | None = None,
-    thresholds: Mapping[str, Any] | None = None,
-) -> RolloutState:
-    """Takes the canary off and marks it rolled back; the canary servers serve stable again.
-
-    Raises:
-        RolloutStateError: there is no canary.
-    """
-    return judge_canary(model_base, "rollback", by, reason, evidence, thresholds)
 
 
 def judge_canary(

@@ -153,11 +153,8 @@ def analyze(
 def apply_verdict(target: RolloutTarget, verdict: Verdict, by: str) -> RolloutState:
     """Records `verdict` and acts on it: promote or roll back (then the tracks move and retention runs), or hold."""
     record = (by, verdict.reason, verdict.evidence, verdict.thresholds)
-    if verdict.action == "promote":
-        state = actions.promote(target.model_base, *record)
-    elif verdict.action == "rollback":
-        state = actions.rollback(target.model_base, *record)
-    else:
+    if verdict.action == "hold":
         return actions.hold(target.model_base, *record)
+    state = actions.judge_canary(target.model_base, verdict.action, *record)
     sync_tracks(target, state)
     return state

@@ -17,12 +17,14 @@ from edge.errors import EdgeError
 from edge.evaluate import accuracy_of, evaluate, evaluate_saved_model
 from edge.export import EdgeExport, export_edge_model
 from edge.gate import GateResult, accuracy_gate
+from edge.held import held_releases, hold_edge_model, settle_held
 from edge.inputs import read_labels, read_preprocessing
 from edge.options import EdgeOptions
 from edge.publish import EDGE_FILES, push_edge_model, write_edge_model
 from edge.quantize import convert
 from edge.runtime import TfliteModel, read_tflite
-from foundation.publish import PUSH_RECORD, find_published, list_versions
+from foundation.contract import SAVED_MODEL_FILE
+from foundation.publish import PUSH_RECORD, find_published, list_versions, publish_version
 
 
 @pytest.fixture(scope="module")
@@ -156,16 +158,19 @@ def test_export_measures_gates_and_writes_the_edge_model(saved_model: Path, data
     assert metadata["pushed_path"] is None
 
 
-def test_push_is_a_complete_new_version_and_a_repush_reuses_it(int8_model: bytes, tmp_path: Path) -> None:
-    identity = "edge:" + hashlib.sha256(b"what went into the model").hexdigest()
-    gate = GateResult(blessed=True, drop=0.0, reason="within")
+def _blessed_export(int8_model: bytes, made_from: bytes = b"what went into the model") -> EdgeExport:
     metadata = {
-        "identity": identity,
+        "identity": "edge:" + hashlib.sha256(made_from).hexdigest(),
         "mode": "int8",
         "input": TfliteModel(int8_model).input.to_json(),
         "accuracy": {"tflite": 0.99, "saved_model": 1.0, "eval_examples": 120},
     }
-    export = EdgeExport(tflite=int8_model, labels=LABELS, metadata=metadata, gate=gate)
+    return EdgeExport(tflite=int8_model, labels=LABELS, metadata=metadata, gate=GateResult(True, 0.0, "within"))
+
+
+def test_push_is_a_complete_new_version_and_a_repush_reuses_it(int8_model: bytes, tmp_path: Path) -> None:
+    export = _blessed_export(int8_model)
+    identity, metadata, gate = export.metadata["identity"], export.metadata, export.gate
     base = tmp_path / "edge" / "digits"
 
     target = push_edge_model(export, tmp_path / "artifact", base)
@@ -208,3 +213,44 @@ def test_an_eval_subset_is_a_sample_across_classes(saved_model: Path, tmp_path: 
 
     assert export.metadata["accuracy"]["eval_examples"] == 40
     assert None not in export.metadata["accuracy"]["per_class_tflite"].values()
+
+
+def _serving_version(serving_base: Path, saved_model: str) -> int:
+    """A serving version whose push record names `saved_model`, as the Pusher writes it."""
+    source = serving_base.parent / f"model-{hashlib.sha256(saved_model.encode()).hexdigest()[:8]}"
+    source.mkdir(parents=True)
+    (source / SAVED_MODEL_FILE).write_bytes(b"")
+    return int(Path(publish_version(source, serving_base, identity=saved_model, last_file=SAVED_MODEL_FILE)).name)
+
+
+def test_a_held_release_is_published_once_its_saved_model_is_stable(int8_model: bytes, tmp_path: Path) -> None:
+    edge_base, serving_base = tmp_path / "edge" / "digits", tmp_path / "serving" / "digits"
+    first, second = "/runs/Trainer/model/7/Format-Serving", "/runs/Trainer/model/9/Format-Serving"
+    v1, v2 = _serving_version(serving_base, first), _serving_version(serving_base, second)
+    hold_edge_model(_blessed_export(int8_model, b"one"), tmp_path / "artifact-1", edge_base, first)
+    hold_edge_model(_blessed_export(int8_model, b"two"), tmp_path / "artifact-2", edge_base, second)
+    assert list_versions(edge_base) == [] and sorted(held_releases(edge_base)) == [first, second]
+
+    # v2 is the canary: only stable v1's release goes out, with its version in its metadata.
+    (done,) = settle_held(edge_base, serving_base, stable=v1, rolled_back=())
+    assert (done.action, done.saved_model) == ("published", first)
+    assert list_versions(edge_base) == [done.version_dir]
+    published = Path(str(done.version_dir))
+    assert json.loads((published / "edge_metadata.json").read_text())["pushed_path"] == done.version_dir
+    assert (published / "release.json").is_file() and (published / "model.tflite").read_bytes() == int8_model
+    assert list(held_releases(edge_base)) == [second]
+    assert settle_held(edge_base, serving_base, stable=v1, rolled_back=()) == []  # idempotent
+
+    # v2 rolled back: its release is dropped, never published.
+    (dropped,) = settle_held(edge_base, serving_base, stable=v1, rolled_back=(v2,))
+    assert (dropped.action, dropped.version_dir) == ("dropped", None)
+    assert held_releases(edge_base) == {} and list_versions(edge_base) == [done.version_dir]
+
+
+def test_holding_again_from_the_same_saved_model_replaces_the_held_release(int8_model: bytes, tmp_path: Path) -> None:
+    edge_base = tmp_path / "edge" / "digits"
+    saved_model = "/runs/Trainer/model/7/Format-Serving"
+    first = hold_edge_model(_blessed_export(int8_model, b"one"), tmp_path / "a", edge_base, saved_model)
+    again = hold_edge_model(_blessed_export(int8_model, b"one again"), tmp_path / "b", edge_base, saved_model)
+    assert first == again and list(held_releases(edge_base)) == [saved_model]
+    assert not json.loads((tmp_path / "a" / "edge_metadata.json").read_text())["pushed_path"]

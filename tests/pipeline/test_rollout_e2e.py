@@ -17,7 +17,9 @@ from pipeline.cli import app
 pytestmark = pytest.mark.e2e
 
 CANARY = ("serving.rollout=canary", "serving.version_policy=specific")
-SETTINGS = ("edge.enabled=false", "evaluator.min_accuracy=0", "data.drift.enabled=false")
+SETTINGS = ("evaluator.min_accuracy=0", "data.drift.enabled=false")
+# Device export on, kept cheap: the held release is what these tests look at, not the device model's accuracy.
+EDGE = ("edge.app_client=none", "edge.max_accuracy_drop=1", "edge.representative_samples=20")
 
 
 def _invoke(*args: str) -> str:
@@ -30,17 +32,19 @@ def _sets(*overrides: str) -> list[str]:
     return [part for override in overrides for part in ("--set", override)]
 
 
+def _run_args(data: Path, out: Path, *overrides: str) -> list[str]:
+    config = ["--config", "configs/default.yaml", "--output", str(out), "--set", f"data.path={data}"]
+    return ["run", *config, *_sets(*SETTINGS, *EDGE, *overrides)]
+
+
+def _edge_versions(out: Path) -> list[dict[str, Any]]:
+    """The published device versions' release records (what an OTA service would see)."""
+    base = out / "edge" / "digits"
+    return [json.loads((path / "release.json").read_text()) for path in sorted(base.glob("[0-9]*"))]
+
+
 def _run(data: Path, out: Path, *overrides: str) -> dict[str, Any]:
-    _invoke(
-        "run",
-        "--config",
-        "configs/default.yaml",
-        "--output",
-        str(out),
-        "--set",
-        f"data.path={data}",
-        *_sets(*SETTINGS, *overrides),
-    )
+    _invoke(*_run_args(data, out, *overrides))
     summary: dict[str, Any] = json.loads((out / "run-summary.json").read_text())
     return summary
 
@@ -63,7 +67,7 @@ def _pushed(summary: dict[str, Any]) -> int:
 
 
 def _status(out: Path) -> dict[str, Any]:
-    text = _invoke("rollout", "status", "--json", "--set", f"pipeline.output={out}", *_sets(*CANARY))
+    text = _invoke("rollout", "status", "--json", "--set", f"pipeline.output={out}", *_sets(*CANARY, *EDGE))
     body: dict[str, Any] = json.loads(text)
     return body
 
@@ -81,6 +85,13 @@ def test_the_second_push_is_the_canary_and_stable_stays(two_runs: dict[str, Any]
     assert status["tracks"]["stable"] == {"versions": [v1], "labels": {"stable": v1}}
     # The canary servers load v2 first; its label waits until they report it AVAILABLE (no servers here).
     assert status["tracks"]["canary"]["labels"] == {"stable": v1}
+    # The first model, stable at once, went out to devices in its own run; the canary's waits for its promotion.
+    (released,) = _edge_versions(two_runs["out"])
+    assert first["edge"]["status"] == "pushed"
+    assert Path(first["edge_model_path"]).parent.name == first["edge"]["version"]
+    assert (second["edge"]["status"], second["edge_model_path"]) == ("held", None), second["edge"]
+    (held,) = status["edge_held"]
+    assert held != released["saved_model"]["path"] and held.endswith("Format-Serving")
     # The second run's judge found no canary yet (the first run pushed stable): nothing to judge, nothing recorded.
     assert [(d["action"], d["by"].split(":")[0]) for d in status["decisions"]] == [("publish", "run")] * 2
 
@@ -97,10 +108,13 @@ def test_rollback_takes_the_canary_off_for_good(two_runs: dict[str, Any]) -> Non
         "p99 doubled",
         "--set",
         f"pipeline.output={out}",
-        *_sets(*CANARY),
+        *_sets(*CANARY, *EDGE),
     )
     status = _status(out)
     assert (status["stable"], status["canary"], status["rolled_back"]) == (v1, None, [v2])
+    # The canary's device release is dropped with it: devices never got it.
+    assert status["edge_held"] == []
+    assert len(_edge_versions(out)) == 1
     last = status["decisions"][-1]
     assert (last["action"], last["by"], last["reason"]) == ("rollback", "person:ana", "p99 doubled")
     assert last["before"] == {"stable": v1, "canary": v2} and last["after"] == {"stable": v1, "canary": None}
@@ -109,17 +123,7 @@ def test_rollback_takes_the_canary_off_for_good(two_runs: dict[str, Any]) -> Non
 def test_a_direct_push_into_a_rollout_base_is_refused(two_runs: dict[str, Any]) -> None:
     out, serving = two_runs["out"], two_runs["out"] / "serving" / "digits"
     before = sorted(p.name for p in serving.iterdir() if p.name.isdigit())
-    args = [
-        "run",
-        "--config",
-        "configs/default.yaml",
-        "--output",
-        str(out),
-        "--set",
-        f"data.path={two_runs['data']}",
-        *_sets(*SETTINGS, "data.spans=all", "trainer.train_steps=61"),
-    ]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, _run_args(two_runs["data"], out, "data.spans=all", "trainer.train_steps=61"))
     assert result.exit_code != 0
     assert "serving.rollout is direct" in " ".join(result.output.split()), result.output
     assert sorted(p.name for p in serving.iterdir() if p.name.isdigit()) == before

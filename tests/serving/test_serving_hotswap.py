@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from serving_fixtures import random_png, tiny_classifier, write_model_version
+from serving_fixtures import labelled_server_options, random_png, tiny_classifier, write_model_version
 
 from serving.batching import BatchingOptions
 from serving.errors import NotFoundError
@@ -106,16 +106,9 @@ def models_config(base: Path, stable: int, canary: int | None = None, versions: 
 """
 
 
-# A labelled models.config at start-up needs the flag the deploy assets set (serving/deploy.py:144-147): TF Serving
-# checks labels before the first load (server_core.cc:514 before :524). This server used to defer labels to the
-# first poll instead and started without it.
-LABELLED_OPTIONS = ServerOptions(
-    grpc_port=0,
-    rest_port=0,
-    poll_interval_seconds=0.5,
-    config_poll_interval_seconds=0.5,
-    allow_version_labels_for_unavailable_models=True,
-)
+# A labelled models.config at start-up needs the flag the deploy assets set (serving/deploy.py:144-147). This server
+# used to defer labels to the first poll instead and started without it.
+LABELLED_OPTIONS = labelled_server_options(poll_seconds=0.5)
 
 
 def test_version_label_moved_in_models_config_is_honoured(tmp_path: Path) -> None:

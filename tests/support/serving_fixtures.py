@@ -23,6 +23,20 @@ from components.trainer.export import export_saved_model
 from foundation.contract import IMAGE_KEY
 from foundation.preprocessing import preprocess_image_bytes
 from foundation.preprocessing_spec import PreprocessingSpec
+from serving.server_options import ServerOptions
+
+
+def labelled_server_options(poll_seconds: float) -> ServerOptions:
+    """Server options for a labelled models.config, on free ports, polling every `poll_seconds`: with the flag the
+    deploy assets set (serving/deploy.py), as TF Serving checks labels before the first load (server_core.cc:514
+    before :524)."""
+    return ServerOptions(
+        grpc_port=0,
+        rest_port=0,
+        poll_interval_seconds=poll_seconds,
+        config_poll_interval_seconds=poll_seconds,
+        allow_version_labels_for_unavailable_models=True,
+    )
 
 
 def tiny_classifier(image_size: int, channels: int, num_classes: int, seed: int = 0) -> keras.Model:

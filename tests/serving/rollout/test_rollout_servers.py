@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from serving_fixtures import random_png, tiny_classifier, write_model_version
+from serving_fixtures import labelled_server_options, random_png, tiny_classifier, write_model_version
 
 from serving.canary_options import CanarySettings
 from serving.rest_client import RestClient
@@ -23,7 +23,6 @@ from serving.rollout.operate import RolloutTarget, analyze, apply_verdict, avail
 from serving.rollout.state import read_decisions, read_rollout
 from serving.rollout.tracks import read_track
 from serving.server import ModelServer
-from serving.server_options import ServerOptions
 
 SIZE, CHANNELS, CLASSES = 16, 3, 4
 # More than one request may carry (serving.max_batch_size 32): the replay must split them.
@@ -50,13 +49,7 @@ def model_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _server(base: Path, track: str) -> ModelServer:
-    options = ServerOptions(
-        grpc_port=0,
-        rest_port=0,
-        poll_interval_seconds=0.2,
-        config_poll_interval_seconds=0.2,
-        allow_version_labels_for_unavailable_models=True,
-    )
+    options = labelled_server_options(poll_seconds=0.2)
     path = Path(track_config_path(str(base), track))  # type: ignore[arg-type]
     return ModelServer(options=options, model_config_file=path, served_from=base).start()
 

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from google.api_core.exceptions import PreconditionFailed
 
+from components.notify.component import notice_rollout
+from components.notify.notice import notice_text, parse_final_status, run_outcome
 from foundation.errors import TfxpError
 from serving.rollout import actions
 from serving.rollout.layout import rollout_dir
@@ -30,7 +32,7 @@ def test_first_push_is_stable_later_ones_canary_and_promote_records_before_and_a
     assert actions.publish_version_state(base, 1, by="run:a").stable == 1
     state = actions.publish_version_state(base, 2, by="run:b")
     assert (state.stable, state.canary) == (1, 2)
-    state = actions.promote(base, by="person:ana", reason="good")
+    state = actions.judge_canary(base, "promote", by="person:ana", reason="good")
     assert (state.stable, state.canary) == (2, None)
     decisions = read_decisions(base)
     assert [d.action for d in decisions] == ["publish", "publish", "promote"]
@@ -45,17 +47,31 @@ def test_a_rolled_back_version_is_never_published_or_started_again(tmp_path: Pat
     _versions(tmp_path, 1, 2)
     actions.publish_version_state(base, 1, by="run:a")
     actions.publish_version_state(base, 2, by="run:b")
-    state = actions.rollback(base, by="analysis", reason="disagrees with stable")
+    state = actions.judge_canary(base, "rollback", by="analysis", reason="disagrees with stable")
     assert (state.stable, state.canary, state.rolled_back) == (1, None, (2,))
     assert actions.publish_version_state(base, 2, by="run:rerun").canary is None
     with pytest.raises(RolloutStateError, match=r"rolled back.*never served again"):
         actions.start(base, 2, by="person:ana")
 
 
+def test_the_run_notice_says_the_rollout_after_the_run(tmp_path: Path) -> None:
+    base = str(tmp_path / "digits")
+    assert notice_rollout(base) is None  # no rollout state: serving.rollout direct, nothing said
+    actions.publish_version_state(base, 1, by="run:a")
+    actions.publish_version_state(base, 2, by="run:b")
+    actions.judge_canary(base, "rollback", by="analysis", reason="agreement 0.40 < 0.90")
+    words = notice_rollout(base)
+    assert words == "stable 1, canary none, rolled back 2; last decision: rollback by analysis: agreement 0.40 < 0.90"
+    outcome = run_outcome(parse_final_status({"state": "COMPLETE"}), run_id="r-7", rollout=words)
+    assert notice_text("tfxp-digits", outcome).endswith(f"rollout: {words}")
+    (tmp_path / "digits" / "tfxp_rollout" / "state.json").write_text("{not json")
+    assert str(notice_rollout(base)).startswith("state not readable: ")
+
+
 def test_moves_that_make_no_sense_are_refused_naming_the_state(tmp_path: Path) -> None:
     base = str(tmp_path)
     with pytest.raises(RolloutStateError, match="no canary to promote"):
-        actions.promote(base, by="x")
+        actions.judge_canary(base, "promote", by="x")
     _versions(tmp_path, 5)
     with pytest.raises(RolloutStateError, match="no stable version yet"):
         actions.start(base, 5, by="x")
