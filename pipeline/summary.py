@@ -189,22 +189,13 @@ def build_summary(
 
 
 def rollout_entry(config: TfxpConfig) -> dict[str, Any] | None:
-    """The rollout after the run (`RunSummary.rollout`); None under `serving.rollout: direct`."""
+    """The rollout after the run (`RunSummary.rollout`, `serving.rollout.state.rollout_summary`); None under
+    `serving.rollout: direct`."""
     if config.serving.rollout != "canary":
         return None
-    from serving.rollout.state import read_rollout
+    from serving.rollout.state import rollout_summary
 
-    try:
-        state = read_rollout(output_layout(config).serving_base)
-    except Exception as error:  # the summary says so instead of failing the run's record
-        return {"error": str(error)}
-    last = state.last_decision
-    return {
-        "stable": state.stable,
-        "canary": state.canary,
-        "rolled_back": list(state.rolled_back),
-        "last_decision": {"action": last.action, "by": last.by, "reason": last.reason} if last else None,
-    }
+    return rollout_summary(output_layout(config).serving_base)
 
 
 def _add_drift(

@@ -48,6 +48,10 @@ class CanarySettings(ConfigSection):
             version status, `/metrics` and the replay); empty = not reachable from where tfxp runs.
         canary_url: The same for the canary servers.
         metrics_path: Where the servers expose Prometheus metrics (TF Serving's monitoring.config path).
+        prometheus_url: A Prometheus that scrapes both tracks, e.g. `http://prometheus-operated.monitoring.svc:9090`:
+            the RolloutJudge and `tfxp rollout analyze` read the signals from it (`--prometheus` overrides), and
+            the Argo/Flagger analysis objects query it. Empty = the servers' `/metrics` are read directly, and the
+            controllers' objects name prometheus-operator's Service in namespace `monitoring`.
         controller: `none` (tfxp rewrites the servers' models.config), or the controller that owns the
             Deployments and routes on the cluster: `argo` (Argo Rollouts) or `flagger`.
     """
@@ -64,4 +68,5 @@ class CanarySettings(ConfigSection):
     stable_url: ServerUrl = ""
     canary_url: ServerUrl = ""
     metrics_path: str = Field("/monitoring/prometheus/metrics", pattern=r"^/")
+    prometheus_url: ServerUrl = ""
     controller: Literal["none", "argo", "flagger"] = "none"

@@ -40,9 +40,9 @@ from serving.options import ServingOptions
 
 ARGO = "argoproj.io/v1alpha1"
 FLAGGER = "flagger.app/v1beta1"
-# prometheus-operator's Service for a Prometheus in namespace `monitoring`; the Rollout's analysis args and the
-# MetricTemplates carry it, to be changed where Prometheus is elsewhere.
-PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
+# prometheus-operator's Service for a Prometheus in namespace `monitoring`: what the Rollout's analysis args and the
+# MetricTemplates name when `serving.canary.prometheus_url` is empty.
+DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 MODEL_VERSION_ANNOTATION = "tfxp/model-version"
 _REQUESTS = ":tensorflow:serving:request_count"
 _LATENCY = ":tensorflow:serving:request_latency_bucket"
@@ -86,6 +86,11 @@ def _common(options: ServingOptions, config_files: dict[str, str], name: str) ->
     }
 
 
+def prometheus_address(options: ServingOptions) -> str:
+    """The Prometheus the controllers' analysis queries: `serving.canary.prometheus_url`, else the default."""
+    return options.canary.prometheus_url or DEFAULT_PROMETHEUS_ADDRESS
+
+
 def _analysis_template(options: ServingOptions) -> Manifest:
     settings: CanarySettings = options.canary
     window = f"{settings.window_seconds}s"
@@ -117,7 +122,7 @@ def _analysis_template(options: ServingOptions) -> Manifest:
         "kind": "AnalysisTemplate",
         "metadata": {"name": app, "namespace": options.namespace, "labels": {"app": app}},
         "spec": {
-            "args": [{"name": "namespace"}, {"name": "prometheus-address", "value": PROMETHEUS_ADDRESS}],
+            "args": [{"name": "namespace"}, {"name": "prometheus-address", "value": prometheus_address(options)}],
             "metrics": metrics,
         },
     }
@@ -152,7 +157,7 @@ def argo_manifests(
             "startingStep": 1,
             "args": [
                 {"name": "namespace", "value": options.namespace},
-                {"name": "prometheus-address", "value": PROMETHEUS_ADDRESS},
+                {"name": "prometheus-address", "value": prometheus_address(options)},
             ],
         },
         "steps": [
@@ -192,13 +197,13 @@ def _metric_templates(options: ServingOptions) -> list[Manifest]:
     canary = f'{scope},pod=~"{{{{ target }}}}-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"'
     primary = f'{scope},pod=~"{{{{ target }}}}-primary-[0-9a-zA-Z]+(-[0-9a-zA-Z]+)"'
     queries = analysis_queries(canary, primary, "{{ interval }}")
-    app = serving_names(options.model_name).app
+    app, address = serving_names(options.model_name).app, prometheus_address(options)
     return [
         {
             "apiVersion": FLAGGER,
             "kind": "MetricTemplate",
             "metadata": {"name": f"{app}-{name}", "namespace": options.namespace, "labels": {"app": app}},
-            "spec": {"provider": {"type": "prometheus", "address": PROMETHEUS_ADDRESS}, "query": queries[name]},
+            "spec": {"provider": {"type": "prometheus", "address": address}, "query": queries[name]},
         }
         for name in ("error-rate-increase", "p99-latency-ratio")
     ]

@@ -9,6 +9,7 @@ goes wrong while reading the run's outputs or posting is logged; the component i
 # No `from __future__ import annotations`: TFX reads the component function's annotations as real types.
 import logging
 import posixpath
+from dataclasses import replace
 from typing import Any
 
 from tfx.dsl.component.experimental.annotations import Parameter
@@ -30,6 +31,7 @@ from components.notify.notice import (
 from components.notify.run_record import RUN_RECORDS_DIR, RunRecord, read_run_record
 from foundation.contract import SAVED_MODEL_FILE
 from foundation.publish import push_records
+from serving.rollout.state import describe_rollout, rollout_summary
 
 logger = logging.getLogger(__name__)
 # The task whose blessing the notice reports, and its output key (TFX's Evaluator).
@@ -124,6 +126,20 @@ def _outcome_from_outputs(
     )
 
 
+def notice_rollout(serving_base: str) -> str | None:
+    """The rollout after the run in words, when the serving base has one (`serving.rollout: canary`)."""
+    if not serving_base:
+        return None
+    try:
+        summary = rollout_summary(serving_base)
+    except Exception as error:  # a notice never fails on what it reports
+        logger.warning("run notice: could not read the rollout state under %s: %s", serving_base, error)
+        return None
+    if not summary.get("error") and summary["stable"] is None and summary["last_decision"] is None:
+        return None  # no rollout state: `serving.rollout: direct`
+    return describe_rollout(summary)
+
+
 # KFP runs this after the pipeline's DAG (exit handler); the parameter names are the spec's input names.
 @component
 def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the function)
@@ -165,6 +181,7 @@ def RunNotice(  # noqa: N802  (TFX names the component, and its task, after the 
         outcome = _outcome_from_outputs(
             status, pipeline_root, pipeline_name, serving_base, run_id, run_name, unreadable
         )
+    outcome = replace(outcome, rollout=notice_rollout(serving_base))
     payload = notice_payload(pipeline_name, outcome)
     result = post_notice(notify_url, payload, timeout=timeout_seconds)
     if result.delivered:

@@ -89,6 +89,8 @@ class RunOutcome:
         pushed_path: That version's directory.
         decision: What the run decided, in words (`no new data`, `pushed version N`, ...), from its run record
             (`components.notify.run_record`); None when the run left none.
+        rollout: Under a guarded rollout, the labels and the last decision after the run, in words
+            (`serving.rollout.state.describe_rollout`); None when the serving base has no rollout.
     """
 
     status: str
@@ -101,6 +103,7 @@ class RunOutcome:
     pushed_version: str | None = None
     pushed_path: str | None = None
     decision: str | None = None
+    rollout: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ def run_outcome(
     pushed_path: str | None = None,
     decision: str | None = None,
     stopped_at: str | None = None,
+    rollout: str | None = None,
 ) -> RunOutcome:
     """Combines the final status with what the run's outputs say.
 
@@ -171,6 +175,7 @@ def run_outcome(
         decision: The run record's decision.
         stopped_at: The task that stopped the run and wrote its record (`RunRecord.stopped_at`): the failed task
             when the final status does not name one (open-source KFP never does).
+        rollout: The rollout in words, under a guarded rollout.
     """
     state = status.state.upper()
     outcome = _STATUS_BY_STATE.get(state.removeprefix("PIPELINE_STATE_"), "unknown")
@@ -185,6 +190,7 @@ def run_outcome(
         pushed_version=pushed_version,
         pushed_path=pushed_path,
         decision=decision,
+        rollout=rollout,
     )
 
 
@@ -239,6 +245,8 @@ def notice_text(pipeline: str, outcome: RunOutcome) -> str:
     if outcome.status == "failed" and not outcome.failed_task and not outcome.error:
         # Open-source KFP's final status names neither (driver/resolve.go:475).
         details.append("the orchestrator does not say which task failed: see the run's graph and task logs")
+    if outcome.rollout:
+        details.append(f"rollout: {outcome.rollout}")
     return f"{line}: {'; '.join(details)}" if details else line
 
 

@@ -14,6 +14,7 @@ import yaml
 from components.report import plots, text
 from components.report.facts import RunFacts
 from components.report.page import Collapsed, Facts, Figure, Lead, Missing, Paragraph, Section, Table
+from serving.rollout.state import describe_rollout
 
 STATE_WORDS = {"complete": "ran", "cached": "cached", "failed": "failed"}
 
@@ -89,7 +90,7 @@ def decision_section(facts: RunFacts) -> Section:
     if summary.get("pushed_model_dir"):
         items.append(("served model", str(summary["pushed_model_dir"])))
     if summary.get("rollout"):
-        items.append(("rollout", rollout_words(summary["rollout"])))
+        items.append(("rollout", describe_rollout(summary["rollout"])))
     blocks.append(Facts(tuple(items)))
     problems = [*summary.get("problems", []), *facts.problems]
     if problems:
@@ -228,14 +229,3 @@ def history_section(facts: RunFacts, min_accuracy: float | None) -> Section:
             ),
         ],
     )
-
-
-def rollout_words(rollout: dict[str, Any]) -> str:
-    """`stable 5, canary 7; last decision: publish by run:x: the pushed version becomes the canary; stable stays`."""
-    if rollout.get("error"):
-        return f"state not readable: {rollout['error']}"
-    words = f"stable {rollout.get('stable')}, canary {rollout.get('canary') or 'none'}"
-    if rollout.get("rolled_back"):
-        words += f", rolled back {', '.join(map(str, rollout['rolled_back']))}"
-    last = rollout.get("last_decision")
-    return words + (f"; last decision: {last['action']} by {last['by']}: {last['reason']}" if last else "")

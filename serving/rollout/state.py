@@ -131,6 +131,34 @@ def read_rollout(model_base: str) -> RolloutState:
     return _parse(text, path)
 
 
+def rollout_summary(model_base: str) -> dict[str, Any]:
+    """The rollout as the run summary and the run notice carry it: `stable`, `canary`, `rolled_back` and the last
+    decision's `action`, `by` and `reason`; `{"error": ...}` when the state cannot be read (said, not raised: a
+    run's record never fails on it)."""
+    try:
+        state = read_rollout(model_base)
+    except RolloutStateError as error:
+        return {"error": str(error)}
+    last = state.last_decision
+    return {
+        "stable": state.stable,
+        "canary": state.canary,
+        "rolled_back": list(state.rolled_back),
+        "last_decision": {"action": last.action, "by": last.by, "reason": last.reason} if last else None,
+    }
+
+
+def describe_rollout(summary: Mapping[str, Any]) -> str:
+    """`rollout_summary` in words: `stable 5, canary 7; last decision: publish by run:x: <reason>`."""
+    if summary.get("error"):
+        return f"state not readable: {summary['error']}"
+    words = f"stable {summary.get('stable')}, canary {summary.get('canary') or 'none'}"
+    if summary.get("rolled_back"):
+        words += f", rolled back {', '.join(map(str, summary['rolled_back']))}"
+    last = summary.get("last_decision")
+    return words + (f"; last decision: {last['action']} by {last['by']}: {last['reason']}" if last else "")
+
+
 def stable_version(model_base: str) -> int | None:
     """The `stable` version of the model at `model_base` (None: no rollout state, or no stable yet)."""
     return read_rollout(model_base).stable
