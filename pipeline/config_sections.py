@@ -6,6 +6,7 @@ The other sections are declared in the packages that use them (`trainer`, `edge`
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, field_validator, model_validator
@@ -13,7 +14,7 @@ from pydantic import AfterValidator, ConfigDict, Field, PlainValidator, field_va
 from components.multinode.settings import WORKER_KEYS_MOVED, WorkerSettings
 from components.validation.drift_options import DriftOptions
 from foundation.config_section import MAX_DURATION_SECONDS, ConfigSection, refuse_moved_keys
-from foundation.data.layout import DataSpec
+from foundation.data.layout import DEFAULT_FILE_PATTERN, DataSpec
 from foundation.data.spans import POLICY_HELP, SpanError, parse_policy
 from foundation.k8s.image import Image
 from foundation.k8s.names import check_resource_name
@@ -87,7 +88,7 @@ class DataSection(ConfigSection):
     eval_pattern: str = ""
     spans: SpansPolicy = "none"
     schema_source: str = Field("label_map", alias="schema")
-    file_pattern: str = Field("*.tfrecord*", min_length=1)
+    file_pattern: str = Field(DEFAULT_FILE_PATTERN, min_length=1)
     train_buckets: int = Field(9, ge=1, le=MAX_HASH_BUCKETS)
     eval_buckets: int = Field(1, ge=1, le=MAX_HASH_BUCKETS)
     drift: DriftOptions = DriftOptions()
@@ -124,17 +125,9 @@ class DataSection(ConfigSection):
         return value
 
     def spec(self) -> DataSpec:
-        """The keys that decide which files are read, for `foundation.data.layout`."""
-        return DataSpec(
-            path=self.path,
-            split=self.split,
-            train_pattern=self.train_pattern,
-            eval_pattern=self.eval_pattern,
-            file_pattern=self.file_pattern,
-            spans=self.spans,
-            label_offset=self.label_offset,
-            labels=self.labels,
-        )
+        """The keys that decide which files are read, for `foundation.data.layout`: each `DataSpec` field is the
+        key of this section with its name."""
+        return DataSpec(**{key.name: getattr(self, key.name) for key in fields(DataSpec)})
 
     @property
     def labels_path(self) -> str:

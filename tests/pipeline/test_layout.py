@@ -10,10 +10,11 @@ import pytest
 
 from foundation.data.class_match import infer_label_offset
 from foundation.data.errors import DataError
-from foundation.data.layout import detect_layout
+from foundation.data.layout import DataSpec, detect_layout
 from foundation.data.probe import LabelEvidence, Listing
 from foundation.paths import is_remote
 from pipeline.config import TfxpConfig, build_config
+from pipeline.config_sections import DataSection
 from pipeline.layout import resolve_data, split_patterns
 from pipeline.pipeline import example_gen_input_config, example_gen_output_config
 from pipeline.runners.diagnose import input_patterns
@@ -176,6 +177,12 @@ def test_infer_label_offset() -> None:
         infer_label_offset([LabelEvidence(0, text="cat"), LabelEvidence(2, text="dog")], names, "x")
     with pytest.raises(DataError, match=r"label 0 is 'dog', line 2.*set data.label_offset"):
         infer_label_offset([LabelEvidence(0, text="dog")], names, "x")
+
+
+def test_the_data_section_hands_its_file_keys_to_the_layout_rule_with_the_same_defaults() -> None:
+    assert DataSection().spec() == DataSpec("data/digits")  # each default the section declares is DataSpec's
+    spec = _config("data.split=hash", "data.file_pattern=*.gz", "data.spans=2", "data.labels=/l.txt").data.spec()
+    assert (spec.path, spec.split, spec.file_pattern, spec.spans, spec.labels) == ("/data", "hash", "*.gz", 2, "/l.txt")
 
 
 def test_split_patterns() -> None:
