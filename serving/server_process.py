@@ -134,6 +134,9 @@ class ServerProcess:
         environment = dict(os.environ)
         # The child imports `serving` from the same checkout or install as this process.
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PROJECT_ROOT), environment.get("PYTHONPATH")]))
+        # The parent (a local run's Trainer, the check's own in-process answers) may hold a GPU already: the child
+        # takes GPU memory as it needs it instead of all of it at once (TensorFlow's default), which would fail.
+        environment.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment
