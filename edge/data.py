@@ -167,6 +167,17 @@ def load_split(
     return result
 
 
+def sample_records(examples: str | Path, split: str, limit: int, seed: int = 0) -> list[bytes]:
+    """A seeded random sample of at most `limit` serialized records of one split: the records `load_split` with
+    `shuffle=True` decodes, for readers that need the tf.Examples themselves (the load check sends them to a
+    server).
+
+    Raises:
+        EdgeError: as `load_split`, for files or records that cannot be read.
+    """
+    return _sample_records(example_files(examples, split), limit, True, seed, split)
+
+
 def _decode(records: list[bytes], spec: PreprocessingSpec, label_offset: int, where: str) -> LabeledImages:
     """The records' images, frames and offset labels, decoded in tf.data batches, with the records' digest."""
     digest = hashlib.sha256()

@@ -5,7 +5,8 @@ them first), so the same call serves LocalDagRunner and KubeflowV2DagRunner. Imp
 span folders `data.spans` selects (`components.example_gen`).
 
     ImportExampleGen → StatisticsGen → SchemaGen → ExampleValidator (fails on anomalies)
-                     → Trainer → Evaluator (TFMA thresholds, against the ServedBaseline) → Pusher
+                     → Trainer → Evaluator (TFMA thresholds, against the ServedBaseline)
+                               → LoadCheck (serving.load_check, or rollout: canary) → Pusher
                      → EdgeExporter (edge.enabled) → RunReport (the run report, next to the pushed model)
 
 ServedBaseline hands the Evaluator what TF Serving serves now (`evaluator.baseline: served`), on every
@@ -26,6 +27,8 @@ from components.baseline.evaluator import BaselineEvaluator
 from components.baseline.reason import ACCURACY_EPSILON
 from components.edge_exporter.component import EdgeExporter
 from components.example_gen.component import SpanImportExampleGen
+from components.load_check.blessing import COMPONENT_ID as LOAD_CHECK_ID
+from components.load_check.component import LoadCheck
 from components.multinode.settings import TfJobLaunch
 from components.pusher.executor import AtomicPusher
 from components.report.component import RunReport
@@ -195,9 +198,11 @@ def create_components(config: TfxpConfig, layout: OutputLayout, tfjob: TfJobLaun
         baseline_model=served_baseline.outputs["baseline_model"] if served_baseline else None,
         eval_config=eval_config(config),
     ).with_id("Evaluator")
+    load_check = _load_check(config, example_gen, trainer)
     pusher = AtomicPusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=load_check.outputs["blessing"] if load_check else None,
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=layout.serving_base)
         ),
@@ -211,6 +216,7 @@ def create_components(config: TfxpConfig, layout: OutputLayout, tfjob: TfJobLaun
         trainer,
         *([served_baseline] if served_baseline else []),
         evaluator,
+        *([load_check] if load_check else []),
         pusher,
     ]
     if config.edge.enabled:
@@ -236,6 +242,18 @@ def _rollout_judge(config: TfxpConfig, layout: OutputLayout) -> RolloutJudge | N
         canary=config.serving.canary.model_dump_json(),
         edge_base=layout.edge_base if config.edge.enabled else "",
     ).with_id(JUDGE_ID)
+
+
+def _load_check(config: TfxpConfig, example_gen: Any, trainer: Any) -> LoadCheck | None:
+    """The LoadCheck (`components.load_check`) when `serving.load_check` is on or `serving.rollout` is canary;
+    None otherwise, and then the Pusher and its spec are as they were."""
+    if not config.serving.load_checked:
+        return None
+    return LoadCheck(
+        model=trainer.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        model_name=config.serving.model_name,
+    ).with_id(LOAD_CHECK_ID)
 
 
 def _example_validator(
@@ -323,6 +341,7 @@ def _run_report(config: TfxpConfig, components: list[Any]) -> RunReport:
         evaluation=output("Evaluator", "evaluation"),
         model_blessing=output("Evaluator", "blessing"),
         baseline_model=output(SERVED_BASELINE_ID, "baseline_model"),
+        infra_blessing=output(LOAD_CHECK_ID, "blessing"),
         pushed_model=output("Pusher", "pushed_model"),
         edge_model=output("EdgeExporter", "edge_model"),
     ).with_id(RUN_REPORT_ID)

@@ -19,6 +19,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.baseline.served import find_served_model
 from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
+from components.load_check import blessing as load_check
 from components.report.inputs import ReportInputs, summarize
 from components.report.summary import ComponentState, DataSeen, RunSummary
 from components.validation.drift import RECORD_PROPERTIES, STOPPED_DECISION, summary_entry
@@ -256,6 +257,7 @@ def _inputs(
     edge = _first(components.get("EdgeExporter"), "edge_model")
     model = _first(trainer, "model")
     evaluation = _first(evaluator, "evaluation")
+    infra_blessing = _first(components.get(load_check.COMPONENT_ID), load_check.BLESSING_KEY)
     return ReportInputs(
         config=summary.config,
         labels_path=config.data.labels_path,
@@ -268,6 +270,13 @@ def _inputs(
         evaluation_uri=_uri(evaluation) if evaluator is not None else None,
         blessed=bool(blessing is not None and _int_property(blessing, "blessed")) if evaluator is not None else None,
         baseline=baseline_properties(evaluator) if evaluator is not None else None,
+        load_check=None
+        if infra_blessing is None
+        else {
+            "uri": infra_blessing.uri,
+            "blessed": bool(_int_property(infra_blessing, load_check.BLESSED_PROPERTY)),
+            "reason": _string_property(infra_blessing, load_check.REASON_PROPERTY) or "",
+        },
         pushed_destination=destination,
         edge_model_uri=_uri(edge),
         model_cached=cached_model,

@@ -57,6 +57,10 @@ class ServingOptions(ConfigSection):
             `canary` (it serves as the canary beside `stable` until `tfxp rollout` promotes or rolls it back;
             `docs/serving.md`, "Guarded rollout"); `canary` needs `version_policy: specific`.
         canary: The canary's traffic share and the evidence that promotes it (`serving.canary_options`).
+        load_check: Before the Pusher publishes a version, load it in a real serving process (TF Serving where
+            `tensorflow_model_server` is installed, else the local server) and compare its answers on an eval
+            sample with the SavedModel's in-process ones; a model that fails is not pushed (`serving.load_check`,
+            `docs/serving.md`). Always on under `rollout: canary`.
         poll_interval_seconds: How often the server checks the base path for new versions.
         config_poll_seconds: How often TF Serving re-reads models.config (moved labels apply without restart).
         max_request_mb: Largest request body the local server accepts.
@@ -111,6 +115,7 @@ class ServingOptions(ConfigSection):
     canary_version: int = Field(0, ge=0)
     rollout: Literal["direct", "canary"] = "direct"
     canary: CanarySettings = CanarySettings()
+    load_check: bool = False
     poll_interval_seconds: float = Field(1.0, gt=0)
     config_poll_seconds: int = Field(60, ge=0)
     max_request_mb: int = Field(16, ge=1)
@@ -179,6 +184,12 @@ class ServingOptions(ConfigSection):
             for name, version in (("stable", self.stable_version), ("canary", self.canary_version))
             if version
         }
+
+    @property
+    def load_checked(self) -> bool:
+        """Whether a version is load-checked before the Pusher publishes it: `load_check`, or always under
+        `rollout: canary`, where the canary takes live traffic as soon as it is published."""
+        return self.load_check or self.rollout == "canary"
 
     @property
     def remote_base(self) -> bool:

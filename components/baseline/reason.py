@@ -84,6 +84,26 @@ def blessing_reason(
     return _verdict(head, blessed, accuracy, baseline, min_accuracy, max_accuracy_drop, failures)
 
 
+def refused_by_load_check(evaluator_reason: str | None, load_check_reason: str, no_new_data: bool = False) -> str:
+    """Why a model the Evaluator blessed was not pushed: the load check refused it (`components.load_check`).
+
+    Args:
+        evaluator_reason: The Evaluator's line (`blessing_reason`), whose verdict after its head is kept.
+        load_check_reason: The load check's one-line reason.
+        no_new_data: The model is an earlier run's (the line starts `no new data, nothing pushed`).
+
+    Example:
+        refused_by_load_check("pushed: eval accuracy 0.95 ≥ evaluator.min_accuracy 0.9, no served model yet",
+                              "the model did not load: ...")
+        # "not pushed: the load check failed: the model did not load: ...; the Evaluator had blessed it
+        #  (eval accuracy 0.95 ≥ evaluator.min_accuracy 0.9, no served model yet)"
+    """
+    head = "no new data, nothing pushed" if no_new_data else "not pushed"
+    _, _, verdict = (evaluator_reason or "").partition(": ")
+    blessed = f"; the Evaluator had blessed it ({verdict})" if verdict else "; the Evaluator had blessed it"
+    return f"{head}: the load check failed: {load_check_reason}{blessed}"
+
+
 def _verdict(
     head: str,
     blessed: bool,

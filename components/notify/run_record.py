@@ -89,10 +89,12 @@ class RunRecord:
         pushed_version: str | None,
         pushed_path: str | None,
         published_now: bool = True,
+        load_check_refusal: str | None = None,
     ) -> RunRecord:
         """The record of run `run_id`, whose outputs lie in `run_dir` (`run_dir_of`), from the URIs of the artifacts
         it used and what they say; `published_now` is False when the Pusher found the version already published (a
-        rerun over the same model)."""
+        rerun over the same model); `load_check_refusal` is the LoadCheck's reason when it did not bless the model
+        (`components.load_check`), None when it blessed it or did not run."""
         new_data = produced_by_run(examples_uri, run_dir)
         trained = produced_by_run(model_uri, run_dir)
         pushed_now = produced_by_run(pushed_uri, run_dir) and bool(pushed_version) and published_now
@@ -102,6 +104,8 @@ class RunRecord:
             decision = f"pushed version {pushed_version}"
         elif blessed is False:
             decision = "not blessed: nothing pushed"
+        elif load_check_refusal is not None:
+            decision = f"not pushed: the load check failed: {load_check_refusal}"
         elif blessed:
             decision = "blessed; not pushed (this model is already served)"
         else:

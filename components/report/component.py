@@ -32,7 +32,7 @@ class RunReport(base_component.BaseComponent):
         labels_path: The label map (`data.labels_path`), for the confusion matrix's class names.
         out_dir: Shown as the run's output (`pipeline.output`).
         examples, statistics, anomalies, model, model_run, evaluation, model_blessing, baseline_model,
-            pushed_model, edge_model: Channels of the outputs the page shows; each may be None.
+            infra_blessing, pushed_model, edge_model: Channels of the outputs the page shows; each may be None.
     """
 
     SPEC_CLASS = RunReportSpec
@@ -51,6 +51,7 @@ class RunReport(base_component.BaseComponent):
         evaluation: types.BaseChannel | None = None,
         model_blessing: types.BaseChannel | None = None,
         baseline_model: types.BaseChannel | None = None,
+        infra_blessing: types.BaseChannel | None = None,
         pushed_model: types.BaseChannel | None = None,
         edge_model: types.BaseChannel | None = None,
     ) -> None:
@@ -66,6 +67,7 @@ class RunReport(base_component.BaseComponent):
             evaluation=evaluation,
             model_blessing=model_blessing,
             baseline_model=baseline_model,
+            infra_blessing=infra_blessing,
             pushed_model=pushed_model,
             edge_model=edge_model,
             report=types.Channel(type=HtmlReport),

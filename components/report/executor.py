@@ -19,6 +19,7 @@ from tfx.types import artifact_utils
 
 from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
 from components.executor_types import ArtifactDict, ExecProperties
+from components.load_check.blessing import BLESSED_PROPERTY, REASON_PROPERTY
 from components.notify.run_record import RunRecord, run_dir_of, write_run_record
 from components.report import spec as keys
 from components.report.build import REPORT_FILE, report_html
@@ -74,8 +75,12 @@ def _write_run_record(input_dict: ArtifactDict, exec_properties: ExecProperties,
     if not (run_id and record_dir):
         return
     blessing = _single(input_dict, keys.BLESSING_KEY)
+    infra_blessing = _single(input_dict, keys.INFRA_BLESSING_KEY)
     pushed = _single(input_dict, keys.PUSHED_MODEL_KEY)
     was_pushed = pushed is not None and bool(pushed.get_int_custom_property("pushed"))
+    refusal = None
+    if infra_blessing is not None and not infra_blessing.get_int_custom_property(BLESSED_PROPERTY):
+        refusal = infra_blessing.get_string_custom_property(REASON_PROPERTY) or "no reason recorded"
     record = RunRecord.of(
         run_dir=run_dir_of(report_uri, keys.COMPONENT_ID),
         run_id=run_id,
@@ -87,6 +92,7 @@ def _write_run_record(input_dict: ArtifactDict, exec_properties: ExecProperties,
         pushed_path=pushed.get_string_custom_property("pushed_destination") if pushed and was_pushed else None,
         published_now=not (pushed and pushed.has_custom_property("published_now"))
         or bool(pushed.get_int_custom_property("published_now")),
+        load_check_refusal=refusal,
     )
     try:
         logger.info("run record: %s (%s)", write_run_record(record_dir, record), record.decision)
@@ -109,6 +115,7 @@ def report_inputs(input_dict: ArtifactDict, exec_properties: ExecProperties) -> 
     examples = _single(input_dict, keys.EXAMPLES_KEY)
     blessing = _single(input_dict, keys.BLESSING_KEY)
     baseline = _single(input_dict, keys.BASELINE_MODEL_KEY)
+    infra_blessing = _single(input_dict, keys.INFRA_BLESSING_KEY)
     pushed = _single(input_dict, keys.PUSHED_MODEL_KEY)
     pushed_destination = None
     if pushed is not None and pushed.get_int_custom_property("pushed"):
@@ -130,6 +137,13 @@ def report_inputs(input_dict: ArtifactDict, exec_properties: ExecProperties) -> 
             "version": baseline.get_string_custom_property(SERVED_VERSION_PROPERTY),
             "path": baseline.get_string_custom_property(SERVED_PATH_PROPERTY),
             "not_compared": baseline.get_string_custom_property(NOT_COMPARED_PROPERTY),
+        },
+        load_check=None
+        if infra_blessing is None
+        else {
+            "uri": infra_blessing.uri,
+            "blessed": bool(infra_blessing.get_int_custom_property(BLESSED_PROPERTY)),
+            "reason": infra_blessing.get_string_custom_property(REASON_PROPERTY),
         },
         pushed_destination=pushed_destination,
         edge_model_uri=_uri(input_dict, keys.EDGE_MODEL_KEY),

@@ -22,9 +22,11 @@ from typing import Any, Literal
 
 from components.baseline import reason
 from components.edge_exporter.summary import edge_summary
+from components.load_check.blessing import COMPONENT_ID as LOAD_CHECK_ID
+from components.load_check.blessing import RESULT_FILE, read_result
 from components.report import diagnosis, evaluation, readers
 from components.report.facts import RunFacts, reported
-from components.report.summary import BaselineRecord, DataSeen, EdgeRecord, RunSummary
+from components.report.summary import BaselineRecord, DataSeen, EdgeRecord, LoadCheckRecord, RunSummary
 from foundation.contract import ACCURACY_METRIC, TRAINING_METRICS_FILE, read_label_map
 from foundation.data.spans import parse_spans
 
@@ -56,6 +58,8 @@ class ReportInputs:
         baseline: The ServedBaseline's `baseline_model` properties: {"version", "path"} ("" when nothing was
             served yet) and "not_compared" (why that version was not compared; "" when it was); None without the
             component (`evaluator.baseline: none`).
+        load_check: The LoadCheck's InfraBlessing: {"uri", "blessed" (bool), "reason"}; None without the
+            component (`serving.load_check` off under `serving.rollout: direct`).
         pushed_destination: The version directory the Pusher pushed to; None when it did not push.
         edge_model_uri: The EdgeExporter's `edge_model`; None when edge is disabled.
         model_cached: The Trainer's model is an earlier run's (ML Metadata: the Trainer was cached); the
@@ -75,6 +79,7 @@ class ReportInputs:
     evaluation_uri: str | None = None
     blessed: bool | None = None
     baseline: dict[str, str] | None = None
+    load_check: dict[str, Any] | None = None
     pushed_destination: str | None = None
     edge_model_uri: str | None = None
     model_cached: bool = False
@@ -123,6 +128,8 @@ def summarize(inputs: ReportInputs, summary: RunSummary | None = None) -> RunSum
         path = f"{inputs.model_uri}/{TRAINING_METRICS_FILE}"
         with _reported(summary, "Trainer", path, "training metrics"):
             summary.metrics.training = evaluation.training_metrics(inputs.model_uri)
+    if inputs.load_check is not None:
+        summary.load_check = _load_check(summary, inputs.load_check)
     if inputs.edge_model_uri:
         with _reported(summary, "EdgeExporter", inputs.edge_model_uri, "edge export metadata"):
             edge = edge_summary(inputs.edge_model_uri)
@@ -134,6 +141,23 @@ def summarize(inputs: ReportInputs, summary: RunSummary | None = None) -> RunSum
     if evaluated:
         _decision(summary, inputs, failures)
     return summary
+
+
+def _load_check(summary: RunSummary, blessing: dict[str, Any]) -> LoadCheckRecord:
+    """The LoadCheck's outcome from its `load_check.json`; from the blessing's properties when that cannot be
+    read (a problem of the summary then)."""
+    record = LoadCheckRecord(passed=bool(blessing["blessed"]), reason=str(blessing.get("reason") or ""))
+    with _reported(summary, LOAD_CHECK_ID, f"{blessing['uri']}/{RESULT_FILE}", "load check result"):
+        result = read_result(blessing["uri"])
+        record = LoadCheckRecord(
+            passed=result.passed,
+            reason=result.reason,
+            server=result.server,
+            examples_compared=result.examples_compared,
+            max_abs_difference=result.max_abs_difference,
+            load_seconds=result.load_seconds,
+        )
+    return record
 
 
 def _evaluation(summary: RunSummary, inputs: ReportInputs) -> list[str]:
@@ -175,6 +199,7 @@ def _evaluation(summary: RunSummary, inputs: ReportInputs) -> list[str]:
 def _decision(summary: RunSummary, inputs: ReportInputs, failures: list[str]) -> None:
     """`decision` and `blessing_reason` (naming the served version): `no new data` when the Trainer's model is an
     earlier run's and nothing new was pushed (refused again, or an earlier run already pushed it: never twice).
+    A model the Evaluator blessed but the load check refused was not pushed because of that: the reason says so.
     When the Trainer's own diagnosis says the model is broken, the reason ends with its symptoms and likely causes,
     so the run says why, not only "not pushed"."""
     pushed = summary.pushed_model_dir
@@ -196,6 +221,9 @@ def _decision(summary: RunSummary, inputs: ReportInputs, failures: list[str]) ->
             already_served=inputs.already_served,
             no_new_data=no_new_data,
         )
+    check = summary.load_check
+    if check is not None and not check.passed and summary.blessed and summary.decision != "pushed":
+        summary.blessing_reason = reason.refused_by_load_check(summary.blessing_reason, check.reason, no_new_data)
     broken = diagnosis.broken_diagnosis(training)
     if broken is not None:
         summary.blessing_reason += "; " + diagnosis.reason_clause(broken)

@@ -54,6 +54,15 @@ def baseline_words(summary: dict[str, Any]) -> str:
     return "none yet: no earlier model was blessed"
 
 
+def load_check_words(check: dict[str, Any]) -> str:
+    """The load check's outcome in words, e.g. `passed in tfxp local server: 64 eval examples answered as
+    in-process`."""
+    server = check.get("server") or "the serving process"
+    if check.get("passed"):
+        return f"passed in {server}: {check.get('examples_compared', 0)} eval examples answered as in-process"
+    return f"failed in {server}: {check.get('reason') or 'no reason recorded'}"
+
+
 def _finished(facts: RunFacts) -> list[str]:
     return [step["component"] for step in facts.timeline if step.get("status") in ("complete", "cached")]
 
@@ -87,6 +96,8 @@ def decision_section(facts: RunFacts) -> Section:
     ]
     if summary.get("served_version"):
         items.insert(2, ("served now", str(summary["served_version"])))
+    if isinstance(summary.get("load_check"), dict):
+        items.insert(1, ("load check", load_check_words(summary["load_check"])))
     if summary.get("pushed_model_dir"):
         items.append(("served model", str(summary["pushed_model_dir"])))
     if summary.get("rollout"):

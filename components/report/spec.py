@@ -25,6 +25,7 @@ MODEL_RUN_KEY = "model_run"
 EVALUATION_KEY = "evaluation"
 BLESSING_KEY = "model_blessing"
 BASELINE_MODEL_KEY = "baseline_model"
+INFRA_BLESSING_KEY = "infra_blessing"
 PUSHED_MODEL_KEY = "pushed_model"
 EDGE_MODEL_KEY = "edge_model"
 REPORT_KEY = "report"
@@ -36,8 +37,9 @@ def _optional(artifact_type: type) -> ChannelParameter:
 
 class RunReportSpec(ComponentSpec):
     """Inputs: the Examples (their spans), StatisticsGen's statistics, ExampleValidator's anomalies, the Trainer's
-    Model and ModelRun, the Evaluator's evaluation and blessing, the ServedBaseline's Model, the Pusher's
-    PushedModel and the EdgeExporter's EdgeModel; each optional, so a pipeline without one still has a report.
+    Model and ModelRun, the Evaluator's evaluation and blessing, the ServedBaseline's Model, the LoadCheck's
+    InfraBlessing, the Pusher's PushedModel and the EdgeExporter's EdgeModel; each optional, so a pipeline without
+    one still has a report.
     Parameters: `config`, the config that ran as JSON; `labels_path` (`data.labels_path`); `out_dir`, shown as
     the run's output; on Kubeflow `run_id` and `run_record_dir`, where the run record goes. Output: `report`,
     an HtmlReport."""
@@ -59,6 +61,7 @@ class RunReportSpec(ComponentSpec):
         EVALUATION_KEY: _optional(standard_artifacts.ModelEvaluation),
         BLESSING_KEY: _optional(standard_artifacts.ModelBlessing),
         BASELINE_MODEL_KEY: _optional(standard_artifacts.Model),
+        INFRA_BLESSING_KEY: _optional(standard_artifacts.InfraBlessing),
         PUSHED_MODEL_KEY: _optional(standard_artifacts.PushedModel),
         EDGE_MODEL_KEY: _optional(EdgeModel),
     }

@@ -5,10 +5,10 @@ from: `components.report.inputs.summarize` fills it from a run's artifacts for b
 only ML Metadata knows (each component's state and duration, the failure, what is served now).
 
 A key is in the file exactly when the run set it: the always-present keys (`status` ... `problems`) are set by
-`RunSummary.start`, the others (`error`, `failed_component`, `data`, `baseline`, `edge`, `decision`, `warm_start`,
-`served_version`) only when the run has them, so a null value (`"served_version": null`: nothing served) and an
-absent key (a failed run does not say what is served) keep their different meanings. `to_json_dict` writes the keys
-that were set; `model_validate` of a written file sets the same ones again.
+`RunSummary.start`, the others (`error`, `failed_component`, `data`, `baseline`, `load_check`, `edge`, `decision`,
+`warm_start`, `served_version`) only when the run has them, so a null value (`"served_version": null`: nothing
+served) and an absent key (a failed run does not say what is served) keep their different meanings. `to_json_dict`
+writes the keys that were set; `model_validate` of a written file sets the same ones again.
 
 Example:
     summary = RunSummary.start(config.to_dict())
@@ -70,6 +70,26 @@ class BaselineRecord(_Record):
     not_compared: str = ""
 
 
+class LoadCheckRecord(_Record):
+    """The LoadCheck's outcome (`serving.load_check.LoadCheckResult`, from its InfraBlessing).
+
+    Attributes:
+        passed: The model loaded in the serving process and answered the eval sample like in-process.
+        reason: Why, in one line.
+        server: `tensorflow_model_server` or `tfxp local server`.
+        examples_compared: Eval examples whose answers were compared.
+        max_abs_difference: The largest probability gap between served and in-process answers.
+        load_seconds: From starting the server to the version being AVAILABLE.
+    """
+
+    passed: bool
+    reason: str = ""
+    server: str = ""
+    examples_compared: int = 0
+    max_abs_difference: float | None = None
+    load_seconds: float | None = None
+
+
 class EdgeRecord(_Record):
     """The EdgeExporter's outcome (`components.edge_exporter.summary.edge_summary`)."""
 
@@ -127,6 +147,7 @@ class RunSummary(_Record):
         failed_component: The component that failed (failed runs; None when not known).
         data: What ImportExampleGen read (when it ran).
         baseline: What the Evaluator compared with (when it ran).
+        load_check: Whether the model loaded and answered in a serving process (when the LoadCheck ran).
         edge: The EdgeExporter's outcome (when it ran).
         decision: `pushed`, `not pushed` or `no new data` (when the Evaluator ran).
         warm_start: Whether the Trainer started from the served model, and why (when it says).
@@ -150,6 +171,7 @@ class RunSummary(_Record):
     failed_component: str | None = None
     data: DataSeen | None = None
     baseline: BaselineRecord | None = None
+    load_check: LoadCheckRecord | None = None
     edge: EdgeRecord | None = None
     decision: Decision | None = None
     warm_start: dict[str, Any] | None = None

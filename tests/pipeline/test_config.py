@@ -49,6 +49,7 @@ def test_unknown_section_lists_sections() -> None:
         ("evaluator.min_accuracy=1.5", r"`evaluator.min_accuracy` = 1.5"),
         ("trainer.train_steps", r"expected `section.key=value`"),
         ("kubeflow.trainer_accelerator.count=8", r"trainer_accelerator.type is empty"),
+        ("serving.load_check=maybe", r"`serving.load_check` = 'maybe': Input should be a valid boolean"),
     ],
 )
 def test_a_bad_set_names_the_key_and_what_is_wrong(override: str, message: str) -> None:

@@ -150,3 +150,27 @@ def test_the_run_report_is_last_and_reads_every_output_there_is(overrides: tuple
     assert shown["evaluator"]["min_accuracy"] == 0.9
     assert shown["kubeflow"]["notify_url"] == "(set; not shown)"  # a webhook is a secret: not on the page
     assert report.exec_properties["labels_path"] == "/nonexistent/data/labels.txt"
+
+
+def test_without_the_load_check_the_pusher_reads_no_infra_blessing() -> None:
+    components = {component.id: component for component in create_pipeline(_config()).components}
+    assert "LoadCheck" not in components
+    assert "infra_blessing" not in components["Pusher"].inputs
+    assert "infra_blessing" not in components["RunReport"].inputs
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [("serving.load_check=true",), ("serving.rollout=canary", "serving.version_policy=specific")],
+)
+def test_the_load_check_gates_the_pusher(overrides: tuple[str, ...]) -> None:
+    components = list(create_pipeline(_config(*overrides)).components)
+    ids = [component.id for component in components]
+    assert ids.index("Evaluator") < ids.index("LoadCheck") < ids.index("Pusher")
+    by_id = {component.id: component for component in components}
+    check = by_id["LoadCheck"]
+    assert check.inputs["model"] is by_id["Trainer"].outputs["model"]
+    assert check.inputs["examples"] is by_id["ImportExampleGen"].outputs["examples"]
+    assert check.exec_properties["model_name"] == "digits"
+    assert by_id["Pusher"].inputs["infra_blessing"] is check.outputs["blessing"]
+    assert by_id["RunReport"].inputs["infra_blessing"] is check.outputs["blessing"]

@@ -1,5 +1,6 @@
 """`tfxp run` under `serving.rollout: canary` (LocalDagRunner): the first push becomes stable, the next one the
-canary without moving stable; the ServedBaseline keeps comparing with stable; the RolloutJudge runs first and,
+canary without moving stable, each after the LoadCheck served it in a real server process and blessed it; the
+ServedBaseline keeps comparing with stable; the RolloutJudge runs first and,
 with no evidence source reachable, records a hold; `tfxp rollout rollback` takes the canary off and records it;
 a `direct` push into the base afterwards is refused, leaving the versions untouched."""
 
@@ -94,6 +95,20 @@ def test_the_second_push_is_the_canary_and_stable_stays(two_runs: dict[str, Any]
     assert held != released["saved_model"]["path"] and held.endswith("Format-Serving")
     # The second run's judge found no canary yet (the first run pushed stable): nothing to judge, nothing recorded.
     assert [(d["action"], d["by"].split(":")[0]) for d in status["decisions"]] == [("publish", "run")] * 2
+
+
+def test_each_version_was_load_checked_before_it_was_published(two_runs: dict[str, Any]) -> None:
+    for run in ("first", "second"):
+        check = two_runs[run]["load_check"]
+        assert check["passed"] is True, check["reason"]
+        assert check["examples_compared"] == 64 and check["max_abs_difference"] <= 1e-4
+        assert check["reason"].startswith(f"version 1 loaded in {check['server']} in ")
+    # The InfraBlessing, as TFX's InfraValidator writes it, beside the result, for each run's model.
+    blessings = two_runs["out"] / "tfxp-digits" / "root" / "LoadCheck" / "blessing"
+    assert len(list(blessings.glob("*/INFRA_BLESSED"))) == 2
+    assert not list(blessings.glob("*/INFRA_NOT_BLESSED"))
+    results = [json.loads(path.read_text()) for path in sorted(blessings.glob("*/load_check.json"))]
+    assert [result["passed"] for result in results] == [True, True]
 
 
 def test_rollback_takes_the_canary_off_for_good(two_runs: dict[str, Any]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.baseline.reason import Baseline, blessing_reason
+from components.baseline.reason import Baseline, blessing_reason, refused_by_load_check
 
 SERVED = "1796083574"
 
@@ -112,3 +112,16 @@ def test_missing_accuracies_are_said_plainly() -> None:
     assert text == f"pushed: eval accuracy 0.95 ≥ evaluator.min_accuracy 0.9; the served version {SERVED} has no " + (
         "accuracy on this eval split"
     )
+
+
+def test_a_blessed_model_the_load_check_refused_says_the_load_check_decided() -> None:
+    evaluator = blessing_reason(True, 0.95, Baseline(), 0.9, 0.01)
+    did_not_load = "the model did not load: tfxp local server exited with status 1"
+    assert refused_by_load_check(evaluator, did_not_load) == (
+        f"not pushed: the load check failed: {did_not_load}; the Evaluator had blessed it "
+        "(eval accuracy 0.95 ≥ evaluator.min_accuracy 0.9, no served model yet)"
+    )
+    assert refused_by_load_check(evaluator, did_not_load, no_new_data=True).startswith(
+        f"no new data, nothing pushed: the load check failed: {did_not_load}; "
+    )
+    assert refused_by_load_check(None, did_not_load).endswith("; the Evaluator had blessed it")

@@ -209,6 +209,56 @@ def test_a_rerun_that_finds_its_model_already_pushed_keeps_the_pushing_runs_repo
     assert report.get_string_custom_property("published_path") == str(published)
 
 
+def _refused_by_the_load_check(tmp_path: Path) -> Any:
+    """The LoadCheck's InfraBlessing of a model that did not load (`components.load_check.blessing`)."""
+    from components.load_check.blessing import record_result
+    from serving.load_check import LoadCheckResult
+
+    blessing = _artifact(standard_artifacts.InfraBlessing, tmp_path / "LoadCheck" / "blessing")
+    reason = "the model did not load: version 1 of digits in tfxp local server ended (UNKNOWN: bad warmup)"
+    record_result(blessing, LoadCheckResult(passed=False, reason=reason, server="tfxp local server", model_name="d"))
+    return blessing
+
+
+def test_a_model_the_load_check_refused_says_so_in_the_page_and_the_run_record(
+    tmp_path: Path, tfma: dict[str, Any]
+) -> None:
+    from components.notify.notice import FinalStatus, notice_text, run_outcome
+    from components.notify.run_record import read_run_record
+
+    run = "7d0c1e2f-0000-4000-8000-000000000000"
+    report = _artifact(HtmlReport, tmp_path / run / "RunReport" / "ab12" / "report")
+    inputs = {
+        **_evaluated(tmp_path / run, blessed=1),
+        "infra_blessing": _refused_by_the_load_check(tmp_path / run),
+        "pushed_model": _pushed(tmp_path / run, pushed=False),
+    }
+    Executor().Do(
+        {key: [artifact] for key, artifact in inputs.items()},
+        {"report": [report]},
+        {"config": json.dumps(CONFIG), "run_id": run, "run_record_dir": str(tmp_path / "runs")},
+    )
+    page = (Path(report.uri) / "report.html").read_text()
+
+    assert "Not pushed: the served version (if any) is unchanged" in page
+    refusal = (
+        "not pushed: the load check failed: the model did not load: version 1 of digits in tfxp local server "
+        "ended (UNKNOWN: bad warmup); the Evaluator had blessed it (eval accuracy 0.975"
+    )
+    assert refusal in page
+    assert "failed in tfxp local server: the model did not load" in page  # the decision card's "load check" line
+    record = read_run_record(str(tmp_path / "runs"), run)
+    assert record is not None and record.blessed is True and record.pushed_version is None
+    assert record.decision == (
+        "not pushed: the load check failed: the model did not load: version 1 of digits in tfxp local server "
+        "ended (UNKNOWN: bad warmup)"
+    )
+    # What the exit handler posts at 3 a.m. (components.notify.component reads this record).
+    outcome = run_outcome(FinalStatus(state="SUCCEEDED"), run_id=run, blessed=True, decision=record.decision)
+    text = notice_text("tfxp-digits", outcome)
+    assert text == f":white_check_mark: tfxp-digits run {run} succeeded: {record.decision}"
+
+
 def _write_run_artifacts(root: Path) -> None:
     """Every file the RunReport reads, as a real run writes them (TFMA's output aside: the `tfma` fixture)."""
     import tensorflow as tf

@@ -219,6 +219,22 @@ def test_baseline_none_compiles_without_the_baseline_step(tmp_path: Path) -> Non
     assert "baseline_model" not in tasks["Evaluator"].inputs.artifacts
 
 
+def test_the_load_check_gates_the_pusher_on_kubeflow(tmp_path: Path) -> None:
+    canary = ("serving.rollout=canary", "serving.version_policy=specific")
+    result = compile_pipeline(load_config(A100_CONFIG, canary), tmp_path / "pipeline.yaml")
+    spec = _doc(result).pipeline_spec
+    assert not spec_problems(spec)
+    tasks = spec.root.dag.tasks
+    for consumer in ("Pusher", "RunReport"):
+        blessing = tasks[consumer].inputs.artifacts["infra_blessing"].task_output_artifact
+        assert (blessing.producer_task, blessing.output_artifact_key) == ("LoadCheck", "blessing"), consumer
+        assert "LoadCheck" in tasks[consumer].dependent_tasks
+    check = tasks["LoadCheck"]
+    assert check.inputs.artifacts["model"].task_output_artifact.producer_task == "Trainer"
+    assert check.inputs.artifacts["examples"].task_output_artifact.producer_task == "ImportExampleGen"
+    assert check.inputs.parameters["model_name"].runtime_value.constant.string_value == "resnet50_imagenet"
+
+
 def test_warnings_name_what_pods_cannot_read(default_compiled: CompileResult, a100_compiled: CompileResult) -> None:
     warnings = "\n".join(default_compiled.warnings)
     assert "kubeflow.pipeline_root is empty" in warnings
