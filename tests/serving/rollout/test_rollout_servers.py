@@ -57,7 +57,9 @@ def _server(base: Path, track: str) -> ModelServer:
 @pytest.fixture(scope="module")
 def rollout(model_base: Path) -> Iterator[tuple[RolloutTarget, dict[str, ModelServer]]]:
     base = str(model_base)
-    settings = CanarySettings(min_requests=20, replay_samples=len(IMAGES), keep_versions=5)
+    # Two servers on a shared 2-core CI machine: their p99s differ by 2× from load alone, so the latency bound is
+    # wide here (its rule is tested on given signals in test_rollout_analysis.py); agreement and classes decide.
+    settings = CanarySettings(min_requests=20, replay_samples=len(IMAGES), keep_versions=5, max_latency_ratio=20)
     target = RolloutTarget(base, base, "digits", settings)
     sync_tracks(target, actions.publish_version_state(base, 1, by="run:first"))
     servers = {track: _server(model_base, track) for track in ("stable", "canary")}
