@@ -35,11 +35,16 @@ SCALAR_CHARS_PER_NODE = 100
 MAX_DEPTH = 200
 
 
-class YamlLimitError(yaml.YAMLError):
+class YamlRefusedError(yaml.YAMLError):
+    """YAML that parses, but that tfxp refuses; the message is whole (file, line, what, the fix): callers pass it on
+    as it is, never as "not YAML"."""
+
+
+class YamlLimitError(YamlRefusedError):
     """The document's aliases or nesting exceed the limits; the message names the file, the line and the fix."""
 
 
-class YamlDuplicateKeyError(yaml.YAMLError):
+class YamlDuplicateKeyError(YamlRefusedError):
     """A mapping holds the same key twice; the message names the file, both lines and the key."""
 
 
@@ -178,7 +183,8 @@ def load_yaml(text: str, source: str, loader: type[BoundedSafeLoader] = BoundedS
         loader: `BoundedSafeLoader` or `Yaml12Loader`.
 
     Raises:
-        YamlLimitError: aliases or nesting beyond the limits (a `yaml.YAMLError`).
+        YamlRefusedError: aliases or nesting beyond the limits, or a key written twice in one mapping (a
+            `yaml.YAMLError`).
         yaml.YAMLError: not YAML, or more than one document.
     """
     instance = _loader(text, source, loader)
@@ -192,7 +198,7 @@ def load_yaml_all(text: str, source: str, loader: type[BoundedSafeLoader] = Boun
     """Every document in `text`, within the limits (each document has the whole budget).
 
     Raises:
-        YamlLimitError: aliases or nesting beyond the limits (a `yaml.YAMLError`).
+        YamlRefusedError: as `load_yaml`.
         yaml.YAMLError: not YAML.
     """
     instance = _loader(text, source, loader)

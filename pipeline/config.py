@@ -37,7 +37,7 @@ from foundation.config_section import (
     section_keys,
 )
 from foundation.errors import TfxpError
-from foundation.yaml_files import Yaml12Loader, YamlDuplicateKeyError, YamlLimitError, load_yaml
+from foundation.yaml_files import Yaml12Loader, YamlRefusedError, load_yaml
 from pipeline.config_sections import BeamSection, DataSection, EvaluatorSection, KubeflowSection, PipelineSection
 from serving.options import ServingOptions
 
@@ -100,16 +100,20 @@ def valid_keys() -> list[str]:
 
 
 def parse_override(override: str) -> tuple[list[str], Any]:
-    """Splits `section.key=value`; the value is read as a YAML scalar or list.
+    """Splits `section.key=value`; the value is read as YAML (a scalar, a list, a mapping), or as the text itself
+    when it is not YAML.
 
     Raises:
-        ConfigError: when the override has no `=` or an empty key.
+        ConfigError: when the override has no `=` or an empty key, or its value is YAML tfxp refuses (a key
+            written twice, an alias bomb: `foundation.yaml_files`).
     """
     key, sep, raw = override.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set {override!r}: expected `section.key=value`, e.g. `--set trainer.train_steps=100`")
     try:
         value = _load_yaml(raw, f"--set {override}") if raw.strip() else ""
+    except YamlRefusedError as error:  # YAML, but not to be read as text either: `{a: 1, a: 2}` is no setting
+        raise ConfigError(str(error)) from None
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value
@@ -167,7 +171,7 @@ def load_config(path: Path | None = None, overrides: Sequence[str] = ()) -> Tfxp
             raise ConfigError(f"cannot read config file {path}: {error.strerror}; pass an existing --config") from None
         except UnicodeDecodeError:
             raise ConfigError(f"config file {path} is not UTF-8 text; --config takes a YAML file") from None
-        except (YamlLimitError, YamlDuplicateKeyError) as error:
+        except YamlRefusedError as error:
             raise ConfigError(str(error)) from None
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {error}") from None

@@ -78,6 +78,9 @@ class DataSection(ConfigSection):
     eval_buckets: Hash buckets for eval when the data is split by hash buckets.
     drift: Drift checks between spans (`components.validation.drift_options.DriftOptions`), in the
       ExampleValidator: on by default with spans; the newest span against the earlier ones, before the Trainer.
+    min_span_examples: With spans, the fewest records each split of each span a run reads must hold: a span with
+      fewer stops the run at the ExampleValidator, before the Trainer, naming the span and its counts. 1 (the
+      default) refuses a span that arrived empty; 0 = no check.
     """
 
     path: str = "data/digits"
@@ -92,6 +95,7 @@ class DataSection(ConfigSection):
     train_buckets: int = Field(9, ge=1, le=MAX_HASH_BUCKETS)
     eval_buckets: int = Field(1, ge=1, le=MAX_HASH_BUCKETS)
     drift: DriftOptions = DriftOptions()
+    min_span_examples: int = Field(1, ge=0, le=INT64_MAX)
 
     model_config = ConfigDict(populate_by_name=True)  # merged with ConfigSection's
 

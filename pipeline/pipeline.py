@@ -39,9 +39,11 @@ from components.trainer.options import RunOptions
 from components.validation.data_checks import statistics_options
 from components.validation.drift_check import DriftRun
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
+from components.validation.span_sizes import SpanSizeCheck
 from components.validation.span_statistics import statistics_cache_dir
 from components.validation.strict_example_validator import StrictExampleValidator
 from foundation.contract import EVAL_LABEL_KEY, OUTPUT_PROBABILITIES, SIGNATURE_EVAL_LABELS, SIGNATURE_TF_EXAMPLE
+from foundation.data.spans import NO_SPANS
 from pipeline.config import TfxpConfig
 from pipeline.layout import OutputLayout, output_layout, split_patterns
 from serving.options import deployed_serving
@@ -153,6 +155,15 @@ def drift_run(config: TfxpConfig, layout: OutputLayout) -> str:
         cache_dir=statistics_cache_dir(config.pipeline.output),
         serving_base=layout.serving_base,
     ).to_json()
+
+
+def span_size_check(config: TfxpConfig) -> str:
+    """The ExampleValidator's span-size check (`data.min_span_examples`) as JSON; "" when it is off (no spans, or
+    a minimum of 0)."""
+    data = config.data
+    if data.spans == NO_SPANS or data.min_span_examples == 0:
+        return ""
+    return SpanSizeCheck(min_examples=data.min_span_examples, split_patterns=split_patterns(config)).to_json()
 
 
 def _schema_component(config: TfxpConfig, statistics: Any) -> Any:
@@ -267,6 +278,7 @@ def _example_validator(
         labels_path=config.data.labels_path,
         label_offset=config.data.first_label,
         drift=drift_run(config, layout),
+        span_sizes=span_size_check(config),
     ).with_id("ExampleValidator")
 
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 from foundation.data.spans import (
     NO_SPANS,
-    SPAN_GLOB,
     SpanError,
     find_spans,
     format_spans,
+    inside_span,
     parse_policy,
     parse_spans,
     select_spans,
@@ -107,9 +107,7 @@ def selected_patterns(
     spans = select_spans(folders, policy)
     patterns: list[str] = []
     for pattern in split_patterns:
-        head, _, rest = pattern.partition("/")
-        inside = [rest] if head == SPAN_GLOB else [pattern]
-        patterns.extend(posixpath.join(input_base, folders[span], part) for span in spans for part in inside)
+        patterns.extend(posixpath.join(input_base, folders[span], inside_span(pattern)) for span in spans)
     return spans, patterns
 
 

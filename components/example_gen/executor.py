@@ -33,6 +33,7 @@ from foundation.data.spans import (
     SPANS_PROPERTY,
     SpanError,
     format_spans,
+    inside_span,
     parse_policy,
     parse_spans,
     select_spans,
@@ -50,8 +51,8 @@ def span_file_patterns(input_base: str, split_pattern: str, folders: list[str]) 
     Raises:
         SpanError: the pattern does not start with `span-*/`, or a selected span has no files for it.
     """
-    head, _, rest = split_pattern.partition("/")
-    if head != SPAN_GLOB or not rest:
+    rest = inside_span(split_pattern)
+    if rest == split_pattern or not rest:
         raise SpanError(f"split pattern {split_pattern!r} does not start with {SPAN_GLOB}/ although data.spans is set")
     patterns = [os.path.join(input_base, folder, rest) for folder in folders]
     for folder, pattern in zip(folders, patterns, strict=True):

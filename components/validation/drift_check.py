@@ -51,7 +51,7 @@ from components.validation.span_statistics import (
     span_tables,
     split_statistics,
 )
-from foundation.data.spans import SPAN_GLOB, find_spans, format_spans, select_spans
+from foundation.data.spans import find_spans, format_spans, inside_span, select_spans
 
 logger = logging.getLogger(__name__)
 TRAIN_SPLIT = "train"
@@ -97,12 +97,6 @@ class DriftRun:
     def from_json(cls, text: str) -> DriftRun:
         values = json.loads(text)
         return cls(**{**values, "options": DriftOptions.model_validate(values["options"])})
-
-
-def inside_span(pattern: str) -> str:
-    """`train/*` for `span-*/train/*`: the split's glob inside one span folder."""
-    head, _, rest = pattern.partition("/")
-    return rest if head == SPAN_GLOB else pattern
 
 
 def check_drift(run: DriftRun, input_base: str = "", spans: list[int] | None = None) -> DriftDecision:

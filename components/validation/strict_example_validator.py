@@ -4,7 +4,9 @@ TFX's ExampleValidator records anomalies and marks its output "not blessed", but
 reads that mark, so the Trainer would train on bad data. tfxp fails the component instead, with the
 anomalies in words.
 
-Before the schema, it checks what no schema expresses (`components.validation.data_checks`): a split with 0
+Before the schema, it checks what no schema expresses: a span the run read with a split of fewer than
+`data.min_span_examples` records (`components.validation.span_sizes`; the statistics merge the spans, so only a
+count per span folder shows one that arrived empty), and (`components.validation.data_checks`) a split with 0
 records, `image/encoded` values that are not images the model accepts, and examples of other classes than the
 label map. The second reads TFDV's image statistics and, where they flag values, the split's examples (the
 optional `examples` input); the third reads every example's label, synset and text and matches them with the
@@ -47,6 +49,7 @@ from components.validation.data_checks import (
 )
 from components.validation.drift import RECORD_PROPERTIES, DriftDecision, stop_decision, stop_message
 from components.validation.label_map_schema import CONTRACT_FEATURES
+from components.validation.span_sizes import SpanSizeCheck, check_span_sizes
 from foundation.contract import LABEL_KEY, read_label_map
 from foundation.data.spans import INPUT_BASE_PROPERTY, SPANS_PROPERTY, parse_spans
 from foundation.errors import TfxpError
@@ -54,6 +57,8 @@ from foundation.errors import TfxpError
 logger = logging.getLogger(__name__)
 ANOMALIES_FILE = "SchemaDiff.pb"
 DRIFT_KEY = "drift"
+# The span-size check (`components.validation.span_sizes.SpanSizeCheck` as JSON); empty = off.
+SPAN_SIZES_KEY = "span_sizes"
 DRIFT_FILE = "drift.json"
 # On Kubeflow: where a drift stop files the run record the exit handler reads (`components.notify.run_record`;
 # the RunReport, which writes it otherwise, never runs after a stop). Unset locally.
@@ -118,14 +123,20 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
     ) -> Any:
         statistics = artifact_utils.get_single_instance(input_dict[standard_component_specs.STATISTICS_KEY])
         examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
-        unusable: list[str] = []
-        empty_split = False
+        span_sizes = exec_properties.get(SPAN_SIZES_KEY)
+        unusable = (
+            check_span_sizes(SpanSizeCheck.from_json(span_sizes), *_spans_read(examples[0]))
+            if span_sizes and examples
+            else []
+        )
+        # A span or a split short of records also shows as schema anomalies that would mislead: stop before them.
+        too_few = bool(unusable)
         labels_path = exec_properties.get(LABELS_PATH_KEY) or ""
         names = read_label_map(labels_path) if labels_path and examples else []
         for split in artifact_utils.decode_split_names(statistics.split_names):
             datasets = stats_artifact_utils.load_statistics(statistics, split).proto().datasets
             split_statistics = datasets[0] if datasets else statistics_pb2.DatasetFeatureStatistics()
-            empty_split = empty_split or split_statistics.num_examples == 0
+            too_few = too_few or split_statistics.num_examples == 0
             counter = None
             if examples:
                 pattern = os.path.join(artifact_utils.get_split_uri(examples, split), "*")
@@ -135,7 +146,7 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
                 evidence = read_class_evidence(os.path.join(artifact_utils.get_split_uri(examples, split), "*"))
                 offset = int(exec_properties.get(LABEL_OFFSET_KEY) or 0)
                 unusable.extend(class_mismatches(split, evidence, names, offset))
-        if unusable and empty_split:  # an empty split also shows as schema anomalies that would mislead
+        if unusable and too_few:
             raise DataValidationError(
                 "the examples cannot be trained on, so training was not started:\n  - " + "\n  - ".join(unusable)
             )
@@ -180,11 +191,8 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
         from components.validation.drift_check import DriftRun, check_drift
 
         run = DriftRun.from_json(drift_json)
-        input_base, spans = "", None
-        if examples is not None:
-            input_base = str(examples.get_string_custom_property(INPUT_BASE_PROPERTY) or "")
-            spans = parse_spans(str(examples.get_string_custom_property(SPANS_PROPERTY) or "")) or None
-        decision = check_drift(run, input_base, spans)
+        input_base, spans = _spans_read(examples) if examples is not None else ("", [])
+        decision = check_drift(run, input_base, spans or None)
         record = {**decision.to_dict(), "timings": run.timings}
         io_utils.write_string_file(os.path.join(anomalies.uri, DRIFT_FILE), json.dumps(record, indent=2))
         for name in RECORD_PROPERTIES:
@@ -197,6 +205,13 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
             if record_dir:
                 record_drift_stop(record_dir, anomalies.uri, decision)
             raise DriftError(stop_message(decision), record)
+
+
+def _spans_read(examples: types.Artifact) -> tuple[str, list[int]]:
+    """Where the ExampleGen read its spans (`data.path`, or Kubeflow's `data_path` run parameter) and which it read
+    (its Examples artifact's custom properties); ("", []) without spans."""
+    input_base = str(examples.get_string_custom_property(INPUT_BASE_PROPERTY) or "")
+    return input_base, parse_spans(str(examples.get_string_custom_property(SPANS_PROPERTY) or ""))
 
 
 def record_drift_stop(record_dir: str, anomalies_uri: str, decision: DriftDecision) -> str:
@@ -219,14 +234,15 @@ def record_drift_stop(record_dir: str, anomalies_uri: str, decision: DriftDecisi
 
 class StrictExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):
     """ExampleValidator's spec plus the examples (their images judged where the statistics flag them, their
-    classes matched with the label map), the label map with its offset, and the drift checks' settings
-    (`DriftRun` as JSON; empty = off)."""
+    classes matched with the label map, their spans counted), the label map with its offset, and the settings of
+    the span-size check (`SpanSizeCheck` as JSON) and the drift checks (`DriftRun` as JSON); empty = off."""
 
     PARAMETERS = {  # noqa: RUF012  (TFX's ComponentSpec API)
         **standard_component_specs.ExampleValidatorSpec.PARAMETERS,
         LABELS_PATH_KEY: ExecutionParameter(type=str, optional=True),
         LABEL_OFFSET_KEY: ExecutionParameter(type=int, optional=True),
         DRIFT_KEY: ExecutionParameter(type=str, optional=True),
+        SPAN_SIZES_KEY: ExecutionParameter(type=str, optional=True),
         RUN_RECORD_DIR_KEY: ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {  # noqa: RUF012  (TFX's ComponentSpec API)
@@ -248,6 +264,8 @@ class StrictExampleValidator(ExampleValidator):
             Empty = their classes are not checked.
         label_offset: The first label (`data.label_offset`, resolved).
         drift: `components.validation.drift_check.DriftRun` as JSON; empty = no drift checks.
+        span_sizes: `components.validation.span_sizes.SpanSizeCheck` as JSON (`data.min_span_examples`); empty =
+            the spans are not counted.
     """
 
     SPEC_CLASS = StrictExampleValidatorSpec
@@ -262,6 +280,7 @@ class StrictExampleValidator(ExampleValidator):
         labels_path: str = "",
         label_offset: int = 0,
         drift: str = "",
+        span_sizes: str = "",
     ) -> None:
         spec = StrictExampleValidatorSpec(
             statistics=statistics,
@@ -271,6 +290,7 @@ class StrictExampleValidator(ExampleValidator):
             labels_path=labels_path,
             label_offset=label_offset,
             drift=drift or None,
+            span_sizes=span_sizes or None,
             anomalies=types.Channel(type=standard_artifacts.ExampleAnomalies),
         )
         base_component.BaseComponent.__init__(self, spec=spec)  # ExampleValidator's would build its own spec

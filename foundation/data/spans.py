@@ -16,10 +16,10 @@ Example:
 
 from __future__ import annotations
 
-from foundation.errors import TfxpError
-
 import re
 from collections.abc import Iterable
+
+from foundation.errors import TfxpError
 
 SPAN_PREFIX = "span-"
 # The glob over every span folder: ImportExampleGen's split patterns start with it, so TFX's input fingerprint
@@ -118,6 +118,13 @@ def select_spans(spans: Iterable[int], policy: str | int) -> list[int]:
     window = 1 if policy == LATEST else int(policy)
     newest = present[-1]
     return [span for span in present if span >= newest - window + 1]
+
+
+def inside_span(pattern: str) -> str:
+    """`train/*` for `span-*/train/*`: a split's glob over every span (ImportExampleGen's split pattern) as the glob
+    inside one span folder; a pattern not over the span folders is returned as it is."""
+    head, _, rest = pattern.partition("/")
+    return rest if head == SPAN_GLOB else pattern
 
 
 def format_spans(spans: Iterable[int]) -> str:

@@ -216,3 +216,40 @@ def test_a_config_file_that_is_not_text_names_the_file(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00\x01trainer:")
     with pytest.raises(ConfigError, match=f"config file {re.escape(str(binary))} is not UTF-8 text"):
         load_config(binary)
+
+
+DUPLICATED = (
+    "trainer:\n  train_steps: 5\nkubeflow:\n  trainer_accelerator:\n    type: nvidia.com/gpu\n    count: 1\n"
+    "    count: 2\n"
+)
+
+
+def test_a_key_written_twice_at_any_depth_names_the_file_the_key_and_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATED)
+    with pytest.raises(ConfigError, match=rf"^config file {re.escape(str(path))}, line 7: the key 'count' is written "
+                       r"twice in one mapping \(first at line 6\)"):  # fmt: skip
+        load_config(path)
+    path.write_text("data:\n  path: a\ntrainer: {}\ndata:\n  path: b\n")
+    with pytest.raises(ConfigError, match=r"line 4: the key 'data' is written twice in one mapping \(first at line 1"):
+        load_config(path)
+
+
+def test_a_set_value_with_a_key_written_twice_is_refused_naming_it() -> None:
+    # Read as text, it would pass on as "{type: a, count: 1, count: 2}" and fail as "not a valid dictionary".
+    with pytest.raises(ConfigError, match=r"^--set kubeflow.trainer_accelerator=\{.*\}, line 1: the key 'count' is "
+                       r"written twice in one mapping \(first at line 1\)"):  # fmt: skip
+        load_config(None, ["kubeflow.trainer_accelerator={type: nvidia.com/gpu, count: 1, count: 2}"])
+    assert load_config(None, ["data.path={not yaml"]).data.path == "{not yaml"  # YAML it is not: the text itself
+
+
+def test_tfxp_run_refuses_a_config_with_a_key_written_twice_in_one_message(tmp_path: Path) -> None:
+    from pipeline.cli import app
+
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATED)
+    result = CliRunner().invoke(app, ["run", "--config", str(path), "--output", str(tmp_path / "out")])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"config file {path}, line 7: the key 'count' is written twice in one mapping (first at line 6)" in output
+    assert "Traceback" not in result.output and not (tmp_path / "out").exists()

@@ -25,7 +25,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.kfp.entrypoint import ENTRYPOINT, TFX_ENTRYPOINT
 from foundation.errors import TfxpError
-from foundation.yaml_files import YamlLimitError, read_yaml_all
+from foundation.yaml_files import YamlDuplicateKeyError, YamlLimitError, read_yaml_all
 from pipeline.kubeflow.compiler.pod import Resources, Toleration, cpu_cores, image_warnings, memory_gigabytes
 
 ContainerSpec: TypeAlias = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec
@@ -109,8 +109,8 @@ def load_pipeline_doc(path: Path) -> PipelineDoc:
     The first YAML document is the `PipelineSpec`; later documents merge into the `PlatformSpec`.
 
     Raises:
-        SpecPatchError: the file is not YAML, has an alias bomb, or is not a KFP pipeline spec (e.g. TFX's
-            `pipeline.json` wrapper).
+        SpecPatchError: the file is not YAML, has an alias bomb or a key written twice, or is not a KFP pipeline
+            spec (e.g. TFX's `pipeline.json` wrapper).
     """
     try:
         documents = [doc for doc in read_yaml_all(path) if doc is not None]
@@ -118,6 +118,8 @@ def load_pipeline_doc(path: Path) -> PipelineDoc:
         raise SpecPatchError(f"{path} is not text; compile a pipeline with `tfxp compile --out {path}`") from None
     except YamlLimitError as error:
         raise SpecPatchError(f"{error}; tfxp compile writes no aliases, so recompile with `tfxp compile`") from None
+    except YamlDuplicateKeyError as error:
+        raise SpecPatchError(f"{error}; tfxp compile writes each key once: recompile with `tfxp compile`") from None
     except yaml.YAMLError as error:
         raise SpecPatchError(f"{path} is not YAML ({error}); compile it with `tfxp compile --out {path}`") from None
     if not documents or not isinstance(documents[0], dict):

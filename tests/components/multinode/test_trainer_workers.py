@@ -23,7 +23,7 @@ from components.multinode.worker_args import WORKER_ENV, WorkerFnArgs, WorkersEr
 from components.trainer import run_fn as run_fn_module
 from components.trainer import worker
 from components.trainer.options import RunOptions, TrainerOptions
-from components.trainer.strategy import cluster_workers, worker_index
+from components.trainer.strategy import cluster_workers, resolve_strategy, worker_index
 
 TINY = {"image_size": 8, "channels": 1, "width": 4, "batch_size": 16, "train_steps": 400, "steps_per_epoch": 50}
 
@@ -191,3 +191,21 @@ def test_a_stray_tf_config_is_ignored_for_one_worker_with_a_warning(
         assert "TF_CONFIG" not in env and "trainer.workers is 1" in (warning or "")
     else:
         assert env == before
+
+
+def test_a_one_worker_trainer_with_a_stray_two_worker_tf_config_trains_on_one_device(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, digits_dir: Path, tmp_path: Path
+) -> None:
+    # Left in the shell from a two-worker run: `strategy: auto` would wait in MultiWorkerMirroredStrategy for a
+    # peer at 127.0.0.1 that never comes.
+    monkeypatch.setenv("TF_CONFIG", local_tf_configs(2)[0])
+    monkeypatch.delenv(WORKER_ENV, raising=False)
+    seen: list[str | None] = []
+    monkeypatch.setattr(run_fn_module, "train_here", lambda run, args: seen.append(os.environ.get("TF_CONFIG")))
+    with caplog.at_level("WARNING", logger=run_fn_module.__name__):
+        run_fn_module.run_fn(SimpleNamespace(**vars(fn_args(digits_dir, tmp_path))))
+    assert seen == [None]
+    assert resolve_strategy("auto", seen[0], num_gpus=0)[0] == "default"
+    (warning,) = [record.getMessage() for record in caplog.records if "TF_CONFIG" in record.getMessage()]
+    assert "ignoring the TF_CONFIG in this process's environment (it names 2 worker(s)" in warning
+    assert "unset TF_CONFIG" in warning

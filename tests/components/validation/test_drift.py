@@ -36,11 +36,11 @@ from components.validation.drift_check import (
     SERVED_SPANS,
     DriftRun,
     check_drift,
-    inside_span,
     previous_spans,
 )
 from components.validation.drift_options import DriftOptions
 from components.validation.span_statistics import image_properties, span_split_files, span_tables, split_statistics
+from foundation.data.spans import inside_span
 from foundation.data.tfrecords import make_example
 from pipeline.config import ConfigError, build_config
 from pipeline.layout import output_layout

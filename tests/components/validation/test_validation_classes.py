@@ -3,21 +3,14 @@ the synset-or-text rule `data.label_offset: auto` uses; so `tfxp run` and Kubefl
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-import tensorflow_data_validation as tfdv
 from layout_fixtures import example_bytes, write_records
-from tensorflow_data_validation.statistics import stats_impl
 from tensorflow_metadata.proto.v0 import statistics_pb2
-from tfx.types import artifact_utils, standard_artifacts
-from tfx.utils import io_utils
-from tfx_bsl.coders import example_coder
+from validator_fixtures import validator_artifacts
 
-from components.validation.data_checks import names_classes, read_class_evidence, statistics_options
-from components.validation.label_map_schema import tighten_schema
+from components.validation.data_checks import names_classes, read_class_evidence
 from components.validation.strict_example_validator import DataValidationError, StrictExampleValidatorExecutor
 from foundation.data.class_match import class_problems
 from foundation.data.probe import LabelEvidence
@@ -62,35 +55,6 @@ def test_every_example_of_the_split_is_read(tmp_path: Path) -> None:
     ]
 
 
-def _artifacts(tmp_path: Path, splits: dict[str, list[bytes]]) -> tuple[dict, dict]:  # type: ignore[type-arg]
-    """The validator's inputs (examples, their statistics, the label-map schema) and output, as TFX makes them."""
-    names = artifact_utils.encode_split_names(list(splits))
-    examples = standard_artifacts.Examples()
-    examples.uri, examples.split_names = str(tmp_path / "examples"), names
-    statistics = standard_artifacts.ExampleStatistics()
-    statistics.uri, statistics.split_names = str(tmp_path / "statistics"), names
-    decoder = example_coder.ExamplesToRecordBatchDecoder()
-    for split, records in splits.items():
-        write_records(tmp_path / "examples" / f"Split-{split}" / "data_tfrecord-00000-of-00001.gz", records)
-        batch = pa.Table.from_batches([decoder.DecodeBatch(records)]).to_batches()[0]
-        stats = stats_impl.generate_statistics_in_memory(batch, statistics_options())
-        os.makedirs(tmp_path / "statistics" / f"Split-{split}")
-        io_utils.write_bytes_file(
-            str(tmp_path / "statistics" / f"Split-{split}" / "FeatureStats.pb"),
-            statistics_pb2.DatasetFeatureStatisticsList(datasets=stats.datasets).SerializeToString(),
-        )
-    schema = standard_artifacts.Schema()
-    schema.uri = str(tmp_path / "schema")
-    inferred = tfdv.infer_schema(stats)
-    io_utils.write_pbtxt_file(str(tmp_path / "schema" / "schema.pbtxt"), tighten_schema(inferred, len(DIGITS)))
-    anomalies = standard_artifacts.ExampleAnomalies()
-    anomalies.uri = str(tmp_path / "anomalies")
-    return (
-        {"statistics": [statistics], "schema": [schema], "examples": [examples]},
-        {"anomalies": [anomalies]},
-    )
-
-
 def _split_statistics(inputs: dict, split: str) -> statistics_pb2.DatasetFeatureStatistics:  # type: ignore[type-arg]
     from tfx.components.statistics_gen import stats_artifact_utils
 
@@ -104,9 +68,9 @@ def test_the_validator_refuses_a_span_of_other_classes(tmp_path: Path) -> None:
     # What a span of cats and dogs beside the digits spans looks like once ImportExampleGen has read them all.
     pets = [example_bytes(b"\x89PNG\r\n\x1a\n", label, name) for label, name in ((0, "cat"), (1, "dog"))] * 3
     properties = {"exclude_splits": "[]", "labels_path": str(labels), "label_offset": 0}
-    inputs, outputs = _artifacts(tmp_path / "clean", {"train": digits, "eval": digits})
+    inputs, outputs = validator_artifacts(tmp_path / "clean", {"train": digits, "eval": digits})
     StrictExampleValidatorExecutor().Do(inputs, outputs, properties)  # digits only: no problem
-    inputs, outputs = _artifacts(tmp_path / "mixed", {"train": digits + pets, "eval": digits})
+    inputs, outputs = validator_artifacts(tmp_path / "mixed", {"train": digits + pets, "eval": digits})
     with pytest.raises(DataValidationError) as error:
         StrictExampleValidatorExecutor().Do(inputs, outputs, properties)
     message = str(error.value)
@@ -115,9 +79,9 @@ def test_the_validator_refuses_a_span_of_other_classes(tmp_path: Path) -> None:
     # Examples that name no class are not read for it; without a label map the classes are not checked (the
     # component's parameter is optional).
     unnamed = [example_bytes(b"\x89PNG\r\n\x1a\n", label) for label in range(10)] * 3
-    inputs, outputs = _artifacts(tmp_path / "unnamed", {"train": unnamed, "eval": unnamed})
+    inputs, outputs = validator_artifacts(tmp_path / "unnamed", {"train": unnamed, "eval": unnamed})
     assert not names_classes(_split_statistics(inputs, "train"))
-    assert names_classes(_split_statistics(_artifacts(tmp_path / "named", {"train": digits})[0], "train"))
+    assert names_classes(_split_statistics(validator_artifacts(tmp_path / "named", {"train": digits})[0], "train"))
     StrictExampleValidatorExecutor().Do(inputs, outputs, properties)
-    inputs, outputs = _artifacts(tmp_path / "unchecked", {"train": digits + pets, "eval": digits})
+    inputs, outputs = validator_artifacts(tmp_path / "unchecked", {"train": digits + pets, "eval": digits})
     StrictExampleValidatorExecutor().Do(inputs, outputs, {"exclude_splits": "[]"})

@@ -5,13 +5,22 @@ and the spec's exit handler."""
 from __future__ import annotations
 
 import datetime
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 from kfp_fake import spec_dict
 
-from pipeline.kubeflow.client.cron import ScheduleInputError, Trigger, format_seconds, parse_cron, parse_duration
+from pipeline.kubeflow.client.cron import (
+    ScheduleInputError,
+    Trigger,
+    format_seconds,
+    parse_cron,
+    parse_duration,
+    parse_time,
+    rfc3339,
+)
 from pipeline.kubeflow.client.pipelines import default_version_name, doc_from_api, spec_digest
 from pipeline.kubeflow.client.preflight import ServerInfo, parse_version
 from pipeline.kubeflow.compiler.params import ParamError, parse_param_entries, pipeline_parameters, typed_arguments
@@ -157,6 +166,19 @@ def test_trigger_window_is_utc_rfc3339_and_checked() -> None:
         Trigger.make(every="1d", end="2024-12-31", now=NOW)
     with pytest.raises(ScheduleInputError, match="--start 'tomorrow' is not a date or time; use ISO 8601"):
         Trigger.make(every="1d", start="tomorrow", now=NOW)
+
+
+def test_times_in_the_form_the_messages_suggest_are_accepted() -> None:
+    # The refusal's own example, and KFP's RFC 3339 form with `Z` (which datetime.fromisoformat reads from 3.11 on).
+    with pytest.raises(ScheduleInputError) as refused:
+        parse_time("yesterday")
+    suggested = re.search(r"e\.g\. (\S+) or (\S+) ", str(refused.value))
+    assert suggested is not None, str(refused.value)
+    times = [rfc3339(parse_time(text)) for text in suggested.groups()]
+    assert times == ["2025-01-31T00:00:00Z", "2025-01-31T02:00:00Z"]
+    assert parse_time("2026-12-06T10:00:00Z") == datetime.datetime(2026, 12, 6, 10, tzinfo=datetime.UTC)
+    assert parse_time("2026-12-06T12:00:00+02:00") == parse_time("2026-12-06T10:00:00Z")
+    assert Trigger.make(every="1d", start="2026-12-06T10:00:00Z", now=NOW).start == "2026-12-06T10:00:00Z"
 
 
 # --- run parameters -----------------------------------------------------------------------------------------

@@ -300,6 +300,7 @@ def test_loading_merges_platform_documents_like_kfp(tmp_path: Path) -> None:
         (json.dumps({"pipelineSpec": _spec(), "runtimeConfig": {}}), "PipelineJob wrapper"),
         ("", "holds no pipeline spec"),
         ("a: [", "is not YAML"),
+        ("root:\n  dag: {}\nroot: {}\n", r"^\S*pipeline\.yaml, line 3: the key 'root' is written twice .*recompile"),
         (yaml.safe_dump({"root": {"dag": {"tasks": {"t": {"bogus": 1}}}}}), "is not a KFP pipeline spec"),
     ],
 )
