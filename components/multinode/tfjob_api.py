@@ -39,7 +39,9 @@ from components.multinode.tfjob_errors import (
     is_transient,
     say,
 )
+from foundation.credentials import CredentialError, CredentialFileMissingError, read_secret_file
 from foundation.deadline import with_deadline
+from foundation.redirects import guard_pool
 
 if TYPE_CHECKING:
     from foundation.stop_request import StopRequest
@@ -314,7 +316,9 @@ def in_cluster(
                 f"cannot tell which namespace this pod runs in: {namespace_file} is unreadable ({error}); pass the "
                 "namespace (kubeflow.namespace)."
             ) from error
-    return k8s.ApiClient(configuration), namespace
+    api = k8s.ApiClient(configuration)
+    guard_pool(api.rest_client.pool_manager)  # redirects within the API server's origin only
+    return api, namespace
 
 
 def task_pod_owner(env: Mapping[str, str] = os.environ) -> OwnerReference | None:
@@ -358,12 +362,13 @@ def task_service_account(token_path: Path = SERVICE_ACCOUNT_TOKEN_FILE) -> tuple
     Example:
         task_service_account()  # ("kubeflow-user-example-com", "default-editor")
     """
+    fix = "the kubelet mounts it; is automountServiceAccountToken off, or the file replaced?"
     try:
-        token = token_path.read_text().strip()
-    except FileNotFoundError:
+        token = read_secret_file(token_path, f"the pod's service account token {token_path}", fix)
+    except CredentialFileMissingError:
         return None
-    except OSError as error:
-        raise TfJobError(f"cannot read the pod's service account token {token_path}: {error}") from error
+    except CredentialError as error:
+        raise TfJobError(str(error)) from None
     parts = token.split(".")
     if len(parts) != 3:
         raise TfJobError(
