@@ -208,9 +208,10 @@ def load(server: Server, transport: str, images: list[bytes], concurrency: int, 
 
 def batch_counts(server: Server) -> tuple[float, float]:
     """(rows, batches) processed so far, from the server's Prometheus metrics."""
-    import requests
+    from foundation.redirects import open_url
 
-    text = requests.get(f"{server.rest}/monitoring/prometheus/metrics", timeout=10).text
+    with open_url(f"{server.rest}/monitoring/prometheus/metrics", 10) as answer:
+        text = answer.read().decode()
     values = {"sum": 0.0, "count": 0.0}
     for line in text.splitlines():
         for kind in values:

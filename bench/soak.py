@@ -55,6 +55,7 @@ sys.path.append(str(ROOT / "tests"))
 
 from foundation.contract import SAVED_MODEL_FILE  # noqa: E402  (after the sys.path entry)
 from foundation.publish import version_number  # noqa: E402
+from foundation.redirects import guard_session  # noqa: E402
 
 MODEL = "soak"
 PHASES = ("steady", "new versions", "half-written", "rollback", "stalled clients", "bomb images")
@@ -203,7 +204,7 @@ def bomb_client(rest_url: str, grpc_target: str, good: bytes, stop: threading.Ev
     batches += [[good, header_bomb("JPEG", 9000, 8000), good], [header_bomb("PNG", 6000, 6000)] * 3]
     batches += [[good[: len(good) // 2]], [header_bomb("JPEG", 16, 16)[:200]]]
     stats: dict[str, Any] = {"sent": 0, "refused": 0, "unexpected": []}
-    session = requests.Session()
+    session = guard_session(requests.Session())
     with grpc.insecure_channel(grpc_target) as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         while not stop.is_set():

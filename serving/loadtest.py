@@ -34,6 +34,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from foundation.contract import INPUT_IMAGE_BYTES
 from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
+from foundation.redirects import shown
 from serving import event_loop
 from serving.address import parse_grpc_target, parse_rest_url
 from serving.base_client import ServingClient
@@ -362,8 +363,17 @@ def _rest_sender(
 
     async def send(index: int) -> str | None:
         try:
-            async with session.post(url, data=bodies[index % len(bodies)], headers=headers) as response:
+            # No redirect is followed: a load test measures the server it was given (`foundation.redirects`).
+            body_sent = bodies[index % len(bodies)]
+            async with session.post(url, data=body_sent, headers=headers, allow_redirects=False) as response:
                 body = await response.read()
+                if 300 <= response.status < 400:
+                    location = response.headers.get("Location", "nowhere")
+                    raise error_for(
+                        Code.FAILED_PRECONDITION,
+                        f"{url} answered HTTP {response.status}, a redirect to {shown(location)}; the load test "
+                        "follows no redirect: pass the address it points to",
+                    )
                 if response.status != 200:
                     try:
                         message = json.loads(body)["error"]

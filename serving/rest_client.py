@@ -21,9 +21,16 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 
 from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from foundation.deadline import with_deadline
+from foundation.redirects import RedirectRefusedError, guard_session
 from serving.address import parse_rest_url
 from serving.base_client import RetryPolicy, ServingClient, VersionStatus, check_version_or_label
-from serving.errors import DeadlineExceededError, UnavailableError, code_from_http, error_for
+from serving.errors import (
+    DeadlineExceededError,
+    FailedPreconditionError,
+    UnavailableError,
+    code_from_http,
+    error_for,
+)
 
 
 def to_json_value(array: np.ndarray) -> Any:
@@ -60,7 +67,7 @@ class RestClient(ServingClient):
         super().__init__(model_name, timeout, retry)
         self.base_url = parse_rest_url(base_url)
         self.columnar = columnar
-        self._session = requests.Session()
+        self._session = guard_session(requests.Session())  # redirects within the origin only
         self._output_names: dict[str, list[str]] = {}
 
     def _url(self, version: int | None, label: str | None, suffix: str = "") -> str:
@@ -80,6 +87,8 @@ class RestClient(ServingClient):
                 response = with_deadline(
                     lambda: self._session.request(method, url, json=payload, timeout=self.timeout), self.timeout, late
                 )
+            except RedirectRefusedError as error:  # the server's setup, not a request's status: not retried
+                raise FailedPreconditionError(str(error)) from None
             except requests.Timeout as error:
                 raise DeadlineExceededError(f"no answer from {url} within {self.timeout}s") from error
             except requests.ConnectionError as error:

@@ -13,10 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -26,10 +22,9 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from components.multinode import api_answers as answers
 from components.multinode import tfjob
 from components.multinode import tfjob_status as status
-from components.multinode.api_answers import MAX_ANSWER_BYTES, MAX_LOG_BYTES, json_object, read_capped
-from components.multinode.tfjob_binding import OwnerReference
 from components.multinode.tfjob_errors import (
     TfJobError,
     TfJobGoneError,
@@ -40,6 +35,7 @@ from components.multinode.tfjob_errors import (
     say,
 )
 from foundation.deadline import with_deadline
+from foundation.redirects import guard_pool
 
 if TYPE_CHECKING:
     from foundation.stop_request import StopRequest
@@ -59,19 +55,9 @@ DELETE_DEADLINE_SECONDS = 8.0
 T = TypeVar("T")
 LOG_TAIL_LINES = 40
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-SERVICE_ACCOUNT_TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
-# The `sub` claim of a service account's token: serviceaccount.MakeUsername (kubernetes
-# staging/src/k8s.io/apiserver/pkg/authentication/serviceaccount/util.go), in bound and legacy tokens alike.
-_SERVICE_ACCOUNT_SUBJECT = re.compile(r"system:serviceaccount:(?P<namespace>[^:]+):(?P<name>[^:]+)")
 # The operator records a pod it could not create as a Warning on the job: reason FailedCreatePod, message
 # `Error creating: <the API server's error>` (pkg/controller.v1/control/pod_control.go:37-39,152-153).
 FAILED_CREATE_POD_REASON = "FailedCreatePod"
-# KFP's compiler sets both on the executor container of every task (kubeflow/pipelines
-# backend/src/v2/compiler/argocompiler/common.go:42-56 for the container, container.go:571), not only on the driver
-# (container.go:293), and the launcher runs the component's command with its own environment
-# (backend/src/v2/component/launcher_v2.go:707, exec.Command without Env).
-POD_NAME_ENV = "KFP_POD_NAME"
-POD_UID_ENV = "KFP_POD_UID"
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 
 
@@ -102,13 +88,16 @@ class TfJobApi:
         self,
         method: Callable[..., Any],
         *args: Any,
+        shape: Any,
         deadline: float = READ_DEADLINE_SECONDS,
         abandon_on_stop: bool = True,
         **kwargs: Any,
     ) -> dict[str, Any]:
+        what = getattr(method, "__name__", "the call")
+
         def call() -> dict[str, Any]:
             response = method(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
-            return json_object(read_capped(response, MAX_ANSWER_BYTES), getattr(method, "__name__", "the call"))
+            return answers.json_object(answers.read_capped(response, answers.MAX_ANSWER_BYTES), what, shape)
 
         return self._bounded(call, getattr(method, "__name__", "the call"), deadline, abandon_on_stop=abandon_on_stop)
 
@@ -129,13 +118,15 @@ class TfJobApi:
         """
         name = str(manifest["metadata"]["name"])
         try:
-            return self._json(
+            created = self._json(
                 self._custom.create_namespaced_custom_object,
                 *self._tfjobs(),
                 dict(manifest),
+                shape=answers.TFJOB,
                 deadline=CREATE_DEADLINE_SECONDS,
                 abandon_on_stop=False,
             )
+            return answers.named(created, name, "create_namespaced_custom_object")
         except ApiException as error:
             refusal = api_status(error)
             if refusal.code == 409 and refusal.reason == "AlreadyExists":
@@ -159,13 +150,15 @@ class TfJobApi:
         """
         job_id = self._job_id(name)
         try:
-            return self._json(
+            job = self._json(
                 self._custom.get_namespaced_custom_object,
                 *self._tfjobs(),
                 name,
+                shape=answers.TFJOB,
                 deadline=CLEANUP_LOOK_DEADLINE_SECONDS if cleanup else READ_DEADLINE_SECONDS,
                 abandon_on_stop=not cleanup,
             )
+            return answers.named(job, name, "get_namespaced_custom_object")
         except ApiException as error:
             refusal = api_status(error)
             if refusal.code == 404 and refusal.is_status_object:
@@ -185,7 +178,10 @@ class TfJobApi:
         job_id = self._job_id(name)
         try:
             listed = self._json(
-                self._core.list_namespaced_pod, self.namespace, label_selector=status.pod_label_selector(name)
+                self._core.list_namespaced_pod,
+                self.namespace,
+                shape=answers.POD_LIST,
+                label_selector=status.pod_label_selector(name),
             )
         except ApiException as error:
             refusal = api_status(error)
@@ -245,7 +241,7 @@ class TfJobApi:
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             )
-            return read_capped(response, MAX_LOG_BYTES)
+            return answers.read_capped(response, answers.MAX_LOG_BYTES)
 
         try:
             data = self._bounded(call, "read_namespaced_pod_log", READ_DEADLINE_SECONDS, abandon_on_stop=True)
@@ -260,7 +256,12 @@ class TfJobApi:
         """The namespace's events matching `field_selector`, or [] when they cannot be read: they only explain a
         failure the caller reports anyway."""
         try:
-            listed = self._json(self._core.list_namespaced_event, self.namespace, field_selector=field_selector)
+            listed = self._json(
+                self._core.list_namespaced_event,
+                self.namespace,
+                shape=answers.EVENT_LIST,
+                field_selector=field_selector,
+            )
         except (ApiException, *TRANSPORT_ERRORS):
             return []
         return list(listed.get("items") or [])
@@ -314,70 +315,6 @@ def in_cluster(
                 f"cannot tell which namespace this pod runs in: {namespace_file} is unreadable ({error}); pass the "
                 "namespace (kubeflow.namespace)."
             ) from error
-    return k8s.ApiClient(configuration), namespace
-
-
-def task_pod_owner(env: Mapping[str, str] = os.environ) -> OwnerReference | None:
-    """The owner reference to the Trainer task's pod (KFP_POD_NAME, KFP_POD_UID), for the TFJob's
-    `metadata.ownerReferences`; None outside a KFP task.
-
-    Neither `controller` nor `blockOwnerDeletion` is set: nothing controls the TFJob but the operator, and
-    blockOwnerDeletion would need `update` on pods/finalizers where the OwnerReferencesPermissionEnforcement
-    admission plugin runs (OpenShift). The TFJob must live in the pod's namespace: the garbage collector treats an
-    owner in another namespace as absent and deletes the dependent.
-
-    Raises:
-        TfJobError: only one of the two variables is set.
-    """
-    name, uid = env.get(POD_NAME_ENV, ""), env.get(POD_UID_ENV, "")
-    if not name and not uid:
-        return None
-    if not (name and uid):
-        missing, present = (POD_UID_ENV, POD_NAME_ENV) if name else (POD_NAME_ENV, POD_UID_ENV)
-        raise TfJobError(
-            f"{missing} is not set while {present} is: KFP sets both on every task (from the pod's metadata.name "
-            "and metadata.uid), so this environment is not a KFP task's."
-        )
-    return OwnerReference(name=name, uid=uid)
-
-
-def task_service_account(token_path: Path = SERVICE_ACCOUNT_TOKEN_FILE) -> tuple[str, str] | None:
-    """The task pod's own identity, (namespace, service account name), from the `sub` claim
-    (`system:serviceaccount:<namespace>:<name>`) of the token Kubernetes mounts into it; None where no token is
-    mounted (outside a pod, or automountServiceAccountToken false).
-
-    The token is a JWT whose payload is read, not verified: the API server verifies it on every call, and this only
-    says whom it names.
-
-    Args:
-        token_path: the token file (default: /var/run/secrets/kubernetes.io/serviceaccount/token).
-
-    Raises:
-        TfJobError: the file cannot be read, or holds no service account's token.
-
-    Example:
-        task_service_account()  # ("kubeflow-user-example-com", "default-editor")
-    """
-    try:
-        token = token_path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise TfJobError(f"cannot read the pod's service account token {token_path}: {error}") from error
-    parts = token.split(".")
-    if len(parts) != 3:
-        raise TfJobError(
-            f"{token_path} is not a service account token: a JWT has 3 dot-separated parts, this has {len(parts)}"
-        )
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except ValueError as error:  # binascii.Error, UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise TfJobError(f"{token_path} is not a service account token: its payload is not JSON ({error})") from error
-    subject = claims.get("sub") if isinstance(claims, dict) else None
-    match = _SERVICE_ACCOUNT_SUBJECT.fullmatch(subject) if isinstance(subject, str) else None
-    if match is None:
-        raise TfJobError(
-            f"{token_path} is not a service account token: its subject is {subject!r}, not "
-            "system:serviceaccount:<namespace>:<name>"
-        )
-    return match["namespace"], match["name"]
+    api = k8s.ApiClient(configuration)
+    guard_pool(api.rest_client.pool_manager)  # redirects within the API server's origin only
+    return api, namespace

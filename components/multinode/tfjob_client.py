@@ -9,8 +9,15 @@ schedule timeout), or a deadline (`TfJobNotScheduledError` naming the waiting po
 FailedScheduling message; `TfJobTimeoutError`). A KFP retry of the Trainer task finds the earlier attempt's job
 under the same name and follows it (`submit`).
 
-`run` deletes the job on every way out, SIGTERM included: Argo stops a run by sending SIGTERM to the task's process
-group, SIGKILL after the grace period (argoproj/argo-workflows `workflow/controller/pod/queue.go:118-128`;
+`run` deletes the job when it decides to stop it, and only then: a stop signal or an interrupt (a cancel), a job it
+reports Failed, a deadline it set, pods the API keeps refusing, an API refusal it names (a `TfJobError`). It leaves
+the job running when it lost sight of it (`TfJobUnansweredError`: the API gave no readable answer, poll after
+poll) and after an error it did not expect (any other exception, which it wraps into a `TfJobError` saying so): a
+multi-day job is not deleted as the cleanup of something tfxp does not understand, and the message gives the
+`kubectl` command that deletes it by hand.
+
+A cancel is a SIGTERM: Argo stops a run by sending it to the task's process group, SIGKILL after the grace period
+(argoproj/argo-workflows `workflow/controller/pod/queue.go:118-128`;
 `workflow/executor/osspecific/signal_darwin.go:19-25`, which signal_linux.go links to; `command_unix.go:37`), and
 keeps the finished pod, so the owner reference to it (`task_pod_owner`) removes the job only when the workflow
 itself is deleted. The signal is only recorded (foundation/stop_request.py): a read in flight is abandoned, a
@@ -43,6 +50,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from components.multinode.task_pod import task_pod_owner, task_service_account
 from components.multinode.tfjob_api import (
     CLEANUP_LOOK_DEADLINE_SECONDS,
     CREATE_DEADLINE_SECONDS,
@@ -50,8 +58,6 @@ from components.multinode.tfjob_api import (
     ApiUnreachableError,
     TfJobApi,
     in_cluster,
-    task_pod_owner,
-    task_service_account,
 )
 from components.multinode.tfjob_errors import (
     TfJobConflictError,
@@ -64,6 +70,8 @@ from components.multinode.tfjob_errors import (
     TfJobPodsRejectedError,
     TfJobRejectedError,
     TfJobTimeoutError,
+    TfJobUnansweredError,
+    delete_command,
 )
 from components.multinode.tfjob_follow import TfJobFollower, TfJobOutcome
 from components.multinode.tfjob_submit import TfJobSubmitter, is_this_tasks
@@ -83,6 +91,7 @@ __all__ = [
     "TfJobPodsRejectedError",
     "TfJobRejectedError",
     "TfJobTimeoutError",
+    "TfJobUnansweredError",
     "in_cluster",
     "task_pod_owner",
     "task_service_account",
@@ -102,6 +111,7 @@ _ENDINGS: tuple[tuple[type[BaseException], str], ...] = (
     (TfJobNotScheduledError, "its replicas did not start in time"),
     (TfJobPodsRejectedError, "its pods could not be created"),
     (TfJobTimeoutError, "ran past its deadline"),
+    (TfJobUnansweredError, "lost sight of it (the Kubernetes API gave no readable answer)"),
     (TfJobError, "could not be followed"),
 )
 
@@ -295,12 +305,17 @@ class TfJobClient:
                 finished = True
                 return replace(outcome, deleted=deleted)
             except BaseException as error:
-                if not finished:
-                    self._clean_up(error, manifest, name, submitted=submitted)
+                note = self._clean_up(error, manifest, name, submitted=submitted) if not finished else ""
                 if isinstance(error, StopRequested):
                     if error.signum == signal.SIGINT:
                         raise KeyboardInterrupt from None
                     raise SystemExit(error.exit_status) from None
+                if note and isinstance(error, Exception) and not isinstance(error, TfJobError):
+                    job_id = f"{self.namespace}/{name}"
+                    raise TfJobError(
+                        f"following TFJob {job_id} stopped on an unexpected {type(error).__name__}: {error}. {note}",
+                        job=job_id,
+                    ) from error
                 raise
             finally:
                 self._stop = self._api.stop = None
@@ -311,32 +326,40 @@ class TfJobClient:
         except TfJobError as problem:
             self._log(
                 f"tfjob {name}: succeeded, but could not be deleted ({problem}); delete it with "
-                f"`kubectl -n {self.namespace} delete tfjob {name}`"
+                f"`{delete_command(self.namespace, name)}`"
             )
             return False
         self._log(f"tfjob {name}: succeeded; deleted it (its pods go with it)")
         return deleted
 
-    def _clean_up(self, error: BaseException, manifest: Mapping[str, Any], name: str, *, submitted: bool) -> None:
+    def _clean_up(self, error: BaseException, manifest: Mapping[str, Any], name: str, *, submitted: bool) -> str:
+        """Deletes the job when `error` is tfxp's decision to stop it (`_stops_the_job`), else leaves it; logs which
+        and returns the note saying so ("" when nothing was created, or it is not this task's)."""
         interrupted = isinstance(error, (StopRequested, KeyboardInterrupt))
         if not submitted and not (interrupted and self._exists_and_is_ours(manifest, name)):
-            return  # nothing was created (or it is not ours to delete)
+            return ""  # nothing was created (or it is not ours to delete)
         if isinstance(error, StopRequested):
             why = "SIGTERM (the run is being stopped)" if error.signum == signal.SIGTERM else "interrupted"
         else:
-            stopped = f"stopped by {type(error).__name__}"
+            stopped = f"stopped by an unexpected {type(error).__name__}"
             why = next((text for kind, text in _ENDINGS if isinstance(error, kind)), stopped)
         job_id = f"{self.namespace}/{name}"
+        if not _stops_the_job(error):
+            note = (
+                f"The TFJob {job_id} was left running (tfxp deletes a job only when it decides to stop it); delete "
+                f"it by hand with `{delete_command(self.namespace, name)}` if it should not go on."
+            )
+            self._log(f"tfjob {name}: {why}. {note}")
+            return note  # TfJobUnansweredError says it already; another exception is wrapped with it by `run`
         try:
             note = f"The TFJob {job_id} was deleted." if self.delete(name) else f"The TFJob {job_id} was already gone."
         except TfJobError as problem:
-            note = (
-                f"The TFJob {job_id} could not be deleted ({problem}); delete it with "
-                f"`kubectl -n {self.namespace} delete tfjob {name}`."
-            )
+            command = delete_command(self.namespace, name)
+            note = f"The TFJob {job_id} could not be deleted ({problem}); delete it with `{command}`."
         self._log(f"tfjob {name}: {why}. {note}")
         if isinstance(error, TfJobError):
             error.cleanup = note
+        return note
 
     def _exists_and_is_ours(self, manifest: Mapping[str, Any], name: str) -> bool:
         # Interrupted while creating: the job may exist; delete it only if it is this task's as `submit` adopts.
@@ -357,3 +380,12 @@ class TfJobClient:
                 f"{self.namespace} (the task pod's namespace, which its owner reference requires)"
             )
         return str(name)
+
+
+def _stops_the_job(error: BaseException) -> bool:
+    """Whether the way `run` ended is tfxp's decision to stop the job, so that it deletes it: a stop signal or an
+    interrupt (a cancel), or a `TfJobError` with the cause it names (the job Failed, a deadline, refused pods, an API
+    refusal); not one where it lost sight of the job (`TfJobUnansweredError`), nor an exception it did not expect."""
+    if isinstance(error, (StopRequested, KeyboardInterrupt)):
+        return True
+    return isinstance(error, TfJobError) and not isinstance(error, TfJobUnansweredError)

@@ -53,6 +53,8 @@ class Progress:
         exits: (pod uid, finishedAt, exit code) -> (the exit, its log tail). The same run shows first as the
             container's state and, after an in-place restart, as its lastState: the key is the same.
         unreachable: the last API trouble, while the API does not answer.
+        unanswered: the polls in a row the API gave no readable answer to (0 once it answers).
+        unanswered_since: when the first of them began (the task's clock).
         refused: the pod (or, unnamed, the message) the operator's newest FailedCreatePod event named on the last
             poll, while that pod did not exist; "" when none.
     """
@@ -63,6 +65,8 @@ class Progress:
     reported: set[tuple[str, str]] = field(default_factory=set)
     exits: dict[tuple[str, str, int | None], tuple[status.ContainerExit, str]] = field(default_factory=dict)
     unreachable: str = ""
+    unanswered: int = 0
+    unanswered_since: float = 0.0
     refused: str = ""
     job: Mapping[str, Any] | None = None
     pods: list[Mapping[str, Any]] = field(default_factory=list)

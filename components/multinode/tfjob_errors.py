@@ -100,6 +100,16 @@ class TfJobPodsRejectedError(TfJobRejectedError):
         self.pod, self.event, self.cause = pod, event, cause
 
 
+class TfJobUnansweredError(TfJobError):
+    """The Kubernetes API gave no readable answer about the job, poll after poll (no answer, 429/5xx, or one tfxp
+    cannot read): tfxp lost sight of the job, does not know its state, and left it running."""
+
+
+def delete_command(namespace: str, name: str) -> str:
+    """The command that deletes the TFJob by hand."""
+    return f"kubectl -n {namespace} delete tfjob {name}"
+
+
 class TfJobConflictError(TfJobError):
     """A TFJob of that name exists and is not this task's."""
 

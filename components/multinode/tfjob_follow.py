@@ -4,6 +4,12 @@
 one LIST of its pods (and of its events while a pod is missing), read by tfjob_status.py; the progress it keeps
 (`tfjob_diagnosis.Progress`) is what the error of a job that did not succeed is built from (tfjob_diagnosis.py).
 
+A poll the API server gives no readable answer to (no answer, 429/5xx, or one tfxp cannot read:
+components/multinode/api_answers.py) is tried again after a wait that doubles from `poll_seconds` up to
+MAX_TROUBLE_PAUSE_SECONDS, UNANSWERED_POLLS times in a row at most (about 8 minutes at the default 5 s: an API
+server restart or a control-plane upgrade fits in it); then the wait ends with `TfJobUnansweredError`, and the job
+is left running: tfxp does not know its state, and a retry of the task follows it again (`tfjob_submit`).
+
 Example:
     follower = TfJobFollower(TfJobApi(api, namespace), namespace, {}, poll_seconds=5.0, log=print,
                              clock=time.monotonic, pause=time.sleep)
@@ -19,7 +25,10 @@ from typing import Any
 from components.multinode import tfjob_diagnosis as diagnosis
 from components.multinode import tfjob_status as status
 from components.multinode.tfjob_api import ApiUnreachableError, TfJobApi
-from components.multinode.tfjob_errors import TfJobGoneError
+from components.multinode.tfjob_errors import TfJobGoneError, TfJobUnansweredError, delete_command
+
+UNANSWERED_POLLS = 12
+MAX_TROUBLE_PAUSE_SECONDS = 60.0
 
 # Waiting reasons of a scheduled pod worth a log line at once (the kubelet's; the rest are ContainerCreating).
 _WAIT_PROBLEMS = frozenset(
@@ -99,7 +108,15 @@ class TfJobFollower:
                 raise diagnosis.not_scheduled(self.api, name, progress, schedule_timeout_seconds)
             if now - start >= timeout_seconds:
                 raise diagnosis.timed_out(self.api, name, progress, timeout_seconds)
-            self.pause(max(0.0, min(self.poll_seconds, start + timeout_seconds - now)))
+            self.pause(max(0.0, min(self._next_pause(progress), start + timeout_seconds - now)))
+
+    def _next_pause(self, progress: diagnosis.Progress) -> float:
+        """`poll_seconds`, or while the API gives no readable answer, twice the wait before the last try."""
+        if not progress.unanswered:
+            return self.poll_seconds
+        return min(
+            self.poll_seconds * 2 ** (progress.unanswered - 1), max(MAX_TROUBLE_PAUSE_SECONDS, self.poll_seconds)
+        )
 
     def _poll(
         self, name: str, progress: diagnosis.Progress
@@ -109,15 +126,31 @@ class TfJobFollower:
         try:
             job, pods = self._look(name)
         except ApiUnreachableError as trouble:
-            if not progress.unreachable:
+            if not progress.unanswered:
                 self.log(f"tfjob {name}: the Kubernetes API did not answer ({trouble}); trying again")
+                progress.unanswered_since = self.clock()
             progress.unreachable = str(trouble)
+            progress.unanswered += 1
+            if progress.unanswered >= UNANSWERED_POLLS:
+                raise self._lost_sight(name, progress) from None
             return None
-        if progress.unreachable:
+        if progress.unanswered:
             self.log(f"tfjob {name}: the Kubernetes API answers again")
-            progress.unreachable = ""
+            progress.unreachable, progress.unanswered = "", 0
         self._report(name, job, pods, progress)
         return job, pods
+
+    def _lost_sight(self, name: str, progress: diagnosis.Progress) -> TfJobUnansweredError:
+        job_id = f"{self.namespace}/{name}"
+        seconds = self.clock() - progress.unanswered_since
+        return TfJobUnansweredError(
+            f"the Kubernetes API gave no readable answer about TFJob {job_id} on {progress.unanswered} polls in a row "
+            f"({seconds:.0f} s; the last: {progress.unreachable}), so the task stopped following it and left it "
+            "running: tfxp does not know its state, and deletes a job only when it decides to stop it. Look at it "
+            f"with `kubectl -n {self.namespace} get tfjob {name}`; a retry of this task follows it again, and "
+            f"`{delete_command(self.namespace, name)}` deletes it.",
+            job=job_id,
+        )
 
     def _outcome_if_ended(
         self,

@@ -28,6 +28,7 @@ from foundation.deadline import with_deadline
 from foundation.errors import TfxpError
 from foundation.paths import name_of
 from foundation.publish import push_identity
+from foundation.redirects import RedirectRefusedError, open_url
 
 # KFP task states (open-source KFP's task status names; Vertex AI's `PipelineState` short forms).
 # Open-source KFP passes the DAG execution's MLMD state (`GetLastKnownState().String()`: NEW, RUNNING, COMPLETE,
@@ -277,12 +278,14 @@ def post_notice(url: str, payload: Mapping[str, Any], timeout: float = 10.0) -> 
     )
 
     def send() -> int:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with open_url(request, timeout) as response:  # a redirect to another origin is not followed
             return int(response.status)
 
     try:
         # `timeout` bounds the whole call: a receiver that trickles its answer byte by byte trips no socket timeout.
         code = with_deadline(send, timeout, TimeoutError(f"no answer within {timeout:g} s"))
+    except RedirectRefusedError as error:
+        return NoticeResult(delivered=False, status_code=error.status, error=str(error))
     except urllib.error.HTTPError as error:
         return NoticeResult(delivered=False, status_code=error.code, error=f"{url} answered HTTP {error.code}")
     except (urllib.error.URLError, OSError) as error:  # unreachable, refused, timed out

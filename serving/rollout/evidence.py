@@ -27,13 +27,13 @@ from __future__ import annotations
 import json
 import math
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from foundation.errors import TfxpError
+from foundation.redirects import RedirectRefusedError, open_url
 
 REQUESTS = "tfxp_serving_requests"
 LATENCY = "tfxp_serving_request_latency_microseconds"
@@ -187,8 +187,10 @@ def _selector(labels: Mapping[str, str]) -> str:
 
 def _get(url: str, timeout: float) -> bytes:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
+        with open_url(url, timeout) as answer:
             body: bytes = answer.read(MAX_ANSWER_BYTES + 1)
+    except RedirectRefusedError as error:
+        raise EvidenceError(str(error)) from None
     except OSError as error:
         raise EvidenceError(f"cannot read {url}: {error}; check that the server is up and the URL is right") from None
     if len(body) > MAX_ANSWER_BYTES:

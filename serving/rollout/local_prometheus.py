@@ -18,12 +18,12 @@ import socket
 import subprocess
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
 from foundation.errors import TfxpError
+from foundation.redirects import open_url
 
 BINARY = "prometheus"
 
@@ -71,7 +71,7 @@ class LocalPrometheus:
             if self._process.poll() is not None:
                 raise TfxpError(f"prometheus exited with {self._process.returncode}; see {self._log.name}")
             try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as answer:
+                with open_url(f"{self.url}/-/ready", 2) as answer:
                     if answer.status == 200:
                         return
             except OSError:
@@ -85,7 +85,7 @@ class LocalPrometheus:
         while time.monotonic() < deadline:
             address = f"{self.url}/api/v1/query?query={urllib.parse.quote(query)}"
             try:
-                with urllib.request.urlopen(address, timeout=5) as answer:
+                with open_url(address, 5) as answer:
                     result = json.loads(answer.read())["data"]["result"]
                 if len(result) == len(self._targets):
                     return

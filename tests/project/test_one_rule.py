@@ -6,6 +6,9 @@ The scan reads every product module (not tests) with `ast`, so prose in docstrin
   `foundation/paths.py` is a scheme test or a URI built by hand: use `is_remote`, `scheme`, `split_bucket`, `uri`.
   The host-URL parsers (`http://host:port` endpoints, another concept) are allowed by name.
 - a string holding `saved_model.pb` outside `foundation/contract.py`: use `SAVED_MODEL_FILE`.
+- an HTTP client made or called outside `foundation/redirects.py` (`urlopen`, `build_opener`, a urllib3
+  `PoolManager`, `requests.get`/`post`/...) or a `requests.Session()` not handed to `guard_session`: every outgoing
+  call goes through the one redirect rule (`open_url`, `guard_pool`, `guard_session`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("foundation", "components", "edge", "pipeline", "serving", "bench", "scripts")
 PATHS_MODULE = "foundation/paths.py"
 CONTRACT_MODULE = "foundation/contract.py"
+REDIRECTS_MODULE = "foundation/redirects.py"
+# Names that open an HTTP connection or build something that does, without the redirect rule.
+_UNGUARDED_HTTP = {"urlopen", "build_opener", "PoolManager", "ProxyManager", "HTTPConnection", "HTTPSConnection"}
+_REQUESTS_CALLS = {"get", "post", "put", "patch", "delete", "head", "options", "request"}
 # Functions that parse host URLs (endpoints, not paths): file → function names.
 HOST_URL_PARSERS = {
     "serving/address.py": {"is_url_address", "rest_base_url", "parse_rest_url"},
@@ -158,3 +165,53 @@ def test_the_scan_finds_the_saved_model_file_but_not_in_prose(tmp_path: Path) ->
     module.write_text('"""Holds saved_model.pb."""\nPB = "saved_model.pb"\nTEXT = f"no saved_model.pb in {PB}"\n')
     assert [hit.split(":")[1] for hit in saved_model_names(module, "serving/module.py")] == ["2", "3"]
     assert not saved_model_names(module, CONTRACT_MODULE)
+
+
+def unguarded_http(path: Path, relative: str) -> list[str]:
+    """`file:line: name` for each HTTP client call that bypasses `foundation.redirects`."""
+    if relative == REDIRECTS_MODULE:
+        return []
+    tree = _parsed(path, relative)
+    guarded = {
+        id(argument)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "guard_session"
+        for argument in node.args
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+        if (
+            name in _UNGUARDED_HTTP
+            or (owner == "requests" and name in _REQUESTS_CALLS)
+            or (owner == "requests" and name == "Session" and id(node) not in guarded)
+        ):
+            found.append(f"{relative}:{node.lineno}: {name}")
+    return found
+
+
+def test_outgoing_http_goes_through_the_redirect_rule() -> None:
+    found = [hit for path in _product_files() for hit in unguarded_http(path, path.relative_to(ROOT).as_posix())]
+    assert not found, "use foundation.redirects (open_url, guard_pool, guard_session) instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("code", "hits"),
+    [
+        ("import urllib.request\nurllib.request.urlopen('x')\n", 1),
+        ("from urllib.request import urlopen, build_opener\nurlopen('x')\nbuild_opener()\n", 2),
+        ("import requests\nrequests.get('x')\nrequests.Session()\n", 2),
+        ("import requests\nfrom foundation.redirects import guard_session\nguard_session(requests.Session())\n", 0),
+        ("import urllib3\nurllib3.PoolManager()\n", 1),
+        ("d = {}\nd.get('x')\n", 0),
+    ],
+)
+def test_the_scan_finds_unguarded_http(tmp_path: Path, code: str, hits: int) -> None:
+    module = tmp_path / "module.py"
+    module.write_text(code)
+    assert len(unguarded_http(module, "serving/module.py")) == hits
+    assert not unguarded_http(module, REDIRECTS_MODULE)

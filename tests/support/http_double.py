@@ -1,11 +1,12 @@
-"""The HTTP plumbing the API doubles share: a handler base that reads bodies and says nothing, and a server on a
-free local port."""
+"""The HTTP plumbing the API doubles share: a handler base that reads bodies and says nothing, a server on a free
+local port, and a recording server with scripted answers (redirects, JSON) for the tests of outgoing calls."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -47,3 +48,49 @@ def serving(server: ThreadingHTTPServer, poll_interval: float = 0.5) -> Iterator
     finally:
         server.shutdown()
         server.server_close()
+
+
+@dataclass
+class Seen:
+    """One request a `recording` server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+# What a `recording` server answers a request with: (status, headers, body).
+Answer = tuple[int, dict[str, str], bytes]
+
+
+@contextlib.contextmanager
+def recording(route: Callable[[Seen], Answer]) -> Iterator[tuple[str, list[Seen]]]:
+    """A server on a free local port answering every request (any method) with `route(request)`; yields its base
+    URL and the list of the requests it received (headers lower-cased), in order."""
+    seen: list[Seen] = []
+
+    class Handler(DoubleHandler):
+        def answer_request(self) -> None:
+            request = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, self.read_body())
+            seen.append(request)
+            status, headers, body = route(request)
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler), poll_interval=0.05) as url:
+        yield url, seen
+
+
+def redirect_to(location: str, status: int = 307) -> Callable[[Seen], Answer]:
+    """A `recording` route that answers every request with a redirect to `location`."""
+    return lambda request: (status, {"Location": location}, b"")
+
+
+def json_answer(body: bytes = b"{}") -> Callable[[Seen], Answer]:
+    """A `recording` route that answers every request with 200 and `body` as JSON."""
+    return lambda request: (200, {"Content-Type": "application/json"}, body)

@@ -316,8 +316,11 @@ class K8sApiDouble:
         self._unavailable_left = scenario.unavailable_reads
         self._lose_create = scenario.lose_create_answer
         self.slow: list[SlowAnswer] = []
-        # The next reads of a TFJob answered 200 with this body instead (a proxy's HTML page, a cut-off JSON...).
-        self.odd_reads: list[tuple[str, bytes]] = []
+        # The next reads of a TFJob answered 200 with this body instead (a proxy's HTML page, a cut-off JSON...);
+        # None: that read is answered as usual.
+        self.odd_reads: list[tuple[str, bytes] | None] = []
+        # The same for the next lists of pods.
+        self.odd_pod_lists: list[tuple[str, bytes]] = []
         # Requests whose answer is not sent yet (a slow one), by RBAC verb: what a test may interrupt.
         self.in_flight: dict[str, int] = {}
 
@@ -490,9 +493,9 @@ class K8sApiDouble:
             return self._json(
                 503, _status(503, "ServiceUnavailable", "the server is currently unable to handle the request")
             )
-        if self.odd_reads:
-            content_type, body = self.odd_reads.pop(0)
-            return 200, content_type, body
+        odd = self.odd_reads.pop(0) if self.odd_reads else None
+        if odd is not None:
+            return 200, *odd
         if name in self.cluster.jobs:
             self.cluster.tick()
         if name not in self.cluster.jobs:
@@ -542,6 +545,9 @@ class K8sApiDouble:
     # -- pods, logs, events ------------------------------------------------------------------------------------
 
     def _list_pods(self, request: Recorded, _: str) -> tuple[int, str, bytes]:
+        if self.odd_pod_lists:
+            content_type, body = self.odd_pod_lists.pop(0)
+            return 200, content_type, body
         terms = _selector(request.query.get("labelSelector", [""])[0])
         items = [
             pod

@@ -18,7 +18,7 @@ import json
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -169,6 +169,11 @@ class FakeKfp:
     runtime_configs: list[dict[str, Any]] = field(default_factory=list)
     # (method, path) → (status, content type, body) sent as it is, e.g. a proxy's HTML page with 200.
     raw_answers: dict[tuple[str, str], tuple[int, str, bytes]] = field(default_factory=dict)
+    # (method, path) → (status, Location): the next such request is redirected (once), e.g. 307 to another
+    # origin for POST /apis/v2beta1/runs.
+    redirects: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    # Called with each request once it is recorded, before it is answered (a token file rotating meanwhile).
+    on_request: Callable[[Recorded], None] | None = None
 
     def calls(self, method: str, path: str) -> list[Recorded]:
         return [request for request in self.requests if request.method == method and request.path == path]
@@ -355,6 +360,15 @@ def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
                 files=_parse_multipart(content_type, raw) if multipart else {},
             )
             fake.requests.append(request)
+            if fake.on_request is not None:
+                fake.on_request(request)
+            if (request.method, request.path) in fake.redirects:
+                status, location = fake.redirects.pop((request.method, request.path))
+                self.send_response(status)
+                self.send_header("Location", location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if fake.hang == (request.method, request.path):
                 time.sleep(3)  # longer than the client's deadline
             content_type = "application/json"

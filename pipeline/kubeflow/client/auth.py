@@ -7,10 +7,15 @@ Credentials come only from the environment, never from flags (which land in shel
                                 re-read before every request, so the kubelet's refreshes apply)
     TFXP_KFP_COOKIE             a session cookie for an auth proxy, e.g. `authservice_session=...`
 
+They are checked before any request and on every read of the token file (`foundation.credentials`: no line break
+or control character, a regular file read without blocking, 64 KiB at most), and never shown: not in `repr`, not
+in an error (an answer that echoes one gets it replaced, `KfpAuth.redact`), not in a traceback. kfp.Client reads
+the token file through `TokenFileCredentials`, so its own calls get the same checks.
+
 They go to the host given and nowhere else: a redirect to another origin (scheme, host and port) is refused, not
-followed, because urllib would resend `Authorization` and `Cookie` there (an auth proxy that bounces to a login
-host, or a hostile one). kfp.Client's own calls go through urllib3, which drops those headers on a redirect to
-another host (`urllib3.util.Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT`).
+followed (`foundation.redirects`), for tfxp's health check and for kfp.Client's calls alike
+(`pipeline.kubeflow.client.connection` guards the client's urllib3 pool), because the request would carry the
+credentials (urllib) or the body (urllib3: the spec with `kubeflow.notify_url`) there.
 
 Example:
     auth = KfpAuth.from_env()
@@ -20,10 +25,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import re
-import stat
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -32,6 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foundation import redirects
+from foundation.credentials import (
+    BEARER_TOKEN,
+    COOKIE_VALUE,
+    CredentialError,
+    check_header_value,
+    read_secret_file,
+)
 from foundation.deadline import with_deadline
 from pipeline.kubeflow.client.runs import NoAnswerError, SubmitError
 
@@ -40,11 +52,6 @@ COOKIE_ENV = "TFXP_KFP_COOKIE"
 TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
 UI_ENDPOINT_ENV = "KF_PIPELINES_UI_ENDPOINT"
 
-# A bearer token (RFC 6750 b64token) or cookie header value as HTTP allows one: printable ASCII, no line break, no
-# control character (a newline would end the header and start another). A projected token is ~1 KB.
-_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
-_COOKIE = re.compile(r"[\x20-\x7e]+")
-MAX_TOKEN_FILE_BYTES = 64 * 1024
 
 AUTH_HINT = f"set {TOKEN_ENV}, {TOKEN_PATH_ENV} or {COOKIE_ENV} in the environment"
 HOST_HINT = (
@@ -53,26 +60,50 @@ HOST_HINT = (
 )
 
 
+_TOKEN_FILE_FIX = (
+    "point it at the projected service-account token (e.g. /var/run/secrets/kubeflow/pipelines/token) or unset "
+    f"{TOKEN_PATH_ENV}"
+)
+
+
+def _checked(value: str, where: str, pattern: Any) -> None:
+    """`check_header_value` with the KFP client's error type."""
+    try:
+        check_header_value(value, where, pattern)
+    except CredentialError as error:
+        raise SubmitError(str(error)) from None
+
+
 @dataclass(frozen=True)
 class KfpAuth:
-    """Credentials for the KFP API; `repr` never shows the secrets.
+    """Credentials for the KFP API, checked when made; `repr` never shows the secrets.
 
     Attributes:
         token: Bearer token.
-        token_path: File holding a service-account token.
+        token_path: File holding a service-account token (read, and checked, before every request).
         cookie: Cookie header value.
+
+    Raises:
+        SubmitError: the token or the cookie holds what an HTTP header cannot carry (the value is not shown).
     """
 
     token: str | None = field(default=None, repr=False)
     token_path: Path | None = None
     cookie: str | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.token is not None:
+            _checked(self.token, "the bearer token", BEARER_TOKEN)
+        if self.cookie is not None:
+            _checked(self.cookie, "the cookie", COOKIE_VALUE)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> KfpAuth:
         """Reads the credentials from the environment (see the module docstring).
 
         Raises:
-            SubmitError: both a token and a token path are set, or the token file cannot be read.
+            SubmitError: both a token and a token path are set, a credential an HTTP header cannot carry, or the
+                token file cannot be read.
         """
         environ = os.environ if environ is None else environ
         token = environ.get(TOKEN_ENV, "").strip() or None
@@ -80,14 +111,13 @@ class KfpAuth:
         cookie = environ.get(COOKIE_ENV, "").strip() or None
         if token and path_value:
             raise SubmitError(f"both {TOKEN_ENV} and {TOKEN_PATH_ENV} are set; unset one of them")
-        token_path = Path(path_value) if path_value else None
         if token is not None:
-            check_secret(token, TOKEN_ENV, _TOKEN)
+            _checked(token, TOKEN_ENV, BEARER_TOKEN)
         if cookie is not None:
-            check_secret(cookie, COOKIE_ENV, _COOKIE)
-        if token_path is not None:
-            check_secret(read_token_file(token_path), f"the token file {token_path} ({TOKEN_PATH_ENV})", _TOKEN)
-        return cls(token=token, token_path=token_path, cookie=cookie)
+            _checked(cookie, COOKIE_ENV, COOKIE_VALUE)
+        auth = cls(token=token, token_path=Path(path_value) if path_value else None, cookie=cookie)
+        auth.file_token()  # a token file that cannot be used stops the command before any request
+        return auth
 
     def describe(self) -> str:
         """Which credentials are in use, without their values."""
@@ -100,17 +130,29 @@ class KfpAuth:
             sources.append(f"a cookie from {COOKIE_ENV}")
         return "sent " + " and ".join(sources) if sources else "sent no credentials"
 
+    def file_token(self) -> str | None:
+        """The token in `token_path`, read now (projected tokens rotate) and checked; None without a token path.
+
+        Raises:
+            SubmitError: not a small regular file, not read in time, or not a token an HTTP header can carry.
+        """
+        if self.token_path is None:
+            return None
+        try:
+            token = read_secret_file(self.token_path, f"{TOKEN_PATH_ENV}={self.token_path}", _TOKEN_FILE_FIX)
+        except CredentialError as error:
+            raise SubmitError(str(error)) from None
+        _checked(token, f"the token file {self.token_path} ({TOKEN_PATH_ENV})", BEARER_TOKEN)
+        return token
+
     def headers(self) -> dict[str, str]:
         """HTTP headers carrying the credentials (the token file is read now).
 
         Raises:
-            OSError: the token file cannot be read.
+            SubmitError: as `file_token`.
         """
         headers = {}
-        token = self.token
-        if token is None and self.token_path is not None:
-            token = read_token_file(self.token_path)  # projected tokens rotate: read it for each call
-            check_secret(token, f"the token file {self.token_path} ({TOKEN_PATH_ENV})", _TOKEN)
+        token = self.token or self.file_token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
         if self.cookie:
@@ -123,74 +165,36 @@ class KfpAuth:
         if self.token:
             kwargs["existing_token"] = self.token
         if self.token_path:
-            from kfp.client.set_volume_credentials import ServiceAccountTokenVolumeCredentials
-
-            kwargs["credentials"] = ServiceAccountTokenVolumeCredentials(str(self.token_path))
+            kwargs["credentials"] = TokenFileCredentials(self)
         if self.cookie:
             kwargs["cookies"] = self.cookie
         return kwargs
 
-    def token_file_error(self, error: OSError) -> SubmitError:
-        """The error for a token file that cannot be read."""
-        return SubmitError(f"cannot read the token file {self.token_path} ({TOKEN_PATH_ENV}): {error}")
+    def redact(self, text: str) -> str:
+        """`text` with every credential in it replaced (`<token>`, `<cookie>`): for what a server answered."""
+        secrets = {self.token: "<token>"}
+        if self.token_path is not None:
+            with contextlib.suppress(SubmitError):  # a file that cannot be read now: its token is not in `text`
+                secrets[self.file_token()] = "<token>"
+        for pair in (self.cookie or "").split(";"):  # each cookie's value (`name=value; other=value`)
+            secrets[pair.split("=", 1)[-1].strip()] = "<cookie>"
+        for secret, placeholder in secrets.items():
+            if secret and len(secret) >= 4:  # shorter is no secret, and would blot out ordinary words
+                text = text.replace(secret, placeholder)
+        return text
 
 
-def read_token_file(path: Path) -> str:
-    """The token in `path`, stripped: a regular file of at most MAX_TOKEN_FILE_BYTES (a FIFO or a device would
-    block or never end; only a regular file is opened).
+class TokenFileCredentials:
+    """kfp's credentials interface (`kfp.client.token_credentials_base.TokenCredentialsBase`, duck-typed) over
+    `KfpAuth.file_token`: kfp calls `refresh_api_key_hook` before each request, and its own reader
+    (`read_token_from_file`: a plain `open().read()`) would block on a FIFO and send a token with a line break."""
 
-    Raises:
-        SubmitError: not a readable regular file, or too large.
-    """
-    fix = (
-        "point it at the projected service-account token (e.g. /var/run/secrets/kubeflow/pipelines/token) or unset "
-        f"{TOKEN_PATH_ENV}"
-    )
-    try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise SubmitError(f"{TOKEN_PATH_ENV}={path} is not a regular file; {fix}")
-        if info.st_size > MAX_TOKEN_FILE_BYTES:
-            raise SubmitError(
-                f"{TOKEN_PATH_ENV}={path} holds {info.st_size} bytes, more than a token "
-                f"({MAX_TOKEN_FILE_BYTES // 1024} KiB at most); {fix}"
-            )
-        with path.open("rb") as handle:
-            data = handle.read(MAX_TOKEN_FILE_BYTES + 1)
-    except OSError as error:
-        raise SubmitError(f"{TOKEN_PATH_ENV}={path} is not a readable file ({error.strerror}); {fix}") from None
-    if len(data) > MAX_TOKEN_FILE_BYTES:
-        raise SubmitError(f"{TOKEN_PATH_ENV}={path} grew past {MAX_TOKEN_FILE_BYTES // 1024} KiB; {fix}")
-    try:
-        return data.decode("ascii").strip()
-    except UnicodeDecodeError:
-        raise SubmitError(f"{TOKEN_PATH_ENV}={path} is not ASCII text, so not a token; {fix}") from None
+    def __init__(self, auth: KfpAuth) -> None:
+        self._auth = auth
 
-
-def check_secret(value: str, where: str, pattern: re.Pattern[str]) -> None:
-    """Refuses a credential HTTP cannot carry, without ever showing it.
-
-    Raises:
-        SubmitError: names `where`, the position and the kind of the first bad character, never the value.
-    """
-    if not value:
-        raise SubmitError(f"{where} is empty; set a token or unset it")
-    if pattern.fullmatch(value):
-        return
-    found = next(((i, c) for i, c in enumerate(value) if not pattern.fullmatch(c) and c != "="), None)
-    if found is None:  # only a padding `=` out of place
-        found = (value.index("="), "=")
-    position, bad = found
-    if bad in "\r\n":
-        kind = "a line break"
-    elif bad.isspace():
-        kind = "a space"
-    else:
-        kind = f"character U+{ord(bad):04X}"
-    raise SubmitError(
-        f"{where} holds {kind} at position {position + 1} of {len(value)}, which an HTTP header cannot carry "
-        "(the value is not shown); copy the token again without it"
-    )
+    def refresh_api_key_hook(self, config: Any) -> None:
+        """Puts the file's token, read and checked now, into `config.api_key` (kfp_server_api's Configuration)."""
+        config.api_key["authorization"] = self._auth.file_token()
 
 
 def check_host(host: str) -> str:
@@ -256,48 +260,24 @@ def api_error(host: str, auth: KfpAuth, status: int, doing: str, detail: str = "
     return SubmitError(f"Kubeflow Pipelines at {host} answered HTTP {status} while {doing}: {detail}")
 
 
-def origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) of `url`, lower-case, with the scheme's default port filled in: what a redirect may not
-    change for credentials to follow it."""
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
-
-
 class RedirectRefusedError(SubmitError):
     """The server redirected a request that carries credentials to another origin."""
 
 
-class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows redirects within the request's origin only; refuses one to another origin (`RedirectRefusedError`),
-    so the request's `Authorization` and `Cookie` headers never reach a host they were not meant for."""
-
-    def __init__(self, option: str = "--host") -> None:
-        self.option = option
-
-    def redirect_request(
-        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
-    ) -> urllib.request.Request | None:
-        target = urllib.parse.urljoin(req.full_url, newurl)
-        if origin(target) != origin(req.full_url):
-            fp.close()
-            raise RedirectRefusedError(
-                f"{req.full_url} answered HTTP {code}, a redirect to {target}, another origin; tfxp sends the "
-                f"KFP credentials only to the {self.option} given, so it does not follow: if {target} is the KFP "
-                f"API, pass its address as {self.option}; if it is a login page, the credentials were refused "
-                f"({AUTH_HINT})"
-            )
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+def redirect_refused(error: redirects.RedirectRefusedError, option: str = "--host") -> RedirectRefusedError:
+    """`foundation.redirects`' refusal, with what it means for the KFP API and what to do."""
+    target = redirects.shown(error.target)
+    return RedirectRefusedError(
+        f"{redirects.shown(error.url)} answered HTTP {error.status}, a redirect to {target}, another origin; tfxp "
+        f"sends the KFP credentials only to the {option} given, and no request elsewhere, so it does not follow: "
+        f"if {target} is the KFP API, pass its address as {option}; if it is a login page, the credentials were "
+        f"refused ({AUTH_HINT})"
+    )
 
 
 def _fetch(url: str, headers: Mapping[str, str], timeout: float) -> bytes:
     # Like kfp's own HTTP client, ignore *_proxy variables; redirects stay within the origin.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), SameOriginRedirects())
-    with opener.open(urllib.request.Request(url, headers=dict(headers)), timeout=timeout) as response:
+    with redirects.open_url(urllib.request.Request(url, headers=dict(headers)), timeout, proxies=False) as response:
         body: bytes = response.read(1 << 16)
     return body
 
@@ -322,14 +302,13 @@ def check_api(host: str, auth: KfpAuth, timeout: float) -> dict[str, Any]:
         SubmitError: the cause and the fix (`NoAnswerError` when the host is silent).
     """
     url = f"{host}/apis/v2beta1/healthz"
-    try:
-        headers = auth.headers()
-    except OSError as error:
-        raise auth.token_file_error(error) from None
+    headers = auth.headers()
     try:
         body = with_deadline(lambda: _fetch(url, headers, timeout), timeout, no_answer_error(host, timeout))
+    except redirects.RedirectRefusedError as error:
+        raise redirect_refused(error) from None
     except urllib.error.HTTPError as error:
-        raise api_error(host, auth, error.code, f"checking {url}", error.reason) from None
+        raise api_error(host, auth, error.code, f"checking {url}", auth.redact(str(error.reason))) from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         if isinstance(reason, TimeoutError):

@@ -3,7 +3,11 @@ whose failures become `SubmitError`s naming the cause and the fix; the health ch
 experiments, which runs (`pipeline.kubeflow.client.submit`), pipelines and schedules all use.
 
 `kfp.Client` sets no socket timeouts, so every call runs under a deadline here: an unreachable or silent
-host becomes a clear error within the timeout instead of a hang. Credentials and host checks are in
+host becomes a clear error within the timeout instead of a hang. Its urllib3 pool follows redirects within the
+origin only (`foundation.redirects.guard_pool`): a 307 to another host would post the run's spec there again.
+The guard goes in once the client is made; the one call kfp.Client makes while it is made (GET healthz, no body)
+comes right after tfxp's own health check, which refuses such a redirect itself. No error shows a credential
+(`KfpAuth.redact`; the kfp error is not chained when it held one). Credentials and host checks are in
 `pipeline.kubeflow.client.auth`.
 
 Example:
@@ -21,6 +25,7 @@ from typing import Any, TypeVar
 
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from foundation import redirects
 from foundation.deadline import with_deadline
 from pipeline.kubeflow.client.answers import check_kfp_answers, require_id
 from pipeline.kubeflow.client.auth import (
@@ -29,6 +34,7 @@ from pipeline.kubeflow.client.auth import (
     check_api,
     check_host,
     no_answer_error,
+    redirect_refused,
     unreachable_error,
 )
 from pipeline.kubeflow.client.preflight import ServerInfo, check_exit_handler_support, run_pipeline_root
@@ -68,13 +74,12 @@ class KfpConnection:
     def _explain(self, error: BaseException, doing: str) -> SubmitError:
         status = http_status(error)
         if status is not None:
-            body = str(getattr(error, "body", "") or "").strip()[:300]
-            return api_error(self.host, self.auth, status, doing, body or str(error))
+            body = self.auth.redact(str(getattr(error, "body", "") or "").strip())[:300]
+            return api_error(self.host, self.auth, status, doing, body or self.auth.redact(str(error)))
         if is_connection_error(error):
-            return unreachable_error(self.host, getattr(error, "reason", None) or error, doing)
-        if isinstance(error, OSError) and self.auth.token_path:
-            return self.auth.token_file_error(error)
-        return SubmitError(f"{doing} at {self.host} failed: {type(error).__name__}: {error}")
+            reason = self.auth.redact(str(getattr(error, "reason", None) or error))
+            return unreachable_error(self.host, reason, doing)
+        return SubmitError(f"{doing} at {self.host} failed: {type(error).__name__}: {self.auth.redact(str(error))}")
 
     def call(self, doing: str, call: Callable[[], T], seconds: float | None = None, missing: str = "") -> T:
         """Runs one kfp.Client call under the deadline and turns its failures into `SubmitError`s.
@@ -100,10 +105,13 @@ class KfpConnection:
                 return with_deadline(call, seconds, on_timeout)
         except SubmitError:
             raise
+        except redirects.RedirectRefusedError as error:
+            raise redirect_refused(error) from None
         except Exception as error:
             if missing and http_status(error) == 404:
                 raise SubmitError(missing) from error
-            raise self._explain(error, doing) from error
+            said = f"{error} {getattr(error, 'body', '')}"
+            raise self._explain(error, doing) from (error if self.auth.redact(said) == said else None)
 
     def check_api(self) -> ServerInfo:
         """Asks the API's health endpoint, with the credentials, before kfp.Client does (`auth.check_api`).
@@ -158,6 +166,7 @@ class KfpConnection:
             if self.namespace:
                 kwargs["namespace"] = self.namespace
             client = self.call("connecting", lambda: kfp.Client(host=self.host, **kwargs))
+            redirects.guard_pool(client._run_api.api_client.rest_client.pool_manager)  # one ApiClient serves all
             check_kfp_answers(client, self.host, self.request_timeout)
             self._client = client
         return self._client

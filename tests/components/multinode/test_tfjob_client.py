@@ -46,10 +46,12 @@ from components.multinode.tfjob_client import (
     TfJobPodsRejectedError,
     TfJobRejectedError,
     TfJobTimeoutError,
+    TfJobUnansweredError,
     in_cluster,
     task_pod_owner,
     task_service_account,
 )
+from components.multinode.tfjob_follow import UNANSWERED_POLLS
 from components.multinode.tfjob_rbac import RBAC_RULES
 
 NAME = "tfxp-train"
@@ -217,6 +219,108 @@ def test_an_unreadable_answer_is_retried_and_never_deletes_the_job(odd: tuple[st
     trouble = [line for line in lines if "did not answer" in line]
     assert len(trouble) == 1 and "UnreadableAnswerError" in trouble[0], lines
     assert "tfjob tfxp-train: the Kubernetes API answers again" in lines
+
+
+def _job(**fields: Any) -> bytes:
+    """A TFJob answer: tfxp-train with a uid, and `fields` on top (a wrong shape in one of them)."""
+    job: dict[str, Any] = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": NAME, "uid": "u"}}
+    job.update(fields)
+    return json.dumps(job).encode()
+
+
+WRONG_SHAPES = {
+    "no-metadata": b'{"apiVersion": "kubeflow.org/v1", "kind": "TFJob"}',
+    "null-metadata": b'{"metadata": null}',
+    "uid-not-text": _job(metadata={"name": NAME, "uid": 5}),
+    "another-jobs-name": _job(metadata={"name": "someone-else", "uid": "u"}),
+    "conditions-not-a-list": _job(status={"conditions": "Running"}),
+    "condition-not-an-object": _job(status={"conditions": ["Running"]}),
+    "replicas-not-a-number": _job(spec={"tfReplicaSpecs": {"Worker": {"replicas": "two"}}}),
+    "replica-status-not-counts": _job(status={"replicaStatuses": {"Worker": {"active": "all"}}}),
+}
+
+
+@pytest.mark.parametrize("body", WRONG_SHAPES.values(), ids=WRONG_SHAPES.keys())
+def test_one_answer_of_the_wrong_shape_is_retried_and_the_run_finishes(body: bytes) -> None:
+    """JSON that is not a TFJob as the API server sends one is no answer (retried), never a crash that deletes."""
+    with connected(Scenario.succeeds(workers=2, run_ticks=5)) as (double, client, lines, _):
+        double.odd_reads = [("application/json", body)]
+        outcome = run(client, tfjob_manifest(NAME, workers=2))
+    assert outcome.deleted and len(deletes(double)) == 1  # only the deletion after success
+    [trouble] = [line for line in lines if "did not answer" in line]
+    assert "UnreadableAnswerError" in trouble and "the Kubernetes API answers again" in " ".join(lines)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"items": "none"}', b'{"kind": "PodList"}', b'{"items": [{"metadata": {"name": 7}}]}', b'{"items": [3]}'],
+    ids=["items-not-a-list", "no-items", "name-not-text", "item-not-an-object"],
+)
+def test_one_pod_list_of_the_wrong_shape_is_retried(body: bytes) -> None:
+    with connected(Scenario.succeeds(workers=2, run_ticks=5)) as (double, client, _, _):
+        double.odd_pod_lists = [("application/json", body)]
+        outcome = run(client, tfjob_manifest(NAME, workers=2))
+    assert outcome.deleted and len(deletes(double)) == 1
+
+
+def _recording_sleeps(client: TfJobClient, fake: FakeTime) -> list[float]:
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        fake.sleep(seconds)
+
+    client._sleep = sleep
+    return sleeps
+
+
+@pytest.mark.parametrize("garbage", ["html", "503"])
+def test_an_api_that_never_answers_readably_ends_the_wait_and_leaves_the_job(garbage: str) -> None:
+    scenario = Scenario.succeeds(workers=2, run_ticks=10_000)
+    scenario.unavailable_reads = 1000 if garbage == "503" else 0
+    with connected(scenario) as (double, client, lines, fake):
+        if garbage == "html":
+            double.odd_reads = [("text/html", b"<html>502 from the proxy</html>")] * 1000
+        sleeps = _recording_sleeps(client, fake)
+        with pytest.raises(TfJobUnansweredError) as caught:
+            run(client, tfjob_manifest(NAME, workers=2), timeout_seconds=86_400, schedule_timeout_seconds=86_400)
+    text = str(caught.value)
+    assert f"gave no readable answer about TFJob {NAMESPACE}/{NAME} on {UNANSWERED_POLLS} polls in a row" in text
+    assert "left it running" in text and f"`kubectl -n {NAMESPACE} delete tfjob {NAME}`" in text
+    assert not deletes(double) and NAME in double.cluster.jobs
+    assert len(double.calls("GET", f"/tfjobs/{NAME}")) == UNANSWERED_POLLS
+    assert sleeps == sorted(sleeps) and sleeps[0] == 5.0 and sleeps[1] == 10.0 and max(sleeps) <= 60.0  # backoff
+    assert any("left running" in line for line in lines)
+
+
+def test_an_answer_between_troubles_starts_the_count_again() -> None:
+    html: tuple[str, bytes] | None = ("text/html", b"<html>502</html>")
+    with connected(Scenario.succeeds(workers=2, run_ticks=5)) as (double, client, _, _):
+        double.odd_reads = ([html] * (UNANSWERED_POLLS - 1) + [None]) * 2  # None: answered as usual
+        outcome = run(client, tfjob_manifest(NAME, workers=2), timeout_seconds=86_400, schedule_timeout_seconds=86_400)
+    assert outcome.deleted and len(deletes(double)) == 1
+
+
+def test_an_unexpected_error_leaves_the_job_running_and_says_how_to_delete_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from components.multinode import tfjob_status
+
+    with connected(Scenario.succeeds(workers=2, run_ticks=10)) as (double, client, lines, _):
+
+        def broken(*args: Any) -> str:
+            raise RuntimeError("a bug in the status line")
+
+        monkeypatch.setattr(tfjob_status, "status_line", broken)
+        with pytest.raises(TfJobError) as caught:
+            run(client, tfjob_manifest(NAME, workers=2))
+    text = str(caught.value)
+    assert "unexpected RuntimeError: a bug in the status line" in text
+    assert f"TFJob {NAMESPACE}/{NAME} was left running" in text
+    assert f"`kubectl -n {NAMESPACE} delete tfjob {NAME}`" in text
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert not deletes(double) and NAME in double.cluster.jobs
+    assert any("left running" in line for line in lines)
 
 
 # -- failure ---------------------------------------------------------------------------------------------------
