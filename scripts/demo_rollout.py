@@ -28,11 +28,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from foundation.contract import IMAGE_KEY, LABEL_KEY
 from foundation.data.tfrecords import iter_examples, make_example, write_shards
 from serving.rest_client import RestClient
 from serving.rollout.local_prometheus import LocalPrometheus, prometheus_binary
+from serving.rollout.state import describe_rollout
 
 PORTS = {"stable": (8700, 8701), "canary": (8710, 8711)}
 CANARY = ["serving.rollout=canary", "serving.version_policy=specific", "serving.config_poll_seconds=1"]
@@ -75,9 +77,9 @@ def pipeline_run(args: argparse.Namespace, data: Path, steps: int) -> dict[str, 
         str(args.out),
         *sets([f"data.path={data}", f"trainer.train_steps={steps}", "edge.enabled=false", *CANARY, *URLS]),
     )
-    summary: dict[str, object] = json.loads((args.out / "run-summary.json").read_text())
+    summary: dict[str, Any] = json.loads((args.out / "run-summary.json").read_text())
     pushed = Path(str(summary.get("pushed_model_dir") or "-")).name
-    print(f"run: {summary['decision']} version {pushed}; rollout: {summary.get('rollout')}", flush=True)
+    print(f"run: {summary['decision']} version {pushed}; rollout: {describe_rollout(summary['rollout'])}", flush=True)
     return summary
 
 
