@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 import tensorflow as tf
 
+from edge.errors import EdgeError
 from edge.publish import find_edge_version, write_edge_model, write_metadata, write_release
 from foundation.contract import EDGE_HELD_KEY, EDGE_METADATA_FILE, EDGE_MODEL_FILE, SAVED_MODEL_FILE
 from foundation.publish import list_versions, next_version, publish_version, push_identity, push_records
@@ -93,9 +94,28 @@ def held_releases(model_base: str | Path) -> dict[str, str]:
     held = {}
     for name in sorted(tf.io.gfile.listdir(root)):
         if name.endswith(".json"):
-            record = json.loads(tf.io.gfile.GFile(f"{root}/{name}").read())
-            held[str(record["saved_model"])] = f"{root}/{name[: -len('.json')]}"
+            held[_held_saved_model(f"{root}/{name}")] = f"{root}/{name[: -len('.json')]}"
     return held
+
+
+def _held_saved_model(record_path: str) -> str:
+    """The SavedModel a held release's record names.
+
+    Raises:
+        EdgeError: the record is not a JSON object with a text `saved_model` (the message names the file).
+    """
+    try:
+        record = json.loads(tf.io.gfile.GFile(record_path).read())
+    except (tf.errors.OpError, ValueError) as error:
+        record = {"error": str(error)}
+    saved_model = record.get("saved_model") if isinstance(record, dict) else None
+    if not isinstance(saved_model, str) or not saved_model:
+        raise EdgeError(
+            f"{record_path} is not a held edge release's record (a JSON object naming its `saved_model`); "
+            "it was not written by tfxp or was damaged: remove it and the folder of the same name beside it, "
+            "and the next run holds the release again"
+        ) from None
+    return saved_model
 
 
 def settle_held(

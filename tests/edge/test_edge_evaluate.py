@@ -254,3 +254,12 @@ def test_holding_again_from_the_same_saved_model_replaces_the_held_release(int8_
     again = hold_edge_model(_blessed_export(int8_model, b"one again"), tmp_path / "b", edge_base, saved_model)
     assert first == again and list(held_releases(edge_base)) == [saved_model]
     assert not json.loads((tmp_path / "a" / "edge_metadata.json").read_text())["pushed_path"]
+
+
+@pytest.mark.parametrize("record", ["{bad", '{"x": 1}', '["a"]', '{"saved_model": ""}'])
+def test_a_damaged_held_record_is_refused_naming_the_file(tmp_path: Path, record: str) -> None:
+    held = tmp_path / "edge" / "digits" / "tfxp_held"
+    held.mkdir(parents=True)
+    (held / "abc.json").write_text(record)
+    with pytest.raises(EdgeError, match=r"tfxp_held/abc.json is not a held edge release's record.*remove it"):
+        held_releases(tmp_path / "edge" / "digits")
