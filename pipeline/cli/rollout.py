@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.cli.console import UserError, console
 from pipeline.cli.options import command_group, config_command, rest_url
@@ -114,14 +115,15 @@ def _print_status(body: dict[str, Any]) -> None:
         f"{body['model']} at {body['serving_base']}: stable {body['stable']}, canary {body['canary'] or 'none'}, "
         f"rolled back {', '.join(map(str, body['rolled_back'])) or 'none'}",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
-    console.print(f"versions: {', '.join(map(str, body['versions'])) or 'none'}", highlight=False)
+    console.print(f"versions: {', '.join(map(str, body['versions'])) or 'none'}", highlight=False, markup=False)
     for track, serving in body["tracks"].items():
         served = f"versions {serving['versions']}, labels {serving['labels']}" if serving else "not written yet"
-        console.print(f"{track} servers: {served}", highlight=False)
+        console.print(f"{track} servers: {served}", highlight=False, markup=False)
     for saved_model in body["edge_held"]:
-        console.print(f"edge release held until promoted: {saved_model}", highlight=False, soft_wrap=True)
+        console.print(f"edge release held until promoted: {saved_model}", highlight=False, markup=False, soft_wrap=True)
     print_decisions(body["decisions"])
 
 
@@ -134,16 +136,16 @@ def print_decisions(decisions: list[dict[str, Any]]) -> None:
         before, after = decision["before"], decision["after"]
         labels = f"{before['stable']}/{before['canary']} → {after['stable']}/{after['canary']}"
         row = (decision["sequence"], decision["time"], decision["action"], decision["by"], labels, decision["reason"])
-        table.add_row(*map(str, row))
+        table.add_row(*(Text(str(value)) for value in row))  # outside text: never read as markup
     console.print(table)
 
 
 def _done(config: TfxpConfig, target: RolloutTarget, state: RolloutState, moves: Mapping[Any, str]) -> None:
-    console.print(f"stable {state.stable}, canary {state.canary or 'none'}", highlight=False)
+    console.print(f"stable {state.stable}, canary {state.canary or 'none'}", highlight=False, markup=False)
     for track, line in moves.items():
-        console.print(f"{track} servers: {line}", highlight=False, soft_wrap=True)
+        console.print(f"{track} servers: {line}", highlight=False, markup=False, soft_wrap=True)
     for line in settle_edge_releases(config, target, state):
-        console.print(line, highlight=False, soft_wrap=True)
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def settle_edge_releases(config: TfxpConfig, target: RolloutTarget, state: RolloutState) -> list[str]:
@@ -245,13 +247,13 @@ def analyze(
     target = rollout_target(config, serving_base)
     images = replay_images(replay, target.settings.replay_samples, config) if replay else []
     verdict = judge_canary(target, prometheus or target.settings.prometheus_url or None, window, images)
-    console.print(f"verdict: {verdict.action}: {verdict.reason}", highlight=False, soft_wrap=True)
+    console.print(f"verdict: {verdict.action}: {verdict.reason}", highlight=False, markup=False, soft_wrap=True)
     console.print_json(json.dumps(verdict.evidence))
     if apply:
         state = apply_verdict(target, verdict, by)
-        console.print(f"applied: stable {state.stable}, canary {state.canary or 'none'}", highlight=False)
+        console.print(f"applied: stable {state.stable}, canary {state.canary or 'none'}", highlight=False, markup=False)
         for line in settle_edge_releases(config, target, state):
-            console.print(line, highlight=False, soft_wrap=True)
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def replay_images(directory: Path, count: int, config: TfxpConfig) -> list[bytes]:

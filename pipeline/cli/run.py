@@ -126,7 +126,7 @@ def _print_summary(summary: dict, summary_path: str) -> None:
     if summary.get("rollout"):
         from serving.rollout.state import describe_rollout
 
-        console.print(f"rollout: {describe_rollout(summary['rollout'])}", highlight=False, soft_wrap=True)
+        console.print(f"rollout: {describe_rollout(summary['rollout'])}", highlight=False, markup=False, soft_wrap=True)
     for problem in summary.get("problems", []):  # outputs the summary could not read: said, never hidden
         warn(f"{problem['component']}: {problem['error']} ({problem['path']})")
     warm = summary.get("warm_start")
