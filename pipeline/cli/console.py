@@ -10,18 +10,44 @@ User text (paths, names, values, error messages that quote them) is shown litera
 markup (`/data/[/x]` would crash the print, `[bold]x` would vanish) nor as emoji codes (`127.0.0.1:-1:` would
 become a thumbs-down). The consoles never replace emoji codes; pass user text to `fail` or `warn`, as a
 `rich.text.Text`, or escaped with `rich.markup.escape` inside a markup string.
+
+Text from outside (a server's answer, a label, file metadata) may hold terminal control sequences (`ESC [ 2 J`
+clears the screen, `\r` overwrites a line). The consoles show every control character escaped
+(`foundation.shown_text.escape_controls`), whatever a command prints, so no command has to remember it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
 from rich.markup import escape
+from rich.segment import Segment
+from rich.text import Text
 
 from foundation.errors import TfxpError
+from foundation.shown_text import escape_controls, has_controls
 
-console = Console(emoji=False)
-error_console = Console(stderr=True, emoji=False)
+
+class EscapingConsole(Console):
+    """A Rich console that shows control characters escaped: in strings before Rich reads them (Rich itself drops
+    `\r` and keeps ESC), and in every segment it renders (a `Text` or a table cell made elsewhere)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(escape_controls(text), **kwargs)
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control or not has_controls(segment.text):
+                yield segment
+            else:
+                yield Segment(escape_controls(segment.text), segment.style)
+
+
+console = EscapingConsole(emoji=False)
+error_console = EscapingConsole(stderr=True, emoji=False)
 
 
 class UserError(TfxpError):

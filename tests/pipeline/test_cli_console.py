@@ -41,3 +41,29 @@ def test_a_negative_port_prints_no_emoji() -> None:
     code, output = run_cli("serve", "--rest-port", "-1")
     assert code == 2
     assert "-1 is not a TCP port" in output and "👎" not in output
+
+
+def test_text_from_outside_is_printed_with_control_characters_escaped() -> None:
+    """A label, a server's answer or file metadata holding terminal escapes (issue 35, class 8): whatever the
+    consoles print — a string, a `Text`, a table cell, an error — shows them escaped, other Unicode as it is."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from pipeline.cli.console import console, error_console
+
+    hostile = "seven\x1b[2J\x1b]8;;http://evil\x1b\\\rclear \x9b31m Zürich"
+    shown = "seven\\x1b[2J\\x1b]8;;http://evil\\x1b\\\\rclear \\x9b31m Zürich"
+    table = Table()
+    table.add_column("label")
+    table.add_row(hostile)
+    table.add_row(Text(hostile))
+    with console.capture() as out:
+        console.print(hostile, markup=False)
+        console.print(Text(hostile))
+        console.print(table)
+    with error_console.capture() as err:
+        fail(f"the server said {hostile}")
+    printed = out.get() + err.get()
+    assert "\x1b" not in printed and "\r" not in printed and "\x9b" not in printed
+    assert printed.count(shown) == 3  # the string, the table's string cell, the error
+    assert printed.count(shown.replace("\\r", "")) == 2  # a `Text` and its cell: Rich drops \r when it is made
