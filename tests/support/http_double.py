@@ -94,3 +94,32 @@ def redirect_to(location: str, status: int = 307) -> Callable[[Seen], Answer]:
 def json_answer(body: bytes = b"{}") -> Callable[[Seen], Answer]:
     """A `recording` route that answers every request with 200 and `body` as JSON."""
     return lambda request: (200, {"Content-Type": "application/json"}, body)
+
+
+@dataclass
+class Streamed:
+    """What a `streaming` server wrote: `sent` bytes of its answers, until each client stopped reading."""
+
+    sent: int = 0
+
+
+@contextlib.contextmanager
+def streaming(size: int, status: int = 200, start: bytes = b"{") -> Iterator[tuple[str, Streamed]]:
+    """A server on a free local port answering every request with `status`, a JSON content type and a body of
+    `size` bytes (`start`, then spaces), written in 64 KiB chunks for as long as the client reads; yields its base
+    URL and the count of bytes written (what the client read, plus what the sockets' buffers held)."""
+    streamed = Streamed()
+
+    class Handler(DoubleHandler):
+        def answer_request(self) -> None:
+            self.read_body()
+            self.send_head(status, "application/json", size)
+            chunk = start + b" " * (64 * 1024 - len(start))
+            with contextlib.suppress(ConnectionError):
+                while streamed.sent < size:
+                    self.wfile.write(chunk)
+                    streamed.sent += len(chunk)
+                    chunk = b" " * len(chunk)
+
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler), poll_interval=0.05) as url:
+        yield url, streamed
