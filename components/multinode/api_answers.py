@@ -18,6 +18,9 @@ from typing import Any
 
 import urllib3
 
+from foundation import bounded
+from foundation.bounded import size_text
+
 # The most tfxp reads of one answer: an object is at most etcd's 1.5 MiB request limit, a list of a 64-worker job's
 # pods or events a few MiB; a log tail is 40 lines. More is not an answer to these calls.
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
@@ -31,10 +34,12 @@ class UnreadableAnswerError(urllib3.exceptions.HTTPError):
 
 def read_capped(response: Any, limit: int) -> bytes:
     """The body of `response` (urllib3, not preloaded), at most `limit` bytes; UnreadableAnswerError past it."""
-    data = bytes(response.read(limit + 1))
-    if len(data) > limit:
+    too_large = UnreadableAnswerError(f"an answer larger than {size_text(limit)} (cut off there)")
+    try:
+        data = bounded.read_capped(response.read, limit, lambda: too_large)
+    except UnreadableAnswerError:
         response.close()  # the rest is never read: the connection cannot go back to the pool
-        raise UnreadableAnswerError(f"an answer larger than {limit // 1024} KiB (cut off there)")
+        raise
     response.release_conn()
     return data
 

@@ -172,6 +172,10 @@ class FakeKfp:
     # (method, path) → (status, Location): the next such request is redirected (once), e.g. 307 to another
     # origin for POST /apis/v2beta1/runs.
     redirects: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    # (method, path) → size: the answer is 200 with a JSON body of `size` bytes, written in 64 KiB chunks until the
+    # client stops reading; `streamed` counts the bytes written.
+    huge_answers: dict[tuple[str, str], int] = field(default_factory=dict)
+    streamed: int = 0
     # Called with each request once it is recorded, before it is answered (a token file rotating meanwhile).
     on_request: Callable[[Recorded], None] | None = None
 
@@ -372,6 +376,9 @@ def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
             if fake.hang == (request.method, request.path):
                 time.sleep(3)  # longer than the client's deadline
             content_type = "application/json"
+            if (request.method, request.path) in fake.huge_answers:
+                self._stream(fake.huge_answers[(request.method, request.path)])
+                return
             if (request.method, request.path) in fake.raw_answers:
                 status, content_type, data = fake.raw_answers[(request.method, request.path)]
             else:
@@ -379,6 +386,15 @@ def _handler(fake: FakeKfp) -> type[BaseHTTPRequestHandler]:
                 data = json.dumps(payload).encode()
             self.send_head(status, content_type, len(data))
             self.wfile.write(data)
+
+        def _stream(self, size: int) -> None:
+            self.send_head(200, "application/json", size)
+            chunk = b'{"runs": [' + b" " * (64 * 1024 - 10)
+            with contextlib.suppress(ConnectionError):
+                while fake.streamed < size:
+                    self.wfile.write(chunk)
+                    fake.streamed += len(chunk)
+                    chunk = b" " * len(chunk)
 
     return Handler
 

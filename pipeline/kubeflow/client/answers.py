@@ -20,6 +20,7 @@ import re
 import urllib.parse
 from typing import Any
 
+from foundation.bounded import size_text
 from pipeline.kubeflow.client.auth import HOST_HINT
 from pipeline.kubeflow.client.runs import SubmitError
 
@@ -35,8 +36,23 @@ _REQUIRED_IDS = (
 )
 
 
+# The most tfxp reads of one KFP answer (`foundation.bounded.cap_pool`): a run with its pipeline spec is a few MB,
+# a page of runs at `--limit` 200 tens of MB at most. The API server's own gRPC gateway does not bound what it
+# sends, and kfp_server_api holds a body three times over while it decodes it (bytes, text, objects).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
 class UnexpectedAnswerError(SubmitError):
     """The API answered with success but not with what its endpoint returns."""
+
+
+def answer_too_large(host: str, method: str, url: str) -> UnexpectedAnswerError:
+    """The one message for an answer over MAX_ANSWER_BYTES."""
+    return UnexpectedAnswerError(
+        f"Kubeflow Pipelines at {host} answered {_endpoint(method, url)} with more than "
+        f"{size_text(MAX_ANSWER_BYTES)}, the most tfxp reads of one answer; tfxp stopped reading there. Ask for "
+        f"fewer items (--limit), or check that --host is the KFP API and not a proxy. {HOST_HINT}"
+    )
 
 
 def _shown(body: bytes | str, limit: int = 120) -> str:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation import redirects
+from foundation.bounded import read_capped, size_text
 from foundation.credentials import (
     BEARER_TOKEN,
     COOKIE_VALUE,
@@ -54,6 +55,8 @@ UI_ENDPOINT_ENV = "KF_PIPELINES_UI_ENDPOINT"
 
 
 AUTH_HINT = f"set {TOKEN_ENV}, {TOKEN_PATH_ENV} or {COOKIE_ENV} in the environment"
+# The most tfxp reads of the health answer (`{"commit_sha": …, "tag_name": …, "multi_user": …}`).
+MAX_HEALTH_BYTES = 64 * 1024
 HOST_HINT = (
     "check --host; for a port-forward run `kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80` "
     "and pass --host http://localhost:8080"
@@ -277,9 +280,12 @@ def redirect_refused(error: redirects.RedirectRefusedError, option: str = "--hos
 
 def _fetch(url: str, headers: Mapping[str, str], timeout: float) -> bytes:
     # Like kfp's own HTTP client, ignore *_proxy variables; redirects stay within the origin.
+    too_large = SubmitError(
+        f"{url} answered with more than {size_text(MAX_HEALTH_BYTES)}, not the KFP health answer (a few hundred "
+        f"bytes); {HOST_HINT}"
+    )
     with redirects.open_url(urllib.request.Request(url, headers=dict(headers)), timeout, proxies=False) as response:
-        body: bytes = response.read(1 << 16)
-    return body
+        return read_capped(response.read, MAX_HEALTH_BYTES, lambda: too_large)
 
 
 def check_api(host: str, auth: KfpAuth, timeout: float) -> dict[str, Any]:

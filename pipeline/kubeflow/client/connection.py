@@ -4,7 +4,8 @@ experiments, which runs (`pipeline.kubeflow.client.submit`), pipelines and sched
 
 `kfp.Client` sets no socket timeouts, so every call runs under a deadline here: an unreachable or silent
 host becomes a clear error within the timeout instead of a hang. Its urllib3 pool follows redirects within the
-origin only (`foundation.redirects.guard_pool`): a 307 to another host would post the run's spec there again.
+origin only (`foundation.redirects.guard_pool`): a 307 to another host would post the run's spec there again; and
+reads at most `answers.MAX_ANSWER_BYTES` of one answer (`foundation.bounded.cap_pool`).
 The guard goes in once the client is made; the one call kfp.Client makes while it is made (GET healthz, no body)
 comes right after tfxp's own health check, which refuses such a redirect itself. No error shows a credential
 (`KfpAuth.redact`; the kfp error is not chained when it held one). Credentials and host checks are in
@@ -26,8 +27,9 @@ from typing import Any, TypeVar
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from foundation import redirects
+from foundation.bounded import cap_pool
 from foundation.deadline import with_deadline
-from pipeline.kubeflow.client.answers import check_kfp_answers, require_id
+from pipeline.kubeflow.client.answers import MAX_ANSWER_BYTES, answer_too_large, check_kfp_answers, require_id
 from pipeline.kubeflow.client.auth import (
     KfpAuth,
     api_error,
@@ -166,7 +168,8 @@ class KfpConnection:
             if self.namespace:
                 kwargs["namespace"] = self.namespace
             client = self.call("connecting", lambda: kfp.Client(host=self.host, **kwargs))
-            redirects.guard_pool(client._run_api.api_client.rest_client.pool_manager)  # one ApiClient serves all
+            pool = redirects.guard_pool(client._run_api.api_client.rest_client.pool_manager)  # one ApiClient: all
+            cap_pool(pool, MAX_ANSWER_BYTES, lambda method, url: answer_too_large(self.host, method, url))
             check_kfp_answers(client, self.host, self.request_timeout)
             self._client = client
         return self._client
