@@ -25,6 +25,12 @@ from serving.errors import UnavailableError
 
 T = TypeVar("T")
 
+# The most of one message tfxp sends to or reads from a server, over either transport: gRPC's
+# `max_send/receive_message_length`, REST's body (`foundation.bounded`), an image `tfxp predict` sends. A predict
+# answer of a few hundred images is well under it; a server sending more is refused (RESOURCE_EXHAUSTED) instead of
+# being held in memory, several times over while it is decoded (a 1.2 GB answer took `tfxp predict` to 4.4 GB).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class RetryPolicy:

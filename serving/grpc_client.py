@@ -24,8 +24,9 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from foundation.bounded import size_text
 from serving.address import parse_grpc_target
-from serving.base_client import RetryPolicy, ServingClient, VersionStatus, check_version_or_label
+from serving.base_client import MAX_MESSAGE_BYTES, RetryPolicy, ServingClient, VersionStatus, check_version_or_label
 from serving.errors import Code, code_from_grpc, code_from_number, error_for
 from serving.tensors import tensor_proto_to_ndarray, write_tensor_proto
 
@@ -49,7 +50,7 @@ class GrpcClient(ServingClient):
     Args:
         target: `host:port`, e.g. `localhost:8500` (`[::1]:8500` for IPv6).
         model_name, timeout, retry: See `ServingClient`.
-        max_message_bytes: Largest message sent or received.
+        max_message_bytes: Largest message sent or received (`serving.base_client.MAX_MESSAGE_BYTES`).
 
     Raises:
         ValueError: `target` is not `host:port` with a port in 1-65535.
@@ -61,11 +62,12 @@ class GrpcClient(ServingClient):
         model_name: str,
         timeout: float = 10.0,
         retry: RetryPolicy | None = None,
-        max_message_bytes: int = 64 * 1024 * 1024,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         super().__init__(model_name, timeout, retry)
         parse_grpc_target(target)
         self.target = target
+        self.max_message_bytes = max_message_bytes
         # Short reconnect backoff: a server that comes up late is found by the next retry, not minutes later.
         self._channel = grpc.insecure_channel(
             target,
@@ -87,6 +89,11 @@ class GrpcClient(ServingClient):
             except grpc.RpcError as error:
                 code = code_from_grpc(error.code()) if isinstance(error, grpc.Call) else Code.UNKNOWN
                 details = error.details() if isinstance(error, grpc.Call) else str(error)
+                if code is Code.RESOURCE_EXHAUSTED and "larger than max" in (details or ""):
+                    details = (
+                        f"the answer is larger than {size_text(self.max_message_bytes)}, the most tfxp reads of one "
+                        f"answer ({details}); ask for fewer images per request"
+                    )
                 raise error_for(code, f"{details} (gRPC {self.target})") from error
 
         return self._with_retries(attempt)

@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import json
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,14 +20,17 @@ from tensorflow.core.example import example_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2
 
+from foundation.bounded import read_capped, size_text
 from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from foundation.deadline import with_deadline
 from foundation.redirects import RedirectRefusedError, guard_session
 from serving.address import parse_rest_url
-from serving.base_client import RetryPolicy, ServingClient, VersionStatus, check_version_or_label
+from serving.base_client import MAX_MESSAGE_BYTES, RetryPolicy, ServingClient, VersionStatus, check_version_or_label
 from serving.errors import (
     DeadlineExceededError,
     FailedPreconditionError,
+    InternalError,
+    ResourceExhaustedError,
     UnavailableError,
     code_from_http,
     error_for,
@@ -84,25 +88,37 @@ class RestClient(ServingClient):
             late = DeadlineExceededError(f"no whole answer from {url} within {self.timeout}s")
             try:
                 # `timeout=` bounds each read only: a server trickling a byte a second would hold the call forever.
-                response = with_deadline(
-                    lambda: self._session.request(method, url, json=payload, timeout=self.timeout), self.timeout, late
-                )
+                status, reason, body = with_deadline(lambda: self._send(method, url, payload), self.timeout, late)
             except RedirectRefusedError as error:  # the server's setup, not a request's status: not retried
                 raise FailedPreconditionError(str(error)) from None
             except requests.Timeout as error:
                 raise DeadlineExceededError(f"no answer from {url} within {self.timeout}s") from error
             except requests.ConnectionError as error:
                 raise UnavailableError(f"cannot connect to {url}: {error}") from error
-            if response.status_code == 200:
-                return response.json()
+            if status == 200:
+                try:
+                    return json.loads(body)
+                except ValueError:
+                    raise InternalError(f"{url} answered HTTP 200 with a body that is not JSON") from None
             try:
-                message = response.json()["error"]
+                message = json.loads(body)["error"]
             except (ValueError, KeyError, TypeError):
-                message = response.text[:500] or response.reason
-            http_error = requests.HTTPError(f"HTTP {response.status_code} from {url}", response=response)
-            raise error_for(code_from_http(response.status_code), message) from http_error
+                message = body[:500].decode("utf-8", "replace") or reason
+            raise error_for(code_from_http(status), str(message)) from requests.HTTPError(f"HTTP {status} from {url}")
 
         return self._with_retries(attempt)
+
+    def _send(self, method: str, url: str, payload: Any) -> tuple[int, str, bytes]:
+        """(status, reason, body) of one request; the body read up to MAX_MESSAGE_BYTES (decoded), no further."""
+        with self._session.request(method, url, json=payload, timeout=self.timeout, stream=True) as response:
+            too_large = ResourceExhaustedError(
+                f"the answer of {url} is larger than {size_text(MAX_MESSAGE_BYTES)}, the most tfxp reads of one "
+                "answer (cut off there); ask for fewer images per request"
+            )
+            body = read_capped(
+                lambda size: response.raw.read(size, decode_content=True), MAX_MESSAGE_BYTES, lambda: too_large
+            )
+            return response.status_code, str(response.reason), body
 
     def _predict(
         self, inputs: Mapping[str, np.ndarray], signature_name: str, version: int | None, label: str | None

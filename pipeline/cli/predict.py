@@ -101,11 +101,14 @@ def _labels_for(config: TfxpConfig, labels_file: Path | None) -> list[str] | Non
 def _read_images(paths: list[Path]) -> list[bytes]:
     # The model contract: clients send upright pixels (the model does not apply EXIF orientation).
     from components.data.images import upright_image_bytes
+    from foundation.bounded import read_file, size_text
+    from serving.base_client import MAX_MESSAGE_BYTES
 
+    fix = f"a request carries at most {size_text(MAX_MESSAGE_BYTES)}: pass a smaller image"
     images = []
     for path in paths:
         try:
-            images.append(upright_image_bytes(path.read_bytes()))
+            images.append(upright_image_bytes(read_file(path, MAX_MESSAGE_BYTES, f"image {path}", fix)))
         except OSError as error:
             raise UserError(f"cannot read image {path}: {error.strerror}") from None
     return images

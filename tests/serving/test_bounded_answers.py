@@ -1,0 +1,69 @@
+"""What a serving client reads is bounded, and what a server says is shown with its control characters escaped
+(issue 35, classes 3 and 8): `tfxp predict` against a server that answers far more than a message may hold stops
+reading at the cap with one message, and a server's error text holding terminal escapes is printed escaped;
+`tfxp loadtest` refuses a concurrency one generator cannot run. The servers are local doubles
+(tests/support/http_double.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from http_double import recording, streaming
+from serving_fixtures import random_png
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+
+
+@pytest.fixture
+def image(tmp_path: Path) -> Path:
+    path = tmp_path / "seven.png"
+    path.write_bytes(random_png(8, 1, seed=7))
+    return path
+
+
+@pytest.fixture
+def labels(tmp_path: Path) -> Path:
+    path = tmp_path / "labels.txt"
+    path.write_text("a\nb\nc\nd\n")
+    return path
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
+    return result.exit_code, " ".join(result.output.split())
+
+
+def test_a_predict_answer_past_the_cap_is_refused_and_not_read_on(
+    monkeypatch: pytest.MonkeyPatch, image: Path, labels: Path
+) -> None:
+    monkeypatch.setattr("serving.rest_client.MAX_MESSAGE_BYTES", 1 << 20, raising=False)  # 1 MiB: fast
+    with streaming(256 * 1024 * 1024, start=b'{"predictions": [') as (url, streamed):
+        code, output = _invoke("predict", str(image), "--rest", url, "--labels", str(labels))
+    assert code == 2, output
+    assert "failed with RESOURCE_EXHAUSTED: the answer of" in output
+    assert "is larger than 1 MiB, the most tfxp reads of one answer (cut off there); ask for fewer images" in output
+    assert "Traceback" not in output
+    assert streamed.sent < 32 * 1024 * 1024  # the cap plus what the sockets held, not the 256 MiB offered
+
+
+def test_a_server_error_with_terminal_escapes_is_printed_escaped(image: Path, labels: Path) -> None:
+    body = json.dumps({"error": "Servable not found \x1b[2J\x1b]0;owned\x07\rall is well"}).encode()
+    with recording(lambda request: (404, {"Content-Type": "application/json"}, body)) as (url, _):
+        code, output = _invoke("predict", str(image), "--rest", url, "--labels", str(labels))
+    assert code == 2, output
+    assert "Servable not found \\x1b[2J\\x1b]0;owned\\x07\\rall is well" in output
+    assert "\x1b" not in output and "\r" not in output and "\x07" not in output
+
+
+@pytest.mark.parametrize("concurrency", [1025, 1_000_000])
+def test_an_absurd_concurrency_is_refused_with_the_limit(image: Path, concurrency: int) -> None:
+    code, output = _invoke(
+        "loadtest", "--rest", "http://127.0.0.1:9", "--image", str(image), "--concurrency", str(concurrency),
+        "--seconds", "0.2", "--warmup", "0",
+    )  # fmt: skip
+    assert code == 2, output
+    assert f"error: concurrency {concurrency} is more than one load generator runs (1024)" in output
+    assert "pass --concurrency 1024 or less" in output
