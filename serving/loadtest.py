@@ -32,18 +32,31 @@ import grpc
 import numpy as np
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from foundation.bounded import size_text
 from foundation.contract import INPUT_IMAGE_BYTES
 from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
+from foundation.errors import TfxpError
 from foundation.redirects import shown
 from serving import event_loop
 from serving.address import parse_grpc_target, parse_rest_url
-from serving.base_client import ServingClient
+from serving.base_client import MAX_MESSAGE_BYTES, ServingClient
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
 from serving.grpc_client import request_model_spec
 from serving.rest_client import to_json_value
 from serving.tensors import write_tensor_proto
 
 Transport = Literal["grpc", "rest"]
+
+# The most workers one load generator runs. It is one process (one asyncio loop, one core): past about a thousand
+# requests in flight it measures its own queue, not the server, and each worker holds a request, a connection and
+# its buffers (a million took 1.9 GB and finished no request). More load: several generators.
+MAX_CONCURRENCY = 1024
+# The most of an error answer kept for its message.
+_ERROR_BYTES = 64 * 1024
+
+
+class LoadTestError(TfxpError, ValueError):
+    """A load test that cannot run as asked (arguments), or that made no request, so measured nothing."""
 
 
 @dataclass(frozen=True)
@@ -194,9 +207,15 @@ def error_kind(error: Exception) -> str:
 
 def _check_arguments(images: Sequence[bytes], concurrency: int, seconds: float, images_per_request: int) -> None:
     if not images:
-        raise ValueError("the load test needs at least one image")
+        raise LoadTestError("the load test needs at least one image")
+    if concurrency > MAX_CONCURRENCY:
+        raise LoadTestError(
+            f"concurrency {concurrency} is more than one load generator runs ({MAX_CONCURRENCY}): past that it "
+            f"measures its own queue, not the server; pass --concurrency {MAX_CONCURRENCY} or less, and run several "
+            "generators for more load"
+        )
     if concurrency < 1 or seconds <= 0 or images_per_request < 1:
-        raise ValueError(
+        raise LoadTestError(
             f"concurrency ({concurrency}), seconds ({seconds}) and images_per_request ({images_per_request}) "
             "must be positive"
         )
@@ -210,6 +229,12 @@ def _result(
     errors: Counter[str],
     versions: Counter[str],
 ) -> LoadTestResult:
+    if not latencies and not errors:
+        raise LoadTestError(
+            f"the load test made no request in its {elapsed:.1f} s at concurrency {concurrency}: none finished in "
+            "the measured time, so nothing was measured; pass a longer --seconds (and a --timeout under it) or a "
+            "lower --concurrency"
+        )
     elapsed = max(elapsed, 1e-9)
     ok = len(latencies)
     percentiles = np.percentile(np.array(latencies) * 1e3, [50, 95, 99]) if latencies else [float("nan")] * 3
@@ -257,8 +282,10 @@ def run_async_load_test(
         signature_name: Signature to call.
 
     Raises:
-        ValueError: no images, non-positive concurrency, duration or batch, an unknown transport, or a target
-            that is not `host:port` (gRPC) or an http(s) URL (REST), checked before any request.
+        ValueError: no images, concurrency past MAX_CONCURRENCY, non-positive concurrency, duration or batch, an
+            unknown transport, or a target that is not `host:port` (gRPC) or an http(s) URL (REST), checked
+            before any request (`LoadTestError` but for the target and transport).
+        LoadTestError: no request finished in the measured time.
     """
     _check_arguments(images, concurrency, seconds, images_per_request)
     if transport == "grpc":
@@ -316,7 +343,9 @@ async def _run_async(
             await asyncio.gather(*(worker(send, index) for index in range(concurrency)))
     else:
         client_timeout = aiohttp.ClientTimeout(total=timeout)
-        async with aiohttp.ClientSession(timeout=client_timeout) as session:
+        # aiohttp's default is 100 connections at most: more workers would only wait in its queue.
+        connector = aiohttp.TCPConnector(limit=concurrency)
+        async with aiohttp.ClientSession(timeout=client_timeout, connector=connector) as session:
             send = _rest_sender(session, target, model_name, batches, signature_name)
             await asyncio.gather(*(worker(send, index) for index in range(concurrency)))
     elapsed = min(time.perf_counter(), end) - start
@@ -366,7 +395,7 @@ def _rest_sender(
             # No redirect is followed: a load test measures the server it was given (`foundation.redirects`).
             body_sent = bodies[index % len(bodies)]
             async with session.post(url, data=body_sent, headers=headers, allow_redirects=False) as response:
-                body = await response.read()
+                body = await _read_answer(response, url)
                 if 300 <= response.status < 400:
                     location = response.headers.get("Location", "nowhere")
                     raise error_for(
@@ -387,3 +416,19 @@ def _rest_sender(
         return None  # REST responses do not say which version answered
 
     return send
+
+
+async def _read_answer(response: aiohttp.ClientResponse, url: str) -> bytes:
+    """The first 64 KiB of the answer (for an error's message); the rest read and dropped, up to the cap."""
+    kept, size = b"", 0
+    while chunk := await response.content.read(1 << 20):
+        size += len(chunk)
+        if size > MAX_MESSAGE_BYTES:
+            response.close()
+            raise error_for(
+                Code.RESOURCE_EXHAUSTED,
+                f"the answer of {url} is larger than {size_text(MAX_MESSAGE_BYTES)}, the most tfxp reads of one answer",
+            )
+        if len(kept) < _ERROR_BYTES:
+            kept += chunk[: _ERROR_BYTES - len(kept)]
+    return kept

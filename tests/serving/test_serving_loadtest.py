@@ -9,7 +9,7 @@ import pytest
 from serving_fixtures import random_png, tiny_classifier, write_model_version
 
 from serving.grpc_client import GrpcClient
-from serving.loadtest import run_async_load_test, run_load_test
+from serving.loadtest import MAX_CONCURRENCY, LoadTestError, run_async_load_test, run_load_test
 from serving.model_config import ModelConfig
 from serving.server import ModelServer
 from serving.server_options import ServerOptions
@@ -22,6 +22,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
     base = tmp_path_factory.mktemp("load") / "digits"
     write_model_version(base, 3, tiny_classifier(8, 1, 4, seed=1), ["a", "b", "c", "d"])
     with ModelServer([ModelConfig("digits", Path(base))], ServerOptions(grpc_port=0, rest_port=0)) as running:
+        with GrpcClient(running.grpc_target, "digits", timeout=60) as client:
+            client.predict_images(IMAGES[:2])  # the first call traces the model: seconds on a busy machine
         yield running
 
 
@@ -56,6 +58,18 @@ def test_async_driver_counts_an_unreachable_server_as_unavailable() -> None:
 def test_threaded_driver_goes_through_the_client(server: ModelServer) -> None:
     result = run_load_test(lambda: GrpcClient(server.grpc_target, "digits"), IMAGES, concurrency=2, seconds=0.5)
     assert result.errors == 0 and result.versions == {"3": result.requests}
+
+
+def test_a_run_that_finished_no_request_is_a_failure_not_zero_errors(server: ModelServer) -> None:
+    with pytest.raises(LoadTestError, match=r"the load test made no request in its .* so nothing was measured"):
+        run_async_load_test(server.grpc_target, "digits", IMAGES, "grpc", concurrency=2, seconds=1e-6)
+
+
+def test_an_absurd_concurrency_is_refused_before_any_worker_starts() -> None:
+    with pytest.raises(
+        LoadTestError, match=f"concurrency 1000000 is more than one load generator runs \\({MAX_CONCURRENCY}\\)"
+    ):
+        run_async_load_test("localhost:1", "digits", IMAGES, "grpc", concurrency=1_000_000)
 
 
 def test_bad_arguments_are_refused() -> None:
