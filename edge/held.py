@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from edge.errors import EdgeError
 from edge.publish import find_edge_version, write_edge_model, write_metadata, write_release
+from foundation.bounded import read_document
 from foundation.contract import EDGE_HELD_KEY, EDGE_METADATA_FILE, EDGE_MODEL_FILE, SAVED_MODEL_FILE
 from foundation.publish import list_versions, next_version, publish_version, push_identity, push_records
 
@@ -105,8 +106,8 @@ def _held_saved_model(record_path: str) -> str:
         EdgeError: the record is not a JSON object with a text `saved_model` (the message names the file).
     """
     try:
-        record = json.loads(tf.io.gfile.GFile(record_path).read())
-    except (tf.errors.OpError, ValueError) as error:
+        record = json.loads(read_document(record_path, record_path))
+    except (OSError, ValueError) as error:
         record = {"error": str(error)}
     saved_model = record.get("saved_model") if isinstance(record, dict) else None
     if not isinstance(saved_model, str) or not saved_model:
@@ -160,14 +161,13 @@ def record_released(version_dir: str, out_dir: str | Path) -> None:
 
 def _publish_held(held_dir: str, model_base: str | Path) -> str:
     base = str(model_base).rstrip("/")
-    with tf.io.gfile.GFile(f"{held_dir}.json") as handle:
-        identity = str(json.loads(handle.read())["identity"])
+    identity = str(json.loads(read_document(f"{held_dir}.json", f"{held_dir}.json"))["identity"])
     published = find_edge_version(base, identity)
     if published is None:
         # The version is chosen first: its path goes into edge_metadata.json, as `push_edge_model` does.
         version = next_version(Path(path).name for path in list_versions(base))
-        with tf.io.gfile.GFile(f"{held_dir}/{EDGE_METADATA_FILE}") as handle:
-            metadata = json.loads(handle.read())
+        metadata_path = f"{held_dir}/{EDGE_METADATA_FILE}"
+        metadata = json.loads(read_document(metadata_path, metadata_path))
         write_metadata({**metadata, "pushed_path": f"{base}/{version}"}, held_dir)
         published = publish_version(held_dir, base, identity, last_file=EDGE_MODEL_FILE, version=version)
     _remove_held(held_dir)

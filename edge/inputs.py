@@ -25,6 +25,7 @@ from edge.data import LabeledImages, load_split
 from edge.errors import EdgeError
 from edge.options import EdgeOptions
 from edge.quantize import get_mode
+from foundation.bounded import read_document
 from foundation.contract import (
     LABELS_ASSET,
     PREPROCESSING_ASSET,
@@ -64,11 +65,10 @@ def read_preprocessing(saved_model: Path) -> PreprocessingSpec:
     """
     path = f"{saved_model}/{PREPROCESSING_ASSET}"
     if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as handle:
-            try:
-                return PreprocessingSpec.from_json(handle.read())
-            except ValueError as error:
-                raise EdgeError(f"{path}: {error}") from None
+        try:
+            return PreprocessingSpec.from_json(read_document(path, path))
+        except (ValueError, OSError) as error:
+            raise EdgeError(f"{path}: {error}") from None
     # Models made outside tfxp may lack the asset; their signature's input shape says the same.
     loaded = tf.saved_model.load(str(saved_model))
     if SIGNATURE_PREPROCESSED not in loaded.signatures:

@@ -23,6 +23,8 @@ from typing import Any
 
 from ai_edge_litert.tools import flatbuffer_utils
 
+from edge.errors import EdgeError
+from foundation.bounded import read_document
 from foundation.contract import EDGE_MODEL_FILE
 from foundation.publish import list_versions
 
@@ -97,6 +99,24 @@ class Release:
     record: dict[str, Any] | None
 
 
+def _read_record(path: str) -> dict[str, Any]:
+    """The release record at `path`, a JSON object of at most MAX_DOCUMENT_BYTES.
+
+    Raises:
+        EdgeError: unreadable, too large, not JSON or not an object (the message names the file).
+    """
+    try:
+        record = json.loads(read_document(path, f"release record {path}"))
+    except (OSError, ValueError) as error:
+        record = error
+    if not isinstance(record, dict):
+        raise EdgeError(
+            f"release record {path} is not a JSON object as tfxp writes one ({record}); it was damaged or not "
+            "written by tfxp: restore it, or remove it to list the version without its record"
+        )
+    return record
+
+
 def list_releases(edge_base: str) -> list[Release]:
     """Every published version under `<edge_base>/<model>/`, models in name order, newest version first."""
     root = edge_base.rstrip("/")
@@ -108,7 +128,6 @@ def list_releases(edge_base: str) -> list[Release]:
             record_path = f"{path}/{RELEASE_FILE}"
             record = None
             if os.path.isfile(record_path):
-                with open(record_path) as handle:
-                    record = json.load(handle)
+                record = _read_record(record_path)
             releases.append(Release(model=model, version=os.path.basename(path), path=path, record=record))
     return releases

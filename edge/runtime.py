@@ -19,9 +19,12 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter, SignatureRunner
 
 from edge.errors import EdgeError
+from foundation.bounded import TooLargeError, read_file
 from foundation.contract import OUTPUT_PROBABILITIES, SIGNATURE_PREPROCESSED
 
 _FLATBUFFER_ID = b"TFL3"  # bytes 4..8 of every TFLite flatbuffer (its file identifier)
+# A flatbuffer is at most 2 GiB - 1 (FLATBUFFERS_MAX_BUFFER_SIZE, flatbuffers/base.h): no TFLite model is larger.
+MAX_TFLITE_BYTES = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -67,25 +70,38 @@ def _tensor_info(name: str, details: dict[str, Any]) -> TensorInfo:
 
 
 def read_tflite(source: Path | bytes) -> bytes:
-    """The bytes of a TFLite model file, checked to be a TFLite flatbuffer.
+    """The bytes of a TFLite model file, checked to be a TFLite flatbuffer; a file is refused after its first 8 bytes
+    when it is not one, and past MAX_TFLITE_BYTES whatever it is.
 
     Raises:
-        EdgeError: the file is missing or is not a TFLite model.
+        EdgeError: the file is missing, is not a TFLite model, or is larger than a flatbuffer can be.
     """
     where = "the given bytes" if isinstance(source, bytes) else str(source)
     if isinstance(source, bytes):
-        content = source
-    else:
-        try:
-            content = Path(source).read_bytes()
-        except OSError as error:
-            raise EdgeError(f"cannot read TFLite model {source}: {error.strerror}; pass an existing .tflite") from None
+        _check_identifier(source, where)
+        return source
+    try:
+        return read_file(
+            source,
+            MAX_TFLITE_BYTES,
+            f"TFLite model {source}",
+            "a flatbuffer is smaller (FlatBuffers' 2 GiB limit): pass a .tflite file",
+            head=(8, lambda first: _check_identifier(first, where)),
+        )
+    except TooLargeError as error:
+        raise EdgeError(str(error)) from None
+    except OSError as error:
+        raise EdgeError(
+            f"cannot read TFLite model {source}: {error.strerror or error}; pass an existing .tflite"
+        ) from None
+
+
+def _check_identifier(content: bytes, where: str) -> None:
     if content[4:8] != _FLATBUFFER_ID:
         raise EdgeError(
             f"{where} is not a TFLite model (no `TFL3` flatbuffer identifier in its first 8 bytes); "
             "pass a .tflite file written by `tfxp edge convert` or the EdgeExporter"
         )
-    return content
 
 
 class TfliteModel:

@@ -28,8 +28,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from foundation.bounded import MAX_DOCUMENT_BYTES, TooLargeError, read_file
 from foundation.errors import TfxpError
-from foundation.paths import read_bytes, write_text
+from foundation.paths import write_text
 
 SAVED_MODEL_FILE = "saved_model.pb"
 """The file that makes a version directory a complete, servable SavedModel (published last on a bucket)."""
@@ -163,7 +164,9 @@ def read_label_map(path: str | Path, missing_hint: str = MISSING_LABELS_HINT) ->
     """
     source = str(path)
     try:
-        data = read_bytes(source)
+        data = read_file(source, MAX_DOCUMENT_BYTES, f"label map {source}", "a label map holds one class name a line")
+    except TooLargeError as error:
+        raise LabelMapError(str(error)) from None
     except FileNotFoundError:
         raise LabelMapError(f"label map {source} does not exist; {missing_hint}") from None
     except OSError as error:

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from foundation.bounded import read_document
+
 # Aliases a document may use, and the nodes their expansion may add in all: far above what hand-written configs
 # use, far below what hurts (a 9×9 alias bomb expands to 387 million nodes).
 MAX_ALIASES = 100
@@ -216,9 +218,10 @@ def read_yaml(path: Path, loader: type[BoundedSafeLoader] = BoundedSafeLoader) -
 
     Raises:
         OSError, UnicodeDecodeError: the file cannot be read as text.
+        foundation.bounded.TooLargeError: larger than MAX_DOCUMENT_BYTES.
         yaml.YAMLError: as `load_yaml`.
     """
-    return load_yaml(path.read_text(), str(path), loader)
+    return load_yaml(read_document(path, f"YAML file {path}"), str(path), loader)
 
 
 def read_yaml_all(path: Path, loader: type[BoundedSafeLoader] = BoundedSafeLoader) -> list[Any]:
@@ -228,4 +231,4 @@ def read_yaml_all(path: Path, loader: type[BoundedSafeLoader] = BoundedSafeLoade
         OSError, UnicodeDecodeError: the file cannot be read as text.
         yaml.YAMLError: as `load_yaml_all`.
     """
-    return load_yaml_all(path.read_text(), str(path), loader)
+    return load_yaml_all(read_document(path, f"YAML file {path}"), str(path), loader)

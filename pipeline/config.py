@@ -31,6 +31,7 @@ from pydantic import (
 from components.trainer.options import TrainerOptions
 from components.trainer.recipe import global_batch, recipe_problems
 from edge.options import EdgeOptions
+from foundation.bounded import TooLargeError, read_document
 from foundation.config_section import (
     ConfigSection,
     describe_errors,
@@ -166,12 +167,12 @@ def load_config(path: Path | None = None, overrides: Sequence[str] = ()) -> Tfxp
     source = "defaults"
     if path is not None:
         try:
-            loaded = _load_yaml(path.read_text(), f"config file {path}")
+            loaded = _load_yaml(read_document(path, f"config file {path}"), f"config file {path}")
         except OSError as error:
             raise ConfigError(f"cannot read config file {path}: {error.strerror}; pass an existing --config") from None
         except UnicodeDecodeError:
             raise ConfigError(f"config file {path} is not UTF-8 text; --config takes a YAML file") from None
-        except YamlRefusedError as error:
+        except (YamlRefusedError, TooLargeError) as error:
             raise ConfigError(str(error)) from None
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {error}") from None

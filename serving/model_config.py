@@ -17,6 +17,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tensorflow_serving.config import file_system_storage_path_source_pb2, model_server_config_pb2
 
+from foundation.bounded import TooLargeError, read_document
 from foundation.publish import is_version_name
 from serving.config_error import ServingConfigError
 from serving.options import ServingOptions
@@ -104,9 +105,11 @@ def read_model_config_file(path: Path) -> list[ModelConfig]:
             tensorflow.
     """
     try:
-        text = path.read_text()
+        text = read_document(path, f"model config file {path}")
     except OSError as error:
         raise ServingConfigError(f"cannot read model config file {path}: {error.strerror}") from None
+    except (TooLargeError, UnicodeDecodeError) as error:
+        raise ServingConfigError(f"cannot read model config file {path}: {error}") from None
     return parse_model_config(text, path)
 
 

@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from foundation.bounded import tail_lines
 from foundation.errors import TfxpError
 from serving.address import rest_base_url
 
@@ -149,10 +150,12 @@ class ServerProcess:
     def log_tail(self, lines: int = 15) -> str:
         """The last `lines` lines of the child's log, stripped; "" when it wrote nothing."""
         try:
-            text = self.log_path.read_text(errors="replace")
+            found = [line.rstrip() for line in tail_lines(self.log_path, lines + 50)]
         except OSError:
             return ""
-        return "\n".join(line.rstrip() for line in text.strip().splitlines()[-lines:])
+        while found and not found[-1]:
+            found.pop()
+        return "\n".join(found[-lines:]).strip("\n")
 
     def failure(self, what: str) -> ServerProcessError:
         """The error to raise: `what`, with the log's last line in the message and its tail attached."""

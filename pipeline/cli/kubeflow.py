@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
+from foundation.bounded import tail_lines
 from pipeline.cli.console import console, error_console, fail, warn
 from pipeline.cli.options import (
     config_command,
@@ -359,6 +360,6 @@ def _print_spec_run(run: SpecRun) -> None:
     if run.state != "SUCCEEDED":
         failed = next(task for task in run.tasks if task.state == "FAILED")
         if failed.log and Path(failed.log).is_file():
-            tail = Path(failed.log).read_text(errors="replace").splitlines()[-15:]
+            tail = tail_lines(failed.log, 15)
             error_console.print("\n".join(tail), highlight=False, markup=False, soft_wrap=True)
         raise fail(failed.error, code=EXIT_RUN_FAILED)

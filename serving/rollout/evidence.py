@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from foundation.bounded import read_capped, size_text
 from foundation.errors import TfxpError
 from foundation.redirects import RedirectRefusedError, open_url
 
@@ -186,13 +187,14 @@ def _selector(labels: Mapping[str, str]) -> str:
 
 
 def _get(url: str, timeout: float) -> bytes:
+    too_large = EvidenceError(
+        f"{url} answered more than {size_text(MAX_ANSWER_BYTES)}, the most tfxp reads of one answer; is it a "
+        "metrics endpoint?"
+    )
     try:
         with open_url(url, timeout) as answer:
-            body: bytes = answer.read(MAX_ANSWER_BYTES + 1)
+            return read_capped(answer.read, MAX_ANSWER_BYTES, lambda: too_large)
     except RedirectRefusedError as error:
         raise EvidenceError(str(error)) from None
     except OSError as error:
         raise EvidenceError(f"cannot read {url}: {error}; check that the server is up and the URL is right") from None
-    if len(body) > MAX_ANSWER_BYTES:
-        raise EvidenceError(f"{url} answered more than {MAX_ANSWER_BYTES} bytes; is it a metrics endpoint?")
-    return body

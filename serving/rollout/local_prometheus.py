@@ -22,8 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from foundation.bounded import read_capped, size_text
 from foundation.errors import TfxpError
 from foundation.redirects import open_url
+from serving.rollout.evidence import MAX_ANSWER_BYTES
 
 BINARY = "prometheus"
 
@@ -82,11 +84,13 @@ class LocalPrometheus:
         """Waits until every target was scraped `count` times and is up."""
         deadline = time.monotonic() + timeout
         query = f"count_over_time(up[5m]) >= {count}"
+        too_large = TfxpError(f"prometheus at {self.url} answered more than {size_text(MAX_ANSWER_BYTES)}")
         while time.monotonic() < deadline:
             address = f"{self.url}/api/v1/query?query={urllib.parse.quote(query)}"
             try:
                 with open_url(address, 5) as answer:
-                    result = json.loads(answer.read())["data"]["result"]
+                    body = read_capped(answer.read, MAX_ANSWER_BYTES, lambda: too_large)
+                result = json.loads(body)["data"]["result"]
                 if len(result) == len(self._targets):
                     return
             except OSError:

@@ -1,0 +1,49 @@
+"""Device model files read as far as needed and no further, and damaged records as one message (issue 35, classes 3
+and 8): `tfxp edge inspect` refuses a file that is not TFLite after its first 8 bytes, not after reading it whole;
+a release record that is not JSON ends `tfxp edge versions` with one message naming it."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from edge.errors import EdgeError
+from edge.runtime import read_tflite
+from foundation.contract import EDGE_MODEL_FILE
+from pipeline.cli import app
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
+    return result.exit_code, " ".join(result.output.split())
+
+
+def test_a_large_file_that_is_not_tflite_is_refused_after_its_first_bytes(tmp_path: Path) -> None:
+    video = tmp_path / "clip.tflite"
+    with video.open("wb") as handle:
+        handle.write(b"\x00\x00\x00\x18ftypmp42")
+        handle.truncate(256 * 1024 * 1024)  # sparse: 256 MiB to a reader that reads it whole
+    tracemalloc.start()
+    try:
+        with pytest.raises(EdgeError, match=r"is not a TFLite model .no `TFL3` flatbuffer identifier"):
+            read_tflite(video)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    code, output = _invoke("edge", "inspect", str(video))
+    assert code == 2 and f"{video} is not a TFLite model" in output
+
+
+def test_a_damaged_release_record_is_one_message_naming_it(tmp_path: Path) -> None:
+    version = tmp_path / "edge" / "digits" / "1"
+    version.mkdir(parents=True)
+    (version / EDGE_MODEL_FILE).write_bytes(b"\x1c\x00\x00\x00TFL3")
+    (version / "release.json").write_text('{"mode": "int8", "sha')
+    code, output = _invoke("edge", "versions", str(tmp_path))
+    assert code == 2, output
+    assert f"release record {version}/release.json is not a JSON object as tfxp writes one" in output
+    assert "Traceback" not in output
