@@ -208,10 +208,13 @@ def load(server: Server, transport: str, images: list[bytes], concurrency: int, 
 
 def batch_counts(server: Server) -> tuple[float, float]:
     """(rows, batches) processed so far, from the server's Prometheus metrics."""
+    from foundation.bounded import read_capped
     from foundation.redirects import open_url
+    from serving.rollout.evidence import MAX_ANSWER_BYTES
 
-    with open_url(f"{server.rest}/monitoring/prometheus/metrics", 10) as answer:
-        text = answer.read().decode()
+    url = f"{server.rest}/monitoring/prometheus/metrics"
+    with open_url(url, 10) as answer:
+        text = read_capped(answer.read, MAX_ANSWER_BYTES, lambda: RuntimeError(f"{url}: too large")).decode()
     values = {"sum": 0.0, "count": 0.0}
     for line in text.splitlines():
         for kind in values:

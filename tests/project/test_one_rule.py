@@ -9,6 +9,8 @@ The scan reads every product module (not tests) with `ast`, so prose in docstrin
 - an HTTP client made or called outside `foundation/redirects.py` (`urlopen`, `build_opener`, a urllib3
   `PoolManager`, `requests.get`/`post`/...) or a `requests.Session()` not handed to `guard_session`: every outgoing
   call goes through the one redirect rule (`open_url`, `guard_pool`, `guard_session`).
+- an answer read whole (issue 35, class 3): `.json()` (requests, aiohttp), or `.read()` without a size on what
+  `open_url` or an HTTP call returned in a `with`: read it through `foundation.bounded` (`read_capped`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ PRODUCT = ("foundation", "components", "edge", "pipeline", "serving", "bench", "
 PATHS_MODULE = "foundation/paths.py"
 CONTRACT_MODULE = "foundation/contract.py"
 REDIRECTS_MODULE = "foundation/redirects.py"
+BOUNDED_MODULE = "foundation/bounded.py"
 # Names that open an HTTP connection or build something that does, without the redirect rule.
 _UNGUARDED_HTTP = {"urlopen", "build_opener", "PoolManager", "ProxyManager", "HTTPConnection", "HTTPSConnection"}
 _REQUESTS_CALLS = {"get", "post", "put", "patch", "delete", "head", "options", "request"}
@@ -215,3 +218,67 @@ def test_the_scan_finds_unguarded_http(tmp_path: Path, code: str, hits: int) -> 
     module.write_text(code)
     assert len(unguarded_http(module, "serving/module.py")) == hits
     assert not unguarded_http(module, REDIRECTS_MODULE)
+
+
+_ANSWERING_CALLS = {"open_url", "urlopen", "get", "post", "put", "patch", "delete", "request"}
+
+
+def _called_name(node: ast.AST) -> str:
+    func = node.func if isinstance(node, ast.Call) else None
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def unbounded_answer_reads(path: Path, relative: str) -> list[str]:
+    """`file:line: how` for each answer read whole: `.json()`, or `.read()` with no size on a `with` answer."""
+    if relative == BOUNDED_MODULE:
+        return []
+    tree = _parsed(path, relative)
+    found = [
+        f"{relative}:{node.lineno}: .json()"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _called_name(node) == "json" and not node.args and not node.keywords
+    ]
+    for block in ast.walk(tree):
+        if not isinstance(block, ast.With | ast.AsyncWith):
+            continue
+        answers = {
+            item.optional_vars.id
+            for item in block.items
+            if isinstance(item.optional_vars, ast.Name) and _called_name(item.context_expr) in _ANSWERING_CALLS
+        }
+        for node in (inner for statement in block.body for inner in ast.walk(statement)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "read"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in answers
+                and not node.args
+            ):
+                found.append(f"{relative}:{node.lineno}: {node.func.value.id}.read()")
+    return found
+
+
+def test_answers_are_read_through_the_bounded_reader() -> None:
+    found = [
+        hit for path in _product_files() for hit in unbounded_answer_reads(path, path.relative_to(ROOT).as_posix())
+    ]
+    assert not found, "read answers through foundation.bounded.read_capped, with a cap:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("code", "hits"),
+    [
+        ("with open_url(u, 5) as answer:\n    body = answer.read()\n", 1),
+        ("async def f(s):\n    async with s.post(u) as response:\n        return await response.read()\n", 1),
+        ("body = session.request('GET', u).json()\n", 1),
+        ("with open_url(u, 5) as answer:\n    body = read_capped(answer.read, 10, error)\n", 0),
+        ("with open_url(u, 5) as answer:\n    body = answer.read(100)\n", 0),
+        ("with open(p) as handle:\n    text = handle.read()\n", 0),
+    ],
+)
+def test_the_scan_finds_answers_read_whole(tmp_path: Path, code: str, hits: int) -> None:
+    module = tmp_path / "module.py"
+    module.write_text(code)
+    assert len(unbounded_answer_reads(module, "serving/module.py")) == hits
+    assert not unbounded_answer_reads(module, BOUNDED_MODULE)
