@@ -202,22 +202,35 @@ def test_outgoing_http_goes_through_the_redirect_rule() -> None:
     assert not found, "use foundation.redirects (open_url, guard_pool, guard_session) instead:\n" + "\n".join(found)
 
 
+_HTTP_CASES = [
+    ("import urllib.request\nurllib.request.urlopen('x')\n", 1),
+    ("from urllib.request import urlopen, build_opener\nurlopen('x')\nbuild_opener()\n", 2),
+    ("import requests\nrequests.get('x')\nrequests.Session()\n", 2),
+    ("import requests\nfrom foundation.redirects import guard_session\nguard_session(requests.Session())\n", 0),
+    ("import urllib3\nurllib3.PoolManager()\n", 1),
+    ("d = {}\nd.get('x')\n", 0),
+]
+_READ_CASES = [
+    ("with open_url(u, 5) as answer:\n    body = answer.read()\n", 1),
+    ("async def f(s):\n    async with s.post(u) as response:\n        return await response.read()\n", 1),
+    ("body = session.request('GET', u).json()\n", 1),
+    ("with open_url(u, 5) as answer:\n    body = read_capped(answer.read, 10, error)\n", 0),
+    ("with open_url(u, 5) as answer:\n    body = answer.read(100)\n", 0),
+    ("with open(p) as handle:\n    text = handle.read()\n", 0),
+]
+
+
 @pytest.mark.parametrize(
-    ("code", "hits"),
-    [
-        ("import urllib.request\nurllib.request.urlopen('x')\n", 1),
-        ("from urllib.request import urlopen, build_opener\nurlopen('x')\nbuild_opener()\n", 2),
-        ("import requests\nrequests.get('x')\nrequests.Session()\n", 2),
-        ("import requests\nfrom foundation.redirects import guard_session\nguard_session(requests.Session())\n", 0),
-        ("import urllib3\nurllib3.PoolManager()\n", 1),
-        ("d = {}\nd.get('x')\n", 0),
-    ],
+    ("scan", "owner", "code", "hits"),
+    [("http", REDIRECTS_MODULE, *case) for case in _HTTP_CASES]
+    + [("reads", BOUNDED_MODULE, *case) for case in _READ_CASES],
 )
-def test_the_scan_finds_unguarded_http(tmp_path: Path, code: str, hits: int) -> None:
+def test_the_scans_find_what_they_forbid(tmp_path: Path, scan: str, owner: str, code: str, hits: int) -> None:
+    find = unguarded_http if scan == "http" else unbounded_answer_reads
     module = tmp_path / "module.py"
     module.write_text(code)
-    assert len(unguarded_http(module, "serving/module.py")) == hits
-    assert not unguarded_http(module, REDIRECTS_MODULE)
+    assert len(find(module, "serving/module.py")) == hits
+    assert not find(module, owner)
 
 
 _ANSWERING_CALLS = {"open_url", "urlopen", "get", "post", "put", "patch", "delete", "request"}
@@ -264,21 +277,3 @@ def test_answers_are_read_through_the_bounded_reader() -> None:
         hit for path in _product_files() for hit in unbounded_answer_reads(path, path.relative_to(ROOT).as_posix())
     ]
     assert not found, "read answers through foundation.bounded.read_capped, with a cap:\n" + "\n".join(found)
-
-
-@pytest.mark.parametrize(
-    ("code", "hits"),
-    [
-        ("with open_url(u, 5) as answer:\n    body = answer.read()\n", 1),
-        ("async def f(s):\n    async with s.post(u) as response:\n        return await response.read()\n", 1),
-        ("body = session.request('GET', u).json()\n", 1),
-        ("with open_url(u, 5) as answer:\n    body = read_capped(answer.read, 10, error)\n", 0),
-        ("with open_url(u, 5) as answer:\n    body = answer.read(100)\n", 0),
-        ("with open(p) as handle:\n    text = handle.read()\n", 0),
-    ],
-)
-def test_the_scan_finds_answers_read_whole(tmp_path: Path, code: str, hits: int) -> None:
-    module = tmp_path / "module.py"
-    module.write_text(code)
-    assert len(unbounded_answer_reads(module, "serving/module.py")) == hits
-    assert not unbounded_answer_reads(module, BOUNDED_MODULE)
