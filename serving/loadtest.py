@@ -35,28 +35,20 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from foundation.bounded import size_text
 from foundation.contract import INPUT_IMAGE_BYTES
 from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
-from foundation.errors import TfxpError
 from foundation.redirects import shown
 from serving import event_loop
 from serving.address import parse_grpc_target, parse_rest_url
 from serving.base_client import MAX_MESSAGE_BYTES, ServingClient
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
 from serving.grpc_client import request_model_spec
+from serving.load_limits import LoadTestError, check_load
 from serving.rest_client import to_json_value
 from serving.tensors import write_tensor_proto
 
 Transport = Literal["grpc", "rest"]
 
-# The most workers one load generator runs. It is one process (one asyncio loop, one core): past about a thousand
-# requests in flight it measures its own queue, not the server, and each worker holds a request, a connection and
-# its buffers (a million took 1.9 GB and finished no request). More load: several generators.
-MAX_CONCURRENCY = 1024
 # The most of an error answer kept for its message.
 _ERROR_BYTES = 64 * 1024
-
-
-class LoadTestError(TfxpError, ValueError):
-    """A load test that cannot run as asked (arguments), or that made no request, so measured nothing."""
 
 
 @dataclass(frozen=True)
@@ -208,17 +200,7 @@ def error_kind(error: Exception) -> str:
 def _check_arguments(images: Sequence[bytes], concurrency: int, seconds: float, images_per_request: int) -> None:
     if not images:
         raise LoadTestError("the load test needs at least one image")
-    if concurrency > MAX_CONCURRENCY:
-        raise LoadTestError(
-            f"concurrency {concurrency} is more than one load generator runs ({MAX_CONCURRENCY}): past that it "
-            f"measures its own queue, not the server; pass --concurrency {MAX_CONCURRENCY} or less, and run several "
-            "generators for more load"
-        )
-    if concurrency < 1 or seconds <= 0 or images_per_request < 1:
-        raise LoadTestError(
-            f"concurrency ({concurrency}), seconds ({seconds}) and images_per_request ({images_per_request}) "
-            "must be positive"
-        )
+    check_load(concurrency, seconds, images_per_request)
 
 
 def _result(
@@ -282,9 +264,9 @@ def run_async_load_test(
         signature_name: Signature to call.
 
     Raises:
-        ValueError: no images, concurrency past MAX_CONCURRENCY, non-positive concurrency, duration or batch, an
-            unknown transport, or a target that is not `host:port` (gRPC) or an http(s) URL (REST), checked
-            before any request (`LoadTestError` but for the target and transport).
+        ValueError: no images, concurrency past `load_limits.MAX_CONCURRENCY`, non-positive concurrency,
+            duration or batch, an unknown transport, or a target that is not `host:port` (gRPC) or an http(s) URL
+            (REST), checked before any request (`LoadTestError` but for the target and transport).
         LoadTestError: no request finished in the measured time.
     """
     _check_arguments(images, concurrency, seconds, images_per_request)

@@ -225,6 +225,9 @@ def loadtest(
     All workers share one asyncio loop and each distinct request is built once, so the load generator takes
     little CPU from a server on the same machine.
     """
+    from serving.load_limits import check_load
+
+    check_load(concurrency, seconds, batch)  # before TensorFlow starts: a refusal takes no 20 s
     from serving.loadtest import run_async_load_test
 
     if json_out is not None:

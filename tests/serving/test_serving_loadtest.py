@@ -9,7 +9,8 @@ import pytest
 from serving_fixtures import random_png, tiny_classifier, write_model_version
 
 from serving.grpc_client import GrpcClient
-from serving.loadtest import MAX_CONCURRENCY, LoadTestError, run_async_load_test, run_load_test
+from serving.load_limits import MAX_CONCURRENCY, LoadTestError
+from serving.loadtest import run_async_load_test, run_load_test
 from serving.model_config import ModelConfig
 from serving.server import ModelServer
 from serving.server_options import ServerOptions
