@@ -7,6 +7,7 @@ reading at the cap with one message, and a server's error text holding terminal 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,21 @@ def test_an_absurd_concurrency_is_refused_with_the_limit(image: Path, concurrenc
     assert code == 2, output
     assert f"error: concurrency {concurrency} is more than one load generator runs (1024)" in output
     assert "pass --concurrency 1024 or less" in output
+
+
+def test_a_load_test_that_finished_no_request_fails_with_the_reason(image: Path) -> None:
+    """The first answer comes after the whole run (a model traced on its first call): nothing was measured, and the
+    run says so with exit 2 instead of printing "0 requests, 0 errors" and exiting 0."""
+
+    def slow(request: object) -> tuple[int, dict[str, str], bytes]:
+        time.sleep(1.5)
+        return 200, {"Content-Type": "application/json"}, b'{"predictions": [[1.0]]}'
+
+    with recording(slow) as (url, _):
+        code, output = _invoke(
+            "loadtest", "--rest", url, "--image", str(image), "--concurrency", "1", "--warmup", "0.5",
+            "--seconds", "0.3", "--timeout", "5",
+        )  # fmt: skip
+    assert code == 2, output
+    assert "error: the load test made no request in its 0.3 s at concurrency 1" in output
+    assert "0 requests" not in output
