@@ -86,3 +86,32 @@ def test_a_load_test_that_finished_no_request_fails_with_the_reason(image: Path)
     assert code == 2, output
     assert "error: the load test made no request in its 0.3 s at concurrency 1" in output
     assert "0 requests" not in output
+
+
+def test_a_grpc_answer_past_the_cap_names_the_cap() -> None:
+    from concurrent import futures
+
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from serving.errors import ResourceExhaustedError
+    from serving.grpc_client import GrpcClient
+
+    class Huge(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request: object, context: object) -> predict_pb2.PredictResponse:  # noqa: N802
+            answer = predict_pb2.PredictResponse()
+            answer.outputs["probabilities"].string_val.append(b"x" * (2 << 20))
+            return answer
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Huge(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with (
+            GrpcClient(f"127.0.0.1:{port}", "digits", max_message_bytes=1 << 20) as client,
+            pytest.raises(ResourceExhaustedError, match=r"the answer is larger than 1 MiB, the most tfxp reads of one"),
+        ):
+            client.predict_images([b"image"])
+    finally:
+        server.stop(None)
