@@ -95,6 +95,8 @@ class RestClient(ServingClient):
                 raise DeadlineExceededError(f"no answer from {url} within {self.timeout}s") from error
             except requests.ConnectionError as error:
                 raise UnavailableError(f"cannot connect to {url}: {error}") from error
+            except requests.RequestException as error:  # a body cut off or undecodable (ChunkedEncodingError, ...)
+                raise UnavailableError(f"the answer of {url} broke off: {error}") from error
             if status == 200:
                 try:
                     return json.loads(body)
@@ -115,9 +117,9 @@ class RestClient(ServingClient):
                 f"the answer of {url} is larger than {size_text(MAX_MESSAGE_BYTES)}, the most tfxp reads of one "
                 "answer (cut off there); ask for fewer images per request"
             )
-            body = read_capped(
-                lambda size: response.raw.read(size, decode_content=True), MAX_MESSAGE_BYTES, lambda: too_large
-            )
+            # iter_content, not raw.read: it decodes gzip and turns a body cut off into requests' own errors.
+            chunks = response.iter_content(1 << 20)
+            body = read_capped(lambda size: next(chunks, b""), MAX_MESSAGE_BYTES, lambda: too_large)
             return response.status_code, str(response.reason), body
 
     def _predict(

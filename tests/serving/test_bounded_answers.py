@@ -115,3 +115,20 @@ def test_a_grpc_answer_past_the_cap_names_the_cap() -> None:
             client.predict_images([b"image"])
     finally:
         server.stop(None)
+
+
+def test_an_answer_cut_off_is_one_message_not_a_traceback(image: Path, labels: Path) -> None:
+    from http.server import ThreadingHTTPServer
+
+    from http_double import DoubleHandler, serving
+
+    class CutOff(DoubleHandler):
+        def answer_request(self) -> None:
+            self.read_body()
+            self.send_head(200, "application/json", 1000)
+            self.wfile.write(b'{"predictions"')  # and the connection closes
+
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), CutOff), poll_interval=0.05) as url:
+        code, output = _invoke("predict", str(image), "--rest", url, "--labels", str(labels))
+    assert code == 2, output
+    assert f"failed with UNAVAILABLE: the answer of {url}/v1/models/digits:predict broke off" in output
