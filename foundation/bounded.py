@@ -179,8 +179,9 @@ def cap_pool(pool: P, limit: int, too_large: Callable[[str, str], Exception]) ->
     """Makes every preloaded answer of a urllib3 `PoolManager` at most `limit` bytes (decoded); returns `pool`.
 
     A request that asks urllib3 to preload the body (its default, and what kfp_server_api and the kubernetes client
-    ask) is sent unpreloaded; the body is read here up to the cap, and handed on as a preloaded response. Put the
-    cap on after `foundation.redirects.guard_pool`, so it reads the answer the guard returns.
+    ask) is sent unpreloaded; the body is read here up to the cap, and handed on as a preloaded response. So is an
+    error answer (not 2xx) to a request that streams its body: the API clients read it whole into their exception.
+    Put the cap on after `foundation.redirects.guard_pool`, so it reads the answer the guard returns.
 
     Args:
         pool: the PoolManager.
@@ -192,9 +193,10 @@ def cap_pool(pool: P, limit: int, too_large: Callable[[str, str], Exception]) ->
     send: Callable[..., Any] = pool.urlopen  # type: ignore[attr-defined]
 
     def urlopen(method: str, url: str, *args: Any, **kw: Any) -> Any:
-        if not kw.get("preload_content", True):
-            return send(method, url, *args, **kw)
+        streamed = not kw.get("preload_content", True)
         response = send(method, url, *args, **{**kw, "preload_content": False})
+        if streamed and 200 <= response.status < 300:
+            return response  # the caller reads it, with its own cap (`read_capped`)
         try:
             body = read_capped(response.read, limit, lambda: too_large(method, url))
         except BaseException:

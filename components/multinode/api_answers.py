@@ -32,6 +32,13 @@ class UnreadableAnswerError(urllib3.exceptions.HTTPError):
     no answer (a transport error, retried at the next poll), never as a decision about the job."""
 
 
+def answer_too_large(method: str, url: str) -> UnreadableAnswerError:
+    """The error for an answer past MAX_ANSWER_BYTES (`foundation.bounded.cap_pool`): no answer, retried."""
+    return UnreadableAnswerError(
+        f"an answer to {method} {url} larger than {size_text(MAX_ANSWER_BYTES)} (cut off there)"
+    )
+
+
 def read_capped(response: Any, limit: int) -> bytes:
     """The body of `response` (urllib3, not preloaded), at most `limit` bytes; UnreadableAnswerError past it."""
     too_large = UnreadableAnswerError(f"an answer larger than {size_text(limit)} (cut off there)")

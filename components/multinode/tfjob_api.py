@@ -34,6 +34,7 @@ from components.multinode.tfjob_errors import (
     is_transient,
     say,
 )
+from foundation.bounded import cap_pool
 from foundation.deadline import with_deadline
 from foundation.redirects import guard_pool
 
@@ -316,5 +317,6 @@ def in_cluster(
                 "namespace (kubeflow.namespace)."
             ) from error
     api = k8s.ApiClient(configuration)
-    guard_pool(api.rest_client.pool_manager)  # redirects within the API server's origin only
+    pool = guard_pool(api.rest_client.pool_manager)  # redirects within the API server's origin only
+    cap_pool(pool, answers.MAX_ANSWER_BYTES, answers.answer_too_large)  # a delete's or an error's answer too
     return api, namespace

@@ -94,3 +94,15 @@ def test_size_text_names_caps_as_people_read_them() -> None:
 def test_control_characters_are_escaped_and_other_unicode_kept() -> None:
     assert escape_controls("a\x1b[2Jb\rc\x07d\x9be\u202ef") == "a\\x1b[2Jb\\rc\\x07d\\x9be\\u202ef"
     assert escape_controls("Zürich 東京 🙂\n\ttab") == "Zürich 東京 🙂\n\ttab"
+
+
+def test_cap_pool_caps_an_error_answer_to_a_streamed_request_and_leaves_a_2xx_to_the_caller() -> None:
+    """The kubernetes and KFP clients read an error answer whole into their exception, streamed request or not."""
+    pool = cap_pool(urllib3.PoolManager(), 1 << 20, lambda method, url: TooLargeError(url, 1, "x"))
+    with streaming(256 * 1024 * 1024, status=500) as (url, streamed), pytest.raises(TooLargeError):
+        pool.request("DELETE", url, preload_content=False)
+    assert streamed.sent < 32 * 1024 * 1024
+    with streaming(3 << 20) as (url, _):
+        answer = pool.request("GET", url, preload_content=False)
+        assert len(answer.read(2 << 20)) == 2 << 20  # not read here: the caller reads it with its own cap
+        answer.release_conn()
