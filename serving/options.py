@@ -24,6 +24,9 @@ from foundation.paths import is_remote
 from serving.canary_options import CanarySettings
 from serving.k8s_names import kubernetes_name
 
+# gRPC takes its timeouts as int32 milliseconds (`grpc.max_connection_idle_ms`, `grpc.server_handshake_timeout_ms`):
+# 24.8 days at most; a 30-day idle timeout was an OverflowError at the server's start.
+MAX_GRPC_TIMEOUT_SECONDS = INT32_MAX // 1000
 Namespace = Annotated[str, AfterValidator(check_namespace)]
 Label = Annotated[str, AfterValidator(check_label)]
 # Per request on the local server (`serving.limits`): 2.5 images at the model's default per-image limit, or 48
@@ -121,8 +124,8 @@ class ServingOptions(ConfigSection):
     max_request_mb: int = Field(16, ge=1)
     max_request_pixels: int = Field(DEFAULT_MAX_REQUEST_PIXELS, ge=1)
     max_connections: int = Field(1000, ge=1)
-    request_timeout_seconds: float = Field(30.0, gt=0)
-    idle_timeout_seconds: float = Field(75.0, gt=0)
+    request_timeout_seconds: float = Field(30.0, gt=0, le=MAX_GRPC_TIMEOUT_SECONDS)
+    idle_timeout_seconds: float = Field(75.0, gt=0, le=MAX_GRPC_TIMEOUT_SECONDS)
     intra_op_threads: int = Field(0, ge=0)
     inter_op_threads: int = Field(0, ge=0)
     gpu_max_batch_size: int = Field(128, ge=1)

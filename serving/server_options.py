@@ -13,7 +13,7 @@ from serving.address import check_port
 from serving.batching import BatchingOptions
 from serving.config_error import ServingConfigError
 from serving.limits import DEFAULT_MAX_REQUEST_PIXELS, RequestLimits
-from serving.options import ServingOptions
+from serving.options import MAX_GRPC_TIMEOUT_SECONDS, ServingOptions
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,11 @@ class ServerOptions:
         if self.max_connections < 1:
             raise ValueError(f"ServerOptions.max_connections must be >= 1, got {self.max_connections}")
         for name in ("request_timeout_seconds", "idle_timeout_seconds"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"ServerOptions.{name} must be > 0, got {getattr(self, name)}")
+            if not 0 < getattr(self, name) <= MAX_GRPC_TIMEOUT_SECONDS:
+                raise ServingConfigError(
+                    f"ServerOptions.{name} must be > 0 and at most {MAX_GRPC_TIMEOUT_SECONDS} s (gRPC takes it as "
+                    f"int32 milliseconds), got {getattr(self, name)}"
+                )
 
     def request_limits(self) -> RequestLimits:
         """The per-request limits these options set."""

@@ -117,6 +117,17 @@ def test_server_options_derive_the_request_limits() -> None:
     assert ServerOptions(batching=None, max_batch_size=32).request_limits().max_batch_size == 32
 
 
+@pytest.mark.parametrize("name", ["idle_timeout_seconds", "request_timeout_seconds"])
+def test_a_timeout_grpc_cannot_take_is_refused_by_name(name: str) -> None:
+    """gRPC takes them as int32 milliseconds: 30 days was an OverflowError when the server started (issue 35)."""
+    with pytest.raises(ValueError, match=rf"ServerOptions.{name} must be > 0 and at most 2147483 s .*got 2592000"):
+        ServerOptions(**{name: 30 * 24 * 3600})
+    from pipeline.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=rf"serving.{name}` = 2592000: Input should be less than or equal to 2147483"):
+        load_config(None, [f"serving.{name}=2592000"])
+
+
 def test_decoding_refuses_values_out_of_the_dtype_range() -> None:
     with pytest.raises(InvalidArgumentError, match="tensor parsing error: x"):
         tensor_proto_to_ndarray(proto(types_pb2.DT_INT8, [1], int_val=[300]), "x")
