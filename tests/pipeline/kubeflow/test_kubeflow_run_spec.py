@@ -189,6 +189,23 @@ def _run(tmp_path: Path, spec: dict[str, Any], params: dict[str, str] | None = N
     return run_spec(_write(tmp_path, spec), params or {}, state_dir=tmp_path / "state", **options)
 
 
+def test_a_pod_folder_the_user_keeps_in_state_is_refused_not_emptied(tmp_path: Path, toy_seen: Path) -> None:
+    kept = tmp_path / "state" / "pod" / "notes.txt"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("mine")
+    spec = _write(tmp_path, _spec())
+
+    result = CliRunner().invoke(app, ["run-spec", str(spec), "--state", str(tmp_path / "state")])
+
+    assert result.exit_code == 2, result.output
+    assert "the pod folder of --state" in result.output and "holds files tfxp did not write" in result.output
+    assert "Traceback" not in result.output and not toy_seen.exists()  # refused before the first task
+    assert kept.read_text() == "mine"
+    kept.unlink()  # emptied by the user: the run goes on, and removes the pod folder it made
+    assert _run(tmp_path, _spec()).state == "SUCCEEDED"
+    assert not kept.parent.exists()
+
+
 # --- the DAG walk on hand-written specs, on the emulated open-source backend ---
 
 
