@@ -25,6 +25,9 @@ from serving.errors import UnavailableError
 
 T = TypeVar("T")
 
+DEFAULT_TIMEOUT_SECONDS = 10.0
+"""How long one call attempt to the model server may take unless the caller says otherwise."""
+
 # The most of one message tfxp sends to or reads from a server, over either transport: gRPC's
 # `max_send/receive_message_length`, REST's body (`foundation.bounded`), an image `tfxp predict` sends. A predict
 # answer of a few hundred images is well under it; a server sending more is refused (RESOURCE_EXHAUSTED) instead of
@@ -96,7 +99,9 @@ class ServingClient(abc.ABC):
         retry: Retries on UNAVAILABLE.
     """
 
-    def __init__(self, model_name: str, timeout: float = 10.0, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, model_name: str, timeout: float = DEFAULT_TIMEOUT_SECONDS, retry: RetryPolicy | None = None
+    ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout}")
         self.model_name = model_name

@@ -25,7 +25,14 @@ from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from foundation.deadline import with_deadline
 from foundation.redirects import RedirectRefusedError, guard_session
 from serving.address import parse_rest_url
-from serving.base_client import MAX_MESSAGE_BYTES, RetryPolicy, ServingClient, VersionStatus, check_version_or_label
+from serving.base_client import (
+    DEFAULT_TIMEOUT_SECONDS,
+    MAX_MESSAGE_BYTES,
+    RetryPolicy,
+    ServingClient,
+    VersionStatus,
+    check_version_or_label,
+)
 from serving.errors import (
     DeadlineExceededError,
     FailedPreconditionError,
@@ -64,7 +71,7 @@ class RestClient(ServingClient):
         self,
         base_url: str,
         model_name: str,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
         retry: RetryPolicy | None = None,
         columnar: bool = False,
     ) -> None:
