@@ -78,11 +78,11 @@ def test_truncated_and_many_scan_images_are_named_before_training(tmp_path: Path
         _validate(tmp_path, {3: {"train": [*GOOD, *bad], "eval": GOOD}})
     message = " ".join(str(raised.value).split())
     assert "span 3 (" in message and "4 of 8 images cannot be used" in message
-    assert "record 4: the image does not decode (truncated or corrupt:" in message
+    assert "record 4: the image does not decode (truncated or corrupt: Invalid PNG data, size" in message
     assert "record 5: the image does not decode (truncated or corrupt:" in message
     assert "record 6: progressive JPEG of 64x64 pixels in 400 scans is over the limit of 100 scans" in message
     assert "record 7: Unknown image file format" in message
-    assert "Graph execution error" not in message
+    assert "Graph execution error" not in message and "function_node" not in message and "[Op:" not in message
     assert message.count("values are not images") == 0  # one line per file, not TFDV's count besides
 
 
