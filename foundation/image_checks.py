@@ -34,13 +34,17 @@ from foundation.image_formats import (
     GIF_SIZE_OFFSET,
     GIF_WINDOW,
     HEADER_BYTES,
+    JPEG_MAX_SCANS,
     JPEG_MAX_STEPS,
     JPEG_NO_FRAME_MESSAGE,
     JPEG_NO_LENGTH_MARKERS,
+    JPEG_SCAN_BUDGET,
     JPEG_SOF_MARKERS,
+    JPEG_SOS,
     JPEG_WINDOW,
     OVERSIZED_TEMPLATE,
     PNG_SIZE_OFFSET,
+    SCANS_TEMPLATE,
     SIGNATURES,
     UNKNOWN,
     UNKNOWN_MESSAGE,
@@ -129,6 +133,18 @@ def _jpeg_dimensions(data: tf.Tensor, is_jpeg: tf.Tensor) -> tuple[tf.Tensor, tf
         maximum_iterations=JPEG_MAX_STEPS,
     )
     return width, height, exhausted
+
+
+def _scans_errors(
+    data: tf.Tensor, is_jpeg: tf.Tensor, width: tf.Tensor, height: tf.Tensor, max_pixels: int
+) -> tf.Tensor:
+    """In-graph `foundation.image_formats.scans_error` over [N] strings whose JPEG frame header declares
+    `width` x `height`: the SOS markers counted by splitting the bytes on them (one pass, no loop)."""
+    scans = tf.maximum(tf.strings.split(tf.where(is_jpeg, data, ""), sep=JPEG_SOS).row_lengths() - 1, 0)
+    pixels = width * height
+    allowed = tf.minimum(tf.constant(JPEG_MAX_SCANS, tf.int64), JPEG_SCAN_BUDGET * max_pixels // tf.maximum(pixels, 1))
+    values = {"width": width, "height": height, "scans": scans, "allowed": allowed, "limit": max_pixels}
+    return tf.where(is_jpeg & (pixels > 0) & (scans > allowed), _fill(SCANS_TEMPLATE, values), "")
 
 
 def _color_table_bytes(packed: tf.Tensor) -> tf.Tensor:
@@ -259,7 +275,7 @@ def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
         _fill(GIF_FRAMES_TEMPLATE, {**sizes, "frames": frames, "pixels": pixels}),
         _fill(OVERSIZED_TEMPLATE, sizes),
     )
-    message = tf.where(pixels > max_pixels, message, "")
+    message = tf.where(pixels > max_pixels, message, _scans_errors(image_bytes, is_jpeg, width, height, max_pixels))
     message = tf.where(is_gif & gif_exhausted, GIF_NO_END_MESSAGE, message)
     return tf.where(exhausted, JPEG_NO_FRAME_MESSAGE, message)
 

@@ -104,6 +104,26 @@ JPEG_NO_FRAME_MESSAGE = (
 )
 JPEG_WINDOW = 9  # bytes read at each step: marker, length, and SOFn's precision, height and width
 EXHAUSTED = "exhausted"
+# JPEG decoding work: a progressive JPEG's decoder re-reads its whole coefficient buffer at every scan (SOS
+# segment), so its CPU grows with scans x pixels, not with the file: 20,000 repeated scans of 5900 x 5900 take
+# 1.26 MB and a minute of CPU (libjpeg-turbo's report "Two Issues with the JPEG Standard", LJT-01-003: the fix is to
+# "abort after decoding a specific number of scans"; NVIDIA's nvImageCodec stops at 256 scans, DALI at 500).
+# Encoders write 10 scans (libjpeg's and Pillow's progressive script; 6 in grayscale, 18 in CMYK), Photoshop 3 to
+# 5, so the model refuses more than `JPEG_MAX_SCANS` scans, and more than `JPEG_SCAN_BUDGET` scans' worth of its
+# pixel limit: a 40 MP image may hold 20 scans, a 4 MP one 100. Scans are counted as SOS markers (0xFFDA) in the
+# bytes: entropy-coded data never holds one (an 0xFF there is followed by 0x00 or RSTn) and fill bytes before a
+# marker keep it whole, so the count is never below what the decoder reads; metadata (an EXIF thumbnail) adds a few
+# at most.
+JPEG_SOS = b"\xff\xda"
+JPEG_MAX_SCANS = 100
+JPEG_SCAN_BUDGET = 20
+SCANS_TEMPLATE = (
+    "progressive JPEG of {width}x{height} pixels in {scans} scans is over the limit of {allowed} scans for an "
+    "image of its size (the decoder re-reads the whole image at every scan; the model decodes at most "
+    f"{JPEG_MAX_SCANS} scans, and at most {JPEG_SCAN_BUDGET} scans of {{limit}} pixels, "
+    + MAX_PIXELS_SETTING
+    + "); re-encode it (encoders write about 10 scans)"
+)
 # GIF: TF's decoder (giflib's DGifSlurp) reads every frame before keeping the first, so a GIF decodes to
 # frames x screen width x height pixels: 200 frames of 3000 x 3000 take 1.7 MB and cost 1.75 GB. The frames
 # are counted by walking the blocks, one step per block or data sub-block (at most 255 bytes), so the cap
@@ -256,18 +276,52 @@ def image_pixels(data: bytes) -> int | None:
     return size[0] * size[1] * size[2]
 
 
+def jpeg_scans(data: bytes) -> int:
+    """The scans (SOS markers) in JPEG bytes: never fewer than the decoder reads (see `JPEG_SOS`)."""
+    return data.count(JPEG_SOS)
+
+
+def allowed_scans(pixels: int, max_pixels: int) -> int:
+    """The most scans the model decodes in a JPEG of `pixels` pixels: `JPEG_MAX_SCANS`, and no more than
+    `JPEG_SCAN_BUDGET` scans of `max_pixels` pixels in all."""
+    return min(JPEG_MAX_SCANS, JPEG_SCAN_BUDGET * max_pixels // max(pixels, 1))
+
+
+def decode_work(data: bytes) -> int | None:
+    """Pixels x scans: what decoding an accepted image costs (`image_pixels`, times `jpeg_scans` for a JPEG of
+    more than one scan); None where `image_pixels` is None."""
+    pixels = image_pixels(data)
+    if pixels is None or detect_image_format(data) != "JPEG":
+        return pixels
+    return pixels * max(jpeg_scans(data), 1)
+
+
+def scans_error(data: bytes, pixels: int, max_pixels: int) -> str | None:
+    """The model's refusal of a JPEG of more scans than `allowed_scans` for its `pixels`, else None."""
+    if detect_image_format(data) != "JPEG":
+        return None
+    scans, allowed = jpeg_scans(data), allowed_scans(pixels, max_pixels)
+    if scans <= allowed:
+        return None
+    width, height = image_dimensions(data) or (0, 0)
+    return SCANS_TEMPLATE.format(width=width, height=height, scans=scans, allowed=allowed, limit=max_pixels)
+
+
 def oversized_error(data: bytes, max_pixels: int) -> str | None:
     """The model's refusal of an image that decodes to more than `max_pixels` pixels by its header (and, for
-    a GIF, its frames: `decoded_size`), or of a JPEG or GIF whose size walk does not finish
-    (`JPEG_NO_FRAME_MESSAGE`, `GIF_NO_END_MESSAGE`), else None."""
+    a GIF, its frames: `decoded_size`), of a JPEG or GIF whose size walk does not finish
+    (`JPEG_NO_FRAME_MESSAGE`, `GIF_NO_END_MESSAGE`), or of a JPEG of more scans than its size allows
+    (`scans_error`), else None."""
     if detect_image_format(data) == "JPEG" and jpeg_dimensions(data) == EXHAUSTED:
         return JPEG_NO_FRAME_MESSAGE
     size = decoded_size(data)
     if size == EXHAUSTED:
         return GIF_NO_END_MESSAGE
-    if not isinstance(size, tuple) or size[0] * size[1] * size[2] <= max_pixels:
+    if not isinstance(size, tuple):
         return None
     frames, width, height = size
+    if frames * width * height <= max_pixels:
+        return scans_error(data, width * height, max_pixels)
     if frames != 1:
         pixels = frames * width * height
         return GIF_FRAMES_TEMPLATE.format(frames=frames, width=width, height=height, pixels=pixels, limit=max_pixels)

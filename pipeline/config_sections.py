@@ -81,6 +81,10 @@ class DataSection(ConfigSection):
     min_span_examples: With spans, the fewest records each split of each span a run reads must hold: a span with
       fewer stops the run at the ExampleValidator, before the Trainer, naming the span and its counts. 1 (the
       default) refuses a span that arrived empty; 0 = no check.
+    check_images: The ExampleValidator reads every image of the spans (or files) a run reads, by the model's own
+      format, pixel (`trainer.max_image_pixels`) and scan limits and decoder, and stops the run naming the span,
+      file and record of each image the Trainer would stop on; files that passed are not read again. false = one
+      decoding pass less, and the Trainer stops on such an image instead.
     """
 
     path: str = "data/digits"
@@ -96,6 +100,7 @@ class DataSection(ConfigSection):
     eval_buckets: int = Field(1, ge=1, le=MAX_HASH_BUCKETS)
     drift: DriftOptions = DriftOptions()
     min_span_examples: int = Field(1, ge=0, le=INT64_MAX)
+    check_images: bool = True
 
     model_config = ConfigDict(populate_by_name=True)  # merged with ConfigSection's
 

@@ -39,6 +39,7 @@ from components.trainer.options import RunOptions
 from components.validation.data_checks import statistics_options
 from components.validation.drift_check import DriftRun
 from components.validation.label_map_schema_gen import LabelMapSchemaGen
+from components.validation.span_images import ImageCheck
 from components.validation.span_sizes import SpanSizeCheck
 from components.validation.span_statistics import statistics_cache_dir
 from components.validation.strict_example_validator import StrictExampleValidator
@@ -166,6 +167,15 @@ def span_size_check(config: TfxpConfig) -> str:
     return SpanSizeCheck(min_examples=data.min_span_examples, split_patterns=split_patterns(config)).to_json()
 
 
+def image_check(config: TfxpConfig) -> str:
+    """The ExampleValidator's image check (`trainer.max_image_pixels`, the model's decoder; files that passed are
+    remembered beside the drift statistics) as JSON; "" when `data.check_images` is off."""
+    if not config.data.check_images:
+        return ""
+    cache_dir = statistics_cache_dir(config.pipeline.output)
+    return ImageCheck(config.trainer.max_image_pixels, split_patterns(config), config.data.path, cache_dir).to_json()
+
+
 def _schema_component(config: TfxpConfig, statistics: Any) -> Any:
     source = config.data.schema_source
     if source == "infer":
@@ -279,6 +289,7 @@ def _example_validator(
         label_offset=config.data.first_label,
         drift=drift_run(config, layout),
         span_sizes=span_size_check(config),
+        image_check=image_check(config),
     ).with_id("ExampleValidator")
 
 

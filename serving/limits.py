@@ -16,6 +16,10 @@ request's declared sizes first:
   `serving.max_request_pixels`, so a few small files that decode to gigabytes are refused before any is
   decoded (the model's graph refuses each image over its own per-image limit, `trainer.max_image_pixels`, in
   TF Serving too).
+- decoding work: those pixels times the scans of each progressive JPEG (`foundation.image_formats.decode_work`),
+  summed, may not exceed `JPEG_SCAN_BUDGET` scans of `serving.max_request_pixels`: the model bounds each image's
+  scans, and this bounds a request of many images at their limit, so a small request cannot hold the CPU for
+  seconds.
 
 All answer INVALID_ARGUMENT (HTTP 400) naming the declared shape or size and the limit. JSON bodies are bounded too:
 at most `MAX_JSON_DEPTH` levels of nesting (checked in `serving.json_tensor.parse_json_body`).
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
-from foundation.image_formats import image_pixels
+from foundation.image_formats import JPEG_SCAN_BUDGET, decode_work, image_pixels
 from serving.errors import InvalidArgumentError
 from serving.options import DEFAULT_MAX_REQUEST_PIXELS
 from serving.tensors import dtype_of, shape_string
@@ -82,15 +86,26 @@ def declared_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, Declared]:
     return {alias: Declared(array.shape, array.nbytes) for alias, array in arrays.items()}
 
 
-def declared_pixels(values: Iterable[object]) -> tuple[int, int]:
-    """(images, pixels): how many of `values` are images of an accepted format, and the pixels they decode
-    to in total (width x height, times the frames of a GIF); other values (text, serialized examples) count nothing."""
-    images = pixels = 0
+@dataclass(frozen=True)
+class DeclaredImages:
+    """What the images among a request's values declare: how many, the pixels they decode to in total (width x
+    height, times the frames of a GIF), and the decoding work (those pixels times each JPEG's scans)."""
+
+    images: int = 0
+    pixels: int = 0
+    work: int = 0
+
+
+def declared_pixels(values: Iterable[object]) -> DeclaredImages:
+    """`DeclaredImages` of the values that are images of an accepted format; other values (text, serialized
+    examples) count nothing."""
+    images = pixels = work = 0
     for value in values:
         if isinstance(value, bytes) and (declared := image_pixels(value)) is not None:
             images += 1
             pixels += declared
-    return images, pixels
+            work += decode_work(value) or declared
+    return DeclaredImages(images, pixels, work)
 
 
 def byte_size(nbytes: int) -> str:
@@ -126,16 +141,25 @@ class RequestLimits:
             raise ValueError(f"max_pixels must be >= 1, got {self.max_pixels}")
 
     def check_pixels(self, values: Iterable[object]) -> None:
-        """Refuses a request whose images declare more than `max_pixels` pixels in total, before any is decoded.
+        """Refuses a request whose images declare more than `max_pixels` pixels in total, or more decoding work
+        than `JPEG_SCAN_BUDGET` scans of them, before any is decoded.
 
         Raises:
-            InvalidArgumentError: naming the images, their pixels and the limit's setting.
+            InvalidArgumentError: naming the images, their pixels or work, and the limit's setting.
         """
-        images, pixels = declared_pixels(values)
-        if pixels > self.max_pixels:
+        declared = declared_pixels(values)
+        if declared.pixels > self.max_pixels:
             raise InvalidArgumentError(
-                f"the request's {images} image(s) declare {pixels} pixels in total, over this server's limit of "
-                f"{self.max_pixels} pixels per request ({PIXELS_SETTING}); send fewer or smaller images"
+                f"the request's {declared.images} image(s) declare {declared.pixels} pixels in total, over this "
+                f"server's limit of {self.max_pixels} pixels per request ({PIXELS_SETTING}); send fewer or smaller "
+                "images"
+            )
+        if declared.work > JPEG_SCAN_BUDGET * self.max_pixels:
+            raise InvalidArgumentError(
+                f"the request's {declared.images} image(s) take {declared.work} pixel scans to decode (pixels "
+                f"times each progressive JPEG's scans), over this server's limit of {JPEG_SCAN_BUDGET} scans of "
+                f"{self.max_pixels} pixels per request ({PIXELS_SETTING}); send fewer images, or re-encode them "
+                "as baseline JPEG or PNG"
             )
 
     def check_images(self, inputs: Mapping[str, np.ndarray]) -> None:

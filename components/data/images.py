@@ -9,6 +9,8 @@ Stored examples hold only JPEG (gray or RGB) or PNG, upright: the data contract'
 - A JPEG or PNG with an EXIF orientation other than "upright" is turned upright (`ImageOps.exif_transpose`) and
   re-encoded in its own format (JPEG at quality 95), because the served model never applies EXIF orientation:
   training sees the photo as a person does, and clients must send upright pixels.
+- A JPEG of more scans than the model decodes (`foundation.image_formats.scans_error`: a progressive JPEG's
+  decoder re-reads the whole image at every scan) is refused from its bytes, before Pillow decodes it.
 - Anything else (TIFF, HEIC, text, ...) is skipped, with a reason naming the detected format; but a file named
   like an image (.jpg, .png, ...) whose content is no known format is broken, like a truncated JPEG.
 
@@ -23,7 +25,16 @@ from pathlib import Path
 
 from PIL import Image, ImageOps
 
-from foundation.image_formats import ACCEPTED_FORMATS, ACCEPTED_TEXT, HEADER_BYTES, UNKNOWN, detect_image_format
+from foundation.image_formats import (
+    ACCEPTED_FORMATS,
+    ACCEPTED_TEXT,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    HEADER_BYTES,
+    UNKNOWN,
+    detect_image_format,
+    image_dimensions,
+    scans_error,
+)
 
 # Names of image files: one whose content is no known format is broken (an error), not skipped like notes.txt.
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp"})
@@ -80,12 +91,22 @@ def check_image(path: str) -> ImageCheck:
                 )
         if name not in ACCEPTED_FORMATS:
             return ImageCheck(path, unsupported=unsupported_reason(name))
+        if name == "JPEG" and (too_much := _scans_error(path)):
+            return ImageCheck(path, error=too_much)  # refused before Pillow spends a minute on its scans
         with Image.open(path) as image:
             image.load()  # decodes every pixel (the first frame): truncated or corrupt data raises here
             return _storage(path, name, image)
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         # Pillow reports truncation as OSError and broken PNG chunks as SyntaxError.
         return ImageCheck(path, error=f"{type(error).__name__}: {error}")
+
+
+def _scans_error(path: str) -> str | None:
+    """The model's refusal of a JPEG of more scans than its size allows (`scans_error`, at the default pixel
+    limit), read from the bytes before anything decodes them."""
+    data = Path(path).read_bytes()
+    width, height = image_dimensions(data) or (0, 0)
+    return scans_error(data, width * height, DEFAULT_MAX_IMAGE_PIXELS) if width * height else None
 
 
 def _pillow_format(path: str) -> str:

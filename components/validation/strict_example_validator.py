@@ -6,7 +6,9 @@ anomalies in words.
 
 Before the schema, it checks what no schema expresses: a span the run read with a split of fewer than
 `data.min_span_examples` records (`components.validation.span_sizes`; the statistics merge the spans, so only a
-count per span folder shows one that arrived empty), and (`components.validation.data_checks`) a split with 0
+count per span folder shows one that arrived empty), every image the Trainer would stop on, named by span, file and
+record (`components.validation.span_images`: the model's format, pixel and scan limits, and its decoder), and
+(`components.validation.data_checks`) a split with 0
 records, `image/encoded` values that are not images the model accepts, and examples of other classes than the
 label map. The second reads TFDV's image statistics and, where they flag values, the split's examples (the
 optional `examples` input); the third reads every example's label, synset and text and matches them with the
@@ -41,6 +43,7 @@ from tfx.utils import io_utils, json_utils
 
 from components.notify.run_record import RunRecord, run_dir_of, run_key_of, write_run_record
 from components.validation.data_checks import (
+    RefusedImages,
     class_mismatches,
     count_refused_images,
     data_problems,
@@ -49,6 +52,7 @@ from components.validation.data_checks import (
 )
 from components.validation.drift import RECORD_PROPERTIES, DriftDecision, stop_decision, stop_message
 from components.validation.label_map_schema import CONTRACT_FEATURES
+from components.validation.span_images import ImageCheck, check_span_images
 from components.validation.span_sizes import SpanSizeCheck, check_span_sizes
 from foundation.contract import LABEL_KEY, read_label_map
 from foundation.data.spans import INPUT_BASE_PROPERTY, SPANS_PROPERTY, parse_spans
@@ -59,6 +63,8 @@ ANOMALIES_FILE = "SchemaDiff.pb"
 DRIFT_KEY = "drift"
 # The span-size check (`components.validation.span_sizes.SpanSizeCheck` as JSON); empty = off.
 SPAN_SIZES_KEY = "span_sizes"
+# The image check (`components.validation.span_images.ImageCheck` as JSON); empty = off.
+IMAGE_CHECK_KEY = "image_check"
 DRIFT_FILE = "drift.json"
 # On Kubeflow: where a drift stop files the run record the exit handler reads (`components.notify.run_record`;
 # the RunReport, which writes it otherwise, never runs after a stop). Unset locally.
@@ -131,6 +137,10 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
         )
         # A span or a split short of records also shows as schema anomalies that would mislead: stop before them.
         too_few = bool(unusable)
+        image_check = exec_properties.get(IMAGE_CHECK_KEY)
+        if image_check:
+            spans_read = _spans_read(examples[0]) if examples else ("", [])
+            unusable.extend(check_span_images(ImageCheck.from_json(image_check), *spans_read))
         labels_path = exec_properties.get(LABELS_PATH_KEY) or ""
         names = read_label_map(labels_path) if labels_path and examples else []
         for split in artifact_utils.decode_split_names(statistics.split_names):
@@ -138,7 +148,9 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
             split_statistics = datasets[0] if datasets else statistics_pb2.DatasetFeatureStatistics()
             too_few = too_few or split_statistics.num_examples == 0
             counter = None
-            if examples:
+            if image_check:  # it judged every value already, naming each by span, file and record
+                counter = functools.partial(RefusedImages, 0)
+            elif examples:
                 pattern = os.path.join(artifact_utils.get_split_uri(examples, split), "*")
                 counter = functools.partial(count_refused_images, pattern)
             unusable.extend(data_problems(split, split_statistics, counter))
@@ -243,6 +255,7 @@ class StrictExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):
         LABEL_OFFSET_KEY: ExecutionParameter(type=int, optional=True),
         DRIFT_KEY: ExecutionParameter(type=str, optional=True),
         SPAN_SIZES_KEY: ExecutionParameter(type=str, optional=True),
+        IMAGE_CHECK_KEY: ExecutionParameter(type=str, optional=True),
         RUN_RECORD_DIR_KEY: ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {  # noqa: RUF012  (TFX's ComponentSpec API)
@@ -266,6 +279,8 @@ class StrictExampleValidator(ExampleValidator):
         drift: `components.validation.drift_check.DriftRun` as JSON; empty = no drift checks.
         span_sizes: `components.validation.span_sizes.SpanSizeCheck` as JSON (`data.min_span_examples`); empty =
             the spans are not counted.
+        image_check: `components.validation.span_images.ImageCheck` as JSON (`trainer.max_image_pixels`); empty =
+            the images are not read.
     """
 
     SPEC_CLASS = StrictExampleValidatorSpec
@@ -281,6 +296,7 @@ class StrictExampleValidator(ExampleValidator):
         label_offset: int = 0,
         drift: str = "",
         span_sizes: str = "",
+        image_check: str = "",
     ) -> None:
         spec = StrictExampleValidatorSpec(
             statistics=statistics,
@@ -291,6 +307,7 @@ class StrictExampleValidator(ExampleValidator):
             label_offset=label_offset,
             drift=drift or None,
             span_sizes=span_sizes or None,
+            image_check=image_check or None,
             anomalies=types.Channel(type=standard_artifacts.ExampleAnomalies),
         )
         base_component.BaseComponent.__init__(self, spec=spec)  # ExampleValidator's would build its own spec

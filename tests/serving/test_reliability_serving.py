@@ -29,9 +29,10 @@ import numpy as np
 import psutil
 import pytest
 import requests
+import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from image_bombs import BOMB_FORMATS, gif_bomb, header_bomb, png_bomb
+from image_bombs import BOMB_FORMATS, gif_bomb, header_bomb, png_bomb, scan_bomb
 from serving_fixtures import random_png, tiny_classifier, write_classification_version, write_model_version
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
@@ -542,6 +543,42 @@ def test_a_jpeg_hiding_its_frame_header_behind_stray_bytes_is_refused(endpoint: 
     hidden = bomb[:app0_end] + b"\x00" * 5000 + bomb[app0_end:]
     code, details = grpc_predict(endpoint, image_request([hidden]))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "JPEG whose frame header (SOFn" in details
+
+
+# --- issue 35: decoding bounded by work --------------------------------------------------------------------------
+# A progressive JPEG's decoder re-reads the whole image at every scan: 20,000 scans of 5900 x 5900 (1.26 MB) took a
+# minute of CPU and were answered 200. The model refuses more scans than an image's size allows (in-graph, so TF
+# Serving too), and the local server bounds a request's pixels x scans.
+
+
+def test_a_progressive_jpeg_of_many_scans_is_refused_over_both_transports(endpoint: Endpoint) -> None:
+    expected = "progressive JPEG of 64x64 pixels in 400 scans is over the limit of 100 scans for an image of its size"
+    code, details = grpc_predict(endpoint, image_request([IMAGE, scan_bomb(400)]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and expected in details
+    response = post(endpoint, json.dumps({"instances": [b64(scan_bomb(400))]}).encode())
+    assert response.status_code == 400 and expected in response.json()["error"]
+    assert "trainer.max_image_pixels" in response.json()["error"]
+    assert_still_serving(endpoint)
+
+
+def test_the_exported_serving_signature_refuses_it_in_the_graph(model_root: Path) -> None:
+    serve = tf.saved_model.load(str(model_root / "m" / "1")).signatures["serving_default"]
+    assert serve(image_bytes=tf.constant([IMAGE]))  # what TF Serving runs, without tfxp's server around it
+    with pytest.raises(tf.errors.InvalidArgumentError, match="in 400 scans is over the limit of 100 scans"):
+        serve(image_bytes=tf.constant([scan_bomb(400)]))
+
+
+def test_a_request_of_many_images_each_at_its_scan_limit_is_refused_naming_the_setting(endpoint: Endpoint) -> None:
+    # 8 JPEGs of 1800 x 1800 in 100 scans: each within the model's limits, 26 MP together, but 2.6 G pixel scans.
+    batch = [scan_bomb(100, 1800)] * MAX_BATCH
+    expected = (
+        "the request's 8 image(s) take 2592000000 pixel scans to decode (pixels times each progressive JPEG's scans), "
+        "over this server's limit of 20 scans of 100000000 pixels per request (serving.max_request_pixels)"
+    )
+    code, details = grpc_predict(endpoint, image_request(batch))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and expected in details
+    response = post(endpoint, json.dumps({"instances": [b64(image) for image in batch]}).encode())
+    assert response.status_code == 400 and expected in response.json()["error"]
 
 
 def test_an_animated_gif_bomb_is_refused_over_both_transports(endpoint: Endpoint) -> None:

@@ -81,3 +81,30 @@ def gif_bomb(frames: int = 200, side: int = 3000) -> bytes:
     start = 13 + (3 * 2 ** ((packed & 0x07) + 1) if packed & 0x80 else 0)
     assert data[start] == 0x2C and data[-1] == 0x3B, "Pillow's GIF: screen, color table, one image, trailer"
     return data[:start] + data[start:-1] * frames + b";"
+
+
+def _segments_end(data: bytes, start: int) -> int:
+    """Where the entropy-coded data after a JPEG segment header at `start` ends: the next marker that is not a
+    stuffed 0xFF00 or an RSTn."""
+    position = start + 2 + int.from_bytes(data[start + 2 : start + 4], "big")
+    while True:
+        position = data.index(b"\xff", position)
+        if data[position + 1] == 0x00 or 0xD0 <= data[position + 1] <= 0xD7:
+            position += 2
+            continue
+        return position
+
+
+@functools.cache
+def scan_bomb(scans: int = 400, side: int = 64) -> bytes:
+    """A progressive JPEG of `side` x `side` whose smallest scan is repeated until it holds `scans` scans (SOS
+    segments): libjpeg re-reads the whole coefficient buffer at every scan, so 20,000 scans of 5900 x 5900
+    take 1.26 MB and a minute of CPU. Pillow's progressive JPEGs hold 10 scans (6 in grayscale)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (side, side), (90, 40, 200)).save(buffer, "JPEG", progressive=True, quality=50)
+    data = buffer.getvalue()
+    starts = [index for index in range(len(data) - 1) if data[index : index + 2] == b"\xff\xda"]
+    scan = min((data[start : _segments_end(data, start)] for start in starts), key=len)  # the smallest one
+    real = len(starts)
+    assert real <= scans and data.endswith(b"\xff\xd9"), "Pillow's progressive JPEG: a few scans, then EOI"
+    return data[:-2] + scan * (scans - real) + b"\xff\xd9"

@@ -290,3 +290,15 @@ def test_cli_from_folder_bad_eval_fraction(tree: Path, tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "--eval-fraction must be between 0 and 1 (exclusive), got 1.0" in result.output
+
+
+def test_a_jpeg_of_many_scans_is_refused_before_pillow_decodes_it(tmp_path: Path) -> None:
+    from image_bombs import scan_bomb
+
+    from components.data.images import check_image
+
+    (tmp_path / "bomb.jpg").write_bytes(scan_bomb(400))
+    check = check_image(str(tmp_path / "bomb.jpg"))
+    assert check.error is not None and "in 400 scans is over the limit of 100 scans" in check.error
+    (tmp_path / "fine.jpg").write_bytes(scan_bomb(100))
+    assert check_image(str(tmp_path / "fine.jpg")).error is None
