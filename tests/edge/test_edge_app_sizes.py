@@ -1,0 +1,102 @@
+"""The EdgeExporter's MediaPipe check feeds the eval images as apps do, at their own size and at a camera size
+(MediaPipe resizes them itself), reports both and gates on them with the accuracy gate's rule."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from edge.app_client import ClientResult
+from edge.data import LabeledImages
+from edge.gate import SizeReference, check_app_client
+from edge.options import EdgeOptions
+from foundation.preprocessing_spec import PreprocessingSpec
+
+LABELS = [str(digit) for digit in range(10)]
+SPEC = PreprocessingSpec(image_size=16, channels=1)
+
+
+def _eval_data(count: int = 20) -> LabeledImages:
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(count, 8, 8, 1), dtype=np.uint8)
+    return LabeledImages(
+        images=np.zeros((count, 16, 16, 1), np.float32),
+        labels=np.arange(count, dtype=np.int64) % 10,
+        frames=np.zeros((count, 16, 16, 3), np.uint8),
+        encoded=tuple(tf.io.encode_png(image).numpy() for image in pixels),
+    )
+
+
+class _FakeMediaPipe:
+    """Answers like MediaPipe: right on every frame, except `wrong` frames of the named sets; records the shapes."""
+
+    def __init__(self, data: LabeledImages, wrong: Mapping[str, int]) -> None:
+        self.data, self.wrong, self.shapes = data, wrong, {}
+
+    def __call__(
+        self, tflite: bytes, sets: Mapping[str, Iterable[Sequence[np.ndarray]]], spec: PreprocessingSpec | None
+    ) -> dict[str, ClientResult]:
+        answers = {}
+        for name, chunks in sets.items():
+            frames = [frame for chunk in chunks for frame in chunk]
+            self.shapes[name] = {frame.shape for frame in frames}
+            indices = self.data.labels.copy()
+            indices[: self.wrong.get(name, 0)] = (indices[: self.wrong.get(name, 0)] + 1) % 10
+            labels = tuple(LABELS[index] for index in indices)
+            answers[name] = ClientResult(indices, np.ones(len(indices), np.float32), labels, "1.2.2")
+        return answers
+
+
+def _check(monkeypatch: pytest.MonkeyPatch, wrong: Mapping[str, int], **options: object):  # type: ignore[no-untyped-def]
+    data = _eval_data()
+    fake = _FakeMediaPipe(data, wrong)
+    monkeypatch.setattr("edge.gate.classify_sets", fake)
+    check = check_app_client(b"tflite", data, data.labels, LABELS, EdgeOptions(**options), SizeReference(1.0, SPEC))
+    return check, fake
+
+
+def test_mediapipe_gets_the_eval_images_at_the_models_size_their_own_and_a_camera_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    check, fake = _check(monkeypatch, {})
+    assert fake.shapes == {"model": {(16, 16, 3)}, "own": {(8, 8, 3)}, "camera": {(240, 240, 3)}}
+    assert check.passed
+    sizes = check.to_json()["sizes"]
+    assert sizes["own"]["accuracy"] == sizes["camera"]["accuracy"] == 1.0
+    assert sizes["camera"]["frame_size"] == [240, 240] and sizes["own"]["frame_size"] == "own"
+    assert "accuracy 1.0000 on frames at their own size (MediaPipe resizes them)" in check.reason
+
+    _, vga = _check(monkeypatch, {}, app_frame_size=(480, 640))
+    assert vga.shapes["camera"] == {(480, 640, 3)}
+
+
+@pytest.mark.parametrize(("size", "words"), [("own", "at their own size"), ("camera", "at 240×240")])
+def test_accuracy_on_resized_frames_below_the_savedmodels_by_more_than_max_accuracy_drop_blocks_the_push(
+    monkeypatch: pytest.MonkeyPatch, size: str, words: str
+) -> None:
+    check, _ = _check(monkeypatch, {size: 2})  # 2 of 20 wrong: 10 points below the SavedModel's 1.0
+
+    assert not check.passed and check.reason.endswith("not pushed")
+    assert check.details["agreement"] == 1.0  # at the model's size MediaPipe and LiteRT still agree
+    assert (
+        f"accuracy 0.9000 on frames {words} (MediaPipe resizes them), 10.00 points below the SavedModel's, beyond "
+        "edge.max_accuracy_drop 1.00 points"
+    ) in check.reason
+    recorded = check.to_json()["sizes"][size]
+    assert (recorded["accuracy"], recorded["drop"], recorded["passed"]) == (
+        pytest.approx(0.9),
+        pytest.approx(0.1),
+        False,
+    )
+    loose, _ = _check(monkeypatch, {size: 2}, max_accuracy_drop=0.1)
+    assert loose.passed
+
+
+def test_the_camera_size_is_a_typed_key() -> None:
+    assert EdgeOptions().app_frame_size == (240, 240)
+    assert EdgeOptions(app_frame_size=[480, 640]).app_frame_size == (480, 640)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="app_frame_size"):
+        EdgeOptions(app_frame_size=(0, 640))
