@@ -21,7 +21,7 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -186,7 +186,10 @@ def classify(tflite: bytes, frames: np.ndarray, spec: PreprocessingSpec | None =
 
 
 def classify_sets(
-    tflite: bytes, sets: Mapping[str, Iterable[Sequence[np.ndarray]]], spec: PreprocessingSpec | None = None
+    tflite: bytes,
+    sets: Mapping[str, Iterable[Sequence[np.ndarray]]],
+    spec: PreprocessingSpec | None = None,
+    already_cropped: Collection[str] = (),
 ) -> dict[str, ClientResult]:
     """MediaPipe ImageClassifier's top-1 for each frame of each named set, in one run of the MediaPipe venv.
 
@@ -196,6 +199,7 @@ def classify_sets(
             itself, as in an app. The chunks are written one at a time, so a set of large frames is never whole
             in memory.
         spec: As in `classify`: with `central_crop` < 1, each frame's central square is its region of interest.
+        already_cropped: Sets whose frames are cropped as serving crops already (no region of interest).
 
     Raises:
         AppClientUnavailableError: no MediaPipe venv. EdgeError: MediaPipe cannot load or run the model.
@@ -211,7 +215,7 @@ def classify_sets(
                 path = root / f"{name}-{number:05d}.npz"
                 np.savez(path, *(np.asarray(frame, np.uint8) for frame in chunk))  # arr_0, arr_1, …
                 rois = None
-                if crop and spec is not None:
+                if crop and spec is not None and name not in already_cropped:
                     shapes = [frame.shape for frame in chunk]
                     rois = [central_square_roi(h, w, spec.central_crop, spec.image_size) for h, w, *_ in shapes]
                 manifest[name].append({"frames": str(path), "rois": rois})

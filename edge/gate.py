@@ -65,6 +65,19 @@ class AppCheck:
         return {"client": "mediapipe", "passed": self.passed, "reason": self.reason, **self.details}
 
 
+@dataclass(frozen=True)
+class SizeReference:
+    """What MediaPipe's accuracy on resized frames is held to.
+
+    Attributes:
+        saved_model_accuracy: The SavedModel's accuracy on the same eval images (TF Serving's preprocessing).
+        spec: The model's preprocessing (its central crop becomes MediaPipe's region of interest).
+    """
+
+    saved_model_accuracy: float
+    spec: PreprocessingSpec
+
+
 def check_app_client(
     tflite: bytes,
     eval_data: LabeledImages,
@@ -82,7 +95,8 @@ def check_app_client(
       gate's rule: what apps get is held to what TF Serving gets).
     """
     frame_sets = {"model": iter([list(eval_data.frames)]), **app_frame_sets(eval_data.encoded, options.app_frame_size)}
-    answers = classify_sets(tflite, frame_sets, reference.spec)
+    # The model-size frames are cropped as serving crops already; the others are whole, cropped by MediaPipe.
+    answers = classify_sets(tflite, frame_sets, reference.spec, already_cropped=("model",))
     client = answers["model"]
     agreed = agreement(ours, client.indices)
     expected = tuple(labels[index] for index in client.indices)
@@ -104,19 +118,6 @@ def check_app_client(
     return AppCheck(
         passed=passed, reason=reason, details={**details, "labels_from_metadata": labels_ok, "sizes": sizes}
     )
-
-
-@dataclass(frozen=True)
-class SizeReference:
-    """What MediaPipe's accuracy on resized frames is held to.
-
-    Attributes:
-        saved_model_accuracy: The SavedModel's accuracy on the same eval images (TF Serving's preprocessing).
-        spec: The model's preprocessing (its central crop becomes MediaPipe's region of interest).
-    """
-
-    saved_model_accuracy: float
-    spec: PreprocessingSpec
 
 
 def _accuracy(indices: np.ndarray, labels: np.ndarray) -> float:

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from edge import app_client
 from edge.app_client import ClientResult
 from edge.data import LabeledImages
 from edge.gate import SizeReference, check_app_client
@@ -37,8 +40,13 @@ class _FakeMediaPipe:
         self.data, self.wrong, self.shapes = data, wrong, {}
 
     def __call__(
-        self, tflite: bytes, sets: Mapping[str, Iterable[Sequence[np.ndarray]]], spec: PreprocessingSpec | None
+        self,
+        tflite: bytes,
+        sets: Mapping[str, Iterable[Sequence[np.ndarray]]],
+        spec: PreprocessingSpec | None,
+        already_cropped: Sequence[str] = (),
     ) -> dict[str, ClientResult]:
+        self.already_cropped = tuple(already_cropped)
         answers = {}
         for name, chunks in sets.items():
             frames = [frame for chunk in chunks for frame in chunk]
@@ -63,6 +71,7 @@ def test_mediapipe_gets_the_eval_images_at_the_models_size_their_own_and_a_camer
 ) -> None:
     check, fake = _check(monkeypatch, {})
     assert fake.shapes == {"model": {(16, 16, 3)}, "own": {(8, 8, 3)}, "camera": {(240, 240, 3)}}
+    assert fake.already_cropped == ("model",)  # a central crop is MediaPipe's region of interest on the others only
     assert check.passed
     sizes = check.to_json()["sizes"]
     assert sizes["own"]["accuracy"] == sizes["camera"]["accuracy"] == 1.0
@@ -100,3 +109,26 @@ def test_the_camera_size_is_a_typed_key() -> None:
     assert EdgeOptions(app_frame_size=[480, 640]).app_frame_size == (480, 640)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="app_frame_size"):
         EdgeOptions(app_frame_size=(0, 640))
+
+
+def test_whole_frames_get_the_central_square_as_region_of_interest_and_cropped_ones_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    manifests = []
+
+    def guest(arguments: Sequence[str], what: str) -> str:
+        _, _, manifest, out = arguments
+        manifests.append(json.loads(Path(manifest).read_text()))
+        sets = {name: {"indices": [0], "scores": [1.0], "labels": ["0"]} for name in manifests[-1]["sets"]}
+        Path(out).write_text(json.dumps({"sets": sets, "mediapipe": "1.2.2"}))
+        return ""
+
+    monkeypatch.setattr(app_client, "_run", guest)
+    cropped = PreprocessingSpec(image_size=16, channels=1, central_crop=0.875)
+    sets = {"model": [[np.zeros((16, 16, 3), np.uint8)]], "camera": [[np.zeros((480, 640, 3), np.uint8)]]}
+    app_client.classify_sets(b"tflite", sets, cropped, already_cropped=("model",))
+
+    (chunk,) = manifests[-1]["sets"]["model"]
+    assert chunk["rois"] is None
+    (chunk,) = manifests[-1]["sets"]["camera"]
+    assert chunk["rois"] == [pytest.approx(list(app_client.central_square_roi(480, 640, 0.875, 16)))]

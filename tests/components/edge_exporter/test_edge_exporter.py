@@ -201,7 +201,9 @@ def test_the_pushed_model_carries_its_metadata_and_mediapipe_agrees_with_litert(
 def test_a_client_that_disagrees_with_litert_blocks_the_push(
     tmp_path: Path, model_artifact, examples, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def wrong_answers(tflite: bytes, sets: dict[str, Any], spec: object) -> dict[str, ClientResult]:
+    def wrong_answers(
+        tflite: bytes, sets: dict[str, Any], spec: object, already_cropped: Any
+    ) -> dict[str, ClientResult]:
         answers = {}
         for name, chunks in sets.items():
             count = sum(len(chunk) for chunk in chunks)
