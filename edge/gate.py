@@ -91,8 +91,8 @@ def check_app_client(
     - at the model's size, its top-1 is LiteRT's on at least `edge.min_app_agreement` of the frames and the labels
       it read from the model's metadata are ours;
     - at the images' own size and at `edge.app_frame_size` (`edge.app_frames`: MediaPipe resizes them itself),
-      its accuracy is at most `edge.max_accuracy_drop` below the SavedModel's on the same images (the accuracy
-      gate's rule: what apps get is held to what TF Serving gets).
+      its accuracy is at most `edge.max_app_accuracy_drop` below the SavedModel's on the same images (the
+      accuracy gate's rule with its own limit: what apps get is held to what TF Serving gets).
     """
     frame_sets = {"model": iter([list(eval_data.frames)]), **app_frame_sets(eval_data.encoded, options.app_frame_size)}
     # The model-size frames are cropped as serving crops already; the others are whole, cropped by MediaPipe.
@@ -127,15 +127,16 @@ def _accuracy(indices: np.ndarray, labels: np.ndarray) -> float:
 def _size_check(
     indices: np.ndarray, labels: np.ndarray, name: str, reference: SizeReference, options: EdgeOptions
 ) -> dict[str, Any]:
-    """MediaPipe's accuracy on the frames of one size against the SavedModel's, as the accuracy gate judges."""
+    """MediaPipe's accuracy on the frames of one size against the SavedModel's, judged as the accuracy gate judges
+    (with `edge.max_app_accuracy_drop`)."""
     accuracy = _accuracy(indices, labels)
     drop = reference.saved_model_accuracy - accuracy
-    passed = drop <= options.max_accuracy_drop + 1e-9
+    passed = drop <= options.max_app_accuracy_drop + 1e-9
     where = describe_size(name, options.app_frame_size)
     reason = (
         f"accuracy {accuracy:.4f} on frames {where} (MediaPipe resizes them), "
         f"{drop * 100:.2f} points below the SavedModel's, {'within' if passed else 'beyond'} "
-        f"edge.max_accuracy_drop {options.max_accuracy_drop * 100:.2f} points"
+        f"edge.max_app_accuracy_drop {options.max_app_accuracy_drop * 100:.2f} points"
     )
     size = list(options.app_frame_size) if name == CAMERA_SIZE else "own"
     return {"accuracy": accuracy, "drop": drop, "passed": passed, "frame_size": size, "reason": reason}
