@@ -4,7 +4,8 @@ Writes the digits as `--spans` seeded spans, then measures (`components.validati
 the thresholds at their highest so every distance is reported; with `--serving`, the served model's agreement):
 - each clean span k ≥ 2 against the spans before it (what a clean night measures);
 - the last span damaged (`components.data.span_damage`): labels remapped many-to-one (1, 2, 3 → 7), every label
-  shifted class to class (c → c+1 mod 10: balanced), brightened by 0.2 and 0.1 of full scale, resized 2× and 0.5×;
+  shifted class to class (c → c+1 mod 10: balanced), brightened by 0.2 and 0.1 of full scale, resized 2× and 0.5×,
+  15 % of the images replaced by noise;
   each against the clean spans before it.
 It prints, per case, the largest distance of each check and feature, and the time the per-span statistics took
 (cold: every span read and decoded; cached: the per-span values read back from the cache; each
@@ -34,6 +35,7 @@ CASES = {
     "brightened +0.1": {"brighten": 0.1},
     "resized x2": {"scale": 2.0},
     "resized x0.5": {"scale": 0.5},
+    "15 % noise images": {"noise": 0.15},
 }
 
 

@@ -21,7 +21,7 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -182,25 +182,58 @@ def classify(tflite: bytes, frames: np.ndarray, spec: PreprocessingSpec | None =
     Raises:
         AppClientUnavailableError: no MediaPipe venv. EdgeError: MediaPipe cannot load or run the model.
     """
-    roi = []
-    if spec is not None and spec.central_crop < 1.0:
-        height, width = frames.shape[1:3]
-        roi = ["--roi", *map(repr, central_square_roi(height, width, spec.central_crop, spec.image_size))]
+    return classify_sets(tflite, {"frames": [list(frames)]}, spec)["frames"]
+
+
+def classify_sets(
+    tflite: bytes,
+    sets: Mapping[str, Iterable[Sequence[np.ndarray]]],
+    spec: PreprocessingSpec | None = None,
+    already_cropped: Collection[str] = (),
+) -> dict[str, ClientResult]:
+    """MediaPipe ImageClassifier's top-1 for each frame of each named set, in one run of the MediaPipe venv.
+
+    Args:
+        tflite: The model, with metadata.
+        sets: Name → chunks of RGB uint8 frames [H, W, 3], of any size: MediaPipe resizes each to the model input
+            itself, as in an app. The chunks are written one at a time, so a set of large frames is never whole
+            in memory.
+        spec: As in `classify`: with `central_crop` < 1, each frame's central square is its region of interest.
+        already_cropped: Sets whose frames are cropped as serving crops already (no region of interest).
+
+    Raises:
+        AppClientUnavailableError: no MediaPipe venv. EdgeError: MediaPipe cannot load or run the model.
+    """
+    crop = spec is not None and spec.central_crop < 1.0
     with tempfile.TemporaryDirectory(prefix="tfxp-mediapipe-") as work:
         root = Path(work)
         (root / "model.tflite").write_bytes(tflite)
-        np.save(root / "frames.npy", np.ascontiguousarray(frames, dtype=np.uint8))
+        manifest: dict[str, list[dict[str, Any]]] = {}
+        for name, chunks in sets.items():
+            manifest[name] = []
+            for number, chunk in enumerate(chunks):
+                path = root / f"{name}-{number:05d}.npz"
+                np.savez(path, *(np.asarray(frame, np.uint8) for frame in chunk))  # arr_0, arr_1, …
+                rois = None
+                if crop and spec is not None and name not in already_cropped:
+                    shapes = [frame.shape for frame in chunk]
+                    rois = [central_square_roi(h, w, spec.central_crop, spec.image_size) for h, w, *_ in shapes]
+                manifest[name].append({"frames": str(path), "rois": rois})
+        (root / "manifest.json").write_text(json.dumps({"sets": manifest}))
         _run(
-            ["classify", str(root / "model.tflite"), str(root / "frames.npy"), str(root / "out.json"), *roi],
+            ["classify", str(root / "model.tflite"), str(root / "manifest.json"), str(root / "out.json")],
             "MediaPipe ImageClassifier",
         )
         result = json.loads((root / "out.json").read_text())
-    return ClientResult(
-        indices=np.asarray(result["indices"], np.int64),
-        scores=np.asarray(result["scores"], np.float32),
-        labels=tuple(result["labels"]),
-        version=str(result["mediapipe"]),
-    )
+    return {
+        name: ClientResult(
+            indices=np.asarray(answer["indices"], np.int64),
+            scores=np.asarray(answer["scores"], np.float32),
+            labels=tuple(answer["labels"]),
+            version=str(result["mediapipe"]),
+        )
+        for name, answer in result["sets"].items()
+    }
 
 
 def agreement(ours: np.ndarray, theirs: np.ndarray) -> float:

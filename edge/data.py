@@ -47,12 +47,15 @@ class LabeledImages:
         labels: int64 [N], 0-based (after subtracting the label offset).
         digest: SHA-256 of the serialized records, in order: the sample's identity (what went into a calibrated
             model), the same whatever the process-wide TensorFlow, Python and NumPy seeds are.
+        encoded: The encoded images as the records hold them (what an app decodes into frames of their own size,
+            `edge.app_frames`).
     """
 
     images: np.ndarray
     labels: np.ndarray
     frames: np.ndarray
     digest: str = ""
+    encoded: tuple[bytes, ...] = ()
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -113,7 +116,9 @@ def camera_frame(image_bytes: tf.Tensor, spec: PreprocessingSpec) -> tf.Tensor:
     return tf.ensure_shape(frame, (size, size, 3))
 
 
-def _parse_and_preprocess(records: tf.Tensor, spec: PreprocessingSpec) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def _parse_and_preprocess(
+    records: tf.Tensor, spec: PreprocessingSpec
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     # Runs inside tf.data's graph, batches in parallel: decoding eagerly, one op at a time, cost ~100x the
     # model's own time per image (issue 15).
     features = {IMAGE_KEY: tf.io.FixedLenFeature([], tf.string), LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
@@ -125,7 +130,7 @@ def _parse_and_preprocess(records: tf.Tensor, spec: PreprocessingSpec) -> tuple[
         fn_output_signature=tf.TensorSpec((spec.image_size, spec.image_size, 3), tf.uint8),
         parallel_iterations=16,
     )
-    return images, frames, parsed[LABEL_KEY]
+    return images, frames, parsed[LABEL_KEY], parsed[IMAGE_KEY]
 
 
 def load_split(
@@ -184,9 +189,9 @@ def _decode(records: list[bytes], spec: PreprocessingSpec, label_offset: int, wh
     digest = hashlib.sha256()
     for record in records:
         digest.update(len(record).to_bytes(8, "little") + record)
-    images, frames, labels = [], [], []
+    images, frames, labels, encoded = [], [], [], []
     try:
-        for batch_images, batch_frames, batch_labels in (
+        for batch_images, batch_frames, batch_labels, batch_encoded in (
             tf.data.Dataset.from_tensor_slices(tf.constant(records, dtype=tf.string))
             .batch(_BATCH)
             .map(functools.partial(_parse_and_preprocess, spec=spec), num_parallel_calls=tf.data.AUTOTUNE)
@@ -195,6 +200,7 @@ def _decode(records: list[bytes], spec: PreprocessingSpec, label_offset: int, wh
             images.append(batch_images.numpy())
             frames.append(batch_frames.numpy())
             labels.append(batch_labels.numpy() - label_offset)
+            encoded.extend(batch_encoded.numpy().tolist())
     except tf.errors.InvalidArgumentError as error:
         raise EdgeError(
             f"cannot read {where}: {error.message.splitlines()[0]}; "
@@ -205,6 +211,7 @@ def _decode(records: list[bytes], spec: PreprocessingSpec, label_offset: int, wh
         labels=np.concatenate(labels).astype(np.int64),
         frames=np.concatenate(frames),
         digest=digest.hexdigest(),
+        encoded=tuple(encoded),
     )
 
 

@@ -30,7 +30,7 @@ from edge.benchmark import BenchmarkResult, benchmark
 from edge.data import LabeledImages, load_split
 from edge.errors import EdgeError
 from edge.evaluate import EvalResult, accuracy_of, evaluate_saved_model
-from edge.gate import AppCheck, GateResult, accuracy_gate, check_app_client, combine_gates
+from edge.gate import AppCheck, GateResult, SizeReference, accuracy_gate, check_app_client, combine_gates
 from edge.inputs import EdgeInputs, edge_inputs
 from edge.options import EdgeOptions
 from edge.quantize import QuantizationMode, convert, get_mode
@@ -243,7 +243,8 @@ def _with_app_client(
     tflite = with_model_metadata(tflite, inputs.labels, description.metadata_spec(model.input, inputs.spec))
     model = _runtime(tflite, saved_model, options)
     ours = np.argmax(evaluation.predictions, axis=-1)
-    return tflite, model, check_app_client(tflite, evaluation.data, ours, inputs.labels, options)
+    reference = SizeReference(evaluation.saved_model.accuracy, inputs.spec)
+    return tflite, model, check_app_client(tflite, evaluation.data, ours, inputs.labels, options, reference)
 
 
 def _metadata(

@@ -8,14 +8,15 @@ the two cannot share a venv. It imports only the standard library, numpy, tflite
   description, author. MediaPipe 1.2.2's own writer (`mediapipe.tasks.python.metadata.metadata_writers`) cannot
   run from its wheel: its `metadata.py` imports `_pywrap_metadata_version`, which the 1.2.x wheels do not ship.
 - `inspect`: prints the model's metadata (JSON) and its packed files as JSON.
-- `classify`: MediaPipe Tasks' ImageClassifier, the API Android, iOS and web apps use, on frames from a .npy;
-  writes the top-1 index and score of each frame (labels come from the model's own metadata). With `--roi`,
-  MediaPipe crops that region of interest (normalised left, top, right, bottom) of each frame and resizes it to
-  the model input: how an app feeds a model trained with a central crop (`edge.app_client.central_square_roi`).
+- `classify`: MediaPipe Tasks' ImageClassifier, the API Android, iOS and web apps use, on sets of frames of any
+  size (a JSON manifest of .npz chunks); writes the top-1 index and score of each frame (labels come from the
+  model's own metadata). MediaPipe resizes each frame to the model input itself; with a region of interest
+  (normalised left, top, right, bottom) per frame it crops that first: how an app feeds a model trained with a
+  central crop (`edge.app_client.central_square_roi`).
 
 Example (what `edge.app_client` runs):
     .venv-mediapipe/bin/python edge/mediapipe_guest.py write in.tflite out.tflite --spec spec.json
-    .venv-mediapipe/bin/python edge/mediapipe_guest.py classify out.tflite frames.npy result.json
+    .venv-mediapipe/bin/python edge/mediapipe_guest.py classify out.tflite manifest.json result.json
 """
 
 from __future__ import annotations
@@ -69,30 +70,40 @@ def inspect(model: Path) -> dict[str, Any]:
     return {"metadata": json.loads(displayer.get_metadata_json()), "files": files}
 
 
-def classify(model: Path, frames_path: Path, roi: list[float] | None = None) -> dict[str, Any]:
-    """MediaPipe ImageClassifier's top-1 index, score and label for each frame (RGB uint8 [N, H, W, 3]), of the
-    region of interest `roi` (normalised left, top, right, bottom) of each frame when given."""
+def classify(model: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """MediaPipe ImageClassifier's top-1 index, score and label for each frame of each set of the manifest.
+
+    The manifest (`edge.app_client.classify_sets`) is {`sets`: {name: [{`frames`: .npz of RGB uint8 frames
+    `arr_0`, `arr_1`, … of any size, `rois`: one (left, top, right, bottom) in [0, 1] per frame, or null}]}}: each set's
+    chunks are read one at a time, and MediaPipe crops each frame's region of interest, when given, and resizes
+    it to the model input itself, as in an app."""
     import mediapipe as mp
     import numpy as np
     from mediapipe.tasks.python import BaseOptions, vision
     from mediapipe.tasks.python.components.containers.rect import RectF
 
-    frames = np.load(frames_path)
     options = vision.ImageClassifierOptions(base_options=BaseOptions(model_asset_path=str(model)), max_results=1)
-    region = None
-    if roi is not None:
-        left, top, right, bottom = roi
-        region = vision.ImageProcessingOptions(region_of_interest=RectF(left=left, top=top, right=right, bottom=bottom))
-    indices, scores, labels = [], [], []
+    answers: dict[str, dict[str, list[Any]]] = {}
     with vision.ImageClassifier.create_from_options(options) as classifier:
-        for frame in frames:
-            image = mp.Image(image_format=mp.ImageFormat.SRGB, data=np.ascontiguousarray(frame, dtype=np.uint8))
-            (head,) = classifier.classify(image, region).classifications
-            best = head.categories[0]
-            indices.append(int(best.index))
-            scores.append(float(best.score))
-            labels.append(best.category_name)
-    return {"indices": indices, "scores": scores, "labels": labels, "mediapipe": mp.__version__}
+        for name, chunks in manifest["sets"].items():
+            answer: dict[str, list[Any]] = {"indices": [], "scores": [], "labels": []}
+            for chunk in chunks:
+                with np.load(chunk["frames"]) as frames:
+                    for index in range(len(frames.files)):
+                        frame = np.ascontiguousarray(frames[f"arr_{index}"], dtype=np.uint8)
+                        image = mp.Image(image_format=mp.ImageFormat.SRGB, data=frame)
+                        region = None
+                        if chunk["rois"] is not None:
+                            left, top, right, bottom = chunk["rois"][index]
+                            rect = RectF(left=left, top=top, right=right, bottom=bottom)
+                            region = vision.ImageProcessingOptions(region_of_interest=rect)
+                        (head,) = classifier.classify(image, region).classifications
+                        best = head.categories[0]
+                        answer["indices"].append(int(best.index))
+                        answer["scores"].append(float(best.score))
+                        answer["labels"].append(best.category_name)
+            answers[name] = answer
+    return {"sets": answers, "mediapipe": mp.__version__}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,18 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     inspect_parser.add_argument("model", type=Path)
     classify_parser = commands.add_parser("classify")
     classify_parser.add_argument("model", type=Path)
-    classify_parser.add_argument("frames", type=Path, help=".npy of uint8 RGB frames [N, H, W, 3]")
-    classify_parser.add_argument("out", type=Path, help="JSON with the top-1 of each frame")
-    classify_parser.add_argument(
-        "--roi", type=float, nargs=4, metavar=("LEFT", "TOP", "RIGHT", "BOTTOM"), help="region of interest in [0, 1]"
-    )
+    classify_parser.add_argument("manifest", type=Path, help="JSON: the frame sets, their .npz chunks and regions")
+    classify_parser.add_argument("out", type=Path, help="JSON with the top-1 of each frame of each set")
     args = parser.parse_args(argv)
     if args.command == "write":
         write(args.model, args.out, json.loads(args.spec.read_text()))
     elif args.command == "inspect":
         print(json.dumps(inspect(args.model), indent=2))
     else:
-        args.out.write_text(json.dumps(classify(args.model, args.frames, args.roi)))
+        args.out.write_text(json.dumps(classify(args.model, json.loads(args.manifest.read_text()))))
     return 0
 
 

@@ -63,6 +63,13 @@ class EdgeOptions(ConfigSection):
           name, version, description) and requires MediaPipe's ImageClassifier to give the same top-1 as LiteRT
           on the eval examples (needs `.venv-mediapipe`, made by `make setup`); `none` does neither.
         min_app_agreement: Smallest fraction of eval examples whose top-1 from MediaPipe must be LiteRT's.
+        app_frame_size: The camera size (height, width) at which MediaPipe is also given the eval images, besides
+          their own size: it resizes them itself, as in an app (`edge.app_frames`). E.g. [480, 640] for a VGA
+          camera.
+        max_app_accuracy_drop: Largest accuracy loss (absolute) of MediaPipe on frames it resizes itself (at their
+          own size and at `app_frame_size`) vs the SavedModel on the same images. Looser than `max_accuracy_drop`:
+          resizing changes pixels where conversion does not, and on a small eval split one frame is most of a
+          point (docs/edge.md has the measurements).
         verify_required: When the check cannot run (no qemu-user-static/mmdebstrap, offline), the model is not
           pushed; false pushes it with the check recorded as not run. A check that ran and failed always blocks.
     """
@@ -82,6 +89,8 @@ class EdgeOptions(ConfigSection):
     verify_required: bool = True
     app_client: AppClient = "mediapipe"
     min_app_agreement: float = Field(0.99, ge=0, le=1)
+    app_frame_size: tuple[Annotated[int, Field(ge=1, le=8192)], Annotated[int, Field(ge=1, le=8192)]] = (240, 240)
+    max_app_accuracy_drop: float = Field(0.02, ge=0, le=1)
 
     @model_validator(mode="after")
     def _int8_io_needs_int8(self) -> EdgeOptions:

@@ -82,6 +82,11 @@ def release_record(tflite: bytes, labels: Sequence[str], metadata: dict[str, Any
             "eval_examples": accuracy["eval_examples"],
             "mediapipe": app.get("accuracy"),
             "mediapipe_agreement": app.get("agreement"),
+            # On frames MediaPipe resized itself: at their own size and at the camera size (`edge.app_frame_size`).
+            "mediapipe_resized": {
+                name: {"frame_size": size.get("frame_size"), "accuracy": size.get("accuracy")}
+                for name, size in sorted((app.get("sizes") or {}).items())
+            },
             "verified_cores": cores,
         },
         "min_litert_version": min_runtime_version(tflite),

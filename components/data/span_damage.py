@@ -1,8 +1,10 @@
-"""Damaged copies of a span, for showing and measuring the drift checks: labels remapped, images brightened or resized.
+"""Damaged copies of a span, for showing and measuring the drift checks: labels remapped, images brightened, resized
+or replaced by noise.
 
 Each of these is a real way a span goes wrong: a labelling bug that maps several classes to one (or class to
-class), a camera or exposure change (brighter images), a preprocessing change (another image size). The copy keeps
-the span's layout and file names; only the named property changes.
+class), a camera or exposure change (brighter images), a preprocessing change (another image size), a failing
+sensor or a scraper that stored junk (a share of the images noise). The copy keeps the span's layout and file
+names; only the named property changes.
 
 Example:
     rewrite_span(Path("stream/span-4"), Path("stream-bad/span-4"), relabel={1: 7, 2: 7, 3: 7})
@@ -14,6 +16,7 @@ import io
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from foundation.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
 from foundation.data.tfrecords import compression_for
@@ -36,6 +39,19 @@ def damage_image(encoded: bytes, brighten: float = 0.0, scale: float = 1.0) -> b
     return buffer.getvalue()
 
 
+def noise_image(encoded: bytes, rng: Any) -> bytes:
+    """Uniform noise of the image's size and mode, as PNG (drawn from the NumPy generator `rng`)."""
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(io.BytesIO(encoded)) as image:
+        shape = np.asarray(image).shape
+        mode = image.mode
+    buffer = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, size=shape, dtype=np.uint8), mode=mode).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
 def rewrite_span(
     source: Path,
     target: Path,
@@ -43,10 +59,15 @@ def rewrite_span(
     brighten: float = 0.0,
     scale: float = 1.0,
     splits: tuple[str, ...] = ("train", "eval"),
+    noise: float = 0.0,
 ) -> None:
-    """Copies span folder `source` to `target` (replaced), changing the records of `splits` as asked."""
+    """Copies span folder `source` to `target` (replaced), changing the records of `splits` as asked; `noise` is
+    the share of records whose image becomes noise (each drawn with that chance, seeded: the same bytes each time).
+    """
+    import numpy as np
     import tensorflow as tf
 
+    rng = np.random.default_rng(0)
     staging = target.with_name(target.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging)
@@ -71,6 +92,9 @@ def rewrite_span(
                 if brighten or scale != 1.0:
                     images = feature[IMAGE_KEY].bytes_list.value
                     images[:] = [damage_image(image, brighten, scale) for image in images]
+                if noise and rng.random() < noise:
+                    images = feature[IMAGE_KEY].bytes_list.value
+                    images[:] = [noise_image(image, rng) for image in images]
                 writer.write(example.SerializeToString())
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)

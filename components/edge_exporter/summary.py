@@ -70,4 +70,7 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
             "edge_latency_p50_ms": latency["p50_ms"],
             "edge_latency_p99_ms": latency["p99_ms"],
         }
+        # MediaPipe's accuracy on frames it resized itself, as apps feed it (`edge.gate.check_app_client`).
+        for name, size in sorted(((metadata.get("app_client") or {}).get("sizes") or {}).items()):
+            fields["metrics"][f"edge_mediapipe_accuracy_{name}_size"] = size.get("accuracy")
     return fields

@@ -1,4 +1,4 @@
-"""Training augmentation: random-resized crop, horizontal flip and translation, per image or per batch.
+"""Training augmentation: random-resized crop, scale jitter, horizontal flip and translation, per image or per batch.
 
 `crop` is the Inception crop (Szegedy et al., "Going deeper with convolutions", 2015): a window covering a random
 share of the image's area (`AugmentParams.crop_area`, 8–100 % by default) with a random aspect ratio
@@ -8,6 +8,13 @@ official/vision/ops/preprocess_ops.py:607-642). When no attempt fits, the op giv
 in Model Garden's classification input (dataloaders/classification_input.py:216-223), the central crop the model
 is evaluated with (`AugmentParams.fallback_crop` = `PreprocessingSpec.central_crop`) is used instead. The resize
 to the model input follows, so the crop also zooms.
+
+`scale` is scale jitter as Model Garden's detection and segmentation inputs do it (`resize_and_crop_image` with
+`aug_scale_min`/`aug_scale_max`, official/vision/ops/preprocess_ops.py; the RetinaNet COCO recipe: 0.8–1.2): the
+image is scaled by a random factor (`AugmentParams.scale_range`), keeping its aspect, and placed at a random offset
+in the model input, cropped where it is larger and padded with zeros where it is smaller. The window lands on a
+random sub-pixel grid, so the model also sees the resampling an app's classifier does to its frames (MediaPipe's
+ImageClassifier resizes with OpenCV, whose sample grid is half a pixel off TensorFlow's; docs/edge.md).
 
 Two forms of the same three transforms, because which one is cheap depends on the image size:
 
@@ -61,16 +68,20 @@ class AugmentParams:
         fallback_crop: `crop`: the central crop (share of the shorter side) used when no window fits in
             `MAX_CROP_ATTEMPTS`, the evaluation crop (`PreprocessingSpec.central_crop`). Defaults to 1.0, the
             whole image.
+        scale_range: `scale`: range of the zoom factor, 0 < low <= high (above 1 enlarges). Defaults to
+            (0.8, 1.25), a fifth either way (`trainer.scale_range`).
     """
 
     crop_area: tuple[float, float] = (0.08, 1.0)
     crop_aspect: tuple[float, float] = (3 / 4, 4 / 3)
     fallback_crop: float = 1.0
+    scale_range: tuple[float, float] = (0.8, 1.25)
 
     def __post_init__(self) -> None:
         for name, (low, high), top in (
             ("crop_area", self.crop_area, 1.0),
             ("crop_aspect", self.crop_aspect, float("inf")),
+            ("scale_range", self.scale_range, float("inf")),
         ):
             if not 0 < low <= high <= top:
                 bound = " <= 1" if name == "crop_area" else ""
@@ -135,11 +146,28 @@ def _translate(pixels: tf.Tensor, seed: tf.Tensor, params: AugmentParams) -> tf.
     return tf.slice(padded, tf.concat([limit - shift, [0]], 0), tf.concat([size, [-1]], 0))
 
 
+def _scale(pixels: tf.Tensor, seed: tf.Tensor, params: AugmentParams) -> tf.Tensor:
+    # Zoom by a random factor: a window of side/factor of each side at a random offset (inside the image when it
+    # zooms in; the image inside it, zero-padded, when it zooms out); the resize to the model input follows.
+    size = tf.shape(pixels)[:2]
+    factor = _uniform(seed, [], *params.scale_range)
+    window = tf.maximum(tf.cast(tf.round(tf.cast(size, tf.float32) / factor), tf.int32), 1)
+    room = tf.abs(size - window)
+    draw = _uniform(tf.random.experimental.stateless_fold_in(seed, 1), [2])
+    offset = tf.minimum(tf.cast(tf.floor(draw * tf.cast(room + 1, tf.float32)), tf.int32), room)
+    inside = window < size  # per side: zoom in (crop at the offset) or out (pad before it)
+    cropped = tf.slice(
+        pixels, tf.concat([tf.where(inside, offset, 0), [0]], 0), tf.concat([tf.minimum(window, size), [-1]], 0)
+    )
+    before, after = tf.where(inside, 0, offset), tf.where(inside, 0, room - offset)
+    return tf.pad(cropped, tf.stack([tf.stack([before[0], after[0]]), tf.stack([before[1], after[1]]), [0, 0]]))
+
+
 def _flip(pixels: tf.Tensor, seed: tf.Tensor, params: AugmentParams) -> tf.Tensor:
     return tf.cond(_uniform(seed, []) < 0.5, lambda: tf.reverse(pixels, axis=[1]), lambda: pixels)
 
 
-AUGMENTATIONS: dict[str, PixelTransform] = {"crop": _crop, "flip": _flip, "translate": _translate}
+AUGMENTATIONS: dict[str, PixelTransform] = {"crop": _crop, "flip": _flip, "scale": _scale, "translate": _translate}
 
 
 def check_augmentations(names: Sequence[str]) -> None:
@@ -158,7 +186,7 @@ def augment_pixels(
 
     Args:
         pixels: uint8 [height, width, channels], as `preprocessing.decode_pixels` returns.
-        names: Any of `crop`, `flip`, `translate`.
+        names: Any of `crop`, `flip`, `scale`, `translate`.
         seed: int32/int64 [2], e.g. (run seed, element index): the same seed gives the same result.
         params: The crop's ranges. Defaults to `AugmentParams()`.
 
@@ -192,7 +220,7 @@ def augment_batch(
 
     Args:
         images: float32 [N, height, width, channels].
-        names: Any of `crop`, `flip`, `translate`.
+        names: Any of `crop`, `flip`, `scale`, `translate`.
         seed: int32/int64 [2], e.g. (run seed, index of the batch's first element): the same seed and batch
             give the same result.
         params: The crop's ranges. Defaults to `AugmentParams()`.
@@ -219,6 +247,8 @@ def augment_batch(
         if name == "crop":
             y1, x1, y2, x2 = tf.unstack(_crop_boxes(tf.shape(images), seed, index, params), axis=1)
             top, left, bottom, right = top + height * y1, left + width * x1, top + height * y2, left + width * x2
+        elif name == "scale":
+            top, left, bottom, right = _scaled_box(top, left, bottom, right, uniform, index, params)
         elif name == "translate":
             shift_y, shift_x = uniform(index, 0, -MAX_SHIFT, MAX_SHIFT), uniform(index, 1, -MAX_SHIFT, MAX_SHIFT)
             top, bottom = top - height * shift_y, bottom - height * shift_y
@@ -229,6 +259,24 @@ def augment_batch(
     boxes = tf.stack([top, left, bottom, right], axis=1)
     size = tf.shape(images)[1:3]
     return tf.image.crop_and_resize(images, boxes, tf.range(count), size, extrapolation_value=0.0)
+
+
+def _scaled_box(
+    top: tf.Tensor,
+    left: tf.Tensor,
+    bottom: tf.Tensor,
+    right: tf.Tensor,
+    uniform: Callable[..., tf.Tensor],
+    index: int,
+    params: AugmentParams,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """`scale` on sampling boxes: each box shrinks (zoom in) or grows (zoom out) by 1 / factor and moves to a
+    random offset, inside the old box when it is smaller, around it when it is larger."""
+    factor = uniform(index, 0, *params.scale_range)
+    height, width = (bottom - top) / factor, (right - left) / factor
+    new_top = top + uniform(index, 1) * (bottom - top - height)
+    new_left = left + uniform(index, 2) * (right - left - width)
+    return new_top, new_left, new_top + height, new_left + width
 
 
 def _crop_boxes(shape: tf.Tensor, seed: tf.Tensor, index: int, params: AugmentParams) -> tf.Tensor:

@@ -62,9 +62,10 @@ class InputOptions:
         label_offset: Subtracted from `image/class/label` (1 for 1-based label sets).
         cache: Cache decoded images in memory (small data sets only).
         shuffle_buffer: Shuffle buffer in examples.
-        augment: Augmentations of each decoded training image, any of `flip`, `crop`, `translate`.
+        augment: Augmentations of each decoded training image, any of `flip`, `crop`, `scale`, `translate`.
         crop_area: `crop`: range of the random-resized crop's share of the image's area (`trainer.crop_area`).
         crop_aspect: `crop`: range of its width / height (`trainer.crop_aspect`).
+        scale_range: `scale`: range of the zoom factor (`trainer.scale_range`).
         central_crop: The central square's share of the shorter side cropped before the resize
           (`trainer.eval_crop`; `PreprocessingSpec.central_crop`): every eval image, and training images
           unless `crop` augments them. 1.0 = the whole image.
@@ -86,6 +87,7 @@ class InputOptions:
     augment: tuple[str, ...] = ()
     crop_area: tuple[float, float] = (0.08, 1.0)
     crop_aspect: tuple[float, float] = (3 / 4, 4 / 3)
+    scale_range: tuple[float, float] = (0.8, 1.25)
     central_crop: float = 1.0
     deterministic: bool = False
     seed: int = 42
@@ -106,7 +108,12 @@ class InputOptions:
 
     @property
     def augment_params(self) -> AugmentParams:
-        return AugmentParams(crop_area=self.crop_area, crop_aspect=self.crop_aspect, fallback_crop=self.central_crop)
+        return AugmentParams(
+            crop_area=self.crop_area,
+            crop_aspect=self.crop_aspect,
+            fallback_crop=self.central_crop,
+            scale_range=self.scale_range,
+        )
 
     def input_spec(self, augment: Sequence[str]) -> PreprocessingSpec:
         """`spec`, without the central crop when `crop` augments the images (its random crop replaces it)."""

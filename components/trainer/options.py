@@ -77,10 +77,14 @@ class TrainerOptions(ConfigSection):
         gpu_memory: `growth`, `default` or `limit_mb:<N>`.
         cache: Cache decoded images in memory (small data sets).
         shuffle_buffer: Shuffle buffer in examples.
-        augment: Augmentations applied per batch: any of `flip`, `crop`, `translate`.
+        augment: Augmentations applied per batch: any of `flip`, `crop`, `scale`, `translate`. Defaults to
+            `[scale]`, so the device model holds up to the resizing apps do (docs/edge.md); `[]` for none.
         crop_area: `crop`: the range of the crop's share of the image's area (Inception-style random-resized
             crop; the ImageNet recipes: 0.08–1).
         crop_aspect: `crop`: the range of the crop's width / height (the recipes: 3/4–4/3).
+        scale_range: `scale`: the range of the zoom factor, the image placed at a random offset (Model Garden's
+            scale jitter, `aug_scale_min`/`aug_scale_max`; its RetinaNet COCO recipe: 0.8–1.2). Makes the model
+            hold up to the resizing apps do to camera frames (docs/edge.md).
         eval_crop: The central crop's share of the image's shorter side before the resize, in evaluation, the
             serving signatures and the device model alike (Model Garden: 0.875); 1 = the whole image, squashed.
         init_weights: Initial weights: a Keras weights file (`.h5`/`.weights.h5`), a TF2 checkpoint prefix or a
@@ -117,9 +121,10 @@ class TrainerOptions(ConfigSection):
     gpu_memory: str = Field("growth", pattern=r"^(growth|default|limit_mb:[1-9][0-9]*)$")
     cache: bool = True
     shuffle_buffer: int = Field(2048, ge=1)
-    augment: tuple[Literal["flip", "crop", "translate"], ...] = ()
+    augment: tuple[Literal["flip", "crop", "scale", "translate"], ...] = ("scale",)
     crop_area: tuple[float, float] = (0.08, 1.0)
     crop_aspect: tuple[float, float] = (0.75, 4 / 3)
+    scale_range: tuple[float, float] = (0.8, 1.25)
     eval_crop: float = Field(1.0, gt=0, le=1)
     init_weights: str = ""
     freeze_backbone_steps: int = Field(0, ge=0, le=MAX_STEPS)
@@ -135,12 +140,13 @@ class TrainerOptions(ConfigSection):
 
     @model_validator(mode="after")
     def _check_ranges(self) -> TrainerOptions:
-        for key, (low, high), floor in (("crop_area", self.crop_area, 0.0), ("crop_aspect", self.crop_aspect, 0.0)):
-            if not floor < low <= high or (key == "crop_area" and high > 1):
+        ranges = (("crop_area", self.crop_area), ("crop_aspect", self.crop_aspect), ("scale_range", self.scale_range))
+        for key, (low, high) in ranges:
+            if not 0 < low <= high or (key == "crop_area" and high > 1):
                 raise ValueError(
                     f"trainer.{key} = [{low}, {high}]: expected [low, high] with 0 < low <= high"
                     + (" <= 1" if key == "crop_area" else "")
-                    + ", e.g. [0.08, 1.0] for crop_area, [0.75, 1.3333] for crop_aspect"
+                    + ", e.g. [0.08, 1.0] for crop_area, [0.75, 1.3333] for crop_aspect, [0.8, 1.25] for scale_range"
                 )
         return self
 

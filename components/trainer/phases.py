@@ -59,6 +59,7 @@ def build_inputs(
         augment=trainer.augment,
         crop_area=trainer.crop_area,
         crop_aspect=trainer.crop_aspect,
+        scale_range=trainer.scale_range,
         central_crop=trainer.eval_crop,
         deterministic=trainer.deterministic,
         seed=trainer.seed,

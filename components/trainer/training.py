@@ -254,6 +254,7 @@ def recipe_record(trainer: TrainerOptions, compiled: CompiledModel, global_batch
         "augment": list(trainer.augment),
         "crop_area": list(trainer.crop_area),
         "crop_aspect": list(trainer.crop_aspect),
+        "scale_range": list(trainer.scale_range),
         "eval_crop": trainer.eval_crop,
         "curve": [[step, rate] for step, rate in schedule_curve(recipe.schedule)],
     }

@@ -7,7 +7,9 @@ Three kinds of finding, each naming the span, the feature, the distance, the thr
 - `skew`: the judged span's eval split against its train split (TFDV `skew_comparator`), so an eval split that
   drifted with the train split cannot hide the drift;
 - `agreement`: how much less the served model agrees with the judged span's labels than with the previous spans'
-  (`components.validation.label_agreement`), which sees a class-to-class relabelling no distribution shows.
+  (`components.validation.label_agreement`), which sees a class-to-class relabelling no distribution shows;
+- `content`: the share of the judged span's images whose pixels are far from the previous spans' images
+  (`components.validation.image_content`), which sees noise or foreign images mixed into a span.
 
 `decide` turns findings into stops (action `fail`), warnings (`warn`) and accepted ones (`data.drift.accept`).
 TFDV is used for the distances (`measure_drift`, `measure_skew`); the rest is plain Python.
@@ -27,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from components.validation.drift_options import KEY_PREFIX, DriftOptions
+from components.validation.image_content import THUMBNAIL_FEATURE, ContentReference
 from components.validation.span_statistics import FORMAT_FEATURE, LABEL_FEATURE, NUMERIC_PROPERTIES
 
 # The first words of a drift stop's message (`stop_message`): how the run summary tells it from other failures.
@@ -37,9 +40,11 @@ RECORD_PROPERTIES = ("drift_warnings", "drift_accepted")
 DRIFT = "drift"
 SKEW = "skew"
 AGREEMENT = "agreement"
+CONTENT = "content"
 L_INFINITY = "L-infinity distance"
 JENSEN_SHANNON = "Jensen-Shannon divergence"
 AGREEMENT_DROP = "drop in the served model's agreement with the labels"
+FAR_IMAGES = "share of images far from the previous spans' pixels"
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,22 @@ def agreement_findings(
                 f"{KEY_PREFIX}.agreement_drop", f"{value:.3f} against {reference:.3f} {detail}".strip())
         for split, value in sorted(agreements.items())
     ]  # fmt: skip
+
+
+def content_findings(
+    span: int, reference: ContentReference | None, tables: dict[str, Any], options: DriftOptions, detail: str
+) -> list[Finding]:
+    """One finding per split of the judged span: the share of its images far from the reference's (none without
+    a reference, `image_content.MIN_REFERENCE_IMAGES`, or without images)."""
+    if reference is None:
+        return []
+    findings = []
+    for split, table in sorted(tables.items()):
+        share = reference.far_share(table[THUMBNAIL_FEATURE]) if THUMBNAIL_FEATURE in table else None
+        if share is not None:
+            findings.append(Finding(span, CONTENT, f"{split} images", FAR_IMAGES, share, options.image_outlier_share,
+                                    f"{KEY_PREFIX}.image_outlier_share", detail))  # fmt: skip
+    return findings
 
 
 def comparator_schema(statistics: Any, check: str, options: DriftOptions) -> Any:

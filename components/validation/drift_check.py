@@ -36,11 +36,13 @@ from components.validation.drift import (
     DriftDecision,
     Finding,
     agreement_findings,
+    content_findings,
     decide,
     measure_drift,
     measure_skew,
 )
 from components.validation.drift_options import DriftOptions
+from components.validation.image_content import THUMBNAIL_FEATURE, ContentReference
 from components.validation.label_agreement import agreement, load_served_model, read_records
 from components.validation.span_statistics import (
     LABEL_FEATURE,
@@ -190,7 +192,8 @@ def _judge(
     model: _ServedModel,
     source: str = EARLIER_SPANS,
 ) -> list[Finding]:
-    """Every distance of one span: drift against `previous`, eval/train skew, the served model's agreement."""
+    """Every distance of one span: drift and image content against `previous`, eval/train skew, the served model's
+    agreement."""
     patterns = files[span].splits
     train = TRAIN_SPLIT if TRAIN_SPLIT in patterns else next(iter(patterns))
     findings: list[Finding] = []
@@ -199,8 +202,10 @@ def _judge(
         detail = f"against span{'s' if len(previous) > 1 else ''} {format_spans(previous)}"
         if source == SERVED_SPANS:
             detail += ", the served model's"
-        previous_train = split_statistics(pooled([table(earlier)[train] for earlier in previous]))
-        findings += measure_drift(span, new_train, previous_train, run.options, detail)
+        previous_table = pooled([table(earlier)[train] for earlier in previous])
+        findings += measure_drift(span, new_train, split_statistics(previous_table), run.options, detail)
+        reference = ContentReference.from_thumbnails(previous_table[THUMBNAIL_FEATURE])
+        findings += content_findings(span, reference, table(span), run.options, detail)
     if EVAL_SPLIT in patterns and train == TRAIN_SPLIT:
         findings += measure_skew(span, new_train, split_statistics(table(span)[EVAL_SPLIT]), run.options)
     started = time.monotonic()

@@ -3,7 +3,7 @@
 Declared here, where the validator uses it (`components.validation.drift_check`), and composed into `data` by
 `pipeline/config.py`. Every threshold is a key a message can name (`data.drift.<key>`). The defaults were measured
 on the digits spans (docs/data.md, "Drift between spans"): they do not fire between clean spans and do on a
-many-to-one label remap, brightened images and resized images.
+many-to-one label remap, brightened images, resized images and a share of noise images.
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ class DriftOptions(ConfigSection):
       below its agreement on the previous spans' eval splits (a class-to-class relabelling moves no
       distribution; this check sees it). Needs a served model; 1 turns it off.
     agreement_sample: Examples per split the served model predicts for the agreement check.
+    image_outlier_share: Most share of a span's sampled images (per split) whose pixels are far from the previous
+      spans' images (`components.validation.image_content`: a grey thumbnail's z-scores against theirs, beyond
+      Tukey's far-out fence); catches a span with noise or foreign images mixed in, which moves no image
+      property's distribution enough to see. 1 turns it off.
     """
 
     enabled: bool | Literal["auto"] = "auto"
@@ -62,6 +66,7 @@ class DriftOptions(ConfigSection):
     image_sample: int = Field(1000, ge=1)
     agreement_drop: float = Field(0.2, gt=0, le=1)
     agreement_sample: int = Field(256, ge=1)
+    image_outlier_share: float = Field(0.05, gt=0, le=1)
 
     def is_on(self, spans_policy: str | int) -> bool:
         """Whether the checks run for data read with `data.spans = spans_policy`."""

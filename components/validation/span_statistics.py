@@ -36,6 +36,7 @@ import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from components.data.fingerprint import DataFiles
+from components.validation.image_content import THUMBNAIL_FEATURE, thumbnail
 from foundation.contract import IMAGE_KEY, LABEL_KEY
 from foundation.data.tfrecords import compression_for
 from foundation.image_formats import detect_image_format
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)
 
 STATISTICS_DIR = "statistics"
 # Bump when the per-record values change meaning: older cache entries are then not read.
-TABLE_VERSION = 1
+TABLE_VERSION = 2  # 2: the image thumbnails (`image_content`)
 LABEL_FEATURE = "label"
 FORMAT_FEATURE = "format"
 NUMERIC_PROPERTIES = ("height", "width", "channels", "brightness", "contrast")
@@ -96,8 +97,9 @@ def cache_key(files: SpanSplitFiles, image_sample: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def image_properties(encoded: bytes) -> dict[str, float | str]:
-    """Height, width, channels, format, brightness and contrast (grey-level mean and deviation over 255).
+def image_properties(encoded: bytes) -> dict[str, float | str | bytes | None]:
+    """Height, width, channels, format, brightness and contrast (grey-level mean and deviation over 255), and the
+    grey thumbnail the content check compares (`image_content.thumbnail`).
 
     Values that cannot be decoded get the format and NaN properties (the validator's format check names them).
     """
@@ -109,9 +111,10 @@ def image_properties(encoded: bytes) -> dict[str, float | str]:
             channels = len(image.getbands())
             grey = np.asarray(image.convert("L"), dtype=np.float32) / 255.0
             width, height = image.size
+            small = thumbnail(image)
     except (OSError, ValueError):
         return {"height": np.nan, "width": np.nan, "channels": np.nan, "brightness": np.nan, "contrast": np.nan,
-                FORMAT_FEATURE: name}  # fmt: skip
+                FORMAT_FEATURE: name, THUMBNAIL_FEATURE: None}  # fmt: skip
     return {
         "height": float(height),
         "width": float(width),
@@ -119,6 +122,7 @@ def image_properties(encoded: bytes) -> dict[str, float | str]:
         "brightness": float(grey.mean()),
         "contrast": float(grey.std()),
         FORMAT_FEATURE: name,
+        THUMBNAIL_FEATURE: small,
     }
 
 
@@ -136,7 +140,7 @@ def read_split_table(paths: Sequence[str], image_sample: int) -> pd.DataFrame:
             if len(rows) < image_sample and images:
                 row.update(image_properties(images[0]))
             rows.append(row)
-    table = pd.DataFrame(rows, columns=[LABEL_FEATURE, *PROPERTY_FEATURES])
+    table = pd.DataFrame(rows, columns=[LABEL_FEATURE, *PROPERTY_FEATURES, THUMBNAIL_FEATURE])
     for column in NUMERIC_PROPERTIES:
         table[column] = table[column].astype("float64")
     return table
@@ -185,8 +189,10 @@ def span_tables(files: SpanSplitFiles, cache_dir: str, image_sample: int) -> tup
 
 
 def split_statistics(table: pd.DataFrame) -> statistics_pb2.DatasetFeatureStatisticsList:
-    """TFDV's statistics of a table of per-record values (rows without image properties count as missing)."""
-    return tfdv.generate_statistics_from_dataframe(table, stats_options=tfdv.StatsOptions(num_top_values=50))
+    """TFDV's statistics of a table of per-record values (rows without image properties count as missing); the
+    thumbnails are left to the content check (`image_content`)."""
+    columns = [column for column in table.columns if column != THUMBNAIL_FEATURE]
+    return tfdv.generate_statistics_from_dataframe(table[columns], stats_options=tfdv.StatsOptions(num_top_values=50))
 
 
 def pooled(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:

@@ -20,8 +20,16 @@ from pipeline.cli import app
 
 pytestmark = pytest.mark.e2e
 
-# The served-model gate is the subject: the drift checks (which would stop span 3 first) are off.
-SETTINGS = ("data.spans=all", "trainer.train_steps=150", "edge.eval_samples=200", "data.drift.enabled=false")
+# The served-model gate is the subject: the drift checks (which would stop span 3 first) are off. The MediaPipe check
+# on resized frames is judged on a span's 120 eval frames (0.83 points each) of a 150-step model of one span: 1.7–2.5
+# points, noise against its 2-point default; tests/edge/test_edge_app_sizes.py and docs/edge.md cover that gate.
+SETTINGS = (
+    "data.spans=all",
+    "trainer.train_steps=150",
+    "edge.eval_samples=200",
+    "data.drift.enabled=false",
+    "edge.max_app_accuracy_drop=0.05",
+)
 
 
 def _write_span(data: Path, span: int, *extra: str) -> None:

@@ -183,6 +183,10 @@ def test_the_pushed_model_carries_its_metadata_and_mediapipe_agrees_with_litert(
     assert edge_model.get_int_custom_property("pushed") == 1, metadata["reason"]
     assert check["passed"] and check["agreement"] >= 0.99 and check["labels_from_metadata"]
     assert check["count"] == 120 and check["mediapipe"] == "1.2.2"
+    # As apps feed it: the 16×16 eval images at their own size and at 240×240, resized by MediaPipe itself.
+    assert check["sizes"]["camera"]["frame_size"] == [240, 240] and check["sizes"]["own"]["frame_size"] == "own"
+    assert all(size["passed"] for size in check["sizes"].values()), check["reason"]
+    assert "on frames at 240×240 (MediaPipe resizes them)" in check["reason"]
     pushed = Path(edge_model.get_string_custom_property("pushed_path")) / "model.tflite"
     inside = read_metadata(pushed.read_bytes())
     assert inside["files"]["labels.txt"]["lines"] == ["top", "bottom", "left", "right"]
@@ -197,12 +201,18 @@ def test_the_pushed_model_carries_its_metadata_and_mediapipe_agrees_with_litert(
 def test_a_client_that_disagrees_with_litert_blocks_the_push(
     tmp_path: Path, model_artifact, examples, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def wrong_answers(tflite: bytes, frames: np.ndarray) -> ClientResult:
-        indices = np.zeros(len(frames), np.int64)  # "top" for every frame
-        return ClientResult(indices, np.ones(len(frames), np.float32), ("top",) * len(frames), "1.2.2")
+    def wrong_answers(
+        tflite: bytes, sets: dict[str, Any], spec: object, already_cropped: Any
+    ) -> dict[str, ClientResult]:
+        answers = {}
+        for name, chunks in sets.items():
+            count = sum(len(chunk) for chunk in chunks)
+            indices = np.zeros(count, np.int64)  # "top" for every frame
+            answers[name] = ClientResult(indices, np.ones(count, np.float32), ("top",) * count, "1.2.2")
+        return answers
 
     monkeypatch.setattr("edge.export.with_model_metadata", lambda tflite, labels, spec: tflite)
-    monkeypatch.setattr("edge.gate.classify", wrong_answers)
+    monkeypatch.setattr("edge.gate.classify_sets", wrong_answers)
     edge_model, edge_blessing = _run(tmp_path, model_artifact, examples, app_client="mediapipe", eval_samples=40)
 
     assert not (tmp_path / "edge").exists()

@@ -203,7 +203,8 @@ def _png(value: int, size: int = 8) -> bytes:
 def test_image_properties_are_size_channels_format_brightness_and_contrast() -> None:
     properties = image_properties(_png(51, size=6))
     assert properties == {"height": 6.0, "width": 6.0, "channels": 1.0, "brightness": pytest.approx(0.2),
-                          "contrast": pytest.approx(0.0, abs=1e-6), "format": "PNG"}  # fmt: skip
+                          "contrast": pytest.approx(0.0, abs=1e-6), "format": "PNG",
+                          "thumbnail": bytes([51] * 64)}  # fmt: skip
 
 
 def _write_span(root: Path, span: int, labels: list[int]) -> None:
