@@ -140,7 +140,7 @@ def test_a_new_model_at_a_path_an_earlier_run_used_is_served_and_a_renamed_class
     data, out = tmp_path / "digits", tmp_path / "out"
     shutil.copytree(digits_dir, data)
     quick = ("trainer.train_steps=1", "evaluator.min_accuracy=0", "evaluator.max_accuracy_drop=1")
-    edge = ("edge.enabled=true", "edge.max_accuracy_drop=1", "edge.min_app_agreement=0", "edge.eval_samples=50")
+    edge = ("edge.enabled=true", "edge.max_accuracy_drop=1", "edge.app_client=none", "edge.eval_samples=50")
     metadata = out / "tfxp-digits" / "metadata.db"
 
     def trained_at() -> str:
