@@ -6,7 +6,8 @@ served ("no new data"). This driver sets `label_map_fingerprint` to a digest of 
 retrains, the model holds the new names, and its model identity (`foundation.model_identity`, which hashes the
 label map) makes the Pusher publish it as a new version. The same file again keeps the Trainer cached.
 
-Kubeflow's V2 runner ignores custom drivers: there the compiled spec's cache key sees the path only.
+Kubeflow's V2 runner ignores custom drivers: there the uncached InputFingerprint task computes the same digest
+(`label_map_fingerprint`) and hands it to the Trainer as `tfxp_cache_labels` (`pipeline.kubeflow.compiler.cache_keys`).
 """
 
 from __future__ import annotations
