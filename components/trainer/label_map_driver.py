@@ -12,14 +12,13 @@ Kubeflow's V2 runner ignores custom drivers: there the uncached InputFingerprint
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from tfx.types import standard_component_specs
 
 from components.fingerprint_driver import FingerprintDriver
-from foundation.paths import read_bytes
+from foundation.contract import label_map_digest
 
 LABEL_MAP_FINGERPRINT_KEY = "label_map_fingerprint"
 # The `custom_config` key naming the label map (`components.trainer.options.RunOptions.labels_path`).
@@ -27,20 +26,14 @@ LABELS_PATH_KEY = "labels_path"
 
 
 def label_map_fingerprint(custom_config: Any) -> str:
-    """16 hex digits of the SHA-256 of the label map `custom_config` names; `none` without one, `unreadable` when
-    it cannot be read (the Trainer then fails on it, naming the file).
+    """`foundation.contract.label_map_digest` of the label map `custom_config` names.
 
     Args:
         custom_config: The Trainer's `custom_config` execution property (JSON text or a mapping).
     """
     config = json.loads(custom_config) if isinstance(custom_config, str) else custom_config
     labels_path = config.get(LABELS_PATH_KEY) if isinstance(config, dict) else None
-    if not labels_path or not isinstance(labels_path, str):
-        return "none"
-    try:
-        return hashlib.sha256(read_bytes(labels_path)).hexdigest()[:16]
-    except OSError:
-        return "unreadable"
+    return label_map_digest(labels_path if isinstance(labels_path, str) else None)
 
 
 class LabelMapDriver(FingerprintDriver):
