@@ -73,11 +73,6 @@ def split_bucket(path: str) -> tuple[str, str]:
     return bucket, key
 
 
-def is_relative(path: str) -> bool:
-    """Whether `path` is relative: neither absolute (`/…`) nor a URI (`gs://…`); e.g. a pattern under a folder."""
-    return not (posixpath.isabs(path) or is_remote(path))
-
-
 def join(base: str | Path, *parts: str) -> str:
     """`base/part/...` with `/` whatever the platform, keeping a URI's scheme (`gs://b` + `x` is `gs://b/x`)."""
     text = str(base)

@@ -19,7 +19,7 @@ from foundation.data.spans import POLICY_HELP, SpanError, parse_policy
 from foundation.k8s.image import Image
 from foundation.k8s.names import check_resource_name
 from foundation.k8s.quantity import INT32_MAX, INT64_MAX, CpuQuantity, MemoryQuantity
-from foundation.paths import is_relative
+from foundation.path_rules import relative_problem
 
 # TFX's SplitConfig.Split.hash_buckets is a uint32.
 MAX_HASH_BUCKETS = 2**32 - 1
@@ -114,10 +114,12 @@ class DataSection(ConfigSection):
             )
         for key in ("train_pattern", "eval_pattern", "file_pattern"):
             pattern = getattr(self, key)
-            if not is_relative(pattern) or "{" in pattern:
+            problem = relative_problem(pattern)
+            if problem is not None or "{" in pattern:
                 raise ValueError(
-                    f"data.{key} = {pattern!r}: a glob relative to data.path (or to each span-N folder), without "
-                    "{SPAN}; spans are chosen with data.spans"
+                    f"data.{key} = {pattern!r}{' ' + problem if problem else ''}: a glob relative to data.path (or "
+                    "to each span-N folder; no leading /, no URI, no .. that leaves it), without {SPAN}; spans are "
+                    "chosen with data.spans"
                 )
         return self
 

@@ -25,6 +25,9 @@ from serving.errors import UnavailableError
 
 T = TypeVar("T")
 
+DEFAULT_TIMEOUT_SECONDS = 10.0
+"""How long one call attempt to the model server may take unless the caller says otherwise."""
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -90,7 +93,9 @@ class ServingClient(abc.ABC):
         retry: Retries on UNAVAILABLE.
     """
 
-    def __init__(self, model_name: str, timeout: float = 10.0, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, model_name: str, timeout: float = DEFAULT_TIMEOUT_SECONDS, retry: RetryPolicy | None = None
+    ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout}")
         self.model_name = model_name

@@ -14,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from serving.base_client import RetryPolicy, ServingClient
+from serving.base_client import DEFAULT_TIMEOUT_SECONDS, RetryPolicy, ServingClient
 from serving.grpc_client import GrpcClient
 from serving.rest_client import RestClient
 
@@ -23,7 +23,7 @@ def connect(
     model_name: str,
     grpc_target: str | None = None,
     rest_url: str | None = None,
-    timeout: float = 10.0,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
     retry: RetryPolicy | None = None,
 ) -> ServingClient:
     """A gRPC client for `grpc_target` (`host:port`) or a REST client for `rest_url`; pass exactly one.

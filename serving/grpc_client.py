@@ -25,7 +25,13 @@ from tensorflow_serving.apis import (
 )
 
 from serving.address import parse_grpc_target
-from serving.base_client import RetryPolicy, ServingClient, VersionStatus, check_version_or_label
+from serving.base_client import (
+    DEFAULT_TIMEOUT_SECONDS,
+    RetryPolicy,
+    ServingClient,
+    VersionStatus,
+    check_version_or_label,
+)
 from serving.errors import Code, code_from_grpc, code_from_number, error_for
 from serving.tensors import tensor_proto_to_ndarray, write_tensor_proto
 
@@ -59,7 +65,7 @@ class GrpcClient(ServingClient):
         self,
         target: str,
         model_name: str,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
         retry: RetryPolicy | None = None,
         max_message_bytes: int = 64 * 1024 * 1024,
     ) -> None:

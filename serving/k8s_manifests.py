@@ -89,6 +89,11 @@ def dump_manifest(document: Manifest) -> str:
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False)
 
 
+def dump_all(documents: list[Manifest]) -> str:
+    """Several objects as one multi-document YAML file."""
+    return "---\n".join(dump_manifest(document) for document in documents)
+
+
 def _resources(options: ServingOptions) -> Manifest:
     resources: Manifest = {
         "requests": {"cpu": options.cpu, "memory": options.memory},
@@ -265,13 +270,21 @@ def kubernetes_manifests(options: ServingOptions, config_files: dict[str, str], 
         Relative path → YAML text.
     """
     return {
-        "kubernetes/00-namespace.yaml": dump_manifest(namespace_object(options)),
-        "kubernetes/configmap.yaml": dump_manifest(config_map(options, config_files)),
+        **namespace_and_configmap(options, config_files),
         "kubernetes/deployment.yaml": dump_manifest(deployment(options, args)),
         "kubernetes/service.yaml": dump_manifest(service(options)),
         "kubernetes/hpa.yaml": dump_manifest(autoscaler(options)),
         "kubernetes/pdb.yaml": dump_manifest(disruption_budget(options)),
         "kubernetes/networkpolicy.yaml": dump_manifest(network_policy(options)),
+    }
+
+
+def namespace_and_configmap(options: ServingOptions, config_files: dict[str, str], name: str = "") -> dict[str, str]:
+    """The Namespace and the ConfigMap of `config_files` (named `name`; empty = the app's), which every layout of the
+    serving manifests starts with; relative path → YAML text."""
+    return {
+        "kubernetes/00-namespace.yaml": dump_manifest(namespace_object(options)),
+        "kubernetes/configmap.yaml": dump_manifest(config_map(options, config_files, name=name)),
     }
 
 

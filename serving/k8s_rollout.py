@@ -31,12 +31,12 @@ from foundation.paths import join, scheme
 from serving.k8s_manifests import (
     Manifest,
     autoscaler,
-    config_map,
     deployment,
     disruption_budget,
+    dump_all,
     dump_manifest,
     inference_service,
-    namespace_object,
+    namespace_and_configmap,
     network_policy,
     service,
     storage_base_uri,
@@ -78,11 +78,6 @@ def rollout_versions(options: ServingOptions) -> RolloutVersions | None:
             "stable version and at most one canary, e.g. `--set serving.versions=[3,4]`"
         )
     return RolloutVersions(*versions) if versions else None
-
-
-def dump_all(documents: list[Manifest]) -> str:
-    """Several objects as one multi-document YAML file."""
-    return "---\n".join(dump_manifest(document) for document in documents)
 
 
 def _track_objects(options: ServingOptions, track: Track, args: list[str]) -> list[Manifest]:
@@ -127,10 +122,7 @@ def track_manifests(
     Returns:
         Relative path → YAML text.
     """
-    files = {
-        "kubernetes/00-namespace.yaml": dump_manifest(namespace_object(options)),
-        "kubernetes/configmap.yaml": dump_manifest(config_map(options, config_files)),
-    }
+    files = namespace_and_configmap(options, config_files)
     for track in TRACKS:
         files[f"kubernetes/{track}.yaml"] = dump_all(_track_objects(options, track, track_args[track]))
     files["kubernetes/service.yaml"] = dump_manifest(service(options))

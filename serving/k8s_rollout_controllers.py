@@ -26,11 +26,11 @@ from serving.canary_options import CanarySettings
 from serving.k8s_manifests import (
     Manifest,
     autoscaler,
-    config_map,
     deployment,
     disruption_budget,
+    dump_all,
     dump_manifest,
-    namespace_object,
+    namespace_and_configmap,
     network_policy,
     pod_template,
     service,
@@ -46,10 +46,6 @@ DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 MODEL_VERSION_ANNOTATION = "tfxp/model-version"
 _REQUESTS = ":tensorflow:serving:request_count"
 _LATENCY = ":tensorflow:serving:request_latency_bucket"
-
-
-def _dump_all(documents: list[Manifest]) -> str:
-    return "---\n".join(dump_manifest(document) for document in documents)
 
 
 def _error_rate(selector: str, window: str) -> str:
@@ -77,13 +73,6 @@ def _revision(options: ServingOptions, models_config: str, version: int) -> tupl
     name = revision_config_name(options.model_name, models_config)
     app = serving_names(options.model_name).app
     return name, {"app": app, MODEL_VERSION_ANNOTATION: str(version)}
-
-
-def _common(options: ServingOptions, config_files: dict[str, str], name: str) -> dict[str, str]:
-    return {
-        "kubernetes/00-namespace.yaml": dump_manifest(namespace_object(options)),
-        "kubernetes/configmap.yaml": dump_manifest(config_map(options, config_files, name=name)),
-    }
 
 
 def prometheus_address(options: ServingOptions) -> str:
@@ -179,8 +168,8 @@ def argo_manifests(
     # Argo adds its pod-template-hash to these Services' selectors, one revision each.
     track_services = [service(options, name=services[t], selector={"app": app}) for t in ("stable", "canary")]
     return {
-        **_common(options, config_files, name),
-        "kubernetes/rollout.yaml": _dump_all([rollout, *track_services]),
+        **namespace_and_configmap(options, config_files, name),
+        "kubernetes/rollout.yaml": dump_all([rollout, *track_services]),
         "kubernetes/analysistemplate.yaml": dump_manifest(_analysis_template(options)),
         "kubernetes/hpa.yaml": dump_manifest(
             autoscaler(options, target={"apiVersion": ARGO, "kind": "Rollout", "name": app})
@@ -274,11 +263,11 @@ def flagger_manifests(
     budget = disruption_budget(options)
     budget["spec"]["selector"] = both
     return {
-        **_common(options, config_files, name),
+        **namespace_and_configmap(options, config_files, name),
         "kubernetes/deployment.yaml": dump_manifest(target),
         "kubernetes/hpa.yaml": dump_manifest(autoscaler(options)),
         "kubernetes/canary.yaml": dump_manifest(_flagger_canary(options)),
-        "kubernetes/metrictemplates.yaml": _dump_all(_metric_templates(options)),
+        "kubernetes/metrictemplates.yaml": dump_all(_metric_templates(options)),
         "kubernetes/pdb.yaml": dump_manifest(budget),
         "kubernetes/networkpolicy.yaml": dump_manifest(policy),
     }

@@ -23,7 +23,13 @@ from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from foundation.deadline import with_deadline
 from foundation.redirects import RedirectRefusedError, guard_session
 from serving.address import parse_rest_url
-from serving.base_client import RetryPolicy, ServingClient, VersionStatus, check_version_or_label
+from serving.base_client import (
+    DEFAULT_TIMEOUT_SECONDS,
+    RetryPolicy,
+    ServingClient,
+    VersionStatus,
+    check_version_or_label,
+)
 from serving.errors import (
     DeadlineExceededError,
     FailedPreconditionError,
@@ -60,7 +66,7 @@ class RestClient(ServingClient):
         self,
         base_url: str,
         model_name: str,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
         retry: RetryPolicy | None = None,
         columnar: bool = False,
     ) -> None:

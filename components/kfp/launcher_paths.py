@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 
 from foundation.errors import TfxpError
-from foundation.paths import is_remote, scheme, uri
+from foundation.paths import is_remote, scheme, split_bucket, uri
 
 KFP_DEFAULT_ROOT = "minio://mlpipeline/v2/artifacts"
 """Open-source KFP's pipeline root when neither the run nor the kfp-launcher ConfigMap names one
@@ -72,3 +73,64 @@ def opens_directly(artifact_uri: str) -> bool:
     """Whether an executor reads and writes `artifact_uri` itself: a local path, or a scheme TensorFlow's and
     Beam's filesystems handle in the tfxp image."""
     return not is_remote(artifact_uri) or scheme(artifact_uri) in DIRECT_SCHEMES
+
+
+# What open-source KFP takes as a pipeline root (kubeflow/pipelines `backend/src/v2/objectstore/config.go` at
+# 7b70c7b: `bucketPattern` :118 is `(^[a-z][a-z0-9]+:///?)([^/?]+)(/[^?]*)?(\?.+)?$`, and `ParseBucketPathToConfig`
+# :130-139 refuses any scheme but gs://, s3://, minio:// and mem://, gocloud's in-process store, which no other pod
+# sees and the launcher has no local folder for, so tfxp refuses it too). The bucket's name must be one the store
+# creates: Cloud Storage's rules (3-63 characters, or up to 222 in dot-separated parts of at most 63; lowercase
+# letters, digits, `-`, `_`, `.`; a letter or digit at both ends; no `goog` prefix) and S3's, which MinIO follows
+# (3-63 lowercase letters, digits, `.` and `-`; a letter or digit at both ends; no `..`; not an IP address).
+_GCS_BUCKET = re.compile(r"[a-z0-9](?:[a-z0-9._-]{1,220})[a-z0-9]")
+_S3_BUCKET = re.compile(r"[a-z0-9](?:[a-z0-9.-]{1,61})[a-z0-9]")
+_IP_ADDRESS = re.compile(r"\d+\.\d+\.\d+\.\d+")
+
+
+def _bucket_problem(kind: str, bucket: str) -> str | None:
+    if kind == "gs":
+        if _GCS_BUCKET.fullmatch(bucket) and bucket.startswith("goog"):
+            return f"the bucket name {bucket!r} starts with goog, which Cloud Storage reserves"
+        if _GCS_BUCKET.fullmatch(bucket) and max(len(part) for part in bucket.split(".")) <= 63:
+            return None
+        return (
+            f"the bucket name {bucket!r} is not one Cloud Storage allows (3-63 lowercase letters, digits, -, _ or ., "
+            "a letter or digit at both ends)"
+        )
+    if _S3_BUCKET.fullmatch(bucket) and ".." not in bucket and not _IP_ADDRESS.fullmatch(bucket):
+        return None
+    return (
+        f"the bucket name {bucket!r} is not one S3 or MinIO allows (3-63 lowercase letters, digits, - or ., a "
+        "letter or digit at both ends, not an IP address)"
+    )
+
+
+def pipeline_root_problem(root: str) -> str | None:
+    """What keeps open-source KFP (or the store behind it) from using `root` as a pipeline root; None when
+    nothing does. See the comment above for where each rule comes from.
+
+    Example:
+        pipeline_root_problem("minio://mlpipeline/v2/artifacts")  # None
+        pipeline_root_problem("file:///tmp/root")  # "... file:// ..."
+    """
+    kind = scheme(root)
+    if kind not in LAUNCHER_MOUNTS:
+        given = f"a {uri(kind)} URI" if kind else "a local path"
+        return (
+            f"it is {given}; KFP keeps artifacts only under {', '.join(map(uri, LAUNCHER_MOUNTS))} roots "
+            "(backend/src/v2/objectstore/config.go:137)"
+        )
+    address = root.split("?", 1)[0]
+    if address.startswith(uri(kind, "/")):
+        return f"it has a third / after {uri(kind)}, so KFP finds no bucket name there ({uri(kind, 'bucket/path')})"
+    bucket, key = split_bucket(address)
+    problem = _bucket_problem(kind, bucket)
+    if problem is not None:
+        return problem
+    parts = key.rstrip("/").split("/") if key.rstrip("/") else []
+    if any(part in ("", ".", "..") for part in parts):
+        return (
+            f"its path {key!r} has an empty, . or .. part, which object stores keep as written while the launcher's "
+            "local copies resolve it"
+        )
+    return None

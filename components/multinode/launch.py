@@ -24,7 +24,7 @@ def launch_workers(workers: int, tfjob: TfJobLaunch | None, args: WorkerFnArgs) 
 
     Raises:
         WorkersError: a worker failed, or they ended without the chief's SavedModel.
-        components.multinode.tfjob_client.TfJobError: on Kubeflow, the job could not be submitted or failed.
+        components.multinode.tfjob_errors.TfJobError: on Kubeflow, the job could not be submitted or failed.
     """
     if tfjob is not None:
         run_tfjob(tfjob, args)

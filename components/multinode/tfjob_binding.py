@@ -45,19 +45,15 @@ class OwnerReference:
     Attributes:
         name: The pod's name.
         uid: The pod's UID (`metadata.uid`).
-        api_version: `v1`.
-        kind: `Pod`.
     """
 
     name: str
     uid: str
-    api_version: str = "v1"
-    kind: str = "Pod"
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
+            "apiVersion": "v1",
+            "kind": "Pod",
             "name": self.name,
             "uid": self.uid,
             "controller": False,

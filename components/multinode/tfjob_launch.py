@@ -104,7 +104,7 @@ def run_tfjob(launch: TfJobLaunch, args: WorkerFnArgs) -> None:
 
     Raises:
         WorkersError: the workers cannot reach the inputs or outputs.
-        components.multinode.tfjob_client.TfJobError: the job could not be created, failed, or missed its deadline.
+        components.multinode.tfjob_errors.TfJobError: the job could not be created, failed, or missed its deadline.
     """
     from components.multinode.tfjob_binding import bind_tfjob
     from components.multinode.tfjob_client import TfJobClient, in_cluster, task_pod_owner, task_service_account

@@ -148,15 +148,7 @@ def _load_check(summary: RunSummary, blessing: dict[str, Any]) -> LoadCheckRecor
     read (a problem of the summary then)."""
     record = LoadCheckRecord(passed=bool(blessing["blessed"]), reason=str(blessing.get("reason") or ""))
     with _reported(summary, LOAD_CHECK_ID, f"{blessing['uri']}/{RESULT_FILE}", "load check result"):
-        result = read_result(blessing["uri"])
-        record = LoadCheckRecord(
-            passed=result.passed,
-            reason=result.reason,
-            server=result.server,
-            examples_compared=result.examples_compared,
-            max_abs_difference=result.max_abs_difference,
-            load_seconds=result.load_seconds,
-        )
+        record = LoadCheckRecord.model_validate(read_result(blessing["uri"]), from_attributes=True)
     return record
 
 

@@ -35,6 +35,7 @@ from foundation.data.class_match import infer_label_offset
 from foundation.data.errors import DataError
 from foundation.data.probe import LabelEvidence, Listing
 from foundation.data.spans import ALL, NO_SPANS, SPAN_GLOB, SpanError, find_spans, select_spans, span_dir_name
+from foundation.path_rules import check_relative
 from foundation.paths import is_remote
 
 # tfxp's own layout (`tfxp data`), and what `data.split: folders` reads without patterns.
@@ -87,6 +88,12 @@ class DataSpec:
     spans: str | int = NO_SPANS
     label_offset: str | int = "auto"
     labels: str = ""
+
+    def __post_init__(self) -> None:
+        # The globs are read under `path`: one that leaves it (`../../etc/*`) is refused, whoever built the spec.
+        for key in ("train_pattern", "eval_pattern", "file_pattern"):
+            if getattr(self, key):
+                check_relative(getattr(self, key), f"data.{key}", "data.path")
 
     @property
     def root(self) -> str:

@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from edge.errors import EdgeError
+from foundation.path_rules import check_not_input
 from pipeline.cli.console import console
 from pipeline.cli.options import command_group, existing_dir, existing_file, output_file
 
@@ -87,6 +88,7 @@ def convert_command(
     metadata: MetadataOption = True,
 ) -> None:
     """Convert SAVED_MODEL to TFLite; int8 calibrates on --samples train images from --examples."""
+    check_not_input(out, {"SAVED_MODEL": saved_model, "--examples": examples}, "--out")
     from edge.data import load_split
     from edge.inputs import read_preprocessing
     from edge.quantize import convert, get_mode

@@ -18,12 +18,12 @@ from rich.table import Table
 
 from pipeline.cli.console import console, error_console, fail, warn
 from pipeline.cli.options import (
-    config_command,
     kfp_host,
     output_dir,
     output_file,
     path_rule,
     with_options,
+    writes,
 )
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def _print_compiled(result: CompileResult) -> None:
         console.print(f"run parameter {name} (default {' '.join(default.split())})", highlight=False)
 
 
-@config_command
+@writes(out="--out")
 def compile_command(
     config: TfxpConfig,
     out: Annotated[

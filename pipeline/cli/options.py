@@ -10,12 +10,13 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from foundation.path_rules import check_not_input
 from foundation.paths import is_remote
 from pipeline.cli.console import UserError
 from serving.address import check_port, parse_grpc_target, parse_rest_url
@@ -282,13 +283,16 @@ _CONFIG_OPTIONS = (
 )
 
 
-def config_command(command: Callable[..., None]) -> Callable[..., None]:
+def config_command(command: Callable[..., None], outputs: Mapping[str, str] | None = None) -> Callable[..., None]:
     """A command that reads the config: its `config` parameter becomes --config and --set (last), and it is called
     with the config they describe (`load_cli_config`), loaded before the command's own work starts.
 
     Args:
         command: A command function with a parameter `config` (a `TfxpConfig`), placed before the parameters that
             have defaults.
+        outputs: The command's parameters that name files it writes, with their options (`{"out": "--out"}`): each
+            is refused when it resolves to the --config file (`foundation.path_rules.check_not_input`), before the
+            config is read.
 
     Returns:
         The command, for `@app.command(...)` or a `COMMANDS` entry.
@@ -296,8 +300,31 @@ def config_command(command: Callable[..., None]) -> Callable[..., None]:
     Example:
         @config_command
         def deploy_assets(config: TfxpConfig, out: OutOption, check: CheckOption = False) -> None: ...
+
+        compile_command = config_command(compile_pipeline_file, outputs={"out": "--out"})
     """
-    return with_options(command, "config", load_cli_config, last=_CONFIG_OPTIONS)
+    loaded = with_options(command, "config", load_cli_config, last=_CONFIG_OPTIONS)
+    if not outputs:
+        return loaded
+
+    @functools.wraps(loaded)
+    def checked(**options: Any) -> None:
+        for name, option in outputs.items():
+            if options.get(name) is not None:
+                check_not_input(options[name], {"--config": options["config_file"]}, option)
+        loaded(**options)
+
+    return checked
+
+
+def writes(**outputs: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`config_command` for a command that writes the files its parameters name: parameter=option (see there).
+
+    Example:
+        @writes(out="--out")
+        def compile_command(config: TfxpConfig, out: OutOption) -> None: ...
+    """
+    return functools.partial(config_command, outputs=outputs)
 
 
 def check_output_file(path: Path, option: str) -> Path:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from foundation.path_rules import check_not_input
 from pipeline.cli.console import UserError, console, fail
 from pipeline.cli.options import (
     GrpcOption,
@@ -22,6 +23,7 @@ from pipeline.cli.options import (
     existing_dir,
     existing_file,
     output_file,
+    writes,
 )
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
@@ -203,7 +205,7 @@ def predict(
     _print_prediction(names, prediction, top_k, truths, labels)
 
 
-@config_command
+@writes(json_out="--json")
 def loadtest(
     config: TfxpConfig,
     image: ImageOption,
@@ -226,6 +228,8 @@ def loadtest(
 
     if json_out is not None:
         check_output_file(json_out, "--json")
+        for path in image:
+            check_not_input(json_out, {"--image": path}, "--json")
     payload = _read_images(image)
     _client(config, grpc, rest, model_name, timeout, 0).close()  # validates the options before starting workers
     result = run_async_load_test(

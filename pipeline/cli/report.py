@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from foundation.path_rules import check_not_input
 from pipeline.cli.console import UserError, console, warn
 from pipeline.cli.options import output_file, path_rule
 
@@ -34,9 +35,14 @@ def report(
     The file needs nothing else: no network, no other file; open it in any browser.
     """
     from pipeline.report.build import write_report
+    from pipeline.report.gather import SUMMARY_FILE
 
     if not out_dir.is_dir():
         raise UserError(f"{out_dir} is not a directory; pass the output dir of `tfxp run` (default ./tfxp_output)")
+    if out_file is not None:  # the report reads the run summary and every folder of the run (pipeline, models)
+        read = {f"OUT's {SUMMARY_FILE}": out_dir / SUMMARY_FILE}
+        read.update({f"OUT's folder {entry.name}/": entry for entry in out_dir.iterdir() if entry.is_dir()})
+        check_not_input(out_file, read, "--out")
     try:
         written = write_report(out_dir, out_file, with_model=not no_model)
     except OSError as error:

@@ -40,14 +40,6 @@ def test_split_bucket_and_uri() -> None:
         paths.split_bucket("data/digits")
 
 
-@pytest.mark.parametrize(
-    ("pattern", "relative"),
-    [("train-*", True), ("span-*/train/*", True), ("", True), ("/data/*", False), ("gs://b/*", False)],
-)
-def test_is_relative(pattern: str, relative: bool) -> None:
-    assert paths.is_relative(pattern) is relative
-
-
 def test_join_name_and_parent_keep_the_scheme() -> None:
     assert paths.join("gs://bucket/", "serving", "digits") == "gs://bucket/serving/digits"
     assert paths.join("/", "x") == "/x"

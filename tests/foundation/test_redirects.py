@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 import requests
 import urllib3
-from http_double import Seen, json_answer, recording, redirect_to
+from http_double import json_answer, moved, recording, redirect_to
 from import_probe import heavy_modules_loaded
 
 from foundation.errors import TfxpError
@@ -61,23 +61,14 @@ def test_a_redirect_to_another_origin_is_refused_and_nothing_goes_there(client: 
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_a_redirect_within_the_origin_is_followed_with_its_body(client: str) -> None:
-    def route(request: Seen) -> tuple[int, dict[str, str], bytes]:
-        if request.path == "/runs":
-            return 307, {"Location": "/v2/runs"}, b""
-        return 200, {"Content-Type": "application/json"}, b'{"moved": true}'
-
-    with recording(route) as (here, seen):
+    moved_once = moved("/runs", "/v2/runs", 307, then=(200, {"Content-Type": "application/json"}, b'{"moved": true}'))
+    with recording(moved_once) as (here, seen):
         assert CLIENTS[client](f"{here}/runs") == b'{"moved": true}'
     assert [(r.method, r.path, r.body) for r in seen] == [("POST", "/runs", BODY), ("POST", "/v2/runs", BODY)]
 
 
 def test_a_303_within_the_origin_becomes_a_get_without_the_body() -> None:
-    def route(request: Seen) -> tuple[int, dict[str, str], bytes]:
-        if request.path == "/runs":
-            return 303, {"Location": "/runs/1"}, b""
-        return 200, {}, b"done"
-
-    with recording(route) as (here, seen):
+    with recording(moved("/runs", "/runs/1", 303, then=(200, {}, b"done"))) as (here, seen):
         assert _urllib3(f"{here}/runs") == b"done"
     assert [(r.method, r.path, r.body) for r in seen] == [("POST", "/runs", BODY), ("GET", "/runs/1", b"")]
     assert "content-length" not in seen[1].headers or seen[1].headers["content-length"] == "0"

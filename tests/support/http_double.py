@@ -91,6 +91,12 @@ def redirect_to(location: str, status: int = 307) -> Callable[[Seen], Answer]:
     return lambda request: (status, {"Location": location}, b"")
 
 
+def moved(path: str, location: str, status: int, then: Answer) -> Callable[[Seen], Answer]:
+    """A `recording` route that redirects requests for `path` to `location` with `status` and answers every other
+    request with `then`."""
+    return lambda request: (status, {"Location": location}, b"") if request.path == path else then
+
+
 def json_answer(body: bytes = b"{}") -> Callable[[Seen], Answer]:
     """A `recording` route that answers every request with 200 and `body` as JSON."""
     return lambda request: (200, {"Content-Type": "application/json"}, body)

@@ -28,7 +28,7 @@ from typing import Any
 
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from components.kfp.launcher_paths import KFP_DEFAULT_ROOT
+from components.kfp.launcher_paths import KFP_DEFAULT_ROOT, pipeline_root_problem
 from foundation.paths import is_remote, scheme, uri
 from pipeline.kubeflow.client.runs import SubmitError
 from pipeline.kubeflow.compiler.spec import exit_handler_tasks
@@ -120,13 +120,18 @@ def run_pipeline_root(
             f"Dataflow cannot); pass {ROOT_OPTION} gs://bucket/root, recompile with kubeflow.pipeline_root set, "
             f"or set the ConfigMap's {ROOT_SPEC_KEY} to a bucket"
         ]
+    given = f"{ROOT_OPTION} {root}" if override else f"{ROOT_SPEC_KEY} {root} of {source}"
+    fix = (
+        f"pass {ROOT_OPTION} with a bucket URL (e.g. gs://bucket/tfxp/root), or recompile with "
+        f"kubeflow.pipeline_root set to one (it becomes the spec's {ROOT_SPEC_KEY})"
+    )
     if not is_remote(root):
-        given = f"{ROOT_OPTION} {root}" if override else f"{ROOT_SPEC_KEY} {root} of {source}"
         raise SubmitError(
-            f"the pipeline root ({given}) is a local path, which the run's pods on Kubeflow cannot reach; "
-            f"pass {ROOT_OPTION} with a bucket URL (e.g. gs://bucket/tfxp/root), or recompile with "
-            f"kubeflow.pipeline_root set to one (it becomes the spec's {ROOT_SPEC_KEY})"
+            f"the pipeline root ({given}) is a local path, which the run's pods on Kubeflow cannot reach; {fix}"
         )
+    problem = pipeline_root_problem(root)
+    if problem is not None:
+        raise SubmitError(f"the pipeline root ({given}) is not one KFP can use: {problem}; {fix}")
     notes = []
     compiled_scheme = scheme(compiled or KFP_DEFAULT_ROOT)
     if override and is_remote(override) and scheme(override) != compiled_scheme:

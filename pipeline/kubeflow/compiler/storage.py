@@ -31,10 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.kfp.launcher_paths import DIRECT_SCHEMES, KFP_DEFAULT_ROOT, LAUNCHER_MOUNTS
+from components.kfp.launcher_paths import DIRECT_SCHEMES, KFP_DEFAULT_ROOT, LAUNCHER_MOUNTS, pipeline_root_problem
 from foundation.errors import TfxpError
 from foundation.k8s.names import name_problem
 from foundation.k8s.quantity import QuantityError, memory_bytes
+from foundation.path_rules import is_under, normalized
 from foundation.paths import is_remote, scheme, uri
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow.compiler.spec import (
@@ -88,11 +89,13 @@ def parse_volume(entry: str) -> VolumeMount:
         raise ValueError(
             f"{entry!r}: expected `pvc-name:/mount/path` with a lowercase Kubernetes name, e.g. data:/data"
         )
-    if not path.startswith("/") or path.rstrip("/") in ("", *(f"/{mount}" for mount in LAUNCHER_MOUNTS.values())):
+    resolved = normalized(path) if path.startswith("/") else ""
+    if resolved in ("", "/") or any(is_under(resolved, f"/{mount}") for mount in LAUNCHER_MOUNTS.values()):
         raise ValueError(
-            f"{entry!r}: the mount path must be absolute and not / or a launcher folder (/gcs, /minio, /s3)"
+            f"{entry!r}: the mount path must be absolute and not / or a launcher folder (/gcs, /minio, /s3) "
+            "or under one"
         )
-    return VolumeMount(pvc=pvc, path=path.rstrip("/"))
+    return VolumeMount(pvc=pvc, path=resolved)
 
 
 def volumes(config: TfxpConfig) -> tuple[VolumeMount, ...]:
@@ -108,8 +111,9 @@ def volumes(config: TfxpConfig) -> tuple[VolumeMount, ...]:
 
 
 def on_volume(path: str, mounts: Sequence[VolumeMount]) -> bool:
-    """Whether the local `path` lies on one of the PVC mounts."""
-    return any(path == mount.path or path.startswith(f"{mount.path}/") for mount in mounts)
+    """Whether the local `path` lies on one of the PVC mounts, by its resolved path (`/data/../etc` is not on
+    `/data`)."""
+    return any(is_under(path, mount.path) for mount in mounts)
 
 
 def _outside_runner(config: TfxpConfig) -> str:
@@ -185,6 +189,9 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
             f"kubeflow.pipeline_root={root} is a local path: KFP's launcher keeps artifacts only under gs://, "
             "minio:// or s3:// roots; use a bucket path, e.g. gs://bucket/tfxp"
         )
+    elif (problem := pipeline_root_problem(root)) is not None:
+        key = "kubeflow.pipeline_root" if config.kubeflow.pipeline_root else "the root under pipeline.output"
+        errors.append(f"{key}={root} is not a root KFP can use: {problem}; use a bucket path, e.g. gs://bucket/tfxp")
     if runner and scheme(root or "") not in DIRECT_SCHEMES:
         errors.append(
             f"beam.extra_args runs Beam on --runner={runner}, whose workers read and write the artifacts "

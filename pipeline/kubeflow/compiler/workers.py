@@ -34,6 +34,7 @@ from components.multinode.tfjob_rbac import RBAC_RULES, tfjob_rbac
 from foundation.errors import TfxpError
 from foundation.k8s.names import DNS1123_SUBDOMAIN, MAX_SUBDOMAIN_LENGTH, check_namespace, name_problem
 from foundation.k8s.quantity import memory_bytes
+from foundation.path_rules import is_under
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow.compiler import storage
 from pipeline.kubeflow.compiler.platform import pod_settings
@@ -91,7 +92,7 @@ def _mounts(config: TfxpConfig) -> tuple[storage.VolumeMount, ...]:
     except (storage.StorageError, SpecPatchError) as error:
         raise WorkersConfigError(str(error)) from None
     for mount in mounts:
-        if mount.path == SHM_PATH or mount.path.startswith(f"{SHM_PATH}/") or SHM_PATH.startswith(f"{mount.path}/"):
+        if is_under(mount.path, SHM_PATH) or is_under(SHM_PATH, mount.path):
             raise WorkersConfigError(
                 f"kubeflow.volumes mounts {mount.pvc} at {mount.path}, where every worker has its memory-backed "
                 f"{SHM_PATH} (kubeflow.workers.shm_size); mount it elsewhere"

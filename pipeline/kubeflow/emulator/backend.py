@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,10 +43,11 @@ from components.kfp.launcher_paths import (
     KFP_DEFAULT_ROOT,
     LAUNCHER_MOUNTS,
     local_path_for_uri,
+    pipeline_root_problem,
 )
 from foundation import paths
 from foundation.errors import TfxpError
-from foundation.paths import is_remote, scheme, split_bucket
+from foundation.paths import is_remote, scheme
 
 KFP, VERTEX = "kfp", "vertex"
 BACKENDS = (KFP, VERTEX)
@@ -56,8 +56,6 @@ EXECUTOR_LOGS = "executor-logs"
 _LOGS_TYPE = pipeline_spec_pb2.ArtifactTypeSchema(schema_title="system.Artifact")
 VERTEX_PROJECT = "projects/123456789/locations/us-central1"
 CACHED, COMPLETE, FAILED = "CACHED", "COMPLETE", "FAILED"
-# S3's (and MinIO's) bucket names.
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 # The pipeline-root schemes run-spec keeps as folders under --state (the launcher's object stores but GCS).
 _OBJECT_STORES = ("minio", "s3")
 
@@ -93,14 +91,12 @@ class Backend:
                 the launcher has no local path for it, `launcher_v2.go:1280-1300`; `gs://` needs a bucket);
                 vertex: a root that is not a local folder standing for `gs://`.
         """
-        if self.kind == KFP and scheme(root) in _OBJECT_STORES:
-            bucket, key = split_bucket(root)
-            if not _BUCKET.match(bucket) or any(part in ("", ".", "..") for part in key.split("?")[0].split("/")[:-1]):
-                raise BackendError(
-                    f"--pipeline-root {root}: not an object-store URI KFP accepts: the bucket must be 3-63 lowercase "
-                    "letters, digits, dots or hyphens, and the path must have no empty, . or .. parts, e.g. "
-                    "minio://mlpipeline/v2/artifacts"
-                )
+        problem = pipeline_root_problem(root) if scheme(root) in _OBJECT_STORES else None
+        if self.kind == KFP and problem is not None:
+            raise BackendError(
+                f"--pipeline-root {root}: not an object-store URI KFP accepts: {problem}; e.g. "
+                "minio://mlpipeline/v2/artifacts"
+            )
         if self.kind == KFP and scheme(root) not in _OBJECT_STORES:
             raise BackendError(
                 f"--pipeline-root {root}: with --backend kfp the root is an object-store URI (minio://bucket/path or "

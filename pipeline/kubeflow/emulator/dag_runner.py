@@ -25,6 +25,7 @@ from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.kfp.launcher_paths import LAUNCHER_ROOT_ENV, LauncherPathError, local_path_for_uri
+from foundation.path_rules import claim_dir, remove_claimed
 from pipeline.kubeflow.emulator import backend as backend_rules
 from pipeline.kubeflow.emulator import launcher_io, local_task
 from pipeline.kubeflow.emulator.backend import EXECUTOR_LOGS, KFP, Backend, BackendError
@@ -32,8 +33,10 @@ from pipeline.kubeflow.emulator.local_task import ContainerSpec, TaskContext, Ta
 from pipeline.kubeflow.emulator.mlmd_cache import MetadataStore, cache_fingerprint
 from pipeline.kubeflow.emulator.spec_run import CACHED, FAILED, SKIPPED, SUCCEEDED, RunSpecError, SpecRun, TaskRun
 
-# The folder standing for a pod's `/` (TFXP_LAUNCHER_ROOT), emptied after every task.
+# The folder standing for a pod's `/` (TFXP_LAUNCHER_ROOT), made by tfxp for every task and removed after it; one
+# tfxp did not make (no `path_rules.CLAIM_MARKER`) is refused, never emptied.
 POD_DIR = "pod"
+POD_WHAT = "the pod folder of --state"
 _COMPLETED = pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.ALL_UPSTREAM_TASKS_COMPLETED
 
 
@@ -66,7 +69,7 @@ class DagRunner:
         try:
             self.run_dag(self.spec.root.dag, values)
         finally:
-            shutil.rmtree(self.backend.state_dir / POD_DIR, ignore_errors=True)
+            remove_claimed(self.backend.state_dir / POD_DIR)
         tasks = self.spec.root.dag.tasks
         handlers = {name for name, task in tasks.items() if task.trigger_policy.strategy == _COMPLETED}
         failed = [task for task in self.run.tasks if task.state == FAILED and task.name not in handlers]
@@ -154,7 +157,7 @@ class DagRunner:
         context = self._context(name, self._task_dir(name, uuid.uuid4().hex[:12]))
         # Every pod's `/` is the same path, as on KFP (tasks run one after the other): what a task writes into a
         # path (the Pusher's identity of a model is its local path) is the same as in a real pod.
-        pod_root = self.backend.state_dir / POD_DIR
+        pod_root = claim_dir(self.backend.state_dir / POD_DIR, POD_WHAT)
         log = self.backend.state_dir / "logs" / self.run.run_id / f"{name}.log"
         started = time.monotonic()
         artifact_ids: dict[str, int] = {}
@@ -181,7 +184,7 @@ class DagRunner:
             record.error = str(error)
         finally:
             self.store.save()
-            shutil.rmtree(pod_root, ignore_errors=True)  # the pod is gone with everything it did not upload
+            remove_claimed(pod_root)  # the pod is gone with everything it did not upload
         record.seconds = round(time.monotonic() - started, 1)
         self._record(record)
         if record.state != SUCCEEDED:

@@ -35,11 +35,12 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from foundation.path_rules import claim_dir
 from pipeline.kubeflow.compiler.params import pipeline_parameters, typed_arguments
 from pipeline.kubeflow.compiler.spec import PipelineDoc, load_pipeline_doc
 from pipeline.kubeflow.emulator import local_task
 from pipeline.kubeflow.emulator.backend import BACKENDS, DEFAULT_ROOT, KFP, Backend, BackendError
-from pipeline.kubeflow.emulator.dag_runner import DagRunner
+from pipeline.kubeflow.emulator.dag_runner import POD_DIR, POD_WHAT, DagRunner
 from pipeline.kubeflow.emulator.mlmd_cache import MetadataStore
 from pipeline.kubeflow.emulator.spec_check import check_runnable
 from pipeline.kubeflow.emulator.spec_run import RunSpecError, SpecRun, TaskRun
@@ -137,6 +138,7 @@ def run_spec(
     spec = doc.pipeline_spec
     values = pipeline_arguments(spec, params or {})
     store = _open_store(state)
+    claim_dir(state / POD_DIR, POD_WHAT)  # before the first task: a pod folder the user keeps there is refused
     run = _new_run(spec.pipeline_info.name, run_id or str(uuid.uuid4()), backend, root, state)
     run.parameters = {name: json_format.MessageToDict(value) for name, value in values.items()}
     DagRunner(spec, run, emulated, store, on_task or (lambda task: None), _pvc_names(doc)).run_pipeline(values)

@@ -34,8 +34,8 @@ from k8s_api_double import (
 )
 from training_operator_double import Exit
 
-from components.multinode.tfjob_client import (
-    TfJobClient,
+from components.multinode.tfjob_client import TfJobClient, in_cluster, task_pod_owner, task_service_account
+from components.multinode.tfjob_errors import (
     TfJobConflictError,
     TfJobCrdMissingError,
     TfJobError,
@@ -47,9 +47,6 @@ from components.multinode.tfjob_client import (
     TfJobRejectedError,
     TfJobTimeoutError,
     TfJobUnansweredError,
-    in_cluster,
-    task_pod_owner,
-    task_service_account,
 )
 from components.multinode.tfjob_follow import UNANSWERED_POLLS
 from components.multinode.tfjob_rbac import RBAC_RULES

@@ -21,7 +21,7 @@ from k8s_api_double import NAMESPACE, K8sApiDouble, Scenario, serve
 
 from components.multinode import tfjob_client
 from components.multinode.settings import TfJobLaunch
-from components.multinode.tfjob_client import TfJobFailedError
+from components.multinode.tfjob_errors import TfJobFailedError
 from components.multinode.tfjob_launch import run_tfjob
 from components.multinode.tfjob_names import job_name_for
 from components.multinode.tfjob_rbac import RBAC_RULES

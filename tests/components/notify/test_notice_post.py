@@ -4,7 +4,7 @@ not followed (urllib would turn a 302 into a GET there), and the notice says why
 from __future__ import annotations
 
 import pytest
-from http_double import Seen, json_answer, recording, redirect_to
+from http_double import json_answer, moved, recording, redirect_to
 
 from components.notify.notice import post_notice
 
@@ -24,12 +24,7 @@ def test_a_notice_is_not_sent_to_another_origin(status: int) -> None:
 
 
 def test_a_redirect_within_the_receiver_is_followed() -> None:
-    def route(request: Seen) -> tuple[int, dict[str, str], bytes]:
-        if request.path == "/old":
-            return 308, {"Location": "/new"}, b""
-        return 200, {}, b"ok"
-
-    with recording(route) as (receiver, seen):
+    with recording(moved("/old", "/new", 308, then=(200, {}, b"ok"))) as (receiver, seen):
         result = post_notice(f"{receiver}/old", PAYLOAD, timeout=5)
     assert result.delivered, result.error
     assert [(r.method, r.path) for r in seen] == [("POST", "/old"), ("POST", "/new")]

@@ -290,7 +290,7 @@ def _compile(tmp_path: Path, *sets: str, out: str = "pipeline.yaml") -> Any:
 
 
 def test_cli_compile_prints_the_tasks_and_warns_on_latest(tmp_path: Path) -> None:
-    result = _compile(tmp_path, "kubeflow.image=registry.example.com/tfxp:latest", "pipeline.output=gs://b/out")
+    result = _compile(tmp_path, "kubeflow.image=registry.example.com/tfxp:latest", "pipeline.output=gs://bkt/out")
 
     assert result.exit_code == 0, result.output
     assert (tmp_path / "pipeline.yaml").is_file()
@@ -300,7 +300,7 @@ def test_cli_compile_prints_the_tasks_and_warns_on_latest(tmp_path: Path) -> Non
     assert "submit with: tfxp submit" in result.output
     assert "run parameter data_path (default data/digits)" in result.output
     spec = load_pipeline_doc(tmp_path / "pipeline.yaml").pipeline_spec
-    assert spec.default_pipeline_root == "gs://b/out/tfxp-digits/root"
+    assert spec.default_pipeline_root == "gs://bkt/out/tfxp-digits/root"
 
 
 def test_cli_gpus_without_accelerator_type_is_a_clear_error(tmp_path: Path) -> None:

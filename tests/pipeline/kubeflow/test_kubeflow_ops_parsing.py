@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,40 +67,6 @@ def test_cron_expressions_kfp_accepts(given: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("given", "message"),
-    [
-        ("0 0 * *", "has 4 fields; KFP takes six"),
-        ("0 0 0 * * * 2025", "has 7 fields"),
-        ("60 * * * *", r"the minute field '60': 60 is outside 0-59"),
-        ("0 24 * * *", r"the hour field '24': 24 is outside 0-23"),
-        ("0 0 0 * *", r"the day of month field '0': 0 is outside 1-31"),
-        ("0 0 1 13 *", r"the month field '13': 13 is outside 1-12"),
-        ("0 0 * * 7", r"the day of week field '7': 7 is outside 0-6 \(Sunday is 0\)"),
-        ("0 MON * * *", r"the hour field 'MON': 'MON' is not a number;"),
-        ("0 0 * * FRI-MON", r"the range 'FRI-MON' runs backwards"),
-        ("*/0 * * * *", r"the step in '\*/0' must be a positive number"),
-        ("*/x * * * *", r"the step in '\*/x' must be a positive number"),
-        ("1-2-3 * * * *", r"'1-2-3' has more than one -"),
-        ("0 0 L * *", r"'L' is not a number; .*no L, W or #"),
-        ("1,,2 * * * *", "has an empty list item"),
-        ("@every 1h", "use --every"),
-        ("@fortnightly", "not a descriptor KFP knows"),
-        # numbers are ASCII digits and bounded (issue 24)
-        ("*/99999999999999999999 * * * *", "has 20 digits"),
-        ("0 */61 * * * *", "the step 61 in '\\*/61' is larger than the field's 60 values"),
-        ("\u0665 * * * *", "only ASCII digits 0-9 count"),  # Arabic-Indic five
-        ("0 \u00b2 * * *", "only ASCII digits 0-9 count"),  # superscript two
-        ("0 0 1 1 \u0661", "only ASCII digits 0-9 count"),
-        ("*/\u0665 * * * *", "must be a positive number of ASCII digits"),
-        ("0 0 1-\u0663 * *", "only ASCII digits 0-9 count"),
-    ],
-)
-def test_cron_expressions_kfp_refuses_fail_with_the_field(given: str, message: str) -> None:
-    with pytest.raises(ScheduleInputError, match=message):
-        parse_cron(given)
-
-
-@pytest.mark.parametrize(
     ("given", "seconds"),
     [
         ("90s", 90),
@@ -116,28 +83,62 @@ def test_intervals(given: str, seconds: int) -> None:
     assert parse_duration(given) == seconds
 
 
+REFUSED_CRONS = [
+    ("0 0 * *", "has 4 fields; KFP takes six"),
+    ("0 0 0 * * * 2025", "has 7 fields"),
+    ("60 * * * *", r"the minute field '60': 60 is outside 0-59"),
+    ("0 24 * * *", r"the hour field '24': 24 is outside 0-23"),
+    ("0 0 0 * *", r"the day of month field '0': 0 is outside 1-31"),
+    ("0 0 1 13 *", r"the month field '13': 13 is outside 1-12"),
+    ("0 0 * * 7", r"the day of week field '7': 7 is outside 0-6 \(Sunday is 0\)"),
+    ("0 MON * * *", r"the hour field 'MON': 'MON' is not a number;"),
+    ("0 0 * * FRI-MON", r"the range 'FRI-MON' runs backwards"),
+    ("*/0 * * * *", r"the step in '\*/0' must be a positive number"),
+    ("*/x * * * *", r"the step in '\*/x' must be a positive number"),
+    ("1-2-3 * * * *", r"'1-2-3' has more than one -"),
+    ("0 0 L * *", r"'L' is not a number; .*no L, W or #"),
+    ("1,,2 * * * *", "has an empty list item"),
+    ("@every 1h", "use --every"),
+    ("@fortnightly", "not a descriptor KFP knows"),
+    # numbers are ASCII digits and bounded (issue 24)
+    ("*/99999999999999999999 * * * *", "has 20 digits"),
+    ("0 */61 * * * *", "the step 61 in '\\*/61' is larger than the field's 60 values"),
+    ("\u0665 * * * *", "only ASCII digits 0-9 count"),  # Arabic-Indic five
+    ("0 \u00b2 * * *", "only ASCII digits 0-9 count"),  # superscript two
+    ("0 0 1 1 \u0661", "only ASCII digits 0-9 count"),
+    ("*/\u0665 * * * *", "must be a positive number of ASCII digits"),
+    ("0 0 1-\u0663 * *", "only ASCII digits 0-9 count"),
+]
+"""Cron expressions KFP refuses (or would misread), with what the error says."""
+
+REFUSED_INTERVALS = [
+    ("30", "is not an interval; write a number and a unit"),
+    ("", "is not an interval"),
+    ("-5m", "is not an interval"),
+    ("1.5h", "is not an interval"),
+    ("5y", "unknown unit y"),
+    ("30s", "is 30 s; .* use at least 60 s"),
+    ("0m", "is 0 s"),
+    # numbers are ASCII digits and bounded (issue 24)
+    ("99999999999999999999w", "a number that long is no interval"),
+    ("400d", "longer than the longest interval, 366d"),
+    ("53w", "longer than the longest interval"),
+    ("\u0661h", "is not an interval"),
+    ("\u0661\u0662h", "is not an interval"),
+    ("1\u00b2h", "is not an interval"),
+]
+"""Intervals KFP refuses, with what the error says."""
+
+
 @pytest.mark.parametrize(
-    ("given", "message"),
-    [
-        ("30", "is not an interval; write a number and a unit"),
-        ("", "is not an interval"),
-        ("-5m", "is not an interval"),
-        ("1.5h", "is not an interval"),
-        ("5y", "unknown unit y"),
-        ("30s", "is 30 s; .* use at least 60 s"),
-        ("0m", "is 0 s"),
-        # numbers are ASCII digits and bounded (issue 24)
-        ("99999999999999999999w", "a number that long is no interval"),
-        ("400d", "longer than the longest interval, 366d"),
-        ("53w", "longer than the longest interval"),
-        ("\u0661h", "is not an interval"),
-        ("\u0661\u0662h", "is not an interval"),
-        ("1\u00b2h", "is not an interval"),
-    ],
+    ("parse", "given", "message"),
+    [(parse_cron, *case) for case in REFUSED_CRONS] + [(parse_duration, *case) for case in REFUSED_INTERVALS],
 )
-def test_bad_intervals(given: str, message: str) -> None:
+def test_schedule_inputs_kfp_refuses_fail_saying_what_is_wrong(
+    parse: Callable[[str], object], given: str, message: str
+) -> None:
     with pytest.raises(ScheduleInputError, match=message):
-        parse_duration(given)
+        parse(given)
 
 
 def test_format_seconds_is_the_inverse_of_parse_duration() -> None:

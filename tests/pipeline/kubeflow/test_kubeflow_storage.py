@@ -38,12 +38,12 @@ def test_local_paths_with_dataflow_are_refused_and_the_root_must_be_gs() -> None
         error.startswith("data.path=/data/digits is a local path, but beam.extra_args runs Beam on") for error in errors
     )
     assert any("kubeflow.pipeline_root must be a gs:// bucket (it is minio://" in error for error in errors)
-    assert not _problems(_config("data.path=gs://b/d", "beam.extra_args=[--runner=DataflowRunner]"), "gs://b/r")[0]
+    assert not _problems(_config("data.path=gs://b/d", "beam.extra_args=[--runner=DataflowRunner]"), "gs://bkt/r")[0]
     # Every spelling Beam accepts (create_runner: case-insensitive, `Runner` optional, a class path, two args).
     class_path = "apache_beam.runners.dataflow.dataflow_runner.DataflowRunner"
     for runner in ("[--runner,DataflowRunner]", "[--runner=dataflow]", f"[--runner={class_path}]", "[--runner=flink]"):
-        assert _problems(_config("data.path=/data/d", f"beam.extra_args={runner}"), "gs://b/r")[0], runner
-    assert not _problems(_config("data.path=gs://b/d", "beam.extra_args=[--runner=DirectRunner]"), "minio://b/r")[0]
+        assert _problems(_config("data.path=/data/d", f"beam.extra_args={runner}"), "gs://bkt/r")[0], runner
+    assert not _problems(_config("data.path=gs://b/d", "beam.extra_args=[--runner=DirectRunner]"), "minio://bkt/r")[0]
 
 
 def test_local_paths_on_a_pvc_are_what_pods_see() -> None:
@@ -141,3 +141,42 @@ def test_two_mounts_at_one_path_are_refused() -> None:
 
     with pytest.raises(SpecPatchError, match="mounts a and b both at /data"):
         storage.check_mounts([VolumeMount("a", "/data"), VolumeMount("b", "/data")])
+
+
+@pytest.mark.parametrize(
+    ("path", "on"),
+    [("/data/digits", True), ("/data", True), ("/data/../etc", False), ("/data/x/../../etc", False),
+     ("/database/x", False), ("//data/x", True)],
+)  # fmt: skip
+def test_a_path_is_on_a_pvc_by_its_resolved_path(path: str, on: bool) -> None:
+    assert storage.on_volume(path, [VolumeMount("datasets", "/data")]) is on
+    _, warnings = _problems(_config(f"data.path={path}", "kubeflow.volumes=[datasets:/data]"), "gs://bkt/r")
+    assert any(warning.startswith(f"data.path={path} is a local path") for warning in warnings) is not on
+
+
+def test_a_mount_path_is_resolved_before_it_is_checked() -> None:
+    assert storage.parse_volume("data:/data/./x/../y/").path == "/data/y"
+    for entry in ("data:/data/../minio", "data:/gcs/sub", "data:/x/.."):
+        with pytest.raises(ValueError, match="not / or a launcher folder"):
+            storage.parse_volume(entry)
+
+
+def test_a_shared_dir_that_leaves_its_mount_is_refused() -> None:
+    from pipeline.kubeflow.compiler.workers import WorkersConfigError, worker_template
+
+    sets = ["trainer.workers=2", "kubeflow.volumes=[shared:/shared]", "kubeflow.pipeline_root=minio://bkt/r"]
+    with pytest.raises(WorkersConfigError, match=r"shared_dir=/shared/../etc is on no kubeflow.volumes mount"):
+        worker_template(_config(*sets, "kubeflow.workers.shared_dir=/shared/../etc"))
+
+
+@pytest.mark.parametrize(
+    ("root", "problem"),
+    [("hdfs://namenode/tfxp", "it is a hdfs:// URI"), ("file:///tmp/root", "it is a file:// URI"),
+     ("gs://B/root", "the bucket name 'B'"), ("s3://bkt/a/../b", "its path 'a/../b' has an empty, . or .. part")],
+)  # fmt: skip
+def test_a_compiled_pipeline_root_kfp_cannot_use_is_an_error(root: str, problem: str) -> None:
+    errors, _ = _problems(_config(f"kubeflow.pipeline_root={root}"), root)
+    assert any(
+        error.startswith(f"kubeflow.pipeline_root={root} is not a root KFP can use: {problem}") for error in errors
+    )
+    assert _problems(_config("kubeflow.pipeline_root=gs://my-bucket/tfxp"), "gs://my-bucket/tfxp")[0] == []

@@ -446,6 +446,34 @@ def test_a_local_pipeline_root_is_refused_before_any_request(
     assert fake.requests == []
 
 
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("file:///tmp/root", r"it is a file:// URI; KFP keeps artifacts only under gs://, minio://, s3:// roots"),
+        ("hdfs://namenode/tfxp", r"it is a hdfs:// URI"),
+        ("mem://bucket/root", r"it is a mem:// URI"),
+        ("gs://My_Bucket/root", r"the bucket name 'My_Bucket' is not one Cloud Storage allows"),
+        ("s3://my_bucket/root", r"the bucket name 'my_bucket' is not one S3 or MinIO allows"),
+        ("minio://mlpipeline/v2/../../etc", r"its path 'v2/\.\./\.\./etc' has an empty, \. or \.\. part"),
+        ("gs:///bucket/root", r"it has a third / after gs://, so KFP finds no bucket name"),
+    ],
+)
+def test_a_pipeline_root_kfp_cannot_use_is_refused_before_any_request(
+    fake: FakeKfp, host: str, tmp_path: Path, override: str, problem: str
+) -> None:
+    # kubeflow/pipelines backend/src/v2/objectstore/config.go:118-139 and the stores' bucket-name rules.
+    package = _package(tmp_path, pipeline_root="gs://bucket/root")
+
+    with pytest.raises(
+        SubmitError, match=rf"\(--pipeline-root .*\) is not one KFP can use: {problem}.*pass --pipeline"
+    ):
+        KfpRunClient(host).submit(package, pipeline_root=override)
+    result = _invoke("submit", str(package), "--host", host, "--pipeline-root", override, env={TOKEN_ENV: "tok"})
+    assert result.exit_code == 2, result.output
+    assert "is not one KFP can use" in result.output and "Traceback" not in result.output
+    assert fake.requests == []
+
+
 def test_an_exit_handler_is_refused_on_a_server_older_than_2_14(fake: FakeKfp, host: str, tmp_path: Path) -> None:
     fake.tag_name = "2.5.0"
     package = _package(tmp_path, pipeline_root="gs://bucket/root", exit_handler="RunNotice")

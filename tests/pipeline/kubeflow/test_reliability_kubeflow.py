@@ -12,17 +12,14 @@ Servers are local (tests/support/kfp_fake.py, and small socket servers here).
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from http_double import json_answer, moved, recording, redirect_to
 from kfp_fake import API, FakeKfp, spec_dict
 from trickling_server import trickling_server
 from typer.testing import CliRunner
@@ -56,39 +53,6 @@ def _package(tmp_path: Path, text: str | None = None) -> Path:
 # --- credentials only to the host given -------------------------------------------------------------------------
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    """Answers every GET with `route(path)` → (status, headers, body) and records the request's headers."""
-
-    seen: list[tuple[str, dict[str, str]]]
-    route: Any
-
-    def do_GET(self) -> None:
-        self.seen.append((self.path, {key.lower(): value for key, value in self.headers.items()}))
-        status, headers, body = self.route(self.path)
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def _server(route: Any) -> Iterator[tuple[str, list[tuple[str, dict[str, str]]]]]:
-    seen: list[tuple[str, dict[str, str]]] = []
-    handler = type("Handler", (_Recorder,), {"seen": seen, "route": staticmethod(route)})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 HEALTHZ = b'{"commit_sha": "abc", "tag_name": "2.16.0", "multi_user": false}'
 
 
@@ -97,8 +61,8 @@ HEALTHZ = b'{"commit_sha": "abc", "tag_name": "2.16.0", "multi_user": false}'
 def test_a_redirect_to_another_origin_gets_no_credentials(status: int, target: str) -> None:
     location: dict[str, str] = {}
     with (
-        _server(lambda path: (200, {"Content-Type": "application/json"}, HEALTHZ)) as (other, other_seen),
-        _server(lambda path: (status, {"Location": location["to"]}, b"")) as (kfp, _),
+        recording(json_answer(HEALTHZ)) as (other, other_seen),
+        recording(lambda request: (status, {"Location": location["to"]}, b"")) as (kfp, _),
     ):
         kfp_port, other_port = kfp.rsplit(":", 1)[1], other.rsplit(":", 1)[1]
         location["to"] = {
@@ -113,15 +77,13 @@ def test_a_redirect_to_another_origin_gets_no_credentials(status: int, target: s
 
 
 def test_a_redirect_within_the_origin_is_followed_with_the_credentials() -> None:
-    def route(path: str) -> tuple[int, dict[str, str], bytes]:
-        if path == f"{API}/healthz":
-            return 302, {"Location": "/moved/healthz"}, b""
-        return 200, {"Content-Type": "application/json"}, HEALTHZ
-
-    with _server(route) as (kfp, seen):
+    healthz_moved = moved(
+        f"{API}/healthz", "/moved/healthz", 302, then=(200, {"Content-Type": "application/json"}, HEALTHZ)
+    )
+    with recording(healthz_moved) as (kfp, seen):
         answer = check_api(kfp, KfpAuth(token="secret-token"), timeout=5)
     assert answer["tag_name"] == "2.16.0"
-    assert [(path, headers.get("authorization")) for path, headers in seen] == [
+    assert [(request.path, request.headers.get("authorization")) for request in seen] == [
         (f"{API}/healthz", "Bearer secret-token"),
         ("/moved/healthz", "Bearer secret-token"),
     ]
@@ -130,8 +92,8 @@ def test_a_redirect_within_the_origin_is_followed_with_the_credentials() -> None
 @pytest.mark.parametrize("command", [["runs", "list"], ["pipeline", "list"], ["schedule", "list"]])
 def test_commands_refuse_a_redirect_elsewhere_and_say_so(command: list[str]) -> None:
     with (
-        _server(lambda path: (200, {"Content-Type": "application/json"}, HEALTHZ)) as (other, other_seen),
-        _server(lambda path: (302, {"Location": f"{other}/login"}, b"")) as (kfp, _),
+        recording(json_answer(HEALTHZ)) as (other, other_seen),
+        recording(redirect_to(f"{other}/login", 302)) as (kfp, _),
     ):
         code, output = _invoke(*command, "--host", kfp, env={TOKEN_ENV: "secret-token"})
     assert code == 2

@@ -1,0 +1,182 @@
+"""Where a path may point (under its base, on a folder, never onto an input) and which folders tfxp may remove.
+
+One rule for each question a path raises, `..` resolved before any check:
+
+- **Under a base** (`check_relative`): a path or glob relative to a folder (`data.train_pattern` under
+  `data.path`) is relative, has no scheme, and stays under the folder once its `..` parts are resolved
+  (`span-*/../../x` does not).
+- **On a folder** (`is_under`): membership by the resolved path, not its text: `/data/../etc` is not on `/data`.
+  The paths name a pod's file system (a PVC mount), so `..` is resolved as the pod would, by the text alone.
+- **No output onto an input** (`check_not_input`): an output file that resolves (symlinks followed, hard links
+  compared) to an input the same command reads, or into an input folder, is refused before anything is written.
+- **Remove only what tfxp made** (`claim_dir`, `remove_claimed`): a working folder tfxp empties holds a marker
+  file; a folder without it that holds anything is the user's, and is refused, never removed.
+
+Only the standard library is imported here.
+
+Example:
+    check_relative("train/*.tfrecord", "data.train_pattern", "data.path")  # returns the normalised glob
+    is_under("/data/../etc", "/data")  # False
+    check_not_input(Path("pipeline.yaml"), {"--config": Path("my.yaml")}, "--out")
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from foundation.errors import TfxpError
+from foundation.paths import is_remote
+
+CLAIM_MARKER = ".tfxp-made"
+"""The file that marks a working folder as tfxp's (written when tfxp makes it; tfxp removes only such folders)."""
+
+
+class PathRuleError(TfxpError, ValueError):
+    """A path that breaks one of the rules above (the message names the key or option and the fix)."""
+
+
+def normalized(path: str) -> str:
+    """`path` with `.`, `..` and repeated `/` resolved by the text alone, as the file system that holds it would
+    (a leading `//` too, which POSIX would keep): `/data/../etc` → `/etc`, `a/./b/` → `a/b`."""
+    text = posixpath.normpath(path)
+    return "/" + text.lstrip("/") if text.startswith("/") else text
+
+
+def relative_problem(path: str) -> str | None:
+    """What keeps `path` from being a path under a base folder: absolute, a URI, or leaving the folder once its
+    `..` parts are resolved; None when nothing does.
+
+    Example:
+        relative_problem("train-*")  # None
+        relative_problem("../../etc/*")  # "leaves the folder: it resolves to ../../etc/*"
+    """
+    if is_remote(path):
+        return "is a URI, not a path under the folder"
+    if posixpath.isabs(path):
+        return "is absolute, not a path under the folder"
+    resolved = normalized(path)
+    if resolved == ".." or resolved.startswith("../"):
+        return f"leaves the folder: it resolves to {resolved}"
+    return None
+
+
+def check_relative(path: str, key: str, base_key: str) -> str:
+    """`path` normalised, if it stays under its base (see `relative_problem`).
+
+    Args:
+        path: The path or glob as the user wrote it.
+        key: Where it was given, e.g. `data.train_pattern`.
+        base_key: Where its base is given, e.g. `data.path`.
+
+    Returns:
+        `normalized(path)`.
+
+    Raises:
+        PathRuleError: names the key, the value and what a valid one looks like.
+    """
+    problem = relative_problem(path)
+    if problem is not None:
+        raise PathRuleError(
+            f"{key} = {path!r} {problem}; it must name files under {base_key}, e.g. `train/*` (no leading /, "
+            f"no URI, no .. that leaves {base_key}); point {base_key} at the folder that holds them instead"
+        )
+    return normalized(path)
+
+
+def is_under(path: str, folder: str) -> bool:
+    """Whether the local `path` is `folder` or lies under it, both resolved by `normalized` first.
+
+    Example:
+        is_under("/data/digits", "/data")  # True
+        is_under("/data/../etc", "/data")  # False
+        is_under("/database", "/data")  # False
+    """
+    inside, base = normalized(path), normalized(folder)
+    return inside == base or inside.startswith(base.rstrip("/") + "/")
+
+
+def _same(first: Path, second: Path) -> bool:
+    """Whether two local paths name one file: the same resolved path, or (both existing) the same inode."""
+    if first.resolve() == second.resolve():
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
+def check_not_input(output: Path, inputs: Mapping[str, Path | None], option: str) -> Path:
+    """`output`, if writing it would overwrite none of `inputs`.
+
+    Args:
+        output: The file the command will write.
+        inputs: What the command reads, by the option or key that names it (None = not given): a file, or a
+            folder, which `output` must not lie in.
+        option: The output's option, e.g. `--out`.
+
+    Returns:
+        `output`, unchanged.
+
+    Raises:
+        PathRuleError: `output` resolves to one of `inputs` (a symlink or a hard link included), or into an
+            input folder.
+    """
+    for name, source in inputs.items():
+        if source is None:
+            continue
+        if _same(output, source):
+            raise PathRuleError(
+                f"{option} {output} is the file {name} {source} that this command reads: writing it would "
+                f"overwrite the input; give {option} another path"
+            )
+        if source.is_dir() and output.resolve().is_relative_to(source.resolve()):
+            raise PathRuleError(
+                f"{option} {output} lies in the folder {name} {source} that this command reads: writing it would "
+                f"change the input; give {option} a path outside {source}"
+            )
+    return output
+
+
+def claim_dir(path: Path, what: str) -> Path:
+    """Makes the working folder `path` tfxp's (created with `CLAIM_MARKER` in it), so `remove_claimed` may
+    remove it later.
+
+    Args:
+        path: The folder.
+        what: Where it comes from, for the message, e.g. `--state DIR`'s pod folder.
+
+    Returns:
+        `path`.
+
+    Raises:
+        PathRuleError: `path` exists, holds something and was not made by tfxp (no marker), or is a file.
+    """
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise PathRuleError(
+            f"{what} {path} is a file or a link, not a folder tfxp made; tfxp empties that folder after each "
+            "task, so move it away or choose another folder"
+        )
+    if path.is_dir() and not (path / CLAIM_MARKER).is_file() and any(path.iterdir()):
+        raise PathRuleError(
+            f"{what} {path} holds files tfxp did not write (it has no {CLAIM_MARKER}), and tfxp empties that "
+            "folder after each task; move those files out of it, or choose another folder"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    (path / CLAIM_MARKER).touch()
+    return path
+
+
+def remove_claimed(path: Path) -> bool:
+    """Removes the folder `path` and everything in it if tfxp made it (`claim_dir`); leaves anything else.
+
+    Returns:
+        Whether it was removed.
+    """
+    if path.is_symlink() or not (path / CLAIM_MARKER).is_file():
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return True

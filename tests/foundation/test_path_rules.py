@@ -1,0 +1,124 @@
+"""foundation.path_rules: under a base, on a folder, never onto an input, and removing only what tfxp made."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from foundation.data.layout import DataSpec
+from foundation.path_rules import (
+    CLAIM_MARKER,
+    PathRuleError,
+    check_not_input,
+    check_relative,
+    claim_dir,
+    is_under,
+    normalized,
+    relative_problem,
+    remove_claimed,
+)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        ("train-*", None),
+        ("span-*/train/*", None),
+        ("", None),
+        ("a/../train/*", None),  # stays under the folder once resolved
+        ("/data/*", "is absolute"),
+        ("gs://b/*", "is a URI"),
+        ("../../../../etc/*", "leaves the folder: it resolves to ../../../../etc/*"),
+        ("train/../../etc/*", "leaves the folder: it resolves to ../etc/*"),
+        ("span-*/../../x", "leaves the folder"),
+        ("..", "leaves the folder"),
+    ],
+)
+def test_a_relative_path_stays_under_its_base(pattern: str, problem: str | None) -> None:
+    found = relative_problem(pattern)
+    assert found is None if problem is None else problem in (found or "")
+
+
+def test_check_relative_names_the_key_and_the_base() -> None:
+    with pytest.raises(PathRuleError, match=r"data.train_pattern = '\.\./etc/\*' leaves the folder.*under data.path"):
+        check_relative("../etc/*", "data.train_pattern", "data.path")
+    assert check_relative("train/./x/*", "data.train_pattern", "data.path") == "train/x/*"
+
+
+def test_a_data_spec_refuses_patterns_that_leave_data_path() -> None:
+    # Whoever builds the spec (the config, a component unpacking it), the globs are read under data.path.
+    with pytest.raises(PathRuleError, match=r"data\.train_pattern"):
+        DataSpec("data/digits", split="folders", train_pattern="../../../../etc/*", eval_pattern="eval/*")
+    with pytest.raises(PathRuleError, match=r"data\.file_pattern"):
+        DataSpec("data/digits", split="hash", file_pattern="../*.tfrecord")
+
+
+# (path, folder): on it, then not on it.
+ON_FOLDER = [("/data", "/data"), ("/data/digits", "/data/"), ("//data/x", "/data"), ("/data/./x", "/data/.")]
+OFF_FOLDER = [("/data/../etc", "/data"), ("/data/x/../../etc/passwd", "/data"), ("/database", "/data"),
+              ("data/x", "/data")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "folder", "under"), [(*pair, True) for pair in ON_FOLDER] + [
+    (*pair, False) for pair in OFF_FOLDER
+])  # fmt: skip
+def test_membership_is_by_the_resolved_path(path: str, folder: str, under: bool) -> None:
+    assert is_under(path, folder) is under
+
+
+def test_normalized_resolves_dots_and_slashes() -> None:
+    assert normalized("/data/../etc") == "/etc"
+    assert normalized("//data//x/") == "/data/x"
+    assert normalized("a/./b/") == "a/b"
+
+
+def test_an_output_may_not_be_an_input(tmp_path: Path) -> None:
+    config = tmp_path / "my.yaml"
+    config.write_text("pipeline: {}\n")
+    (tmp_path / "link.yaml").symlink_to(config)
+    os.link(config, tmp_path / "hard.yaml")
+    (tmp_path / "sub").mkdir()
+    for output in (config, tmp_path / "sub" / ".." / "my.yaml", tmp_path / "link.yaml", tmp_path / "hard.yaml"):
+        with pytest.raises(PathRuleError, match=r"--out .* is the file --config .* overwrite the input"):
+            check_not_input(output, {"--config": config}, "--out")
+    assert check_not_input(tmp_path / "out.yaml", {"--config": config, "--other": None}, "--out") == (
+        tmp_path / "out.yaml"
+    )
+
+
+def test_an_output_may_not_go_into_an_input_folder(tmp_path: Path) -> None:
+    model = tmp_path / "saved_model"
+    model.mkdir()
+    with pytest.raises(PathRuleError, match=r"--out .* lies in the folder SAVED_MODEL .*outside"):
+        check_not_input(model / "saved_model.pb", {"SAVED_MODEL": model}, "--out")
+    check_not_input(tmp_path / "model.tflite", {"SAVED_MODEL": model}, "--out")
+
+
+def test_tfxp_removes_only_folders_it_made(tmp_path: Path) -> None:
+    mine = claim_dir(tmp_path / "pod", "the pod folder")
+    (mine / "tmp").mkdir()
+    assert (mine / CLAIM_MARKER).is_file()
+    assert claim_dir(mine, "the pod folder") == mine  # tfxp's own, left by a run that was killed: reused
+    assert remove_claimed(mine) and not mine.exists()
+
+    users = tmp_path / "kept"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    with pytest.raises(PathRuleError, match=r"the pod folder .*kept holds files tfxp did not write"):
+        claim_dir(users, "the pod folder")
+    assert not remove_claimed(users)
+    assert (users / "notes.txt").read_text() == "mine"
+    assert claim_dir(tmp_path / "empty", "x").is_dir()  # an empty folder holds nothing to lose
+
+
+def test_a_file_or_link_is_never_claimed(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / CLAIM_MARKER).touch()
+    (tmp_path / "pod").symlink_to(target)
+    with pytest.raises(PathRuleError, match="a file or a link"):
+        claim_dir(tmp_path / "pod", "the pod folder")
+    assert not remove_claimed(tmp_path / "pod")
+    assert target.is_dir()

@@ -1,0 +1,82 @@
+"""The path rules at the command line (`foundation.path_rules`): a data glob that leaves data.path and an output
+that would overwrite an input each end in one message, exit 2, before anything is read or written."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from typer.testing import CliRunner, Result
+
+from pipeline.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+DATA_SETS = ("--set", "data.split=folders", "--set", "data.label_offset=0")
+
+
+def _invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(app, [str(arg) for arg in args])
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _refused(result: Result, *phrases: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    for phrase in phrases:
+        assert phrase in " ".join(result.output.split()), result.output
+
+
+def test_compile_never_writes_over_its_own_config(tmp_path: Path) -> None:
+    config = tmp_path / "my.yaml"
+    config.write_text((REPO / "configs" / "default.yaml").read_text())
+    (tmp_path / "link.yaml").symlink_to(config)
+    (tmp_path / "sub").mkdir()
+    before = _digest(config)
+
+    for given, out in ((config, config), (tmp_path / "link.yaml", tmp_path / "sub" / ".." / "my.yaml")):
+        # The data is named so that compile would succeed (and write) if the output were not refused.
+        result = _invoke("compile", "--config", given, *DATA_SETS, "--out", out)
+        _refused(result, f"--out {out} is the file --config {given} that this command reads", "give --out another")
+    assert _digest(config) == before
+
+
+def test_a_data_pattern_that_leaves_data_path_is_refused() -> None:
+    result = _invoke(
+        "compile", "--set", "data.train_pattern=../../../../etc/*", "--set", "data.eval_pattern=eval/*", "--out", "x"
+    )
+    _refused(result, "data.train_pattern = '../../../../etc/*' leaves the folder", "no .. that leaves it")
+
+
+def test_edge_convert_never_writes_into_the_saved_model(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "saved_model.pb").write_bytes(b"graph")
+
+    result = _invoke("edge", "convert", model, "--out", model / "saved_model.pb", "--mode", "none")
+
+    _refused(result, f"--out {model / 'saved_model.pb'} lies in the folder SAVED_MODEL", "give --out a path outside")
+    assert (model / "saved_model.pb").read_bytes() == b"graph"
+    _refused(_invoke("edge", "convert", model, "--out", model / "m.tflite"), "lies in the folder SAVED_MODEL")
+
+
+def test_loadtest_never_writes_its_result_over_the_image(tmp_path: Path) -> None:
+    image = tmp_path / "x.png"
+    image.write_bytes(b"\x89PNG")
+
+    result = _invoke("loadtest", "--rest", "http://127.0.0.1:1", "--image", image, "--json", image)
+
+    _refused(result, f"--json {image} is the file --image {image}")
+    assert image.read_bytes() == b"\x89PNG"
+
+
+def test_report_never_writes_over_what_it_reads(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "tfxp-digits").mkdir(parents=True)
+    (out / "run-summary.json").write_text("{}")
+
+    _refused(_invoke("report", out, "--out", out / "run-summary.json"), "is the file OUT's run-summary.json")
+    assert (out / "run-summary.json").read_text() == "{}"
+    _refused(_invoke("report", out, "--out", out / "tfxp-digits" / "metadata.db"), "lies in the folder OUT's")
