@@ -1,9 +1,9 @@
 """What a device model is made from: the SavedModel's assets, the calibration sample and their version identity.
 
 A device model's version identity is what went into it, not its bytes (int8 conversion is not byte-reproducible):
-the SavedModel (its path, as the Pusher records it, and its fingerprint), the edge options that shape the model
-(`MODEL_OPTIONS`), the calibration sample's records and the converter (`edge_inputs`). `edge.publish` finds a
-version published from the same inputs by it, so the EdgeExporter skips the conversion.
+the SavedModel (its model identity, `foundation.model_identity`, as the Pusher records it), the edge options that
+shape the model (`MODEL_OPTIONS`), the calibration sample's records and the converter (`edge_inputs`).
+`edge.publish` finds a version published from the same inputs by it, so the EdgeExporter skips the conversion.
 
 Example:
     inputs = edge_inputs(Path("model/Format-Serving"), "data/digits", EdgeOptions(mode="int8"))
@@ -33,6 +33,7 @@ from foundation.contract import (
     LabelMapError,
     read_label_map,
 )
+from foundation.model_identity import ModelIdentityError, model_identity
 from foundation.preprocessing_spec import PreprocessingSpec
 
 METADATA_FORMAT = "tfxp.edge/1"
@@ -94,9 +95,10 @@ class EdgeInputs:
         spec: The SavedModel's preprocessing (image size, channels).
         labels: Class names, one per output index.
         calibration: The int8 calibration sample (None for modes that need none).
-        identity: SHA-256 over the SavedModel, the model-shaping options, the calibration sample and the
-            converter: the version identity the EdgeExporter publishes under.
-        recipe: What `identity` hashes, as recorded in `edge_metadata.json`.
+        identity: SHA-256 over the SavedModel's model identity, the model-shaping options, the calibration
+            sample and the converter: the version identity the EdgeExporter publishes under.
+        recipe: What `identity` hashes, and the SavedModel's path and fingerprint, as recorded in
+            `edge_metadata.json`.
     """
 
     spec: PreprocessingSpec
@@ -125,8 +127,8 @@ def edge_inputs(
     """Reads the SavedModel's assets and the calibration sample, and names the model they make.
 
     Args:
-        saved_model: SavedModel directory; its path is part of the identity, as in the Pusher's push record
-            (a new Trainer run writes a new artifact; a cached one is the same path).
+        saved_model: SavedModel directory; its model identity (`foundation.model_identity`, what it holds, as
+            the Pusher's push record names it) is part of the identity, its path is not.
         examples: A `tfxp data` directory or TFX Examples artifact URI with a `train_split`.
         options: The `edge` section; only `MODEL_OPTIONS` enter the identity.
         label_offset: `data.label_offset`. Defaults to 0.
@@ -148,12 +150,20 @@ def edge_inputs(
             label_offset=label_offset,
             shuffle=True,
         )
-    recipe = {
+    try:
+        model = model_identity(saved_model)
+    except ModelIdentityError as error:
+        raise EdgeError(str(error)) from None
+    made_of = {
         "conversion": CONVERSION_FORMAT,
         "tensorflow": tf.__version__,
-        "saved_model": {"path": str(saved_model), "fingerprint": saved_model_fingerprint(saved_model)},
+        "model": model,
         "options": {name: getattr(options, name) for name in MODEL_OPTIONS},
         "calibration_sha256": calibration.digest if calibration is not None else None,
     }
-    identity = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
+    # The SavedModel's path is recorded (where the model came from) but is no part of the identity: a path is
+    # reused when the pipeline root is removed (`foundation.model_identity`).
+    saved = {"path": str(saved_model), "fingerprint": saved_model_fingerprint(saved_model), "identity": model}
+    recipe = {**made_of, "saved_model": saved}
+    identity = hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()
     return EdgeInputs(spec=spec, labels=labels, calibration=calibration, identity=f"edge:{identity}", recipe=recipe)

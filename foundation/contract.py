@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -208,3 +209,14 @@ def write_label_map(path: str | Path, labels: Sequence[str]) -> None:
                 "that starts with a WordNet id and whitespace names that synset)"
             )
     write_text(target, text)
+
+
+def label_map_digest(path: str | None) -> str:
+    """16 hex digits of the SHA-256 of a label map file's bytes, which keys a cache on its content (a renamed class
+    changes it); `none` without a path, `unreadable` when it cannot be read (its reader then fails, naming it)."""
+    if not path:
+        return "none"
+    try:
+        return hashlib.sha256(read_bytes(path)).hexdigest()[:16]
+    except OSError:
+        return "unreadable"

@@ -28,9 +28,9 @@ never leaves a numbered directory behind. Then the staged files go into place:
 
 Each version directory records what it holds in `tfxp_push.json` (`{"identity": ..., "version": ...}`), and
 publishing an identity that is already there returns its version instead of a duplicate. Callers choose the
-identity: the Pusher's is the pushed SavedModel's path inside the model artifact (each Trainer run writes a new
-artifact, so a retrained model is a new version and a re-run Pusher finds its version); the EdgeExporter's is
-the SHA-256 of `model.tflite` (a re-run that converts to the same bytes reuses the version).
+identity: the Pusher's is what the model holds (`foundation.model_identity`, also recording the SavedModel's path
+as `saved_model`; records written before named only the path, as `identity`); the EdgeExporter's names what went
+into the device model (`edge.inputs`).
 
 Only the standard library is imported here; bucket paths import `tensorflow.io.gfile` when used
 (`foundation.paths`).
@@ -171,6 +171,17 @@ def push_identity(record: Mapping[str, Any] | None) -> str:
     `identity` named it."""
     identity = (record or {}).get("identity", (record or {}).get("source", ""))
     return identity if isinstance(identity, str) else ""
+
+
+SAVED_MODEL_KEY = "saved_model"
+"""Push record key: the SavedModel path the Pusher published the version from (the run that pushed it)."""
+
+
+def recorded_source(record: Mapping[str, Any] | None) -> str:
+    """The SavedModel path a push record says the version was published from: `saved_model`, or, in a record
+    written before the Pusher's identity was the model's content, its identity (which was that path)."""
+    source = (record or {}).get(SAVED_MODEL_KEY)
+    return source if isinstance(source, str) and source else push_identity(record)
 
 
 TRAINED_SPANS_KEY = "spans"

@@ -35,6 +35,7 @@ from components.report.component import RunReport
 from components.report.spec import COMPONENT_ID as RUN_REPORT_ID
 from components.rollout_judge.component import COMPONENT_ID as JUDGE_ID
 from components.rollout_judge.component import RolloutJudge
+from components.trainer.label_map_driver import LabelMapDriver
 from components.trainer.options import RunOptions
 from components.validation.data_checks import statistics_options
 from components.validation.drift_check import DriftRun
@@ -294,8 +295,9 @@ def _example_validator(
 
 
 def _trainer(config: TfxpConfig, example_gen: Any, schema_gen: Any, tfjob: TfJobLaunch | None) -> Any:
-    """The Trainer: `TRAINER_RUN_FN` on the examples, with `trainer_custom_config`."""
-    return tfx.components.Trainer(
+    """The Trainer: `TRAINER_RUN_FN` on the examples, with `trainer_custom_config`; its driver keys the local cache
+    on the label map's content (`components.trainer.label_map_driver`)."""
+    trainer = tfx.components.Trainer(
         run_fn=TRAINER_RUN_FN,
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
@@ -303,6 +305,9 @@ def _trainer(config: TfxpConfig, example_gen: Any, schema_gen: Any, tfjob: TfJob
         eval_args=tfx.proto.EvalArgs(num_steps=config.trainer.eval_steps or None),
         custom_config=trainer_custom_config(config, tfjob),
     )
+    # On the instance: the component stays TFX's Trainer (its type, and so ML Metadata's and KFP's view of it).
+    trainer.driver_class = LabelMapDriver
+    return trainer
 
 
 def _served_baseline(config: TfxpConfig, layout: OutputLayout) -> ServedBaseline | None:

@@ -25,6 +25,7 @@ from components.report.summary import ComponentState, DataSeen, RunSummary
 from components.validation.drift import RECORD_PROPERTIES, STOPPED_DECISION, summary_entry
 from foundation.contract import SAVED_MODEL_FILE
 from foundation.data.spans import SPANS_PROPERTY, parse_spans
+from foundation.model_identity import MODEL_IDENTITY_PROPERTY, version_holds
 from foundation.publish import is_complete_version
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
@@ -117,22 +118,33 @@ def served_version(config: TfxpConfig) -> str | None:
     return served.version if served else None
 
 
-def _existing_push(destination: str | None, summary: RunSummary) -> str | None:
-    """`destination` when it is still a complete version; otherwise None, and a problem saying it is gone.
+def _existing_push(destination: str | None, identity: str | None, summary: RunSummary) -> str | None:
+    """`destination` when it is still a complete version holding the pushed model; otherwise None, and a problem
+    saying why.
 
-    The Pusher's record outlives the version: an operator may have removed it since (a rollback). The summary
-    then does not name it as pushed or served.
+    The Pusher's record outlives the version: an operator may have removed it since (a rollback), or another
+    model may be in it. The summary reads the version's own push record back (`foundation.model_identity`) and
+    names it as pushed or served only when it holds `identity`, the model the Pusher pushed (None for a Pusher
+    execution from before tfxp recorded it: not checked).
     """
     if not destination:
         return None
-    if is_complete_version(destination, SAVED_MODEL_FILE):
-        return destination
-    summary.add_problem(
-        "Pusher",
-        destination,
-        "the Pusher recorded this version as pushed, but it no longer exists (removed since?); it is not served",
-    )
-    return None
+    if not is_complete_version(destination, SAVED_MODEL_FILE):
+        summary.add_problem(
+            "Pusher",
+            destination,
+            "the Pusher recorded this version as pushed, but it no longer exists (removed since?); it is not served",
+        )
+        return None
+    if identity and not version_holds(destination, identity):
+        summary.add_problem(
+            "Pusher",
+            destination,
+            f"the Pusher recorded this version as holding {identity}, but its push record names another model; "
+            "this run's model is not served",
+        )
+        return None
+    return destination
 
 
 FINISHED_STATES = ("complete", "cached")
@@ -248,7 +260,8 @@ def _inputs(
     pushed = _first(pusher, "pushed_model")
     destination = None
     if pushed is not None and _int_property(pushed, "pushed"):
-        destination = _existing_push(_string_property(pushed, "pushed_destination"), summary)
+        identity = _string_property(pushed, MODEL_IDENTITY_PROPERTY)
+        destination = _existing_push(_string_property(pushed, "pushed_destination"), identity, summary)
     cached_model = trainer is not None and trainer.status == "cached"
     already = None
     if cached_model and destination and store is not None and pusher is not None and pushed is not None:

@@ -62,8 +62,8 @@ class ServedModel:
     Attributes:
         version: The version directory's name, e.g. `1796083574`.
         path: `<base>/<version>`.
-        identity: What `foundation.publish` recorded as its identity (the pushed SavedModel's path in the
-            Trainer's model artifact); "" for a version another tool wrote.
+        identity: What `foundation.publish` recorded as its identity (`foundation.model_identity`; the pushed
+            SavedModel's path in records written before it); "" for a version another tool wrote.
         trained_spans: The spans its model was trained on, from its push record (`publish.trained_spans`); None
             when the record does not say.
     """

@@ -86,8 +86,9 @@ class Executor(base_executor.BaseExecutor):
         pushed_path, reason = None, export.gate.reason
         serving_base = exec_properties.get(HOLD_FOR_KEY)
         if export.blessed and serving_base:
+            model = str(inputs.recipe["model"])
             pushed_path, reason = _hold(
-                export, edge_model.uri, exec_properties[PUSH_BASE_KEY], saved_model, serving_base
+                export, edge_model.uri, exec_properties[PUSH_BASE_KEY], (saved_model, model), serving_base
             )
         elif export.blessed:
             # A rerun that produced the same bytes reuses that version instead of duplicating it.
@@ -101,15 +102,16 @@ class Executor(base_executor.BaseExecutor):
 
 
 def _hold(
-    export: EdgeExport, out_dir: str, push_base: str, saved_model: str, serving_base: str
+    export: EdgeExport, out_dir: str, push_base: str, made_from: tuple[str, str], serving_base: str
 ) -> tuple[str | None, str]:
-    """Holds the blessed release until its SavedModel is stable (`edge.held`), then settles at once: the first
-    model of a base is stable as soon as the Pusher (which runs before, under canary) published it. Returns the
-    pushed path (None while held) and the reason to record."""
-    hold_edge_model(export, out_dir, push_base, saved_model)
+    """Holds the blessed release until its SavedModel (`made_from`: its path and model identity) is stable
+    (`edge.held`), then settles at once: the first model of a base is stable as soon as the Pusher (which runs
+    before, under canary) published it. Returns the pushed path (None while held) and the reason to record."""
+    saved_model, model = made_from
+    hold_edge_model(export, out_dir, push_base, saved_model, model=model)
     state = read_rollout(serving_base)
     for settled in settle_held(push_base, serving_base, state.stable, state.rolled_back):
-        if settled.saved_model == saved_model and settled.version_dir is not None:
+        if settled.model_identity == model and settled.version_dir is not None:
             record_released(settled.version_dir, out_dir)
             return settled.version_dir, f"{export.gate.reason}; published: its SavedModel is stable"
     return None, f"{export.gate.reason}; {HELD_REASON}"

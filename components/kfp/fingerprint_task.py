@@ -10,6 +10,9 @@ parameters named `tfxp_cache_*` (`components.kfp.entrypoint` removes them before
 
     tfxp_cache_data    → ImportExampleGen: the selected spans' files (`components.data.fingerprint`)
     tfxp_cache_served  → ServedBaseline: the served version (`components.baseline.served.served_fingerprint`)
+    tfxp_cache_labels  → Trainer: the label map's content (`foundation.contract.label_map_digest`), so a renamed
+                         class retrains, as the local runner's Trainer driver (`components.trainer.label_map_driver`)
+                         makes it
 
 With no new data and nothing pushed or rolled back, both are unchanged, so ImportExampleGen … Evaluator are
 cache hits; a new span reruns everything; a rollback reruns the baseline, the Evaluator and the Pusher.
@@ -35,8 +38,13 @@ TASK = "InputFingerprint"
 """The task's name in the compiled spec."""
 DATA_OUTPUT = "tfxp_cache_data"
 SERVED_OUTPUT = "tfxp_cache_served"
+LABELS_OUTPUT = "tfxp_cache_labels"
 INPUT_BASE, INPUT_CONFIG, SPANS, SERVING_BASE = "input_base", "input_config", "spans", "serving_base"
-INPUTS = (INPUT_BASE, INPUT_CONFIG, SPANS, SERVING_BASE)
+TRAINER_CONFIG = "trainer_custom_config"
+"""The Trainer's `custom_config` (JSON), which names the label map."""
+LABELS_PATH = "labels_path"
+"""The key naming the label map in the Trainer's `custom_config` (`components.trainer.options.RunOptions`)."""
+INPUTS = (INPUT_BASE, INPUT_CONFIG, SPANS, SERVING_BASE, TRAINER_CONFIG)
 """The task's input parameters (all strings)."""
 
 
@@ -57,6 +65,7 @@ def fingerprints(parameters: dict[str, str]) -> dict[str, str]:
     """
     from components.baseline.served import served_fingerprint
     from components.data.fingerprint import data_fingerprint
+    from foundation.contract import label_map_digest
     from foundation.data.spans import SpanError
 
     input_base = parameters[INPUT_BASE]
@@ -69,7 +78,9 @@ def fingerprints(parameters: dict[str, str]) -> dict[str, str]:
         served = served_fingerprint(base) if base else "none"
     except OSError as error:
         raise FingerprintTaskError(f"cannot list the served versions under {base}: {error}") from error
-    return {DATA_OUTPUT: data, SERVED_OUTPUT: served}
+    trainer = json.loads(parameters.get(TRAINER_CONFIG) or "{}")  # the Trainer's custom_config names its label map
+    labels = label_map_digest(trainer.get(LABELS_PATH) if isinstance(trainer, dict) else None)
+    return {DATA_OUTPUT: data, SERVED_OUTPUT: served, LABELS_OUTPUT: labels}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -82,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parameters = {name: values[name].string_value if name in values else "" for name in INPUTS}
     outputs = fingerprints(parameters)
     for name, value in outputs.items():
+        if name not in executor_input.outputs.parameters:
+            continue  # a spec compiled before this output existed (`tfxp_cache_labels`) does not take it
         path = executor_input.outputs.parameters[name].output_file
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as handle:

@@ -27,7 +27,7 @@ from typing import Any
 from foundation.deadline import with_deadline
 from foundation.errors import TfxpError
 from foundation.paths import name_of
-from foundation.publish import push_identity
+from foundation.publish import recorded_source
 from foundation.redirects import RedirectRefusedError, open_url
 
 # KFP task states (open-source KFP's task status names; Vertex AI's `PipelineState` short forms).
@@ -210,7 +210,8 @@ def pushed_version_of(records: Mapping[str, Mapping[str, Any]], run_id: str) -> 
 
     Args:
         records: Version directory → its push record, newest first (`foundation.publish.push_records`: the
-            Pusher's identity is the pushed model's path, which lies under the run's outputs).
+            record names the SavedModel the Pusher published, `recorded_source`, which lies under the run's
+            outputs).
         run_id: The run's id; a record whose source path has it as a path segment is this run's.
 
     Returns:
@@ -219,7 +220,7 @@ def pushed_version_of(records: Mapping[str, Mapping[str, Any]], run_id: str) -> 
     if not run_id:
         return None
     for directory, record in records.items():
-        if run_id in push_identity(record).split("/"):
+        if run_id in recorded_source(record).split("/"):
             return str(record.get("version", name_of(directory))), directory
     return None
 

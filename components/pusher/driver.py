@@ -6,13 +6,18 @@ that push, so the same run again would find every component, the Pusher included
 version that no longer exists. The fingerprint therefore names the complete versions present now and, from ML
 Metadata, the versions earlier Pusher executions pushed this same model to that are gone: the removal changes
 the cache key, the Pusher reruns and publishes the model again (as a new version, since its old one is gone).
-Nothing changed on disk, nothing removed: the fingerprint is stable and the Pusher stays cached.
+Nothing changed on disk, nothing removed: the fingerprint is stable and the Pusher stays cached. Each version
+with a push record is named with a digest of the model identity it records (`foundation.model_identity`), so a
+version that now holds another model under the same name (a serving base restored from elsewhere) reruns the
+Pusher too, which then finds or publishes a version holding its own model.
 
-Example fingerprints: `none` (nothing pushed yet), `1796094230,1796094188`, `1796094188;gone:1796094230`.
+Example fingerprints: `none` (nothing pushed yet), `1796094230:5f0c1d2e9a8b,1796094188`,
+`1796094188;gone:1796094230`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -25,7 +30,7 @@ from tfx.utils import proto_utils
 from components.fingerprint_driver import FingerprintDriver
 from foundation.contract import SAVED_MODEL_FILE
 from foundation.paths import name_of
-from foundation.publish import list_versions
+from foundation.publish import list_versions, push_identity, read_push_record
 
 # The execution property the driver sets (TFX's PusherSpec does not declare it; the launcher passes it on).
 PUSHED_FINGERPRINT_KEY = "pushed_fingerprint"
@@ -43,14 +48,25 @@ def pushed_fingerprint(base: str, earlier_pushes: Iterable[str] = ()) -> str:
             under another base path are ignored.
 
     Returns:
-        `none` or the comma-separated versions, followed by `;gone:<versions>` when an earlier push is gone.
+        `none` or the comma-separated versions (with their recorded identity's digest), followed by
+        `;gone:<versions>` when an earlier push is gone.
     """
     root = base.rstrip("/")
-    present = [name_of(path) for path in list_versions(root, required_file=SAVED_MODEL_FILE)]
+    versions = list_versions(root, required_file=SAVED_MODEL_FILE)
+    present = [name_of(path) for path in versions]
     pushed = {tuple(path.rstrip("/").rsplit("/", 1)) for path in earlier_pushes if "/" in path.rstrip("/")}
     gone = sorted({version for parent, version in pushed if parent == root and version not in present})
-    text = ",".join(present) or "none"
+    text = ",".join(_with_identity(path) for path in versions) or "none"
     return f"{text};gone:{','.join(gone)}" if gone else text
+
+
+def _with_identity(version_dir: str) -> str:
+    """`<version>:<12 hex of what its push record says it holds>`, or `<version>` for a version without one: a
+    version whose model was replaced under the same name changes the key, so the Pusher reruns rather than
+    report a version that holds another model."""
+    identity = push_identity(read_push_record(version_dir))
+    name = name_of(version_dir)
+    return f"{name}:{hashlib.sha256(identity.encode()).hexdigest()[:12]}" if identity else name
 
 
 def earlier_pushes(store: metadata_store.MetadataStore, model_ids: Sequence[int]) -> list[str]:

@@ -2,10 +2,11 @@
 
 TFX's Pusher names a version by the clock and copies into it (`SAVED_MODEL_FILE` last); ours publishes through
 `publish_version`: a hidden staging name first, then one rename locally or a file-by-file move on a bucket with
-`SAVED_MODEL_FILE` last, and a push record that makes a re-run over the same model artifact find its version
-instead of pushing it twice. The Kubeflow path (a `gs://` serving base) and `tfxp run` follow that one rule. The
-record also keeps the spans the model was trained on (from the blessing), which the drift checks read from the
-served version.
+`SAVED_MODEL_FILE` last, and a push record naming the model's identity (`foundation.model_identity`: what it
+holds, not its path), so a re-run over the same model finds its version instead of pushing it twice, and another
+model at a path an earlier one used is a new version. The Kubeflow path (a `gs://` serving base) and `tfxp run`
+follow that one rule. The record also keeps the SavedModel's path and the spans the model was trained on (from
+the blessing), which the drift checks read from the served version.
 
 Under `serving.rollout: canary` (the Pusher's `custom_config`, `rollout_config`) the published version goes into
 the model's rollout state instead of taking traffic: the first version of a base becomes stable, any later one the
@@ -31,7 +32,8 @@ from components.executor_types import ArtifactDict, ExecProperties
 from components.pusher.driver import PushedVersionsDriver
 from foundation.contract import SAVED_MODEL_FILE
 from foundation.data.spans import SPANS_PROPERTY, parse_spans
-from foundation.publish import TRAINED_SPANS_KEY, find_published, publish_version
+from foundation.model_identity import MODEL_IDENTITY_PROPERTY, find_model_version, model_identity
+from foundation.publish import SAVED_MODEL_KEY, TRAINED_SPANS_KEY, publish_version
 from serving.rollout.state import refuse_direct_push_over_rollout
 
 ROLLOUT_KEY = "rollout"
@@ -55,24 +57,28 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         if destination.WhichOneof("destination") != "filesystem":
             raise ValueError("tfxp's Pusher supports file-system destinations only (push_destination.filesystem)")
         model_path = self.GetModelPath(input_dict)
-        # The identity is the SavedModel's path in the model artifact: a new Trainer run is a new artifact (a new
-        # version); this Pusher re-run over the same artifact finds the version it pushed. `SAVED_MODEL_FILE` marks
-        # a complete version, as TF Serving and TFX's Pusher expect (tfx/components/pusher/executor.py:198).
+        # The identity is what the model holds (`foundation.model_identity`), not its path: a path is reused when
+        # the pipeline root and its ML Metadata are removed and execution ids restart. A version holding the same
+        # model is this model's version (a re-run Pusher, a model retrained to the same content); any other
+        # model is a new version. `SAVED_MODEL_FILE` marks a complete version, as TF Serving and TFX's Pusher
+        # expect (tfx/components/pusher/executor.py:198).
         base = destination.filesystem.base_directory
         rollout = rollout_config(exec_properties)
         if not rollout:
             refuse_direct_push_over_rollout(base)
-        already = find_published(base, model_path, required_file=SAVED_MODEL_FILE)
+        identity = model_identity(model_path)
+        already = find_model_version(base, identity, model_path)
         spans = trained_on(input_dict)
-        version_dir = publish_version(
+        version_dir = already or publish_version(
             model_path,
             base,
-            identity=model_path,
+            identity=identity,
             last_file=SAVED_MODEL_FILE,
-            record_extra={TRAINED_SPANS_KEY: spans} if spans else None,
+            record_extra={SAVED_MODEL_KEY: model_path, **({TRAINED_SPANS_KEY: spans} if spans else {})},
         )
         io_utils.copy_dir(model_path, model_push.uri)  # the artifact's own archive copy, as TFX does
         self._MarkPushed(model_push, pushed_destination=version_dir, pushed_version=os.path.basename(version_dir))
+        model_push.set_string_custom_property(MODEL_IDENTITY_PROPERTY, identity)
         # 0: the version was there already (a rerun over the same model, e.g. after KFP served the Trainer from
         # its cache); the run record tells "pushed version N" from "no new data" by it.
         model_push.set_int_custom_property(PUBLISHED_NOW_PROPERTY, int(already is None))

@@ -26,6 +26,7 @@ from components.report.build import REPORT_FILE, report_html
 from components.report.inputs import ReportInputs, facts_from_inputs
 from components.report.render import CONTENT_SECURITY_POLICY
 from foundation.data.spans import SPANS_PROPERTY
+from foundation.model_identity import MODEL_IDENTITY_PROPERTY, version_holds
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def _write_run_record(input_dict: ArtifactDict, exec_properties: ExecProperties,
     blessing = _single(input_dict, keys.BLESSING_KEY)
     infra_blessing = _single(input_dict, keys.INFRA_BLESSING_KEY)
     pushed = _single(input_dict, keys.PUSHED_MODEL_KEY)
-    was_pushed = pushed is not None and bool(pushed.get_int_custom_property("pushed"))
+    was_pushed = pushed is not None and bool(pushed.get_int_custom_property("pushed")) and holds_pushed(pushed)
     refusal = None
     if infra_blessing is not None and not infra_blessing.get_int_custom_property(BLESSED_PROPERTY):
         refusal = infra_blessing.get_string_custom_property(REASON_PROPERTY) or "no reason recorded"
@@ -98,6 +99,21 @@ def _write_run_record(input_dict: ArtifactDict, exec_properties: ExecProperties,
         logger.info("run record: %s (%s)", write_run_record(record_dir, record), record.decision)
     except Exception as error:  # the exit handler then says the outcome is unknown; the run itself succeeded
         logger.warning("run record: not written under %s: %s", record_dir, error)
+
+
+def holds_pushed(pushed: types.Artifact) -> bool:
+    """Whether the version the Pusher recorded holds the model it pushed, read back from the version's push record
+    (`foundation.model_identity.version_holds`): what the notice says was published is what is on disk. True
+    for a Pusher execution from before tfxp recorded the identity (nothing to check against)."""
+    identity = pushed.get_string_custom_property(MODEL_IDENTITY_PROPERTY)
+    if not identity:
+        return True
+    destination = pushed.get_string_custom_property("pushed_destination")
+    try:
+        return bool(destination) and version_holds(destination, identity)
+    except OSError as error:  # an unreadable serving base: the record says nothing was pushed, the log says why
+        logger.warning("run record: cannot read the pushed version %s back: %s", destination, error)
+        return False
 
 
 def _single(input_dict: ArtifactDict, key: str) -> types.Artifact | None:

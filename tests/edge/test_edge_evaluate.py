@@ -18,12 +18,13 @@ from edge.evaluate import accuracy_of, evaluate, evaluate_saved_model
 from edge.export import EdgeExport, export_edge_model
 from edge.gate import GateResult, accuracy_gate
 from edge.held import held_releases, hold_edge_model, settle_held
-from edge.inputs import read_labels, read_preprocessing
+from edge.inputs import edge_inputs, read_labels, read_preprocessing
 from edge.options import EdgeOptions
 from edge.publish import EDGE_FILES, push_edge_model, write_edge_model
 from edge.quantize import convert
 from edge.runtime import TfliteModel, read_tflite
 from foundation.contract import SAVED_MODEL_FILE
+from foundation.model_identity import model_identity
 from foundation.publish import PUSH_RECORD, find_published, list_versions, publish_version
 
 
@@ -204,6 +205,20 @@ def test_the_saved_models_label_map_follows_the_one_rule(tmp_path: Path) -> None
         read_labels(tmp_path)
 
 
+def test_the_device_models_identity_follows_the_saved_models_content_not_its_path(
+    saved_model: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    options = EdgeOptions(mode="none")
+    here = edge_inputs(saved_model, data_dir, options)
+    moved = edge_inputs(Path(shutil.copytree(saved_model, tmp_path / "moved")), data_dir, options)
+    assert moved.identity == here.identity  # the same model from another path: the same device model
+    assert here.recipe["saved_model"]["identity"] == model_identity(saved_model)
+    assert here.recipe["saved_model"]["path"] == str(saved_model)  # recorded, not hashed
+    renamed = Path(shutil.copytree(saved_model, tmp_path / "renamed"))
+    (renamed / "assets" / "labels.txt").write_text("".join(f"class {name}\n" for name in LABELS))
+    assert edge_inputs(renamed, data_dir, options).identity != here.identity
+
+
 def test_an_eval_subset_is_a_sample_across_classes(saved_model: Path, tmp_path: Path) -> None:
     images, labels = synthetic_images(120, seed=7)
     order = np.argsort(labels, kind="stable")  # a class-sorted shard: its first 40 records are all class 0
@@ -215,25 +230,30 @@ def test_an_eval_subset_is_a_sample_across_classes(saved_model: Path, tmp_path: 
     assert None not in export.metadata["accuracy"]["per_class_tflite"].values()
 
 
-def _serving_version(serving_base: Path, saved_model: str) -> int:
-    """A serving version whose push record names `saved_model`, as the Pusher writes it."""
-    source = serving_base.parent / f"model-{hashlib.sha256(saved_model.encode()).hexdigest()[:8]}"
+def _serving_version(serving_base: Path, saved_model: str, model: str | None = None) -> int:
+    """A serving version published from `saved_model` holding the model `model`, as the Pusher writes it (with
+    `model` None, as it wrote it before the model identity: the path as the identity)."""
+    source = serving_base.parent / f"model-{hashlib.sha256(f'{saved_model}{model}'.encode()).hexdigest()[:8]}"
     source.mkdir(parents=True)
     (source / SAVED_MODEL_FILE).write_bytes(b"")
-    return int(Path(publish_version(source, serving_base, identity=saved_model, last_file=SAVED_MODEL_FILE)).name)
+    if model is None:
+        return int(Path(publish_version(source, serving_base, identity=saved_model, last_file=SAVED_MODEL_FILE)).name)
+    extra = {"saved_model": saved_model}
+    version = publish_version(source, serving_base, identity=model, last_file=SAVED_MODEL_FILE, record_extra=extra)
+    return int(Path(version).name)
 
 
 def test_a_held_release_is_published_once_its_saved_model_is_stable(int8_model: bytes, tmp_path: Path) -> None:
     edge_base, serving_base = tmp_path / "edge" / "digits", tmp_path / "serving" / "digits"
     first, second = "/runs/Trainer/model/7/Format-Serving", "/runs/Trainer/model/9/Format-Serving"
-    v1, v2 = _serving_version(serving_base, first), _serving_version(serving_base, second)
-    hold_edge_model(_blessed_export(int8_model, b"one"), tmp_path / "artifact-1", edge_base, first)
-    hold_edge_model(_blessed_export(int8_model, b"two"), tmp_path / "artifact-2", edge_base, second)
+    v1, v2 = _serving_version(serving_base, first, "model:1"), _serving_version(serving_base, second, "model:2")
+    hold_edge_model(_blessed_export(int8_model, b"one"), tmp_path / "artifact-1", edge_base, first, model="model:1")
+    hold_edge_model(_blessed_export(int8_model, b"two"), tmp_path / "artifact-2", edge_base, second, model="model:2")
     assert list_versions(edge_base) == [] and sorted(held_releases(edge_base)) == [first, second]
 
     # v2 is the canary: only stable v1's release goes out, with its version in its metadata.
     (done,) = settle_held(edge_base, serving_base, stable=v1, rolled_back=())
-    assert (done.action, done.saved_model) == ("published", first)
+    assert (done.action, done.saved_model, done.model_identity) == ("published", first, "model:1")
     assert list_versions(edge_base) == [done.version_dir]
     published = Path(str(done.version_dir))
     assert json.loads((published / "edge_metadata.json").read_text())["pushed_path"] == done.version_dir
@@ -247,11 +267,45 @@ def test_a_held_release_is_published_once_its_saved_model_is_stable(int8_model: 
     assert held_releases(edge_base) == {} and list_versions(edge_base) == [done.version_dir]
 
 
+def test_held_releases_follow_the_model_not_the_path_it_was_trained_at(int8_model: bytes, tmp_path: Path) -> None:
+    """The pipeline root removed, execution ids restart: a new model comes from the path of an earlier one. Each
+    held release waits for the serving version holding its own model."""
+    edge_base, serving_base = tmp_path / "edge" / "digits", tmp_path / "serving" / "digits"
+    path = "/runs/Trainer/model/7/Format-Serving"
+    v1, v2 = _serving_version(serving_base, path, "model:old"), _serving_version(serving_base, path, "model:new")
+    hold_edge_model(_blessed_export(int8_model, b"old"), tmp_path / "a", edge_base, path, model="model:old")
+    hold_edge_model(_blessed_export(int8_model, b"new"), tmp_path / "b", edge_base, path, model="model:new")
+
+    (done,) = settle_held(edge_base, serving_base, stable=v2, rolled_back=())
+
+    assert (done.action, done.model_identity) == ("published", "model:new")
+    release = json.loads((Path(str(done.version_dir)) / "release.json").read_text())
+    assert release["identity"] == _blessed_export(int8_model, b"new").metadata["identity"]
+    (dropped,) = settle_held(edge_base, serving_base, stable=v2, rolled_back=(v1,))
+    assert (dropped.action, dropped.model_identity) == ("dropped", "model:old")
+
+
+def test_a_release_held_before_the_model_identity_waits_for_its_saved_models_path(
+    int8_model: bytes, tmp_path: Path
+) -> None:
+    edge_base, serving_base = tmp_path / "edge" / "digits", tmp_path / "serving" / "digits"
+    path = "/runs/Trainer/model/7/Format-Serving"
+    held = hold_edge_model(_blessed_export(int8_model, b"one"), tmp_path / "a", edge_base, path, model="model:1")
+    Path(f"{held}.json").write_text(json.dumps({"saved_model": path, "identity": "edge:1"}))  # as written before
+    version = _serving_version(serving_base, path)  # a push record of then: the path as the identity
+
+    (done,) = settle_held(edge_base, serving_base, stable=version, rolled_back=())
+
+    assert (done.action, done.saved_model, done.model_identity) == ("published", path, "")
+
+
 def test_holding_again_from_the_same_saved_model_replaces_the_held_release(int8_model: bytes, tmp_path: Path) -> None:
     edge_base = tmp_path / "edge" / "digits"
     saved_model = "/runs/Trainer/model/7/Format-Serving"
-    first = hold_edge_model(_blessed_export(int8_model, b"one"), tmp_path / "a", edge_base, saved_model)
-    again = hold_edge_model(_blessed_export(int8_model, b"one again"), tmp_path / "b", edge_base, saved_model)
+    first = hold_edge_model(_blessed_export(int8_model, b"one"), tmp_path / "a", edge_base, saved_model, model="m:1")
+    again = hold_edge_model(
+        _blessed_export(int8_model, b"one again"), tmp_path / "b", edge_base, saved_model, model="m:1"
+    )
     assert first == again and list(held_releases(edge_base)) == [saved_model]
     assert not json.loads((tmp_path / "a" / "edge_metadata.json").read_text())["pushed_path"]
 

@@ -128,6 +128,52 @@ def test_a_rolled_back_push_is_pushed_again(digits_dir: Path, tmp_path: Path) ->
     assert versions(out) == sorted([Path(first["pushed_model_dir"]).name, pushed.name])
 
 
+def test_a_new_model_at_a_path_an_earlier_run_used_is_served_and_a_renamed_class_too(
+    digits_dir: Path, tmp_path: Path
+) -> None:
+    """The pipeline root and its ML Metadata removed, `serving/` and `edge/` kept: execution ids restart and the
+    retrained model lands at the path of the served one. It is published (served and device model the same
+    model); then a class renamed in labels.txt retrains and is published as a new version."""
+    from foundation.model_identity import model_identity
+    from foundation.publish import read_push_record
+
+    data, out = tmp_path / "digits", tmp_path / "out"
+    shutil.copytree(digits_dir, data)
+    quick = ("trainer.train_steps=1", "evaluator.min_accuracy=0", "evaluator.max_accuracy_drop=1")
+    edge = ("edge.enabled=true", "edge.max_accuracy_drop=1", "edge.app_client=none", "edge.eval_samples=50")
+    metadata = out / "tfxp-digits" / "metadata.db"
+
+    def trained_at() -> str:
+        return latest_run_components(open_store(str(metadata)), "tfxp-digits")["Trainer"].outputs["model"][0].uri
+
+    code, output, first = run_cli(data, out, *quick, *edge)
+    assert code == 0 and first["decision"] == "pushed", output
+    first_model = trained_at()
+    shutil.rmtree(out / "tfxp-digits")
+
+    code, output, second = run_cli(data, out, *quick, *edge, "trainer.seed=7")
+    assert code == 0, output
+    assert trained_at() == first_model  # the case: the new model lies where the served one was trained
+    served = Path(second["pushed_model_dir"])
+    assert second["decision"] == "pushed" and served != Path(first["pushed_model_dir"]), second["blessing_reason"]
+    assert second["served_version"] == served.name and second["problems"] == []
+    assert f"served model: {served}" in " ".join(output.split())
+    identity = model_identity(f"{first_model}/Format-Serving")
+    assert (read_push_record(str(served)) or {}).get("identity") == identity == model_identity(served)
+    assert second["edge"]["status"] == "pushed", second["edge"]["reason"]
+    release = json.loads((out / "edge" / "digits" / second["edge"]["version"] / "release.json").read_text())
+    assert release["saved_model"]["identity"] == identity  # the device model is the served model
+
+    labels = (data / "labels.txt").read_text().splitlines()
+    (data / "labels.txt").write_text("\n".join(["zero", *labels[1:]]) + "\n")
+    code, output, renamed = run_cli(data, out, *quick, "trainer.seed=7")
+    assert code == 0, output
+    assert renamed["components"]["Trainer"]["status"] == "complete", renamed["components"]
+    pushed = Path(renamed["pushed_model_dir"])
+    assert renamed["decision"] == "pushed" and pushed not in (served, Path(first["pushed_model_dir"]))
+    assert (pushed / "assets" / "labels.txt").read_text().splitlines()[:2] == ["zero", "1"]
+
+
 def test_model_below_threshold_is_not_pushed(first_run: tuple[Path, dict[str, Any]], digits_dir: Path) -> None:
     out, first = first_run
     before = versions(out)

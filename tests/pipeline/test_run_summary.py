@@ -150,3 +150,28 @@ def test_a_pushed_version_removed_since_is_a_problem_not_the_pushed_model_dir(tm
     (problem,) = summary["problems"]
     assert problem["component"] == "Pusher" and problem["path"] == str(version)
     assert "no longer exists" in problem["error"]
+
+
+@pytest.mark.parametrize("holds", [False, True])
+def test_the_pushed_model_dir_is_read_back_from_the_versions_push_record(tmp_path: Path, holds: bool) -> None:
+    """What the run says it published is what is on disk: a version that holds another model (a Pusher that found
+    its path in an earlier record, a serving base restored from elsewhere) is a problem, never the served model."""
+    config = build_config({}, [f"pipeline.output={tmp_path / 'out'}"])
+    version = Path(output_layout(config).serving_base) / "1796094230"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"model")
+    on_disk = "model:ours" if holds else "model:an-earlier-one"
+    (version / "tfxp_push.json").write_text(json.dumps({"identity": on_disk, "version": 1796094230}))
+    store = FakeRunStore(tmp_path / "metadata.db")
+    run = store.start_run()
+    pushed = str(tmp_path / "pushed")
+    properties = {pushed: {"pushed": 1, "pushed_destination": str(version), "model_identity": "model:ours"}}
+    store.add_execution(run, "Pusher", "complete", {"pushed_model": [pushed]}, properties)
+    summary = build_summary(config, str(tmp_path / "metadata.db"), wall_seconds=1.0).to_json_dict()
+    if holds:
+        assert summary["pushed_model_dir"] == str(version) and summary["problems"] == []
+        return
+    assert summary["pushed_model_dir"] is None
+    (problem,) = summary["problems"]
+    assert problem["component"] == "Pusher" and problem["path"] == str(version)
+    assert "holding model:ours, but its push record names another model" in problem["error"]

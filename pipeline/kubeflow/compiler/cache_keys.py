@@ -5,11 +5,13 @@ image and command (kubeflow/pipelines `backend/src/v2/cacheutils/cache.go:173-22
 at commit 7b70c7b); a cache hit hands the cached execution's artifacts (same ids) downstream, so the tasks
 after it are hits too. TFX's own answer, the ExampleGen `preCacheCheck` lifecycle hook, is never run by the
 open-source backend. `wire_input_fingerprint` adds one uncached task, `InputFingerprint`
-(`components.kfp.fingerprint_task`), and feeds its two outputs to the tasks whose results depend on outside
+(`components.kfp.fingerprint_task`), and feeds its outputs to the tasks whose results depend on outside
 state, as input parameters, which KFP's key includes:
 
 - ImportExampleGen gets `tfxp_cache_data` (the selected spans' files; removed by the entrypoint before TFX);
-- ServedBaseline gets its `served_fingerprint` execution property (what its local driver sets).
+- ServedBaseline gets its `served_fingerprint` execution property (what its local driver sets);
+- the Trainer gets `tfxp_cache_labels` (the label map's content, what its local driver sets; removed by the
+  entrypoint): a class renamed in the label map retrains, and the model that holds the new names is pushed.
 
 Both are then cached: a night with nothing new is a cache hit from ImportExampleGen to the Evaluator and the
 Pusher; a new span reruns everything; a rolled-back served version reruns the baseline, the Evaluator and the
@@ -29,6 +31,7 @@ from pipeline.kubeflow.compiler.spec import PipelineDoc, SpecPatchError, dags, p
 
 EXAMPLE_GEN_TASK = "ImportExampleGen"
 BASELINE_TASK = "ServedBaseline"
+TRAINER_TASK = "Trainer"
 # ServedBaseline's execution property that its local driver fills in (components.baseline.driver).
 SERVED_FINGERPRINT_PROPERTY = "served_fingerprint"
 _STRING = pipeline_spec_pb2.ParameterType.STRING
@@ -39,6 +42,7 @@ _SOURCES = {
     fingerprint_task.INPUT_CONFIG: (EXAMPLE_GEN_TASK, "input_config"),
     fingerprint_task.SPANS: (EXAMPLE_GEN_TASK, "spans"),
     fingerprint_task.SERVING_BASE: (BASELINE_TASK, "base_path"),
+    fingerprint_task.TRAINER_CONFIG: (TRAINER_TASK, "custom_config"),
 }
 
 
@@ -64,8 +68,9 @@ def _feed(
 
 
 def wire_input_fingerprint(doc: PipelineDoc, image: str) -> None:
-    """Adds the `InputFingerprint` task next to ImportExampleGen and feeds its outputs to ImportExampleGen and
-    ServedBaseline (see the module docstring). Caching flags, resources and retries are `patch_pipeline_doc`'s.
+    """Adds the `InputFingerprint` task next to ImportExampleGen and feeds its outputs to ImportExampleGen,
+    ServedBaseline and the Trainer (see the module docstring). Caching flags, resources and retries are
+    `patch_pipeline_doc`'s.
 
     Raises:
         SpecPatchError: the spec has no ImportExampleGen.
@@ -86,11 +91,13 @@ def wire_input_fingerprint(doc: PipelineDoc, image: str) -> None:
             task.inputs.parameters[key].CopyFrom(dag.tasks[source_task].inputs.parameters[source_input])
         else:
             task.inputs.parameters[key].runtime_value.constant.string_value = ""
-    for output in (fingerprint_task.DATA_OUTPUT, fingerprint_task.SERVED_OUTPUT):
+    for output in (fingerprint_task.DATA_OUTPUT, fingerprint_task.SERVED_OUTPUT, fingerprint_task.LABELS_OUTPUT):
         component.output_definitions.parameters[output].parameter_type = _STRING
     _feed(spec, dag.tasks[EXAMPLE_GEN_TASK], fingerprint_task.DATA_OUTPUT, fingerprint_task.DATA_OUTPUT)
     if with_baseline:
         _feed(spec, dag.tasks[BASELINE_TASK], SERVED_FINGERPRINT_PROPERTY, fingerprint_task.SERVED_OUTPUT)
+    if TRAINER_TASK in dag.tasks:
+        _feed(spec, dag.tasks[TRAINER_TASK], fingerprint_task.LABELS_OUTPUT, fingerprint_task.LABELS_OUTPUT)
     deployment = json_format.ParseDict(
         json_format.MessageToDict(spec.deployment_spec), pipeline_spec_pb2.PipelineDeploymentConfig()
     )

@@ -73,7 +73,7 @@ def _executor_input(tmp_path: Path, **parameters: str) -> str:
     executor_input = pipeline_spec_pb2.ExecutorInput()
     for name, value in parameters.items():
         executor_input.inputs.parameter_values[name].string_value = value
-    for name in (fingerprint_task.DATA_OUTPUT, fingerprint_task.SERVED_OUTPUT):
+    for name in (fingerprint_task.DATA_OUTPUT, fingerprint_task.SERVED_OUTPUT, fingerprint_task.LABELS_OUTPUT):
         executor_input.outputs.parameters[name].output_file = str(tmp_path / "outputs" / name)
     return json_format.MessageToJson(executor_input)
 
@@ -86,12 +86,24 @@ def test_the_task_writes_its_outputs_where_the_driver_said(tmp_path: Path) -> No
     (serving / "1700000000" / "saved_model.pb").write_bytes(b"pb")
     config = json.dumps({"splits": [{"name": "train", "pattern": SPLITS[0]}, {"name": "eval", "pattern": SPLITS[1]}]})
 
-    fingerprint_task.main(["--executor_input", _executor_input(tmp_path, input_base=str(data), input_config=config,
-                                                                 spans="all", serving_base=str(serving))])  # fmt: skip
+    labels = tmp_path / "labels.txt"
+    labels.write_text("cat\ndog\n")
+    trainer = json.dumps({"labels_path": str(labels)})
 
+    def run() -> None:
+        fingerprint_task.main(["--executor_input", _executor_input(
+            tmp_path, input_base=str(data), input_config=config, spans="all", serving_base=str(serving),
+            trainer_custom_config=trainer)])  # fmt: skip
+
+    run()
     outputs = tmp_path / "outputs"
     assert (outputs / "tfxp_cache_data").read_text() == data_fingerprint(str(data), SPLITS, "all")
     assert (outputs / "tfxp_cache_served").read_text().startswith("1700000000:")
+    # A class renamed in the label map changes the Trainer's cache key on Kubeflow too.
+    before = (outputs / "tfxp_cache_labels").read_text()
+    labels.write_text("cat\nwolf\n")
+    run()
+    assert (outputs / "tfxp_cache_labels").read_text() != before
 
 
 def test_the_task_fails_naming_data_path(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ from tfx.utils import proto_utils
 
 from components.pusher.driver import PUSHED_FINGERPRINT_KEY, PushedVersionsDriver, earlier_pushes, pushed_fingerprint
 from components.pusher.executor import AtomicPusher
+from foundation.publish import PUSH_RECORD
 
 
 def _version(base: Path, version: str, complete: bool = True) -> Path:
@@ -50,6 +52,18 @@ def test_fingerprint_names_an_earlier_push_of_this_model_that_is_gone(tmp_path: 
     assert pushed_fingerprint(str(base), []) == "100"
     assert pushed_fingerprint(str(base), [str(pushed)]) == "100;gone:200"
     assert pushed_fingerprint(str(base) + "/", [str(pushed), str(tmp_path / "elsewhere" / "300")]) == "100;gone:200"
+
+
+def test_fingerprint_follows_the_model_a_version_holds_not_only_its_name(tmp_path: Path) -> None:
+    """A serving base restored from elsewhere can hold another model under the same version names: the recorded
+    identity is in the key, so the Pusher reruns instead of reporting a version that holds another model."""
+    base = tmp_path / "serving" / "digits"
+    version = _version(base, "100")
+    (version / PUSH_RECORD).write_text(json.dumps({"identity": "model:aaa", "version": 100}))
+    before = pushed_fingerprint(str(base))
+    assert before.startswith("100:") and pushed_fingerprint(str(base)) == before
+    (version / PUSH_RECORD).write_text(json.dumps({"identity": "model:bbb", "version": 100}))
+    assert pushed_fingerprint(str(base)) not in (before, "100")
 
 
 def _store(tmp_path: Path) -> metadata_store.MetadataStore:

@@ -10,7 +10,8 @@ from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
 from components.pusher.executor import AtomicPusherExecutor
-from foundation.publish import PUSH_RECORD, list_versions
+from foundation.model_identity import MODEL_IDENTITY_PROPERTY, model_identity
+from foundation.publish import PUSH_RECORD, list_versions, publish_version, read_push_record
 
 
 def _model(tmp_path: Path, run: str) -> standard_artifacts.Model:
@@ -20,6 +21,10 @@ def _model(tmp_path: Path, run: str) -> standard_artifacts.Model:
     serving.mkdir(parents=True)
     (serving / "saved_model.pb").write_bytes(f"model {run}".encode())
     return model
+
+
+def _identity(pushed: standard_artifacts.PushedModel) -> str:
+    return str(pushed.get_string_custom_property(MODEL_IDENTITY_PROPERTY))
 
 
 def _push(
@@ -64,7 +69,8 @@ def test_a_rerun_over_the_same_model_artifact_reuses_its_version(tmp_path: Path)
     assert published_now == [1, 0, 1]
     assert first.get_string_custom_property("pushed_version") == Path(pushed_to[0]).name
     record = json.loads((Path(pushed_to[0]) / PUSH_RECORD).read_text())
-    assert record["identity"] == f"{model.uri}/Format-Serving"
+    assert record["identity"] == model_identity(f"{model.uri}/Format-Serving") == _identity(first)
+    assert record["saved_model"] == f"{model.uri}/Format-Serving"
     assert (Path(pushed_to[0]) / "saved_model.pb").read_bytes() == b"model 5"
 
 
@@ -90,7 +96,7 @@ def test_a_bucket_serving_base_gets_a_numbered_version_with_a_push_record_once(t
     assert list_versions(base) == [destination]  # pushed once
     assert list_versions(base, required_file="saved_model.pb") == [destination]
     with tf.io.gfile.GFile(f"{destination}/{PUSH_RECORD}") as handle:
-        assert json.loads(handle.read())["identity"] == f"{model.uri}/Format-Serving"
+        assert json.loads(handle.read())["identity"] == model_identity(f"{model.uri}/Format-Serving")
     with tf.io.gfile.GFile(f"{destination}/saved_model.pb", "rb") as handle:
         assert handle.read() == b"model 5"
 
@@ -115,3 +121,51 @@ def test_the_push_record_keeps_the_spans_the_model_was_trained_on(tmp_path: Path
     _push(tmp_path, _model(tmp_path, "6"), "8")
     served = find_served_model(str(base))
     assert served is not None and served.trained_spans is None
+
+
+def test_a_new_model_at_a_path_an_earlier_run_used_is_a_new_version(tmp_path: Path) -> None:
+    """The pipeline root and its ML Metadata removed, `serving/` kept: execution ids restart and the retrained
+    model lands at the path of the served one. The path is no identity: the new model is published."""
+    model = _model(tmp_path, "5")
+    first = _push(tmp_path, model, "7")
+    (Path(model.uri) / "Format-Serving" / "saved_model.pb").write_bytes(b"model 5, retrained after rm -rf root")
+
+    again = _push(tmp_path, model, "7")
+
+    old, new = (Path(artifact.get_string_custom_property("pushed_destination")) for artifact in (first, again))
+    assert new != old and again.get_int_custom_property("published_now") == 1
+    assert (new / "saved_model.pb").read_bytes() == b"model 5, retrained after rm -rf root"
+    assert (old / "saved_model.pb").read_bytes() == b"model 5"
+    assert _identity(again) != _identity(first)
+    assert (read_push_record(str(new)) or {}).get("identity") == _identity(again)
+
+
+def test_a_renamed_class_is_a_new_model(tmp_path: Path) -> None:
+    model = _model(tmp_path, "5")
+    assets = Path(model.uri) / "Format-Serving" / "assets"
+    assets.mkdir()
+    (assets / "labels.txt").write_text("cat\ndog\n")
+    first = _push(tmp_path, model, "7")
+    (assets / "labels.txt").write_text("cat\nwolf\n")
+
+    renamed = _push(tmp_path, model, "8")
+
+    version = Path(renamed.get_string_custom_property("pushed_destination"))
+    assert version != Path(first.get_string_custom_property("pushed_destination"))
+    assert (version / "assets" / "labels.txt").read_text() == "cat\nwolf\n"
+
+
+def test_versions_pushed_before_the_identity_are_compared_by_their_content(tmp_path: Path) -> None:
+    """A push record from before names the SavedModel's path as its identity: the version's own files say what
+    it holds, so the same model from another path is found, and another model at that path is not."""
+    base = tmp_path / "serving" / "digits"
+    model = _model(tmp_path, "5")
+    old = publish_version(f"{model.uri}/Format-Serving", base, identity=f"{model.uri}/Format-Serving")
+
+    moved = _model(tmp_path, "9")  # the same bytes ("model 5") at another path
+    (Path(moved.uri) / "Format-Serving" / "saved_model.pb").write_bytes(b"model 5")
+    assert _push(tmp_path, moved, "7").get_string_custom_property("pushed_destination") == old
+
+    (Path(model.uri) / "Format-Serving" / "saved_model.pb").write_bytes(b"another model at the old path")
+    assert _push(tmp_path, model, "8").get_string_custom_property("pushed_destination") != old
+    assert len(list_versions(base)) == 2

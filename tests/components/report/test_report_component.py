@@ -382,3 +382,30 @@ def test_a_bucket_pipeline_root_gives_the_same_report_as_a_local_one(tmp_path: P
     assert (
         bucket_report.get_string_custom_property("published_path") == f"{bucket}/serving/digits/reports/{VERSION}.html"
     )
+
+
+@pytest.mark.parametrize("on_disk", ["model:ours", "model:an-earlier-one"])
+def test_the_run_record_names_the_pushed_version_only_when_it_holds_the_pushed_model(
+    tmp_path: Path, tfma: dict[str, Any], on_disk: str
+) -> None:
+    """What the notice says was published is read back from the version's push record."""
+    from components.notify.run_record import read_run_record
+
+    run = "7d0c1e2f-0000-4000-8000-000000000001"
+    report = _artifact(HtmlReport, tmp_path / run / "RunReport" / "ab12" / "report")
+    pushed = _pushed(tmp_path / run, pushed=True)
+    pushed.set_string_custom_property("model_identity", "model:ours")
+    version = Path(pushed.get_string_custom_property("pushed_destination"))
+    (version / "tfxp_push.json").write_text(json.dumps({"identity": on_disk, "version": int(VERSION)}))
+    inputs = {**_evaluated(tmp_path / run, blessed=1), "pushed_model": pushed}
+    Executor().Do(
+        {key: [artifact] for key, artifact in inputs.items()},
+        {"report": [report]},
+        {"config": json.dumps(CONFIG), "run_id": run, "run_record_dir": str(tmp_path / "runs")},
+    )
+    record = read_run_record(str(tmp_path / "runs"), run)
+    assert record is not None
+    if on_disk == "model:ours":
+        assert record.pushed_version == VERSION and record.decision == f"pushed version {VERSION}"
+    else:
+        assert record.pushed_version is None and not record.decision.startswith("pushed")

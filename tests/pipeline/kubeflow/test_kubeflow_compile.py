@@ -89,7 +89,7 @@ def test_tasks_are_the_pipeline_components_in_order(which: str, request: pytest.
 
     assert list(result.tasks) == [fingerprint_task.TASK, *(component.id for component in components)]
     assert sorted(spec.root.dag.tasks) == sorted(result.tasks)
-    keyed = {"ImportExampleGen", "ServedBaseline"}  # pipeline.kubeflow.compiler.cache_keys
+    keyed = {"ImportExampleGen", "ServedBaseline", "Trainer"}  # pipeline.kubeflow.compiler.cache_keys
     for component in components:
         upstream = {node.id for node in component.upstream_nodes}
         if component.id in keyed:
@@ -187,6 +187,10 @@ def test_example_gen_and_baseline_are_cached_keyed_by_the_fingerprint(
     assert fingerprint["input_base"].component_input_parameter == "data_path"
     assert fingerprint["input_config"] == tasks["ImportExampleGen"].inputs.parameters["input_config"]
     assert fingerprint["serving_base"] == tasks["ServedBaseline"].inputs.parameters["base_path"]
+    # The Trainer is keyed by the label map's content (a renamed class retrains), from its own custom_config.
+    labels = tasks["Trainer"].inputs.parameters["tfxp_cache_labels"].task_output_parameter
+    assert (labels.producer_task, labels.output_parameter_key) == ("InputFingerprint", "tfxp_cache_labels")
+    assert fingerprint["trainer_custom_config"] == tasks["Trainer"].inputs.parameters["custom_config"]
     # A cached ImportExampleGen that nothing keys would never read a new span: refused.
     del tasks["ImportExampleGen"].inputs.parameters["tfxp_cache_data"]
     with pytest.raises(SpecPatchError, match="ImportExampleGen is cached by KFP but not keyed by the InputFingerprint"):

@@ -681,7 +681,10 @@ def test_this_runs_pushed_version_and_blessing() -> None:
         "/s/100": {"identity": "/root/tfxp-digits/run-a/Trainer/model/Format-Serving", "version": 100},
         "/s/200": {"identity": "/root/tfxp-digits/run-b/Trainer/model/Format-Serving", "version": 200},
         "/s/300": {"source": "/root/tfxp-digits/run-b2/Trainer/model"},  # an older record's key
+        # The identity is the model's content now; the record names the SavedModel's path beside it.
+        "/s/400": {"identity": "model:abc", "saved_model": "/root/tfxp-digits/run-d/Trainer/model", "version": 400},
     }
+    assert pushed_version_of(records, "run-d") == ("400", "/s/400")
     assert pushed_version_of(records, "run-a") == ("100", "/s/100")
     assert pushed_version_of(records, "run-b2") == ("300", "/s/300")
     assert pushed_version_of(records, "run") is None  # a whole path segment, not a prefix
