@@ -175,12 +175,7 @@ class TfJobClient:
         """
         name = self._manifest_name(manifest)
         submitter = TfJobSubmitter(
-            self._api,
-            self.namespace,
-            self._uids,
-            log=self._log,
-            pause=self._pause,
-            raise_if_stopped=self._raise_if_stopped,
+            self._api, self._uids, log=self._log, pause=self._pause, raise_if_stopped=self._raise_if_stopped
         )
         return submitter.submit(manifest, name)
 
@@ -210,13 +205,7 @@ class TfJobClient:
             TfJobForbiddenError: the service account may not read the job or its pods.
         """
         follower = TfJobFollower(
-            self._api,
-            self.namespace,
-            self._uids,
-            poll_seconds=self.poll_seconds,
-            log=self._log,
-            clock=self._clock,
-            pause=self._pause,
+            self._api, self._uids, poll_seconds=self.poll_seconds, log=self._log, clock=self._clock, pause=self._pause
         )
         return follower.wait(name, timeout_seconds=timeout_seconds, schedule_timeout_seconds=schedule_timeout_seconds)
 

@@ -11,7 +11,7 @@ server restart or a control-plane upgrade fits in it); then the wait ends with `
 is left running: tfxp does not know its state, and a retry of the task follows it again (`tfjob_submit`).
 
 Example:
-    follower = TfJobFollower(TfJobApi(api, namespace), namespace, {}, poll_seconds=5.0, log=print,
+    follower = TfJobFollower(TfJobApi(api, namespace), {}, poll_seconds=5.0, log=print,
                              clock=time.monotonic, pause=time.sleep)
     outcome = follower.wait("tfxp-train-3f1e", timeout_seconds=3600, schedule_timeout_seconds=600)
 """
@@ -63,8 +63,7 @@ class TfJobFollower:
     """Polls the TFJobs of one namespace until each one it waits for ends.
 
     Attributes:
-        api: the namespace's API calls.
-        namespace: where the jobs are.
+        api: the API calls, in the namespace where the jobs are (`api.namespace`).
         uids: the uid of each job by name, shared with the client that created or adopted it; the first look at a
             job it does not hold records the job's, and a later look at another uid is a replaced job.
         poll_seconds: time between two looks at the job.
@@ -74,13 +73,17 @@ class TfJobFollower:
     """
 
     api: TfJobApi
-    namespace: str
     uids: dict[str, str]
     _: KW_ONLY
     poll_seconds: float
     log: Callable[[str], None]
     clock: Callable[[], float]
     pause: Callable[[float], None]
+
+    @property
+    def namespace(self) -> str:
+        """Where the jobs are: the API's namespace."""
+        return self.api.namespace
 
     def wait(self, name: str, *, timeout_seconds: float, schedule_timeout_seconds: float) -> TfJobOutcome:
         """Polls the TFJob until the operator marks it Succeeded (`TfJobClient.wait` says what it raises when not).

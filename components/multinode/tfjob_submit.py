@@ -6,7 +6,7 @@ work (a KFP retry of the Trainer task, whose job name comes from the same FnArgs
 (components/multinode/tfjob_client.py) says the whole rule; `is_this_tasks` is the same test for its clean-up.
 
 Example:
-    submitter = TfJobSubmitter(TfJobApi(api, namespace), namespace, {}, log=print, pause=time.sleep,
+    submitter = TfJobSubmitter(TfJobApi(api, namespace), {}, log=print, pause=time.sleep,
                                raise_if_stopped=lambda: None)
     name = submitter.submit(manifest, manifest["metadata"]["name"])
 """
@@ -29,8 +29,7 @@ class TfJobSubmitter:
     """Creates TFJobs in one namespace, or adopts the one of that name that is this task's.
 
     Attributes:
-        api: the namespace's API calls.
-        namespace: where the jobs go.
+        api: the API calls, in the namespace where the jobs are (`api.namespace`).
         uids: the uid of each job by name, shared with the client: the created or adopted job's is recorded here.
         log: where progress lines go.
         pause: waits before a create is sent again (the client's: it ends at once, raising, on a stop signal).
@@ -38,12 +37,16 @@ class TfJobSubmitter:
     """
 
     api: TfJobApi
-    namespace: str
     uids: dict[str, str]
     _: KW_ONLY
     log: Callable[[str], None]
     pause: Callable[[float], None]
     raise_if_stopped: Callable[[], None]
+
+    @property
+    def namespace(self) -> str:
+        """Where the jobs are: the API's namespace."""
+        return self.api.namespace
 
     def submit(self, manifest: Mapping[str, Any], name: str) -> str:
         """Creates the TFJob `name` from `manifest`, or adopts the existing one; returns `name` (what it raises:

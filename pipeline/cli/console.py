@@ -8,7 +8,7 @@ A command raises `fail` itself only for another exit status (a failed run: 1).
 
 User text (paths, names, values, error messages that quote them) is shown literally: never parsed as Rich
 markup (`/data/[/x]` would crash the print, `[bold]x` would vanish) nor as emoji codes (`127.0.0.1:-1:` would
-become a thumbs-down). The consoles never replace emoji codes; pass user text to `fail` or `warn`, as a
+become a thumbs-down). The consoles never replace emoji codes; pass user text to `say`, `fail` or `warn`, as a
 `rich.text.Text`, or escaped with `rich.markup.escape` inside a markup string.
 
 Text from outside (a server's answer, a label, file metadata) may hold terminal control sequences (`ESC [ 2 J`
@@ -52,6 +52,11 @@ error_console = EscapingConsole(stderr=True, emoji=False)
 
 class UserError(TfxpError):
     """Bad input that the CLI itself finds (a combination of options, a missing model base path)."""
+
+
+def say(line: str) -> None:
+    """Prints `line` on stdout literally (no markup, no highlighting): a line that holds user text (paths, names)."""
+    console.print(line, highlight=False, markup=False)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

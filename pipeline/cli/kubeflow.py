@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from foundation.bounded import tail_lines
-from pipeline.cli.console import console, error_console, fail, warn
+from pipeline.cli.console import console, error_console, fail, say, warn
 from pipeline.cli.options import (
     kfp_host,
     output_dir,
@@ -46,7 +48,7 @@ def _print_compiled(result: CompileResult) -> None:
     containers = dict(container_tasks(spec))
     tasks = pipeline_tasks(spec)
     table = Table(
-        title=f"{result.path} ({spec.pipeline_info.display_name or spec.pipeline_info.name})", show_edge=False
+        title=Text(f"{result.path} ({spec.pipeline_info.display_name or spec.pipeline_info.name})"), show_edge=False
     )
     for column in ("task", "cpu", "memory", "accelerator", "retries", "cache"):
         table.add_column(column)
@@ -66,9 +68,9 @@ def _print_compiled(result: CompileResult) -> None:
         )
     console.print(table)
     unset = "none compiled (a run takes --pipeline-root, else the kfp-launcher ConfigMap's, else KFP's MinIO)"
-    console.print(f"pipeline root: {spec.default_pipeline_root or unset}", highlight=False)
+    say(f"pipeline root: {spec.default_pipeline_root or unset}")
     for name, default in result.parameters.items():
-        console.print(f"run parameter {name} (default {' '.join(default.split())})", highlight=False)
+        say(f"run parameter {name} (default {' '.join(default.split())})")
 
 
 @writes(out="--out")
@@ -90,16 +92,15 @@ def compile_command(
     result = compile_pipeline(config, out)
     _print_compiled(result)
     for path in result.beside:
-        console.print(f"beside it: {path}", highlight=False)
+        say(f"beside it: {path}")
     if result.beside:
-        console.print(
+        say(
             f"the pipeline's service account needs that RBAC: kubectl apply -n {config.kubeflow.namespace} "
-            f"-f {result.beside[-1]}",
-            highlight=False,
+            f"-f {result.beside[-1]}"
         )
     for warning in result.warnings:
         warn(warning)
-    console.print(f"submit with: tfxp submit {result.path} --host URL --wait", highlight=False)
+    say(f"submit with: tfxp submit {result.path} --host URL --wait")
 
 
 HostOption = Annotated[
@@ -235,10 +236,10 @@ def submit_command(
     )
     for warning in run.warnings:
         warn(warning)
-    console.print(f"run id: {run.run_id}", highlight=False)
-    console.print(f"run:    {run.url}", highlight=False)
-    console.print(f"experiment: {run.experiment}", highlight=False)
-    console.print(f"pipeline root: {run.pipeline_root or '(none sent: the KFP server default)'}", highlight=False)
+    say(f"run id: {run.run_id}")
+    say(f"run:    {run.url}")
+    say(f"experiment: {run.experiment}")
+    say(f"pipeline root: {run.pipeline_root or '(none sent: the KFP server default)'}")
     if wait:
         _wait_for(client, run, timeout, poll)
 
@@ -254,7 +255,7 @@ def _wait_for(client: KfpRunClient, run: SubmittedRun, timeout: float, poll: flo
         # Print changes only; the elapsed prefix alone is not news.
         if line.split("] ", 1)[1] != shown[0]:
             shown[0] = line.split("] ", 1)[1]
-            console.print(line, highlight=False)
+            say(line)
 
     try:
         final = client.wait(run.run_id, timeout=timeout, poll_seconds=poll, on_status=report)
@@ -343,20 +344,20 @@ def _print_task(task: TaskRun) -> None:
         detail = f" (KFP's cache: the execution of run {task.cached_from})"
     else:
         detail = f" {task.error}" if task.state != "SUCCEEDED" else ""
-    console.print(f"{mark} {task.name} {task.state.lower()} {task.seconds:.1f}s{detail}", highlight=False)
+    said = f"{task.name} {task.state.lower()} {task.seconds:.1f}s{detail}"
+    console.print(f"{mark} {escape(said)}", highlight=False)
 
 
 def _print_spec_run(run: SpecRun) -> None:
     """The end of `tfxp run-spec`: where the run is, the versions it pushed, and a failed task's log tail (exit 1)."""
-    console.print(
+    say(
         f"run {run.run_id} ({run.backend}): {run.state.lower()}; artifacts: {run.run_dir}; "
-        f"object store, logs and cache: {run.state_dir}",
-        highlight=False,
+        f"object store, logs and cache: {run.state_dir}"
     )
     pushed = [task.outputs[key]["metadata"] for task in run.tasks if task.state == "SUCCEEDED" for key in task.outputs]
     for metadata in pushed:
         if metadata.get("pushed_version"):
-            console.print(f"pushed version {metadata['pushed_version']}: {metadata.get('pushed_destination', '')}")
+            say(f"pushed version {metadata['pushed_version']}: {metadata.get('pushed_destination', '')}")
     if run.state != "SUCCEEDED":
         failed = next(task for task in run.tasks if task.state == "FAILED")
         if failed.log and Path(failed.log).is_file():

@@ -206,6 +206,30 @@ def test_a_pod_folder_the_user_keeps_in_state_is_refused_not_emptied(tmp_path: P
     assert not kept.parent.exists()
 
 
+def test_run_spec_prints_task_names_and_paths_literally(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Names, errors and paths are user text: parsed as Rich markup, `[bold]` would vanish from the lines.
+    from pipeline.kubeflow.emulator import local_run
+    from pipeline.kubeflow.emulator.spec_run import SpecRun, TaskRun
+
+    state = tmp_path / "[bold]state"
+
+    def fake_run_spec(package: Path, params: dict[str, str], *, on_task: Any, **options: Any) -> SpecRun:
+        task = TaskRun("[bold]train", "SUCCEEDED", 1.0, outputs={"model": {"metadata": {"pushed_version": "7"}}})
+        task.outputs["model"]["metadata"]["pushed_destination"] = f"{state}/serving/7"
+        on_task(task)
+        return SpecRun("p", "id-1", "r", "kfp", "root", f"{state}/run", str(state), tasks=[task])
+
+    monkeypatch.setattr(local_run, "run_spec", fake_run_spec)
+    spec = _write(tmp_path, _spec())
+
+    result = CliRunner().invoke(app, ["run-spec", str(spec), "--state", str(state)])
+
+    assert result.exit_code == 0, result.output
+    assert "[bold]train succeeded 1.0s" in result.output
+    assert f"artifacts: {state}/run;" in result.output
+    assert f"pushed version 7: {state}/serving/7" in result.output
+
+
 # --- the DAG walk on hand-written specs, on the emulated open-source backend ---
 
 
