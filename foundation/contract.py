@@ -217,6 +217,7 @@ def label_map_digest(path: str | None) -> str:
     if not path:
         return "none"
     try:
-        return hashlib.sha256(read_bytes(path)).hexdigest()[:16]
-    except OSError:
+        data = read_file(path, MAX_DOCUMENT_BYTES, f"label map {path}", "give data.labels a label map file")
+    except (OSError, TooLargeError):
         return "unreadable"
+    return hashlib.sha256(data).hexdigest()[:16]
