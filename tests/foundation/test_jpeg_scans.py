@@ -81,3 +81,14 @@ def test_a_large_image_may_hold_fewer_scans() -> None:
 def test_the_decoding_work_counts_scans_times_pixels() -> None:
     assert decode_work(scan_bomb(400)) == 400 * 64 * 64
     assert decode_work(_jpeg()) == 64 * 64 and decode_work(b"not an image") is None
+
+
+def test_the_graph_counts_markers_as_python_does_at_any_offset() -> None:
+    # The graph reads the bytes as 16-bit words at even and odd offsets; a marker straddling either, next to a
+    # lone 0xFF or 0xDA, or at the very end, counts once, as `bytes.count` counts it.
+    from foundation.image_checks import _sos_markers
+
+    pieces = [b"\xff", b"\xda", b"\x00", b"a"]
+    cases = [b"", b"\xff\xda", b"\xff\xff\xda", b"a\xff\xda", b"\xda\xff", b"\xff\xda\xff\xda"]
+    cases += [bytes(b"".join(pieces[(seed * 7 + i * i) % 4] for i in range(seed % 23))) for seed in range(200)]
+    assert [int(_sos_markers(tf.constant(case))) for case in cases] == [jpeg_scans(case) for case in cases]
