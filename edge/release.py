@@ -112,7 +112,7 @@ def _read_record(path: str) -> dict[str, Any]:
     """
     try:
         record = json.loads(read_document(path, f"release record {path}"))
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands of levels deep
         record = error
     if not isinstance(record, dict):
         raise EdgeError(

@@ -11,7 +11,8 @@ request's declared sizes first:
 - rows: dim 0 of an input whose signature leaves it open (the batch dimension) may not exceed the
   per-request batch limit (`serving.max_batch_size`), with server-side batching or without it.
 
-- pixels: the width x height every image among a request's string values declares in its header, times
+- pixels: the width x height every image among a request's string values (or among the bytes features of a
+  serialized tf.Example there, the `serving_tf_example` signature's input) declares in its header, times
   its frames for a GIF (`foundation.image_formats.image_pixels`), summed, may not exceed
   `serving.max_request_pixels`, so a few small files that decode to gigabytes are refused before any is
   decoded (the model's graph refuses each image over its own per-image limit, `trainer.max_image_pixels`, in
@@ -32,10 +33,12 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from google.protobuf.message import DecodeError
+from tensorflow.core.example import example_pb2
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
 from foundation.image_formats import JPEG_SCAN_BUDGET, decode_work, image_pixels
@@ -96,15 +99,32 @@ class DeclaredImages:
     work: int = 0
 
 
+def _images(value: object) -> Iterator[bytes]:
+    """`value` when it is an image of an accepted format; else, when it is a serialized tf.Example (what the
+    `serving_tf_example` signature takes), the images among its bytes features; else nothing."""
+    if not isinstance(value, bytes):
+        return
+    if image_pixels(value) is not None:
+        yield value
+        return
+    try:
+        example = example_pb2.Example.FromString(value)
+    except DecodeError:
+        return
+    for feature in example.features.feature.values():
+        yield from (item for item in feature.bytes_list.value if image_pixels(item) is not None)
+
+
 def declared_pixels(values: Iterable[object]) -> DeclaredImages:
-    """`DeclaredImages` of the values that are images of an accepted format; other values (text, serialized
-    examples) count nothing."""
+    """`DeclaredImages` of the values that are images of an accepted format, or serialized tf.Examples holding
+    such images (the images count); other values (text) count nothing."""
     images = pixels = work = 0
     for value in values:
-        if isinstance(value, bytes) and (declared := image_pixels(value)) is not None:
+        for image in _images(value):
+            declared = image_pixels(image) or 0
             images += 1
             pixels += declared
-            work += decode_work(value) or declared
+            work += decode_work(image) or declared
     return DeclaredImages(images, pixels, work)
 
 

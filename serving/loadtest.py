@@ -41,7 +41,7 @@ from serving.address import parse_grpc_target, parse_rest_url
 from serving.base_client import MAX_MESSAGE_BYTES, ServingClient
 from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
 from serving.grpc_client import request_model_spec
-from serving.load_limits import LoadTestError, check_load
+from serving.load_limits import LoadTestError, check_load, check_prepared
 from serving.rest_client import to_json_value
 from serving.tensors import write_tensor_proto
 
@@ -201,6 +201,7 @@ def _check_arguments(images: Sequence[bytes], concurrency: int, seconds: float, 
     if not images:
         raise LoadTestError("the load test needs at least one image")
     check_load(concurrency, seconds, images_per_request)
+    check_prepared(sum(map(len, images)), images_per_request)
 
 
 def _result(

@@ -107,11 +107,11 @@ class RestClient(ServingClient):
             if status == 200:
                 try:
                     return json.loads(body)
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: JSON nested thousands of levels deep
                     raise InternalError(f"{url} answered HTTP 200 with a body that is not JSON") from None
             try:
                 message = json.loads(body)["error"]
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 message = body[:500].decode("utf-8", "replace") or reason
             raise error_for(code_from_http(status), str(message)) from requests.HTTPError(f"HTTP {status} from {url}")
 

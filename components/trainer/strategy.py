@@ -28,12 +28,13 @@ def cluster_workers(tf_config: str | None) -> int:
         return 0
     try:
         cluster = json.loads(tf_config).get("cluster", {})
-    except (json.JSONDecodeError, AttributeError) as error:
+        return sum(len(cluster.get(kind, [])) for kind in ("chief", "worker"))
+    except (ValueError, AttributeError, TypeError, RecursionError) as error:  # a cluster or task list of odd shape
         raise ValueError(
-            f"TF_CONFIG is not a JSON object with a `cluster` mapping ({error}); "
-            'expected e.g. {"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": 0}}'
+            f"TF_CONFIG is not a JSON object with a `cluster` mapping of task lists ({type(error).__name__}: "
+            f'{error}); expected e.g. {{"cluster": {{"worker": ["host:port", ...]}}, "task": {{"type": "worker", '
+            '"index": 0}}'
         ) from None
-    return sum(len(cluster.get(kind, [])) for kind in ("chief", "worker"))
 
 
 def worker_index(tf_config: str | None) -> int:
@@ -48,11 +49,11 @@ def worker_index(tf_config: str | None) -> int:
         parsed = json.loads(tf_config)
         cluster, task = parsed.get("cluster", {}), parsed.get("task", {})
         task_type, index = task.get("type", "worker"), int(task.get("index", 0))
-    except (json.JSONDecodeError, AttributeError, TypeError, ValueError) as error:
+        return index if task_type == "chief" else len(cluster.get("chief", [])) + index
+    except (AttributeError, TypeError, ValueError, RecursionError) as error:
         raise ValueError(
             f'TF_CONFIG has no usable `task` ({error}); expected e.g. {{"type": "worker", "index": 0}}'
         ) from None
-    return index if task_type == "chief" else len(cluster.get("chief", [])) + index
 
 
 def resolve_strategy(requested: str, tf_config: str | None, num_gpus: int) -> tuple[str, str]:

@@ -21,6 +21,8 @@ from rich.text import Text
 from foundation.bounded import tail_lines
 from pipeline.cli.console import console, error_console, fail, say, warn
 from pipeline.cli.options import (
+    MAX_REQUEST_SECONDS,
+    MAX_WAIT_SECONDS,
     kfp_host,
     output_dir,
     output_file,
@@ -122,7 +124,8 @@ PackageArgument = Annotated[
 ]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Namespace (multi-user KFP).")]
 RequestTimeoutOption = Annotated[
-    float, typer.Option("--request-timeout", min=0.1, help="Seconds each API call may take.")
+    float,
+    typer.Option("--request-timeout", min=0.1, max=MAX_REQUEST_SECONDS, help="Seconds each API call may take."),
 ]
 PipelineRootOption = Annotated[
     str | None,
@@ -195,8 +198,12 @@ SubmitNoCacheOption = Annotated[
 WaitOption = Annotated[
     bool, typer.Option("--wait", help="Poll until the run finishes; non-zero exit unless it succeeded.")
 ]
-WaitTimeoutOption = Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the run (--wait).")]
-PollOption = Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between polls (--wait).")]
+WaitTimeoutOption = Annotated[
+    float, typer.Option("--timeout", min=1, max=MAX_WAIT_SECONDS, help="Seconds to wait for the run (--wait).")
+]
+PollOption = Annotated[
+    float, typer.Option("--poll", min=0.05, max=MAX_WAIT_SECONDS, help="Seconds between polls (--wait).")
+]
 
 
 @kfp_command

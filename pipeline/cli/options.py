@@ -83,6 +83,13 @@ def kfp_host(text: str) -> str:
         raise typer.BadParameter(str(error).removeprefix(f"--host {text!r} ")) from None
 
 
+# The longest a single request may be given (--timeout, --request-timeout) and the longest a command may wait
+# (--wait, the run wait's --timeout, --poll): Python's socket and thread timeouts stop at about 292 years, and a
+# larger value (`1e308`, `inf`) ended in "OverflowError: timestamp out of range" with a traceback.
+MAX_REQUEST_SECONDS = 86_400.0
+MAX_WAIT_SECONDS = 30 * 86_400.0
+
+
 GrpcPortOption = Annotated[
     int | None,
     typer.Option(

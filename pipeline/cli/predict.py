@@ -15,6 +15,8 @@ import typer
 from foundation.path_rules import check_not_input
 from pipeline.cli.console import UserError, console, fail
 from pipeline.cli.options import (
+    MAX_REQUEST_SECONDS,
+    MAX_WAIT_SECONDS,
     GrpcOption,
     ModelNameOption,
     RestOption,
@@ -31,9 +33,14 @@ from pipeline.layout import output_layout
 if TYPE_CHECKING:
     from serving.base_client import Prediction, ServingClient
 
-TimeoutOption = Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds each request may take.")]
+TimeoutOption = Annotated[
+    float, typer.Option("--timeout", min=0.001, max=MAX_REQUEST_SECONDS, help="Seconds each request may take.")
+]
 WaitOption = Annotated[
-    float, typer.Option("--wait", min=0, help="Keep retrying an unreachable server for this many seconds.")
+    float,
+    typer.Option(
+        "--wait", min=0, max=MAX_WAIT_SECONDS, help="Keep retrying an unreachable server for this many seconds."
+    ),
 ]
 ImagesArgument = Annotated[
     list[Path] | None,

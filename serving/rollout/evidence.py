@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from foundation.bounded import read_capped, size_text
+from foundation.deadline import with_deadline
 from foundation.errors import TfxpError
 from foundation.redirects import RedirectRefusedError, open_url
 
@@ -174,12 +175,19 @@ class PrometheusSignals:
         address = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
         try:
             body = json.loads(_get(address, self.timeout))
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands of levels deep
             raise EvidenceError(f"Prometheus at {self.url} answered no JSON to {promql!r}: {error}") from None
-        if body.get("status") != "success":
-            raise EvidenceError(f"Prometheus at {self.url} refused {promql!r}: {body.get('error', body)}")
-        result = body.get("data", {}).get("result", [])
-        return {item["metric"].get(label, ""): float(item["value"][1]) for item in result}
+        if not isinstance(body, dict) or body.get("status") != "success":
+            said = body.get("error", body) if isinstance(body, dict) else body
+            raise EvidenceError(f"Prometheus at {self.url} refused {promql!r}: {said}")
+        try:
+            result = body.get("data", {}).get("result", [])
+            return {str(item["metric"].get(label, "")): float(item["value"][1]) for item in result}
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as error:
+            raise EvidenceError(
+                f"Prometheus at {self.url} answered {promql!r} with no instant vector of {{metric, [time, value]}} "
+                f"samples ({type(error).__name__}: {error}); check that --prometheus is a Prometheus HTTP API"
+            ) from None
 
 
 def _selector(labels: Mapping[str, str]) -> str:
@@ -191,9 +199,17 @@ def _get(url: str, timeout: float) -> bytes:
         f"{url} answered more than {size_text(MAX_ANSWER_BYTES)}, the most tfxp reads of one answer; is it a "
         "metrics endpoint?"
     )
-    try:
+    no_answer = EvidenceError(
+        f"{url} gave no whole answer within {timeout:g} s; check that the server is up and the URL is right"
+    )
+
+    def fetch() -> bytes:
         with open_url(url, timeout) as answer:
             return read_capped(answer.read, MAX_ANSWER_BYTES, lambda: too_large)
+
+    try:
+        # `timeout` bounds the whole call: a server that trickles its answer byte by byte trips no socket timeout.
+        return with_deadline(fetch, timeout, no_answer)
     except RedirectRefusedError as error:
         raise EvidenceError(str(error)) from None
     except OSError as error:

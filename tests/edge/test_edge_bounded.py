@@ -38,11 +38,16 @@ def test_a_large_file_that_is_not_tflite_is_refused_after_its_first_bytes(tmp_pa
     assert code == 2 and f"{video} is not a TFLite model" in output
 
 
-def test_a_damaged_release_record_is_one_message_naming_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "record",
+    ['{"mode": "int8", "sha', "[" * 200_000 + "]" * 200_000],
+    ids=["cut-off", "nested-200000-deep"],  # the second ended in a RecursionError traceback (second adversarial pass)
+)
+def test_a_damaged_release_record_is_one_message_naming_it(tmp_path: Path, record: str) -> None:
     version = tmp_path / "edge" / "digits" / "1"
     version.mkdir(parents=True)
     (version / EDGE_MODEL_FILE).write_bytes(b"\x1c\x00\x00\x00TFL3")
-    (version / "release.json").write_text('{"mode": "int8", "sha')
+    (version / "release.json").write_text(record)
     code, output = _invoke("edge", "versions", str(tmp_path))
     assert code == 2, output
     assert f"release record {version}/release.json is not a JSON object as tfxp writes one" in output

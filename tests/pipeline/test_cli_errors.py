@@ -290,3 +290,25 @@ def test_a_kfp_command_gets_the_client_its_options_describe(monkeypatch: pytest.
     assert result.exit_code == 0, result.output
     assert made == [("http://kfp.example:8080", "ml", 60.0)]
     assert "terminating run run-1 (was RUNNING)" in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("predict", "{image}", "--rest", "http://127.0.0.1:1", "--timeout", "1e308"),
+        ("predict", "{image}", "--rest", "http://127.0.0.1:1", "--wait", "inf"),
+        ("loadtest", "--image", "{image}", "--rest", "http://127.0.0.1:1", "--timeout", "inf"),
+        ("runs", "list", "--host", "http://127.0.0.1:1", "--request-timeout", "1e308"),
+        ("submit", "{image}", "--host", "http://127.0.0.1:1", "--wait", "--timeout", "inf"),
+    ],
+    ids=["predict-timeout", "predict-wait", "loadtest-timeout", "kfp-request-timeout", "submit-wait-timeout"],
+)
+def test_a_timeout_past_what_python_can_wait_is_a_usage_error(tmp_path: Path, args: tuple[str, ...]) -> None:
+    # found by the second adversarial pass over issue 35: these ended in "OverflowError: timestamp out of range for
+    # platform time_t" (or "cannot convert float infinity to integer") with a traceback
+    image = tmp_path / "a.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 32)
+    result = CliRunner().invoke(app, [arg.format(image=image) for arg in args], env={"COLUMNS": "250"})
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, (result.exit_code, output, result.exception)
+    assert "Input should be less than or equal to" in output

@@ -309,3 +309,37 @@ def test_an_integer_of_thousands_of_digits_is_a_parse_error() -> None:
 def test_an_integer_beyond_any_double_is_out_of_range_for_a_float_input() -> None:
     with pytest.raises(InvalidArgumentError, match="is out of range for type: float"):
         json_to_ndarray([int("9" * 400)], dtype_of(types_pb2.DT_FLOAT))
+
+
+# --- images inside serialized tf.Examples (the serving_tf_example signature) ---------------------------------
+
+
+def _png_header(width: int, height: int) -> bytes:
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+    return b"\x89PNG\r\n\x1a\n" + len(ihdr).to_bytes(4, "big") + b"IHDR" + ihdr + b"\x00" * 4
+
+
+def _example(*images: bytes) -> bytes:
+    from tensorflow.core.example import example_pb2, feature_pb2
+
+    feature = feature_pb2.Feature(bytes_list=feature_pb2.BytesList(value=list(images)))
+    return example_pb2.Example(features=feature_pb2.Features(feature={"image/encoded": feature})).SerializeToString()
+
+
+def test_images_inside_serialized_examples_count_toward_the_request_pixels() -> None:
+    # found by the second adversarial pass over issue 35: 8 tf.Examples of a 40 MP JPEG each (1.9 MB) went past the
+    # 100 MP request limit through `serving_tf_example` and held the server for 9 s; plain images were refused
+    limits = RequestLimits(max_pixels=100_000_000)
+    examples = np.array([_example(_png_header(6000, 6000)) for _ in range(3)], dtype=object)
+    with pytest.raises(InvalidArgumentError, match=r"3 image\(s\) declare 108000000 pixels in total"):
+        limits.check_images({"examples": examples})
+    with pytest.raises(InvalidArgumentError, match=r"2 image\(s\) declare 72000000 pixels"):
+        RequestLimits(max_pixels=50_000_000).check_images(
+            {"examples": np.array([_example(_png_header(6000, 6000), _png_header(6000, 6000))], dtype=object)}
+        )
+
+
+def test_examples_and_text_under_the_limit_still_pass() -> None:
+    limits = RequestLimits(max_pixels=100_000_000)
+    values = [_example(_png_header(6000, 6000)), _example(b"not an image"), b"plain text", b"\xff\x00garbage"]
+    limits.check_images({"examples": np.array(values, dtype=object)})

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from serving_fixtures import random_png, tiny_classifier, write_model_version
 
+from serving import load_limits
 from serving.grpc_client import GrpcClient
-from serving.load_limits import MAX_CONCURRENCY, LoadTestError
+from serving.load_limits import MAX_CONCURRENCY, MAX_IMAGES_PER_REQUEST, LoadTestError, check_load
 from serving.loadtest import run_async_load_test, run_load_test
 from serving.model_config import ModelConfig
 from serving.server import ModelServer
@@ -80,3 +81,20 @@ def test_bad_arguments_are_refused() -> None:
         run_async_load_test("localhost:1", "digits", IMAGES, "grpc", concurrency=0)
     with pytest.raises(ValueError, match="unknown transport"):
         run_async_load_test("localhost:1", "digits", IMAGES, "http2")  # type: ignore[arg-type]
+
+
+def test_an_absurd_batch_is_refused_before_any_request_is_built() -> None:
+    # found by the second adversarial pass over issue 35: `tfxp loadtest --batch 100000000` took 14.6 GB and sent
+    # nothing (the check is the one the CLI runs before TensorFlow starts, and `run_async_load_test` runs too)
+    with pytest.raises(
+        LoadTestError, match=rf"100000000 images per request is more than .* \({MAX_IMAGES_PER_REQUEST};"
+    ):
+        check_load(concurrency=1, seconds=1.0, images_per_request=100_000_000)
+    check_load(concurrency=1, seconds=1.0, images_per_request=MAX_IMAGES_PER_REQUEST)
+
+
+def test_a_load_test_that_would_prepare_too_many_bytes_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each image is in `images_per_request` prepared requests: 300 images of 1 MiB at --batch 4096 would be 1.2 TB
+    monkeypatch.setattr(load_limits, "MAX_PREPARED_BYTES", 1000)
+    with pytest.raises(LoadTestError, match=r"would prepare 2000 bytes of requests .* limit of 1000"):
+        run_async_load_test("localhost:1", "digits", [b"x" * 100] * 5, "grpc", images_per_request=4)

@@ -54,3 +54,21 @@ def test_metrics_and_prometheus_are_not_read_elsewhere() -> None:
         with pytest.raises(EvidenceError, match="another origin"):
             PrometheusSignals(here, 60).signals("digits", 3)
     assert other_seen == []
+
+
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize("status", [200, 400])
+def test_an_answer_of_json_nested_too_deep_is_a_serving_error_not_a_traceback(status: int) -> None:
+    # found by the second adversarial pass over issue 35: `tfxp predict` ended in a RecursionError traceback
+    from serving.base_client import RetryPolicy
+    from serving.errors import ServingError
+
+    answer = lambda request: (status, {"Content-Type": "application/json"}, DEEP_JSON)  # noqa: E731
+    with (
+        recording(answer) as (here, _),
+        RestClient(here, "digits", timeout=5, retry=RetryPolicy(max_attempts=1)) as client,
+        pytest.raises(ServingError),
+    ):
+        client.predict_images([PNG])

@@ -173,12 +173,27 @@ STRAY = '{"cluster": {"worker": ["a:1", "b:2", "c:3"]}, "task": {"type": "worker
     [
         ({}, {"TF_CONFIG": STRAY}, True),  # one worker, strategy auto: would wait for b and c forever
         ({}, {"TF_CONFIG": "not json"}, True),
+        # found by the second adversarial pass over issue 35: JSON of another shape ended the Trainer in an
+        # AttributeError / TypeError / RecursionError instead of this warning
+        ({}, {"TF_CONFIG": '{"cluster": [1]}'}, True),
+        ({}, {"TF_CONFIG": '{"cluster": {"worker": 5}}'}, True),
+        ({}, {"TF_CONFIG": "[" * 100_000 + "]" * 100_000}, True),
         ({"strategy": "multi_worker"}, {"TF_CONFIG": STRAY}, False),  # asked for the cluster it names
         ({"workers": 2}, {"TF_CONFIG": STRAY}, False),  # the launcher's business (it sets its own)
         ({}, {"TF_CONFIG": STRAY, WORKER_ENV: "1"}, False),  # a worker tfxp started
         ({}, {}, False),
     ],
-    ids=["auto", "malformed", "multi_worker", "two-workers", "a-worker", "none"],
+    ids=[
+        "auto",
+        "malformed",
+        "cluster-a-list",
+        "workers-a-number",
+        "nested-deep",
+        "multi_worker",
+        "two-workers",
+        "a-worker",
+        "none",
+    ],
 )
 def test_a_stray_tf_config_is_ignored_for_one_worker_with_a_warning(
     trainer: dict[str, Any], env: dict[str, str], dropped: bool

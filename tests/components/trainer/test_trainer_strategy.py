@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import tensorflow as tf
@@ -93,3 +94,24 @@ def test_worker_index_counts_the_chief_first() -> None:
     assert worker_index(None) == 0
     with pytest.raises(ValueError, match="TF_CONFIG has no usable `task`"):
         worker_index('{"cluster": {}, "task": {"index": "x"}}')
+
+
+CLUSTER_A_LIST, WORKERS_A_NUMBER, DEEP = '{"cluster": [1]}', '{"cluster": {"worker": 5}}', "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("read", "tf_config"),
+    [
+        (lambda text: resolve_strategy("auto", text, 0), CLUSTER_A_LIST),
+        (lambda text: resolve_strategy("auto", text, 0), WORKERS_A_NUMBER),
+        (lambda text: resolve_strategy("auto", text, 0), DEEP),
+        (worker_index, CLUSTER_A_LIST),
+        (worker_index, DEEP),
+        (worker_index, '{"task": [], "cluster": {}}'),
+    ],
+    ids=["cluster-a-list", "workers-a-number", "nested-deep", "index-cluster-a-list", "index-deep", "task-a-list"],
+)
+def test_a_tf_config_of_another_shape_is_a_value_error(read: Any, tf_config: str) -> None:
+    # found by the second adversarial pass over issue 35 (AttributeError, TypeError, RecursionError before)
+    with pytest.raises(ValueError, match="TF_CONFIG"):
+        read(tf_config)
