@@ -15,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Any
 from ai_edge_litert.tools import flatbuffer_utils
 
 from edge.errors import EdgeError
-from foundation.bounded import read_document
+from foundation.bounded import parse_json, read_document
 from foundation.contract import EDGE_MODEL_FILE
 from foundation.publish import list_versions
 
@@ -111,8 +110,8 @@ def _read_record(path: str) -> dict[str, Any]:
         EdgeError: unreadable, too large, not JSON or not an object (the message names the file).
     """
     try:
-        record = json.loads(read_document(path, f"release record {path}"))
-    except (OSError, ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands of levels deep
+        record = parse_json(read_document(path, f"release record {path}"))
+    except (OSError, ValueError) as error:
         record = error
     if not isinstance(record, dict):
         raise EdgeError(

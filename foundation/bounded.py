@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from collections.abc import Callable
@@ -217,3 +218,15 @@ def cap_pool(pool: P, limit: int, too_large: Callable[[str, str], Exception]) ->
 
     pool.urlopen = urlopen  # type: ignore[attr-defined]
     return pool
+
+
+def parse_json(data: str | bytes) -> Any:
+    """`json.loads`, with JSON nested too deep for the parser a ValueError like any other malformed JSON.
+
+    `json.loads` raises RecursionError on `[[[[…` thousands of levels deep; text from outside is read with this, so
+    its callers catch ValueError alone and keep their one message.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to read") from None

@@ -8,7 +8,6 @@ Example:
 from __future__ import annotations
 
 import base64
-import json
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +19,7 @@ from tensorflow.core.example import example_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from foundation.bounded import read_capped, size_text
+from foundation.bounded import parse_json, read_capped, size_text
 from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from foundation.deadline import with_deadline
 from foundation.redirects import RedirectRefusedError, guard_session
@@ -106,12 +105,12 @@ class RestClient(ServingClient):
                 raise UnavailableError(f"the answer of {url} broke off: {error}") from error
             if status == 200:
                 try:
-                    return json.loads(body)
-                except (ValueError, RecursionError):  # RecursionError: JSON nested thousands of levels deep
+                    return parse_json(body)
+                except ValueError:
                     raise InternalError(f"{url} answered HTTP 200 with a body that is not JSON") from None
             try:
-                message = json.loads(body)["error"]
-            except (ValueError, KeyError, TypeError, RecursionError):
+                message = parse_json(body)["error"]
+            except (ValueError, KeyError, TypeError):
                 message = body[:500].decode("utf-8", "replace") or reason
             raise error_for(code_from_http(status), str(message)) from requests.HTTPError(f"HTTP {status} from {url}")
 

@@ -10,10 +10,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import tensorflow as tf
+
+from foundation.bounded import parse_json
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
 
@@ -27,9 +28,9 @@ def cluster_workers(tf_config: str | None) -> int:
     if not tf_config:
         return 0
     try:
-        cluster = json.loads(tf_config).get("cluster", {})
+        cluster = parse_json(tf_config).get("cluster", {})
         return sum(len(cluster.get(kind, [])) for kind in ("chief", "worker"))
-    except (ValueError, AttributeError, TypeError, RecursionError) as error:  # a cluster or task list of odd shape
+    except (ValueError, AttributeError, TypeError) as error:  # a cluster or task list of odd shape
         raise ValueError(
             f"TF_CONFIG is not a JSON object with a `cluster` mapping of task lists ({type(error).__name__}: "
             f'{error}); expected e.g. {{"cluster": {{"worker": ["host:port", ...]}}, "task": {{"type": "worker", '
@@ -46,11 +47,11 @@ def worker_index(tf_config: str | None) -> int:
     if not tf_config:
         return 0
     try:
-        parsed = json.loads(tf_config)
+        parsed = parse_json(tf_config)
         cluster, task = parsed.get("cluster", {}), parsed.get("task", {})
         task_type, index = task.get("type", "worker"), int(task.get("index", 0))
         return index if task_type == "chief" else len(cluster.get("chief", [])) + index
-    except (AttributeError, TypeError, ValueError, RecursionError) as error:
+    except (AttributeError, TypeError, ValueError) as error:
         raise ValueError(
             f'TF_CONFIG has no usable `task` ({error}); expected e.g. {{"type": "worker", "index": 0}}'
         ) from None

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from foundation.bounded import read_capped, size_text
+from foundation.bounded import parse_json, read_capped, size_text
 from foundation.deadline import with_deadline
 from foundation.errors import TfxpError
 from foundation.redirects import RedirectRefusedError, open_url
@@ -174,8 +174,8 @@ class PrometheusSignals:
         """
         address = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
         try:
-            body = json.loads(_get(address, self.timeout))
-        except (ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands of levels deep
+            body = parse_json(_get(address, self.timeout))
+        except ValueError as error:
             raise EvidenceError(f"Prometheus at {self.url} answered no JSON to {promql!r}: {error}") from None
         if not isinstance(body, dict) or body.get("status") != "success":
             said = body.get("error", body) if isinstance(body, dict) else body

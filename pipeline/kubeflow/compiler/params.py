@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from foundation.bounded import parse_json
 from foundation.errors import TfxpError
 
 # The old PrimitiveType names → ParameterType names.
@@ -96,12 +97,12 @@ class PipelineParameter:
                     raise ValueError
                 value = text.strip().lower() == "true"
             elif self.type in ("LIST", "STRUCT"):
-                value = json.loads(text)
+                value = parse_json(text)
                 if not isinstance(value, list if self.type == "LIST" else dict):
                     raise ValueError
             else:
                 value = text
-        except (ValueError, RecursionError):  # RecursionError: json.loads of lists nested thousands deep
+        except ValueError:
             raise ParamError(
                 f"--param {self.name}={text}: {self.name} is {self.type}, so the value must be {_HOW[self.type]}"
             ) from None
