@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from edge.errors import EdgeError
+from foundation.bounded import parse_json
 from foundation.contract import LABELS_FILE, write_label_map
 from foundation.preprocessing_spec import PreprocessingSpec, central_square
 
@@ -140,7 +141,7 @@ def read_metadata(tflite: bytes) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tfxp-metadata-") as work:
         path = Path(work) / "model.tflite"
         path.write_bytes(tflite)
-        return dict(json.loads(_run(["inspect", str(path)], "reading the model metadata")))
+        return dict(parse_json(_run(["inspect", str(path)], "reading the model metadata")))
 
 
 def central_square_roi(height: int, width: int, fraction: float, image_size: int) -> tuple[float, float, float, float]:
@@ -224,7 +225,7 @@ def classify_sets(
             ["classify", str(root / "model.tflite"), str(root / "manifest.json"), str(root / "out.json")],
             "MediaPipe ImageClassifier",
         )
-        result = json.loads((root / "out.json").read_text())
+        result = parse_json((root / "out.json").read_text())
     return {
         name: ClientResult(
             indices=np.asarray(answer["indices"], np.int64),

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from edge.errors import EdgeError
-from foundation.bounded import read_document
+from foundation.bounded import parse_json, read_document
 from foundation.contract import EDGE_METADATA_FILE, IMAGE_KEY, LABEL_KEY, LABELS_FILE, read_label_map
 from foundation.data.errors import DataError
 from foundation.data.layout import DataSpec, read_directory
@@ -256,7 +255,7 @@ def central_crop_near(model: Path) -> float:
     """
     metadata = model.parent / EDGE_METADATA_FILE
     try:
-        recorded = json.loads(read_document(metadata, str(metadata))).get("normalization", {}).get("central_crop", 1.0)
+        recorded = parse_json(read_document(metadata, str(metadata))).get("normalization", {}).get("central_crop", 1.0)
     except (OSError, ValueError, AttributeError):
         return 1.0
     return float(recorded) if isinstance(recorded, int | float) and 0 < recorded <= 1 else 1.0

@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from edge.errors import EdgeError
 from edge.publish import find_edge_version, write_edge_model, write_metadata, write_release
-from foundation.bounded import read_document
+from foundation.bounded import parse_json, read_document
 from foundation.contract import EDGE_HELD_KEY, EDGE_METADATA_FILE, EDGE_MODEL_FILE, SAVED_MODEL_FILE
 from foundation.model_identity import version_identity
 from foundation.publish import list_versions, next_version, publish_version, push_records, recorded_source
@@ -124,7 +124,7 @@ def _held_release(record_path: str) -> HeldRelease:
         EdgeError: the record is not a JSON object with a text `saved_model` (the message names the file).
     """
     try:
-        record = json.loads(read_document(record_path, record_path))
+        record = parse_json(read_document(record_path, record_path))
     except (OSError, ValueError) as error:
         record = {"error": str(error)}
     saved_model = record.get("saved_model") if isinstance(record, dict) else None
@@ -190,13 +190,13 @@ def record_released(version_dir: str, out_dir: str | Path) -> None:
 
 def _publish_held(held_dir: str, model_base: str | Path) -> str:
     base = str(model_base).rstrip("/")
-    identity = str(json.loads(read_document(f"{held_dir}.json", f"{held_dir}.json"))["identity"])
+    identity = str(parse_json(read_document(f"{held_dir}.json", f"{held_dir}.json"))["identity"])
     published = find_edge_version(base, identity)
     if published is None:
         # The version is chosen first: its path goes into edge_metadata.json, as `push_edge_model` does.
         version = next_version(Path(path).name for path in list_versions(base))
         metadata_path = f"{held_dir}/{EDGE_METADATA_FILE}"
-        metadata = json.loads(read_document(metadata_path, metadata_path))
+        metadata = parse_json(read_document(metadata_path, metadata_path))
         write_metadata({**metadata, "pushed_path": f"{base}/{version}"}, held_dir)
         published = publish_version(held_dir, base, identity, last_file=EDGE_MODEL_FILE, version=version)
     _remove_held(held_dir)

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from edge.errors import EdgeError
 from edge.release import RELEASE_FILE, release_record
+from foundation.bounded import parse_json
 from foundation.contract import EDGE_METADATA_FILE, EDGE_MODEL_FILE, LABELS_FILE, write_label_map
 from foundation.publish import find_published, list_versions, next_version, publish_version
 
@@ -112,7 +113,7 @@ def reuse_published(version_dir: str, out_dir: str | Path) -> dict[str, Any]:
                 continue  # a version pushed before release records
             tf.io.gfile.copy(f"{version_dir}/{name}", f"{out_dir}/{name}", overwrite=True)
         with tf.io.gfile.GFile(f"{version_dir}/{EDGE_METADATA_FILE}") as handle:
-            published = json.loads(handle.read())
+            published = parse_json(handle.read())
     except (tf.errors.OpError, ValueError) as error:
         raise EdgeError(
             f"edge version {version_dir} is published from the same inputs but cannot be read ({error}); "

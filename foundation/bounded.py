@@ -220,13 +220,22 @@ def cap_pool(pool: P, limit: int, too_large: Callable[[str, str], Exception]) ->
     return pool
 
 
+class JsonTooDeepError(ValueError):
+    """JSON nested deeper than the parser goes (thousands of levels): malformed JSON like any other."""
+
+
 def parse_json(data: str | bytes) -> Any:
     """`json.loads`, with JSON nested too deep for the parser a ValueError like any other malformed JSON.
 
     `json.loads` raises RecursionError on `[[[[…` thousands of levels deep; text from outside is read with this, so
-    its callers catch ValueError alone and keep their one message.
+    its callers catch ValueError alone and keep their one message. Every product module parses JSON here
+    (`tests/project/test_one_rule.py` fails on a `json.loads` or `json.load` elsewhere).
+
+    Raises:
+        JsonTooDeepError: nested too deep to read (a ValueError).
+        ValueError: not JSON (`json.JSONDecodeError`), or bytes that are not UTF-8 (`UnicodeDecodeError`).
     """
     try:
         return json.loads(data)
     except RecursionError:
-        raise ValueError("JSON nested too deep to read") from None
+        raise JsonTooDeepError("JSON nested too deep to read") from None

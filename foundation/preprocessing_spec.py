@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from foundation.bounded import parse_json
 from foundation.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 
 _VALID_CHANNELS = (1, 3)
@@ -82,8 +83,8 @@ class PreprocessingSpec:
             ValueError: the text is not a JSON object, or has missing or unknown keys.
         """
         try:
-            values: Any = json.loads(text)
-        except json.JSONDecodeError as error:
+            values: Any = parse_json(text)
+        except ValueError as error:  # not JSON, or nested too deep to read
             raise ValueError(f"preprocessing spec is not valid JSON ({error}); expected e.g. {_EXAMPLE}") from None
         if not isinstance(values, dict):
             raise ValueError(f"preprocessing spec must be a JSON object like {_EXAMPLE}, got {text[:80]!r}")

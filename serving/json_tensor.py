@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
+from foundation.bounded import JsonTooDeepError, parse_json
 from serving.errors import InvalidArgumentError
 from serving.limits import MAX_JSON_DEPTH
 from serving.tensors import DType, shape_string
@@ -70,8 +71,8 @@ def parse_json_body(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> dict[str, A
     if not body.strip():
         raise InvalidArgumentError("JSON Parse error: The document is empty")
     try:
-        document = json.loads(body)
-    except RecursionError:  # far deeper than max_depth: the C parser gave up
+        document = parse_json(body)
+    except JsonTooDeepError:  # far deeper than max_depth: the C parser gave up
         raise InvalidArgumentError(_too_deep(max_depth)) from None
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, an integer of over 4300 digits
         message = getattr(error, "msg", None) or getattr(error, "reason", None) or str(error)

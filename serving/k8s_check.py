@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-import json
 import os
 import re
 import shutil
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from foundation.bounded import parse_json
 from foundation.errors import TfxpError
 from foundation.k8s.names import RESERVED_NAMESPACES, name_problem
 from foundation.k8s.quantity import INT32_MAX, INT64_MAX, QuantityError, parse_quantity
@@ -213,7 +213,7 @@ def _schemas(kubernetes_version: str) -> Any:
 
 @functools.cache
 def _load_schema(kubernetes_version: str, name: str) -> Any:
-    return json.loads((_schemas(kubernetes_version) / name).read_text())
+    return parse_json((_schemas(kubernetes_version) / name).read_text())
 
 
 def _walk(value: Any, schema: Any, where: str, definitions: dict[str, Any], problems: list[str]) -> None:
@@ -325,8 +325,8 @@ def run_checkov(target: Path, framework: str, checkov: str | None = None) -> Che
     command += ["-d" if target.is_dir() else "-f", str(target)]
     result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
     try:
-        reports = json.loads(result.stdout)
-    except json.JSONDecodeError:
+        reports = parse_json(result.stdout)
+    except ValueError:  # not JSON, or nested too deep to read
         raise CheckToolError(f"checkov ({executable}) did not report in JSON: {result.stderr[-2000:]}") from None
     passed, failed, version = 0, [], ""
     for report in reports if isinstance(reports, list) else [reports]:

@@ -19,11 +19,11 @@ Example:
 from __future__ import annotations
 
 import functools
-import json
 import os
 from pathlib import Path
 from typing import Any
 
+from foundation.bounded import parse_json
 from foundation.k8s.quantity import INT32_MAX, INT64_MAX
 
 CRD_SCHEMA_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "crds"
@@ -53,7 +53,7 @@ def is_custom(document: dict[str, Any]) -> bool:
 
 @functools.cache
 def _schema(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    return parse_json(path.read_text())
 
 
 def crd_problems(document: dict[str, Any]) -> list[str]:

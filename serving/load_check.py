@@ -31,6 +31,7 @@ from typing import Any, Literal
 import numpy as np
 
 from foundation import paths
+from foundation.bounded import parse_json
 from foundation.contract import INPUT_EXAMPLES, OUTPUT_CLASSES, OUTPUT_PROBABILITIES, SIGNATURE_TF_EXAMPLE
 from foundation.errors import TfxpError
 from serving.server_process import ServerProcess, ServerProcessError, tf_serving_binary
@@ -167,7 +168,7 @@ class LoadCheckResult:
 
     @classmethod
     def from_json(cls, text: str) -> LoadCheckResult:
-        data: dict[str, Any] = json.loads(text)
+        data: dict[str, Any] = parse_json(text)
         data["mismatches"] = tuple(Mismatch(**mismatch) for mismatch in data.get("mismatches", ()))
         return cls(**data)
 

@@ -32,7 +32,7 @@ import grpc
 import numpy as np
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from foundation.bounded import size_text
+from foundation.bounded import parse_json, size_text
 from foundation.contract import INPUT_IMAGE_BYTES
 from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
 from foundation.redirects import shown
@@ -388,7 +388,7 @@ def _rest_sender(
                     )
                 if response.status != 200:
                     try:
-                        message = json.loads(body)["error"]
+                        message = parse_json(body)["error"]
                     except (ValueError, KeyError, TypeError):
                         message = body[:500].decode(errors="replace") or str(response.reason)
                     raise error_for(code_from_http(response.status), f"{message} (REST {url})")

@@ -10,14 +10,14 @@ place when complete), so a run never reads half a span.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from foundation.contract import LABELS_FILE, read_label_map, write_label_map
 from components.data.dataset import MANIFEST_FILE, check_output
+from foundation.bounded import parse_json
+from foundation.contract import LABELS_FILE, read_label_map, write_label_map
 from foundation.data.errors import DataError
 from foundation.data.spans import find_spans, span_dir_name
 from foundation.data.tfrecords import SPLITS
@@ -104,7 +104,7 @@ def check_span_cut(root: Path, writing: Collection[int], source: str, cut: Mappi
         if span in writing or not manifest_path.is_file():
             continue
         try:
-            manifest = json.loads(manifest_path.read_text())
+            manifest = parse_json(manifest_path.read_text())
         except (OSError, ValueError):
             continue  # not a manifest `tfxp data` wrote; check_output refuses such a folder when it is written
         if not isinstance(manifest, dict) or manifest.get("source") != source:

@@ -9,12 +9,12 @@ Example (the run summary, given the EdgeExporter's `edge_model` artifact URI fro
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from edge.errors import EdgeError
 from foundation import paths
+from foundation.bounded import parse_json
 from foundation.contract import EDGE_HELD_KEY, EDGE_METADATA_FILE, EDGE_MODEL_FILE
 
 
@@ -38,7 +38,7 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
     """
     path = f"{str(edge_model_uri).rstrip('/')}/{EDGE_METADATA_FILE}"
     try:
-        metadata = json.loads(paths.read_text(path))  # through tf.io.gfile: a gs:// pipeline root too
+        metadata = parse_json(paths.read_text(path))  # through tf.io.gfile: a gs:// pipeline root too
     except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8
         raise EdgeError(f"cannot read the EdgeExporter's {path}: {error}; was the EdgeExporter run?") from None
     pushed = metadata.get("pushed_path")

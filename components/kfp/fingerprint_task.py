@@ -24,7 +24,6 @@ the launcher reads the outputs from their files (`launcher_v2.go` `collectOutput
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from collections.abc import Sequence
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from foundation.bounded import parse_json
 from foundation.errors import TfxpError
 
 TASK = "InputFingerprint"
@@ -54,7 +54,7 @@ class FingerprintTaskError(TfxpError, RuntimeError):
 
 def split_patterns(input_config: str) -> list[str]:
     """The split patterns of ImportExampleGen's `input_config` (an `example_gen_pb2.Input` as JSON)."""
-    return [split["pattern"] for split in json.loads(input_config).get("splits", [])]
+    return [split["pattern"] for split in parse_json(input_config).get("splits", [])]
 
 
 def fingerprints(parameters: dict[str, str]) -> dict[str, str]:
@@ -78,7 +78,7 @@ def fingerprints(parameters: dict[str, str]) -> dict[str, str]:
         served = served_fingerprint(base) if base else "none"
     except OSError as error:
         raise FingerprintTaskError(f"cannot list the served versions under {base}: {error}") from error
-    trainer = json.loads(parameters.get(TRAINER_CONFIG) or "{}")  # the Trainer's custom_config names its label map
+    trainer = parse_json(parameters.get(TRAINER_CONFIG) or "{}")  # the Trainer's custom_config names its label map
     labels = label_map_digest(trainer.get(LABELS_PATH) if isinstance(trainer, dict) else None)
     return {DATA_OUTPUT: data, SERVED_OUTPUT: served, LABELS_OUTPUT: labels}
 

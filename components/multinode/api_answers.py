@@ -13,13 +13,12 @@ take a missing field for empty, never meet one they cannot read.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import urllib3
 
 from foundation import bounded
-from foundation.bounded import size_text
+from foundation.bounded import parse_json, size_text
 
 # The most tfxp reads of one answer: an object is at most etcd's 1.5 MiB request limit, a list of a 64-worker job's
 # pods or events a few MiB; a log tail is 40 lines. More is not an answer to these calls.
@@ -151,7 +150,7 @@ def json_object(data: bytes, what: str, shape: Any = None) -> dict[str, Any]:
         UnreadableAnswerError: not JSON, not an object, or not of `shape` (naming the first field that is not).
     """
     try:
-        value = json.loads(data)
+        value = parse_json(data)
     except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise UnreadableAnswerError(f"{what} answered something that is not JSON ({data[:60]!r})") from None
     if not isinstance(value, dict):

@@ -9,7 +9,6 @@ Example:
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from components.multinode.tfjob_binding import OwnerReference
 from components.multinode.tfjob_errors import TfJobError
+from foundation.bounded import parse_json
 from foundation.credentials import CredentialError, CredentialFileMissingError, read_secret_file
 
 SERVICE_ACCOUNT_TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
@@ -85,7 +85,7 @@ def task_service_account(token_path: Path = SERVICE_ACCOUNT_TOKEN_FILE) -> tuple
             f"{token_path} is not a service account token: a JWT has 3 dot-separated parts, this has {len(parts)}"
         )
     try:
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        claims = parse_json(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
     except ValueError as error:  # binascii.Error, UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise TfJobError(f"{token_path} is not a service account token: its payload is not JSON ({error})") from error
     subject = claims.get("sub") if isinstance(claims, dict) else None

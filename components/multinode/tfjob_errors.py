@@ -19,12 +19,12 @@ second a manifest the operator refuses: different fixes, so different errors.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from foundation.bounded import parse_json
 from foundation.errors import TfxpError
 
 TRAINING_OPERATOR_INSTALL = (
@@ -182,7 +182,7 @@ def api_status(error: Any) -> ApiStatus:
     raw = getattr(error, "body", None)
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
     try:
-        body = json.loads(text) if text else None
+        body = parse_json(text) if text else None
     except ValueError:
         body = None
     code = int(getattr(error, "status", 0) or 0)

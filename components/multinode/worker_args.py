@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from foundation import paths
+from foundation.bounded import parse_json
 from foundation.errors import TfxpError
 
 WORKER_MODULE = "components.trainer.worker"
@@ -71,9 +72,9 @@ class WorkerFnArgs:
             WorkersError: not JSON, or keys missing or unknown (names `source`).
         """
         try:
-            data = json.loads(text)
+            data = parse_json(text)
             return cls(**data)
-        except (json.JSONDecodeError, TypeError) as error:
+        except (ValueError, TypeError) as error:  # ValueError: not JSON, or nested too deep
             raise WorkersError(
                 f"{source}: not the workers' FnArgs ({error}); it is written by the Trainer task "
                 f"(components.multinode.worker_args.write_fn_args) for the workers of the same run"

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from foundation.bounded import parse_json
 from foundation.deadline import with_deadline
 from foundation.errors import TfxpError
 from foundation.paths import name_of
@@ -130,8 +131,8 @@ def parse_final_status(value: str | Mapping[str, Any]) -> FinalStatus:
     status: Any = value
     if isinstance(value, str):
         try:
-            status = json.loads(value)
-        except json.JSONDecodeError as problem:
+            status = parse_json(value)
+        except ValueError as problem:  # not JSON, or nested too deep to read
             raise FinalStatusError(f"the final status is not JSON ({problem}): {value[:200]!r}") from None
     if not isinstance(status, Mapping):
         raise FinalStatusError(f"the final status is not a JSON object: {status!r}")

@@ -17,7 +17,6 @@ holds a rollout state is refused: its servers follow the state, not the newest v
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -30,6 +29,7 @@ from tfx.utils import io_utils, proto_utils
 
 from components.executor_types import ArtifactDict, ExecProperties
 from components.pusher.driver import PushedVersionsDriver
+from foundation.bounded import parse_json
 from foundation.contract import SAVED_MODEL_FILE
 from foundation.data.spans import SPANS_PROPERTY, parse_spans
 from foundation.model_identity import MODEL_IDENTITY_PROPERTY, find_model_version, model_identity
@@ -97,7 +97,7 @@ class AtomicPusherExecutor(pusher_executor.Executor):
 def rollout_config(exec_properties: ExecProperties) -> dict[str, Any]:
     """The Pusher's rollout settings (`pipeline.pipeline` writes them for `serving.rollout: canary`); {} = direct."""
     text = exec_properties.get(CUSTOM_CONFIG_KEY) or "{}"
-    config = json.loads(text) if isinstance(text, str) else text
+    config = parse_json(text) if isinstance(text, str) else text
     # TFX writes an unset custom_config as JSON `null`.
     return dict(config.get(ROLLOUT_KEY) or {}) if isinstance(config, dict) else {}
 

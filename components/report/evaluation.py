@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from foundation import paths
+from foundation.bounded import parse_json
 from foundation.contract import (
     IMAGE_KEY,
     INPUT_EXAMPLES,
@@ -85,7 +85,7 @@ def training_metrics(model_uri: str) -> dict[str, Any]:
     path = f"{model_uri.rstrip('/')}/{TRAINING_METRICS_FILE}"
     if not paths.is_file(path):
         return {}
-    loaded = json.loads(paths.read_text(path))
+    loaded = parse_json(paths.read_text(path))
     if not isinstance(loaded, dict):
         raise ValueError(f"expected a JSON object, got {type(loaded).__name__}")
     return loaded

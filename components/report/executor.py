@@ -8,7 +8,6 @@ artifact's `published_path` stays "" and the log says why.
 from __future__ import annotations
 
 import html
-import json
 import logging
 import posixpath
 
@@ -25,6 +24,7 @@ from components.report import spec as keys
 from components.report.build import REPORT_FILE, report_html
 from components.report.inputs import ReportInputs, facts_from_inputs
 from components.report.render import CONTENT_SECURITY_POLICY
+from foundation.bounded import parse_json
 from foundation.data.spans import SPANS_PROPERTY
 from foundation.model_identity import MODEL_IDENTITY_PROPERTY, version_holds
 
@@ -137,7 +137,7 @@ def report_inputs(input_dict: ArtifactDict, exec_properties: ExecProperties) -> 
     if pushed is not None and pushed.get_int_custom_property("pushed"):
         pushed_destination = pushed.get_string_custom_property("pushed_destination") or None
     return ReportInputs(
-        config=json.loads(exec_properties[keys.CONFIG_KEY]),
+        config=parse_json(exec_properties[keys.CONFIG_KEY]),
         labels_path=exec_properties.get(keys.LABELS_PATH_KEY) or "",
         out_dir=exec_properties.get(keys.OUT_DIR_KEY) or "",
         spans=examples.get_string_custom_property(SPANS_PROPERTY) if examples is not None else None,

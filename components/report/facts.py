@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from foundation.bounded import parse_json
+
 
 @dataclass
 class RunFacts:
@@ -67,7 +69,7 @@ class RunFacts:
     @classmethod
     def from_json(cls, text: str) -> RunFacts:
         """Facts written by `to_json`."""
-        return cls(**json.loads(text))
+        return cls(**parse_json(text))
 
 
 @contextmanager

@@ -12,11 +12,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 import posixpath
 from typing import Any
 
 from foundation import paths
+from foundation.bounded import parse_json
 from foundation.contract import TEXT_KEY
 
 SPLIT_PREFIX = "Split-"
@@ -71,7 +71,7 @@ def drift_record(anomalies_uri: str) -> dict[str, Any] | None:
     path = f"{anomalies_uri.rstrip('/')}/{DRIFT_FILE}"
     if not paths.is_file(path):
         return None
-    record = json.loads(paths.read_text(path))
+    record = parse_json(paths.read_text(path))
     return record if isinstance(record, dict) else None
 
 
@@ -80,7 +80,7 @@ def counts_from_manifest(data_path: str) -> dict[str, dict[str, Any]] | None:
     path = f"{data_path.rstrip('/')}/{MANIFEST_FILE}"
     if not paths.is_file(path):
         return None
-    manifest = json.loads(paths.read_text(path))
+    manifest = parse_json(paths.read_text(path))
     return {
         split: {"examples": sum(per_class.values()), "classes": dict(per_class)}
         for split, per_class in manifest.get("counts", {}).items()

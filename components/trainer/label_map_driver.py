@@ -12,12 +12,12 @@ Kubeflow's V2 runner ignores custom drivers: there the uncached InputFingerprint
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tfx.types import standard_component_specs
 
 from components.fingerprint_driver import FingerprintDriver
+from foundation.bounded import parse_json
 from foundation.contract import label_map_digest
 
 LABEL_MAP_FINGERPRINT_KEY = "label_map_fingerprint"
@@ -31,7 +31,7 @@ def label_map_fingerprint(custom_config: Any) -> str:
     Args:
         custom_config: The Trainer's `custom_config` execution property (JSON text or a mapping).
     """
-    config = json.loads(custom_config) if isinstance(custom_config, str) else custom_config
+    config = parse_json(custom_config) if isinstance(custom_config, str) else custom_config
     labels_path = config.get(LABELS_PATH_KEY) if isinstance(config, dict) else None
     return label_map_digest(labels_path if isinstance(labels_path, str) else None)
 

@@ -42,6 +42,7 @@ from components.trainer.phases import (
 from components.trainer.recipe import describe
 from components.trainer.runtime import REPORTED_REASONS, TrainingRuntime, set_up_runtime
 from components.trainer.warm_start import apply_warm_start
+from foundation.bounded import parse_json
 from foundation.contract import IMAGE_KEY, TRAINING_METRICS_FILE, read_label_map
 from foundation.preprocessing_spec import PreprocessingSpec
 
@@ -107,7 +108,7 @@ def note_backups(backup_dir: str, trainer: TrainerOptions, chief: bool) -> list[
         written_under = "other options"
         if tf.io.gfile.exists(recorded):
             with tf.io.gfile.GFile(recorded) as handle:
-                written_under = json.loads(handle.read()).get("description", written_under)
+                written_under = parse_json(handle.read()).get("description", written_under)
         notes.append(
             f"trainer: the backup {other} was written under {written_under}; this run ("
             f"{trainer.optimizer.name}, {trainer.schedule.name} schedule) does not resume it and starts fresh"

@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
@@ -31,6 +30,7 @@ from typing import Any, Final
 from components.validation.drift_options import KEY_PREFIX, DriftOptions
 from components.validation.image_content import THUMBNAIL_FEATURE, ContentReference
 from components.validation.span_statistics import FORMAT_FEATURE, LABEL_FEATURE, NUMERIC_PROPERTIES
+from foundation.bounded import parse_json
 
 # The first words of a drift stop's message (`stop_message`): how the run summary tells it from other failures.
 STOP_MARK = "does not look like the spans before it"
@@ -162,7 +162,7 @@ def summary_entry(
     measured) and `label_counts` come from its `DriftError.record` (`stop_record`), for the report."""
     entry: dict[str, Any] = {}
     for name in RECORD_PROPERTIES:
-        lines = json.loads(properties.get(name) or "[]")
+        lines = parse_json(properties.get(name) or "[]")
         if lines:
             entry[name.removeprefix("drift_")] = lines
     if error and STOP_MARK in error:

@@ -53,6 +53,7 @@ from components.validation.span_statistics import (
     span_tables,
     split_statistics,
 )
+from foundation.bounded import parse_json
 from foundation.data.spans import find_spans, format_spans, inside_span, select_spans
 
 logger = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class DriftRun:
 
     @classmethod
     def from_json(cls, text: str) -> DriftRun:
-        values = json.loads(text)
+        values = parse_json(text)
         return cls(**{**values, "options": DriftOptions.model_validate(values["options"])})
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 
 from components.data.fingerprint import list_span_folders
+from foundation.bounded import parse_json
 from foundation.contract import IMAGE_KEY
 from foundation.data.spans import inside_span
 from foundation.data.tfrecords import compression_for
@@ -82,7 +83,7 @@ class ImageCheck:
 
     @classmethod
     def from_json(cls, text: str) -> ImageCheck:
-        values = json.loads(text)
+        values = parse_json(text)
         split_patterns, input_base = dict(values["split_patterns"]), str(values["input_base"])
         return cls(int(values["max_pixels"]), split_patterns, input_base, str(values.get("cache_dir", "")))
 

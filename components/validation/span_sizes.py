@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from components.data.fingerprint import list_span_folders
 from components.validation.span_statistics import span_split_files
+from foundation.bounded import parse_json
 from foundation.data.spans import inside_span
 from foundation.data.tfrecords import compression_for
 
@@ -53,7 +54,7 @@ class SpanSizeCheck:
 
     @classmethod
     def from_json(cls, text: str) -> SpanSizeCheck:
-        values = json.loads(text)
+        values = parse_json(text)
         return cls(int(values["min_examples"]), dict(values["split_patterns"]))
 
 

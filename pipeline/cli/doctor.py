@@ -21,6 +21,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from foundation.bounded import parse_json
 from pipeline.cli.console import console
 
 # Distributions whose versions decide whether the stack works (docs/architecture.md "Stack").
@@ -74,8 +75,8 @@ def _extension_state(extension: Path) -> dict[str, Any]:
     if not marker_path.exists():
         return {**state, "state": "not patched"}
     try:
-        marker = json.loads(marker_path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
+        marker = parse_json(marker_path.read_text())
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or nested too deep
         return {**state, "state": "marker unreadable", "detail": str(error)}
     if marker.get("sha256") != hashlib.sha256(extension.read_bytes()).hexdigest():
         return {**state, "state": "changed since patching", "detail": "the extension no longer matches the marker"}

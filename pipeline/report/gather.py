@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from components.report.evaluation import evaluation_metrics
 from components.report.facts import RunFacts, reported
 from components.report.inputs import artifact_facts
 from components.report.summary import RunSummary
+from foundation.bounded import parse_json
 from foundation.contract import ACCURACY_METRIC, read_label_map
 from foundation.errors import TfxpError
 from pipeline.config import TfxpConfig
@@ -46,13 +46,13 @@ def read_summary(out_dir: Path) -> dict[str, Any]:
     """
     path = out_dir / SUMMARY_FILE
     try:
-        summary = json.loads(path.read_text())
+        summary = parse_json(path.read_text())
     except FileNotFoundError:
         raise ReportError(
             f"{out_dir} has no {SUMMARY_FILE}, so it is not the output of `tfxp run`; pass the directory given to "
             "`tfxp run --output` (default ./tfxp_output)"
         ) from None
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, ValueError) as error:  # ValueError: not JSON or UTF-8, or nested too deep
         raise ReportError(f"cannot read {path}: {error}; rerun `tfxp run` to write it again") from None
     if not isinstance(summary, dict):
         raise ReportError(f"{path} is not a run summary (a JSON object); rerun `tfxp run` to write it again")

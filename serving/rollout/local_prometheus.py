@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from foundation.bounded import read_capped, size_text
+from foundation.bounded import parse_json, read_capped, size_text
 from foundation.errors import TfxpError
 from foundation.redirects import open_url
 from serving.rollout.evidence import MAX_ANSWER_BYTES
@@ -90,7 +90,7 @@ class LocalPrometheus:
             try:
                 with open_url(address, 5) as answer:
                     body = read_capped(answer.read, MAX_ANSWER_BYTES, lambda: too_large)
-                result = json.loads(body)["data"]["result"]
+                result = parse_json(body)["data"]["result"]
                 if len(result) == len(self._targets):
                     return
             except OSError:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from foundation import paths
+from foundation.bounded import parse_json
 from foundation.errors import TfxpError
 from serving.rollout.layout import DECISIONS_DIR, ROLLOUT_DIR, STATE_FILE, rollout_dir
 from serving.rollout.store import ConcurrentRolloutError, RolloutStore, Transaction, open_store
@@ -182,12 +183,27 @@ def refuse_direct_push_over_rollout(model_base: str) -> None:
 
 
 def read_decisions(model_base: str) -> list[Decision]:
-    """Every recorded decision, oldest first."""
+    """Every recorded decision, oldest first.
+
+    Raises:
+        RolloutStateError: a decision's file cannot be read as one (the message names it).
+    """
     folder = f"{rollout_dir(model_base)}/{DECISIONS_DIR}"
     if not paths.is_dir(folder):
         return []
     names = sorted(name for name in paths.list_dir(folder) if name.endswith(".json"))
-    return [Decision(**json.loads(paths.read_text(f"{folder}/{name}"))) for name in names]
+    return [_read_decision(f"{folder}/{name}") for name in names]
+
+
+def _read_decision(path: str) -> Decision:
+    try:
+        return Decision(**parse_json(paths.read_text(path)))
+    except (OSError, ValueError, TypeError) as error:  # ValueError: not JSON or UTF-8, or nested too deep
+        raise RolloutStateError(
+            f"the rollout decision {path} cannot be read ({error}); it is tfxp's own record under "
+            f"{ROLLOUT_DIR}/{DECISIONS_DIR}/: restore it from a backup, or remove it (the state in {STATE_FILE} "
+            "does not depend on it; only the history loses that decision)"
+        ) from None
 
 
 def update_rollout(
@@ -257,7 +273,7 @@ def _parse(text: str | None, where: str) -> RolloutState:
     if text is None:
         return RolloutState()
     try:
-        body = json.loads(text)
+        body = parse_json(text)
         if body.pop("schema", None) != SCHEMA:
             raise ValueError(f"schema is not {SCHEMA}")
         decision = body.pop("last_decision", None)

@@ -183,6 +183,30 @@ def test_a_user_error_is_one_error_line_and_exit_2(tmp_path: Path, args: tuple[s
     assert_one_error_line(result, text)
 
 
+DEEP_JSON = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError on it
+CANARY = ("--set", "serving.rollout=canary", "--set", "serving.version_policy=specific", "--serving-base")
+
+
+# Issue 35, class 8: each ended in a RecursionError traceback with exit status 1.
+@pytest.mark.parametrize(
+    ("file", "args", "text"),
+    [
+        ("out/run-summary.json", ("report", "{tmp}/out"), "cannot read {tmp}/out/run-summary.json: JSON nested too"),
+        ("b/tfxp_rollout/state.json", ("rollout", "status", *CANARY, "{tmp}/b"), "the rollout state {tmp}/b/tfxp_"),
+        (
+            "b/tfxp_rollout/decisions/00000001.json",
+            ("rollout", "status", *CANARY, "{tmp}/b"),
+            "the rollout decision {tmp}/b/tfxp_rollout/decisions/00000001.json cannot be read (JSON nested too deep",
+        ),
+    ],
+)
+def test_json_nested_too_deep_is_one_error_line(tmp_path: Path, file: str, args: tuple[str, ...], text: str) -> None:
+    (tmp_path / file).parent.mkdir(parents=True)
+    (tmp_path / file).write_text(DEEP_JSON)
+    result = invoke(*(arg.format(tmp=tmp_path) for arg in args))
+    assert_one_error_line(result, text.format(tmp=tmp_path))
+
+
 def _raise_a_user_error() -> None:
     raise TfxpError("data.path /x [bold]is[/bold] not a directory; pass --set data.path=DIR")
 

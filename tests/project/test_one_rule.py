@@ -11,6 +11,9 @@ The scan reads every product module (not tests) with `ast`, so prose in docstrin
   call goes through the one redirect rule (`open_url`, `guard_pool`, `guard_session`).
 - an answer read whole (issue 35, class 3): `.json()` (requests, aiohttp), or `.read()` without a size on what
   `open_url` or an HTTP call returned in a `with`: read it through `foundation.bounded` (`read_capped`).
+- JSON parsed outside `foundation/bounded.py` (issue 35, class 8): `json.loads`, `json.load` or `json.JSONDecoder`
+  in a product package raises RecursionError on `[[[[…` nested 100 000 deep, a traceback where the caller meant one
+  message; parse with `foundation.bounded.parse_json`, whose too-deep JSON is a ValueError like any malformed JSON.
 """
 
 from __future__ import annotations
@@ -277,3 +280,70 @@ def test_answers_are_read_through_the_bounded_reader() -> None:
         hit for path in _product_files() for hit in unbounded_answer_reads(path, path.relative_to(ROOT).as_posix())
     ]
     assert not found, "read answers through foundation.bounded.read_capped, with a cap:\n" + "\n".join(found)
+
+
+# The packages tfxp ships (bench/ and scripts/ are tools beside them) and the modules of them that may parse JSON
+# with the standard library, each with why: a module here reads only text tfxp itself wrote.
+JSON_PACKAGES = ("foundation", "components", "edge", "pipeline", "serving")
+JSON_PARSERS_ALLOWED = {
+    BOUNDED_MODULE: "the one reader, parse_json",
+    # Runs in the MediaPipe venv, which holds no tfxp package to import; it parses the spec and manifest
+    # edge.app_client writes for it, and tflite-support's rendering of a metadata flatbuffer (a fixed schema, a few
+    # levels deep). What it prints back is parsed by edge.app_client with parse_json.
+    "edge/mediapipe_guest.py": "the MediaPipe guest",
+}
+_JSON_PARSERS = {"loads", "load", "JSONDecoder"}
+
+
+def json_parsers(path: Path, relative: str) -> list[str]:
+    """`file:line: json.name` for each standard-library JSON parser used outside `JSON_PARSERS_ALLOWED`."""
+    if relative in JSON_PARSERS_ALLOWED:
+        return []
+    tree = _parsed(path, relative)
+    modules = {"json"} | {
+        alias.asname
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == "json" and alias.asname
+    }
+    found = [
+        f"{relative}:{node.lineno}: json.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "json"
+        for alias in node.names
+        if alias.name in _JSON_PARSERS
+    ]
+    found += [
+        f"{relative}:{node.lineno}: json.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in _JSON_PARSERS
+        if isinstance(node.value, ast.Name) and node.value.id in modules
+    ]
+    return found
+
+
+def test_json_from_outside_is_parsed_by_the_bounded_reader() -> None:
+    files = sorted(path for package in JSON_PACKAGES for path in (ROOT / package).rglob("*.py"))
+    found = [hit for path in files for hit in json_parsers(path, path.relative_to(ROOT).as_posix())]
+    assert not found, "parse JSON with foundation.bounded.parse_json instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("code", "hits"),
+    [
+        ("import json\nvalue = json.loads(text)\n", 1),
+        ("import json\nwith open(p) as f:\n    value = json.load(f)\n", 1),
+        ("from json import loads, dumps\nvalue = loads(text)\n", 1),
+        ("import json as j\nvalue = j.loads(text)\n", 1),
+        ("import json\nparse = json.loads\ndecoder = json.JSONDecoder()\n", 2),
+        ("import json\ntext = json.dumps(value)\n", 0),
+        ("from foundation.bounded import parse_json\nvalue = parse_json(text)\n", 0),
+        ('"""Reads it with json.loads, which recurses."""\n', 0),
+    ],
+)
+def test_the_json_scan_finds_what_it_forbids(tmp_path: Path, code: str, hits: int) -> None:
+    module = tmp_path / "module.py"
+    module.write_text(code)
+    assert len(json_parsers(module, "serving/module.py")) == hits
+    assert not json_parsers(module, BOUNDED_MODULE)

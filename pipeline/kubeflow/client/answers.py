@@ -15,12 +15,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.parse
 from typing import Any
 
-from foundation.bounded import size_text
+from foundation.bounded import parse_json, size_text
 from pipeline.kubeflow.client.auth import HOST_HINT
 from pipeline.kubeflow.client.runs import SubmitError
 
@@ -113,7 +112,7 @@ def check_kfp_answers(client: Any, host: str, timeout: float) -> None:
         response = send(method, url, *args, **kwargs)
         if 200 <= response.status < 300 and kwargs.get("_preload_content", True):
             try:
-                answer = json.loads(response.data)
+                answer = parse_json(response.data)
             except ValueError:
                 answer = None
             endpoint = _endpoint(method, url)

@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import urllib.error
 import urllib.parse
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation import redirects
-from foundation.bounded import read_capped, size_text
+from foundation.bounded import parse_json, read_capped, size_text
 from foundation.credentials import (
     BEARER_TOKEN,
     COOKIE_VALUE,
@@ -321,7 +320,7 @@ def check_api(host: str, auth: KfpAuth, timeout: float) -> dict[str, Any]:
             raise no_answer_error(host, timeout) from None
         raise unreachable_error(host, reason) from None
     try:
-        answer = json.loads(body)
+        answer = parse_json(body)
     except ValueError:
         raise SubmitError(
             f"{url} did not answer with JSON, so {host} is not the KFP API (an auth proxy's login page?); "

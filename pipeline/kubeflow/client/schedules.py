@@ -14,12 +14,12 @@ Example:
 from __future__ import annotations
 
 import datetime
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foundation.bounded import parse_json
 from pipeline.kubeflow.client.answers import require_id
 from pipeline.kubeflow.client.cron import ScheduleInputError, Trigger, format_seconds
 from pipeline.kubeflow.client.pipelines import doc_from_api, get_version
@@ -113,7 +113,7 @@ def check_max_concurrency(value: int) -> int:
 def _loose(text: str) -> Any:
     # Without the spec, a value that reads as JSON (500, 0.5, true) is sent as that, anything else as text.
     try:
-        return json.loads(text)
+        return parse_json(text)
     except ValueError:
         return text
 

@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.kfp.launcher_paths import OCI_SCHEME, LauncherPathError, local_path_for_uri
+from foundation.bounded import parse_json
 from foundation.paths import scheme
 from pipeline.kubeflow.emulator.backend import EXECUTOR_LOGS, KFP, Backend, BackendError
 
@@ -107,7 +107,7 @@ def collect_parameters(
         text = path.read_text()
         kind = component.output_definitions.parameters[name].parameter_type
         values[name] = json_format.ParseDict(
-            text if kind == pipeline_spec_pb2.ParameterType.STRING else json.loads(text), struct_pb2.Value()
+            text if kind == pipeline_spec_pb2.ParameterType.STRING else parse_json(text), struct_pb2.Value()
         )
     return values
 

@@ -24,6 +24,7 @@ from typing import Any
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from foundation.bounded import parse_json
 from pipeline.kubeflow.emulator.backend import KFP, VERTEX_PROJECT, BackendError
 
 # What the driver records with every artifact on the default MinIO store (config/env.go:177-193).
@@ -50,7 +51,7 @@ class MetadataStore:
         self.data: dict[str, Any] = {"artifacts": {}, "executions": {}, "cache": {}, "next_id": 1}
         if path.is_file():
             try:
-                data = json.loads(path.read_text())
+                data = parse_json(path.read_text())
             except (ValueError, UnicodeDecodeError) as error:
                 raise BackendError(self._unreadable(f"it is not JSON ({error})")) from None
             if not isinstance(data, dict) or set(self.data) - set(data):
