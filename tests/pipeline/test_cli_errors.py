@@ -29,6 +29,9 @@ NOT_USER_ERRORS = {
     # A stop signal unwinding to its cleanup (foundation/stop_request.py), like KeyboardInterrupt; the process then
     # exits with 143 (SIGTERM) or as Ctrl-C does.
     "StopRequested",
+    # JSON nested too deep (foundation.bounded.parse_json), a ValueError like json.JSONDecodeError: each caller
+    # catches it with the other malformed JSON and says which file or answer, and how to fix it.
+    "JsonTooDeepError",
     "ServingError",
     "InvalidArgumentError",
     "NotFoundError",
