@@ -9,8 +9,10 @@ One rule for each question a path raises, `..` resolved before any check:
   The paths name a pod's file system (a PVC mount), so `..` is resolved as the pod would, by the text alone.
 - **No output onto an input** (`check_not_input`): an output file that resolves (symlinks followed, hard links
   compared) to an input the same command reads, or into an input folder, is refused before anything is written.
-- **Remove only what tfxp made** (`claim_dir`, `remove_claimed`): a working folder tfxp empties holds a marker
-  file; a folder without it that holds anything is the user's, and is refused, never removed.
+- **Remove only what tfxp made** (`claim_dir`, `remove_claimed`, `remove_made_file`): a working folder tfxp empties
+  holds a marker file; a folder without it that holds anything is the user's, and is refused, never removed. A file
+  tfxp removes when it has nothing to say (`deploy-assets`' warnings.txt) begins with the header tfxp wrote it with;
+  a file of that name without it is the user's, and is left.
 
 Only the standard library is imported here.
 
@@ -179,4 +181,21 @@ def remove_claimed(path: Path) -> bool:
     if path.is_symlink() or not (path / CLAIM_MARKER).is_file():
         return False
     shutil.rmtree(path, ignore_errors=True)
+    return True
+
+
+def remove_made_file(path: Path, header: str) -> bool:
+    """Removes the file `path` if tfxp wrote it: it begins with `header`, the line tfxp writes such a file with.
+    A file of that name without the header (the user's), a link or a folder is left.
+
+    Returns:
+        Whether it was removed.
+    """
+    if path.is_symlink() or not path.is_file():
+        return False
+    expected = header.encode("utf-8")
+    with path.open("rb") as handle:
+        if handle.read(len(expected)) != expected:
+            return False
+    path.unlink()
     return True

@@ -12,7 +12,8 @@
 - `kubernetes/*.yaml` and `kserve/inferenceservice.yaml`: see `serving.k8s_manifests` (a namespace enforcing
   the "restricted" Pod Security Standard, TF Serving's Deployment, Service, HPA, PodDisruptionBudget,
   NetworkPolicy; a KServe `tensorflow` predictor);
-- `warnings.txt`, only when there is something to warn about (`deploy_warnings`), e.g. images by tag.
+- `warnings.txt`, only when there is something to warn about (`deploy_warnings`), e.g. images by tag; it begins
+  with `WARNINGS_HEADER`, by which a later run knows it may remove it.
 
 The container sees the models at `options.container_base_path`: a bucket `serving.base_path` as it is, else
 `/models/<model_name>`, where the docker scripts mount `local_model_dir` and Kubernetes the models volume.
@@ -26,10 +27,12 @@ Example:
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 
 from foundation.k8s.image import check_image
 from foundation.k8s.quantity import cpu_cores
+from foundation.path_rules import check_not_input, remove_made_file
 from foundation.paths import scheme
 from serving.config_error import ServingConfigError
 from serving.k8s_manifests import (
@@ -48,6 +51,7 @@ from serving.options import ServingOptions
 from serving.rollout.layout import TRACKS, track_config_path
 
 WARNINGS_FILE = "warnings.txt"
+WARNINGS_HEADER = "# tfxp deploy-assets: what a reviewer of these assets should know (removed when there is nothing)\n"
 DEFAULT_MODEL_CONFIG = f"{CONFIG_DIR}/models.config"
 
 
@@ -230,7 +234,7 @@ def render_deploy_assets(
 def _with_warnings(options: ServingOptions, assets: dict[str, str]) -> dict[str, str]:
     warnings = deploy_warnings(options)
     if warnings:
-        assets[WARNINGS_FILE] = "".join(f"warning: {warning}\n" for warning in warnings)
+        assets[WARNINGS_FILE] = WARNINGS_HEADER + "".join(f"warning: {warning}\n" for warning in warnings)
     return assets
 
 
@@ -315,22 +319,34 @@ def _kserve_rollout_warnings(options: ServingOptions) -> list[str]:
 
 
 def write_deploy_assets(
-    options: ServingOptions, out_dir: Path, local_model_dir: str = "", versions: RolloutVersions | None = None
+    options: ServingOptions,
+    out_dir: Path,
+    local_model_dir: str = "",
+    versions: RolloutVersions | None = None,
+    inputs: Mapping[str, Path | None] | None = None,
 ) -> list[Path]:
     """Renders the assets into `out_dir` (scripts made executable) and returns the written paths; `versions` as in
     `render_deploy_assets`.
 
-    A `warnings.txt` left by an earlier run is removed when there is nothing to warn about.
+    A `warnings.txt` an earlier run wrote is removed when there is nothing to warn about; one tfxp did not write
+    (no `WARNINGS_HEADER`) is left.
+
+    Args:
+        inputs: What the command reads, by the option that names it (`{"--config": path}`): no asset is written
+            over one of them.
+
+    Raises:
+        PathRuleError: an asset would overwrite one of `inputs` (refused before anything is written).
     """
-    written = []
     assets = render_deploy_assets(options, local_model_dir, versions)
+    paths = [out_dir / relative for relative in assets]
+    for path in paths:
+        check_not_input(path, inputs or {}, "--out")
     if WARNINGS_FILE not in assets:
-        (out_dir / WARNINGS_FILE).unlink(missing_ok=True)
-    for relative, text in assets.items():
-        path = out_dir / relative
+        remove_made_file(out_dir / WARNINGS_FILE, WARNINGS_HEADER)
+    for path, text in zip(paths, assets.values(), strict=True):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         if path.suffix == ".sh":
             path.chmod(0o755)
-        written.append(path)
-    return written
+    return paths

@@ -23,6 +23,7 @@ from pipeline.cli.console import console, error_console, fail, say, warn
 from pipeline.cli.options import (
     MAX_REQUEST_SECONDS,
     MAX_WAIT_SECONDS,
+    CommandInputs,
     kfp_host,
     output_dir,
     output_file,
@@ -75,7 +76,7 @@ def _print_compiled(result: CompileResult) -> None:
         say(f"run parameter {name} (default {' '.join(default.split())})")
 
 
-@writes(out="--out")
+@writes(out="--out", reads="inputs")
 def compile_command(
     config: TfxpConfig,
     out: Annotated[
@@ -84,6 +85,7 @@ def compile_command(
             "--out", "-o", parser=output_file, metavar="FILE", help="Pipeline YAML to write (what `tfxp submit` sends)."
         ),
     ],
+    inputs: CommandInputs,
 ) -> None:
     """Compile the pipeline for Kubeflow Pipelines (KFP v2 IR YAML) with resources, retries and caching set.
 
@@ -91,7 +93,7 @@ def compile_command(
     """
     from pipeline.kubeflow.compiler.compile import compile_pipeline
 
-    result = compile_pipeline(config, out)
+    result = compile_pipeline(config, out, inputs)  # nor a file beside the spec over --config
     _print_compiled(result)
     for path in result.beside:
         say(f"beside it: {path}")

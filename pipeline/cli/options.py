@@ -290,7 +290,14 @@ _CONFIG_OPTIONS = (
 )
 
 
-def config_command(command: Callable[..., None], outputs: Mapping[str, str] | None = None) -> Callable[..., None]:
+CommandInputs = Mapping[str, Path | None]
+"""What a command reads, by the option that names it (`{"--config": path}`; None: not given), for
+`foundation.path_rules.check_not_input`."""
+
+
+def config_command(
+    command: Callable[..., None], outputs: Mapping[str, str] | None = None, reads: str | None = None
+) -> Callable[..., None]:
     """A command that reads the config: its `config` parameter becomes --config and --set (last), and it is called
     with the config they describe (`load_cli_config`), loaded before the command's own work starts.
 
@@ -300,6 +307,10 @@ def config_command(command: Callable[..., None], outputs: Mapping[str, str] | No
         outputs: The command's parameters that name files it writes, with their options (`{"out": "--out"}`): each
             is refused when it resolves to the --config file (`foundation.path_rules.check_not_input`), before the
             config is read.
+        reads: A parameter of `command` (a `CommandInputs`, before the parameters that have defaults) that is
+            given what the command reads instead of being an option: for the files it writes that are known only
+            once the config is read (the assets under a folder, the manifests beside a spec), which it checks with
+            `check_not_input` before it writes any.
 
     Returns:
         The command, for `@app.command(...)` or a `COMMANDS` entry.
@@ -311,27 +322,35 @@ def config_command(command: Callable[..., None], outputs: Mapping[str, str] | No
         compile_command = config_command(compile_pipeline_file, outputs={"out": "--out"})
     """
     loaded = with_options(command, "config", load_cli_config, last=_CONFIG_OPTIONS)
-    if not outputs:
+    if not outputs and reads is None:
         return loaded
 
     @functools.wraps(loaded)
     def checked(**options: Any) -> None:
-        for name, option in outputs.items():
+        read: CommandInputs = {"--config": options["config_file"]}
+        for name, option in (outputs or {}).items():
             if options.get(name) is not None:
-                check_not_input(options[name], {"--config": options["config_file"]}, option)
+                check_not_input(options[name], read, option)
+        if reads is not None:
+            options[reads] = read
         loaded(**options)
 
+    if reads is not None:  # given above, so not an option: out of the signature Typer reads
+        signature = inspect.signature(loaded)
+        kept = [parameter for parameter in signature.parameters.values() if parameter.name != reads]
+        checked.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
     return checked
 
 
-def writes(**outputs: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """`config_command` for a command that writes the files its parameters name: parameter=option (see there).
+def writes(reads: str | None = None, **outputs: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`config_command` for a command that writes the files its parameters name: parameter=option, and `reads`
+    (see there).
 
     Example:
-        @writes(out="--out")
-        def compile_command(config: TfxpConfig, out: OutOption) -> None: ...
+        @writes(out="--out", reads="inputs")
+        def compile_command(config: TfxpConfig, out: OutOption, inputs: CommandInputs) -> None: ...
     """
-    return functools.partial(config_command, outputs=outputs)
+    return functools.partial(config_command, outputs=outputs, reads=reads)
 
 
 def check_output_file(path: Path, option: str) -> Path:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from foundation.stop_request import StopRequest
 from pipeline.cli.console import UserError, console, fail, warn
 from pipeline.cli.options import (
+    CommandInputs,
     GrpcPortOption,
     ModelNameOption,
     RestPortOption,
@@ -22,6 +23,7 @@ from pipeline.cli.options import (
     existing_file,
     output_dir,
     path_rule,
+    writes,
 )
 from pipeline.cli.quiet import keep_log
 from pipeline.config import TfxpConfig
@@ -200,8 +202,8 @@ def _print_findings(findings: list[Finding]) -> None:
         console.print(f"{style[finding.status]} {escape(finding.message)}", highlight=False, soft_wrap=True)
 
 
-@config_command
-def deploy_assets(config: TfxpConfig, out: OutOption, check: CheckOption = False) -> None:
+@writes(reads="inputs")
+def deploy_assets(config: TfxpConfig, out: OutOption, inputs: CommandInputs, check: CheckOption = False) -> None:
     """Write TF Serving deployment assets from the config: models.config, batching and monitoring configs,
     docker run scripts (CPU/GPU), Kubernetes Namespace/ConfigMap/Deployment/Service/HPA/PodDisruptionBudget/
     NetworkPolicy and a KServe InferenceService."""
@@ -210,7 +212,11 @@ def deploy_assets(config: TfxpConfig, out: OutOption, check: CheckOption = False
 
     pushes = output_layout(config).serving_base
     serving = deployed_serving(config.serving, pushes)
-    for path in write_deploy_assets(serving, out, local_model_dir(config.serving, pushes), _rollout_versions(config)):
+    # No asset over the --config file: `--out D --config D/kubernetes/service.yaml` is refused before any write.
+    written = write_deploy_assets(
+        serving, out, local_model_dir(config.serving, pushes), _rollout_versions(config), inputs=inputs
+    )
+    for path in written:
         console.print(f"wrote {path}", highlight=False)
     if serving.base_path != config.serving.base_path:
         console.print(

@@ -18,6 +18,7 @@ from foundation.path_rules import (
     normalized,
     relative_problem,
     remove_claimed,
+    remove_made_file,
 )
 
 
@@ -122,3 +123,18 @@ def test_a_file_or_link_is_never_claimed(tmp_path: Path) -> None:
         claim_dir(tmp_path / "pod", "the pod folder")
     assert not remove_claimed(tmp_path / "pod")
     assert target.is_dir()
+
+
+def test_tfxp_removes_only_files_that_begin_with_its_header(tmp_path: Path) -> None:
+    header = "# tfxp deploy-assets: what a reviewer should know\n"
+    mine, users, elsewhere = tmp_path / "warnings.txt", tmp_path / "notes.txt", tmp_path / "elsewhere.txt"
+    mine.write_text(header + "warning: x\n")
+    users.write_text("my own notes\n")
+    elsewhere.write_text(header)
+    (tmp_path / "link.txt").symlink_to(elsewhere)
+
+    assert remove_made_file(mine, header) and not mine.exists()
+    assert not remove_made_file(users, header) and users.read_text() == "my own notes\n"
+    assert not remove_made_file(tmp_path / "link.txt", header) and elsewhere.is_file()
+    assert not remove_made_file(tmp_path / "missing.txt", header)
+    assert not remove_made_file(tmp_path, header)  # a folder

@@ -80,3 +80,47 @@ def test_report_never_writes_over_what_it_reads(tmp_path: Path) -> None:
     _refused(_invoke("report", out, "--out", out / "run-summary.json"), "is the file OUT's run-summary.json")
     assert (out / "run-summary.json").read_text() == "{}"
     _refused(_invoke("report", out, "--out", out / "tfxp-digits" / "metadata.db"), "lies in the folder OUT's")
+
+
+def test_deploy_assets_never_writes_over_its_own_config(tmp_path: Path) -> None:
+    # found by the hardening pass over issue 35: the Service manifest was written over the config it was made from
+    out = tmp_path / "deploy"
+    config = out / "kubernetes" / "service.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text((REPO / "configs" / "default.yaml").read_text())
+    (tmp_path / "link.yaml").symlink_to(config)
+    before = _digest(config)
+
+    for given in (config, tmp_path / "link.yaml"):
+        result = _invoke("deploy-assets", "--out", out, "--config", given)
+        _refused(result, f"--out {config} is the file --config {given} that this command reads", "give --out another")
+    assert _digest(config) == before
+    assert sorted(path.name for path in out.rglob("*")) == ["kubernetes", "service.yaml"]  # nothing written
+    assert _invoke("deploy-assets", "--out", out / "elsewhere", "--config", config).exit_code == 0
+
+
+def test_deploy_assets_removes_only_the_warnings_it_wrote(tmp_path: Path) -> None:
+    digest = "@sha256:" + "a" * 64
+    by_digest = ("--set", f"serving.cpu_image=tensorflow/serving{digest}", "--set", f"serving.gpu_image=tf/gpu{digest}")
+    warnings = tmp_path / "warnings.txt"
+    assert _invoke("deploy-assets", "--out", tmp_path).exit_code == 0  # images by tag: warned about
+    assert "serving.cpu_image" in warnings.read_text()
+    assert _invoke("deploy-assets", "--out", tmp_path, *by_digest).exit_code == 0
+    assert not warnings.exists()  # tfxp's own, from the run before: nothing to warn about now
+
+    warnings.write_text("my review notes\n")
+    assert _invoke("deploy-assets", "--out", tmp_path, *by_digest).exit_code == 0
+    assert warnings.read_text() == "my review notes\n"  # not tfxp's: left
+
+
+def test_compile_never_writes_a_file_beside_the_spec_over_its_config(tmp_path: Path) -> None:
+    config = tmp_path / "pipeline.tfjob.yaml"  # where `--out pipeline.yaml` puts the workers' TFJob
+    config.write_text((REPO / "configs" / "imagenet_a100.yaml").read_text())
+    before = _digest(config)
+
+    workers = ("--set", "trainer.workers=4", "--set", "trainer.strategy=auto")
+    result = _invoke("compile", "--config", config, *workers, "--out", tmp_path / "pipeline.yaml")
+
+    _refused(result, f"--out {config} is the file --config {config} that this command reads")
+    assert _digest(config) == before
+    assert not (tmp_path / "pipeline.yaml").exists()  # refused before the spec was written

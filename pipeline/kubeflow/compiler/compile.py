@@ -29,6 +29,7 @@ from components.kfp import fingerprint_task
 from foundation.contract import LabelMapError
 from foundation.data.errors import DataError
 from foundation.data.probe import FileProbe
+from foundation.path_rules import check_not_input
 from foundation.paths import is_remote
 from pipeline.config import TfxpConfig
 from pipeline.kubeflow.compiler import pod, storage
@@ -53,7 +54,7 @@ from pipeline.kubeflow.compiler.spec import (
     pipeline_tasks,
     write_pipeline_doc,
 )
-from pipeline.kubeflow.compiler.workers import write_manifests
+from pipeline.kubeflow.compiler.workers import manifest_paths, write_manifests
 from pipeline.layout import OutputLayout, output_layout, resolve_data
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
@@ -184,12 +185,14 @@ def resolve_data_for_kubeflow(config: TfxpConfig) -> TfxpConfig:
         raise KubeflowCompileError(str(error)) from None
 
 
-def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
+def compile_pipeline(config: TfxpConfig, out: Path, inputs: Mapping[str, Path | None] | None = None) -> CompileResult:
     """Compiles and patches the pipeline into `out` (a `.yaml` file).
 
     Args:
         config: The validated config.
         out: Where the pipeline YAML goes; parent directories are created.
+        inputs: What the command reads, by the option that names it (`{"--config": path}`): neither the spec nor
+            a file beside it (`manifest_paths`) is written over one of them.
 
     Returns:
         The written path, the task ids and the warnings.
@@ -197,11 +200,15 @@ def compile_pipeline(config: TfxpConfig, out: Path) -> CompileResult:
     Raises:
         KubeflowCompileError: `out` is not a `.yaml`/`.yml` file, the config does not fit Kubeflow, or the data
             cannot be read for an `auto` (`resolve_data_for_kubeflow`).
+        foundation.path_rules.PathRuleError: the spec or a file beside it would overwrite one of `inputs`.
         pipeline.kubeflow.compiler.spec.SpecPatchError: the patch does not fit the compiled spec, a pod setting is
             malformed, or the Kubernetes platform document does not parse strictly.
     """
     if out.suffix not in (".yaml", ".yml"):
         raise KubeflowCompileError(f"--out {out}: kfp.Client accepts .yaml/.yml pipeline files; use e.g. pipeline.yaml")
+    # Before anything is read or written: the spec, and with workers (`trainer_tfjob`) the manifests beside it.
+    for path in (out, *(manifest_paths(out) if config.trainer.workers > 1 else ())):
+        check_not_input(path, inputs or {}, "--out")
     from pipeline.kubeflow.compiler.platform import pod_settings
     from pipeline.pipeline import create_pipeline
 
