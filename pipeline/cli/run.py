@@ -33,7 +33,8 @@ def run(
 ) -> None:
     """Run the pipeline locally (LocalDagRunner) and write OUT/run-summary.json.
 
-    Exits 0 when the pipeline ran, blessed or not (the summary says which), non-zero when a component failed.
+    Exits 0 when the pipeline ran, blessed or not (the summary says which), 2 when a component refused the data or
+    the setup (schema violations, a drift stop), 1 when a component failed otherwise.
     Either way it writes OUT/report.html (`tfxp report`) and prints its path.
     """
     config = load_cli_config(config_file, overrides, output)
@@ -66,10 +67,12 @@ def run(
     _print_summary(summary.to_json_dict(), result.layout.summary_path)
     report = _write_report(Path(result.config.pipeline.output))
     if result.failure is not None:
+        # A component that refused the data or the setup (a DataValidationError, say) is a user error, exit 2 as
+        # every user error; a component that failed otherwise is a failed run, exit 1.
         raise fail(
             f"{result.failure}\n"
             f"The summary is in {result.layout.summary_path}{report}; previously pushed models are untouched.",
-            code=1,
+            code=2 if result.failure.user_error else 1,
         )
 
 

@@ -100,11 +100,17 @@ def _logs_to_file(path: Path, echo: bool = False) -> Iterator[None]:
 
 
 class ComponentFailedError(TfxpError, RuntimeError):
-    """A pipeline component failed; `component` names it, the message says why."""
+    """A pipeline component failed; `component` names it, the message says why.
+
+    Attributes:
+        user_error: Whether the component refused the user's data or setup (its error is a `TfxpError`: schema
+            violations, a drift stop, a served version that cannot be loaded), not failed for another reason.
+    """
 
     def __init__(self, component: str, cause: BaseException, detail: str | None = None) -> None:
         self.component = component
         self.cause = cause
+        self.user_error = isinstance(cause, TfxpError)
         message = f"component {component} failed: {type(cause).__name__}: {cause}"
         super().__init__(f"{message}\n{detail}" if detail else message)
 

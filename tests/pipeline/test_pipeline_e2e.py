@@ -229,7 +229,7 @@ def test_broken_served_version_stops_the_run_until_someone_chooses(digits_dir: P
     broken.mkdir(parents=True)
     (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
     code, output, summary = run_cli(digits_dir, out)
-    assert code == 1
+    assert code == 2  # a user error (ServedModelError): the message says how to go on
     flat = " ".join(output.split())
     assert "component ServedBaseline failed" in flat
     assert f"the served version 1700000000 ({broken}) cannot be loaded" in flat
@@ -282,7 +282,7 @@ def test_schema_violations_stop_the_run_before_training(digits_dir: Path, tmp_pa
         writer.write(missing_image.SerializeToString())
     shutil.copy(bad, data / "eval" / "part-00099-of-00100.tfrecord.gz")
     code, output, summary = run_cli(data, tmp_path / "out")
-    assert code == 1
+    assert code == 2  # DataValidationError, a user error (it was 1, as a failed run)
     flat = " ".join(output.split())
     assert "component ExampleValidator failed" in flat
     assert "training was not started" in flat

@@ -127,6 +127,33 @@ def test_tfxp_run_prints_the_summary_problems_on_stderr(tmp_path: Path, monkeypa
     assert written["config"]["pipeline"]["name"] == PIPELINE
 
 
+@pytest.mark.parametrize(("raised", "code"), [("DataValidationError", 2), ("DriftError", 2), ("RuntimeError", 1)])
+def test_a_component_that_refuses_the_data_is_a_user_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raised: str, code: int
+) -> None:
+    """Exit 2 when the failed component raised a user error (a TfxpError), as every user error; 1 otherwise."""
+    import components.validation.strict_example_validator as validator
+    import pipeline.runners.local as local
+
+    data = tmp_path / "data"
+    for split in ("train", "eval"):
+        (data / split).mkdir(parents=True)
+    (data / "labels.txt").write_text("0\n1\n")
+    error = getattr(validator, raised, RuntimeError)("split 'eval' has 0 records")
+
+    def fake_run_local(config: TfxpConfig, progress: Any = None, **_: Any) -> local.LocalRun:
+        config = local.resolve_local_paths(config)
+        failure = local.ComponentFailedError("ExampleValidator", error)
+        return local.LocalRun(config, output_layout(config), wall_seconds=1.0, started_at=0.0, failure=failure)
+
+    monkeypatch.setattr(local, "run_local", fake_run_local)
+    result = CliRunner().invoke(app, ["run", "--set", f"data.path={data}", "--output", str(tmp_path / "out")])
+
+    assert result.exit_code == code, result.output
+    assert f"error: component ExampleValidator failed: {raised}: split 'eval' has 0 records" in result.output
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("removed", [False, True])
 def test_a_pushed_version_removed_since_is_a_problem_not_the_pushed_model_dir(tmp_path: Path, removed: bool) -> None:
     config = build_config({}, [f"pipeline.output={tmp_path / 'out'}"])

@@ -109,7 +109,7 @@ def test_clean_spans_pass_the_drift_checks_and_train(runs: dict[str, Any]) -> No
 def _assert_stopped_at_the_validator(
     summary: dict[str, Any], served: dict[str, bytes], before: dict[str, bytes]
 ) -> str:
-    assert summary["exit_code"] == 1, summary["output"]
+    assert summary["exit_code"] == 2, summary["output"]  # a drift stop is a user error (DriftError)
     assert summary["failed_component"] == "ExampleValidator"
     assert "Trainer" not in summary["components"]
     assert summary["decision"] == "stopped by the drift check"
