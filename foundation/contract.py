@@ -32,6 +32,7 @@ from pathlib import Path
 from foundation.bounded import MAX_DOCUMENT_BYTES, TooLargeError, read_file
 from foundation.errors import TfxpError
 from foundation.paths import write_text
+from foundation.shown_text import escape_controls, has_controls
 
 SAVED_MODEL_FILE = "saved_model.pb"
 """The file that makes a version directory a complete, servable SavedModel (published last on a bucket)."""
@@ -95,8 +96,9 @@ class LabelMapError(TfxpError, ValueError):
 def parse_label_map(text: str, source: str) -> list[str]:
     """The class names of a label map's text: one class a line, line i = label i-1.
 
-    The one rule every reader shares: names are stripped of surrounding whitespace (so `\\r\\n` files work),
-    blank lines at the end are ignored, and anything else that would shift or merge class ids is an error. A line
+    The one rule every reader shares: lines end in `\\n` and names are stripped of surrounding whitespace (so
+    `\\r\\n` files work), blank lines at the end are ignored, and anything else that would shift or merge class ids
+    is an error, as is a name holding a control character (`class_name_problem`). A line
     that starts with a WordNet synset and whitespace (`n01440764 tench, Tinca tinca`, ImageNet's metadata files)
     names the class by its synset; the description after it is not part of the name (ImageNet's descriptions
     repeat: two synsets are "crane").
@@ -109,14 +111,15 @@ def parse_label_map(text: str, source: str) -> list[str]:
         The class names, index = class id.
 
     Raises:
-        LabelMapError: a blank line before the last name (its line), a name listed twice (both lines), or
-            fewer than two names.
+        LabelMapError: a blank line before the last name (its line), a name listed twice (both lines), a name
+            with a control character (its line), or fewer than two names.
 
     Example:
         parse_label_map("cat\\r\\ndog \\n\\n", "labels.txt")  # ["cat", "dog"]
         parse_label_map("n01440764 tench, Tinca tinca\\nn01443537\\tgoldfish\\n", "synsets.txt")  # synsets
     """
-    names = [_class_name(line.strip()) for line in text.splitlines()]
+    # Split on \n alone: str.splitlines also breaks at \r, \x0b, \x1c-\x1e, \x85 and \u2028, which would shift ids.
+    names = [_class_name(line.strip()) for line in text.split("\n")]
     while names and not names[-1]:
         names.pop()
     first_line: dict[str, int] = {}
@@ -125,6 +128,12 @@ def parse_label_map(text: str, source: str) -> list[str]:
             raise LabelMapError(
                 f"label map {source} has a blank line at line {number}; every line names the class of that "
                 "index, so remove the blank line (or name the class)"
+            )
+        problem = class_name_problem(name)
+        if problem:
+            raise LabelMapError(
+                f"label map {source} line {number}: the class name {problem}; remove it from the name (one class "
+                "name a line, each line ending in \\n)"
             )
         if name in first_line:
             raise LabelMapError(
@@ -138,6 +147,28 @@ def parse_label_map(text: str, source: str) -> list[str]:
             "(one class name a line, line i = label i-1)"
         )
     return names
+
+
+# Characters a class name may not hold beside the controls of `foundation.shown_text`: the Unicode line and
+# paragraph separators, which line-based readers of labels.txt (an app's, str.splitlines) take as line breaks.
+_SEPARATORS = re.compile("[\u2028\u2029]")
+
+
+def class_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a class name, or None: a control character (ESC, CR, DEL, C1, a bidirectional
+    override) or a line separator would reach terminals, reports, the served model's answers and apps raw.
+
+    Example:
+        class_name_problem("cat\x1b[31m")  # "'cat\\x1b[31m' holds the control character \\x1b"
+    """
+    if not has_controls(name) and _SEPARATORS.search(name) is None:
+        return None
+
+    def shown(text: str) -> str:
+        return _SEPARATORS.sub(lambda match: f"\\u{ord(match.group()):04x}", escape_controls(text))
+
+    first = next(character for character in name if shown(character) != character)
+    return f"'{shown(name)}' holds the control character {shown(first)}"
 
 
 def _class_name(line: str) -> str:
@@ -190,12 +221,16 @@ def write_label_map(path: str | Path, labels: Sequence[str]) -> None:
         labels: Class names, index = class id.
 
     Raises:
-        LabelMapError: a name is empty, spans lines, has surrounding whitespace or starts with a WordNet id and
-            whitespace (it would not read back the same), a name is repeated, or there are fewer than two.
+        LabelMapError: a name is empty, spans lines, holds a control character, has surrounding whitespace or
+            starts with a WordNet id and whitespace (it would not read back the same), a name is repeated, or
+            there are fewer than two.
     """
     target = str(path)
     for name in labels:
-        if not name.strip() or "\n" in name or "\r" in name or name != name.strip():
+        problem = class_name_problem(name)
+        if problem:
+            raise LabelMapError(f"the class name {problem}, so it cannot go into {target}; remove it from the name")
+        if not name.strip() or "\n" in name or name != name.strip():
             raise LabelMapError(
                 f"class name {name!r} cannot go into {target}: names must be non-empty single lines without "
                 "surrounding whitespace"

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from components.data.dataset import DatasetSummary, Record, check_eval_fraction, check_output, write_dataset
-from foundation.data.errors import DataError
 from components.data.images import IMAGE_SUFFIXES, ImageCheck, check_image
 from components.data.span_writer import check_span_labels, check_span_root, prepare_span
+from foundation.contract import class_name_problem
+from foundation.data.errors import DataError
 from foundation.data.spans import span_dir_name
+from foundation.shown_text import escape_controls
 
 MAX_LISTED = 10
 
@@ -55,8 +57,8 @@ def scan_folder(src: Path) -> tuple[list[str], list[tuple[Path, int]]]:
         (class names sorted, [(file path, label)] sorted by path within each class).
 
     Raises:
-        DataError: `src` is missing or empty, has fewer than two class folders, or a class
-            folder holds no file at all.
+        DataError: `src` is missing or empty, has fewer than two class folders, a class folder's name holds a
+            control character, or a class folder holds no file at all.
     """
     if not src.is_dir():
         raise DataError(f"source folder {src} does not exist or is not a directory; pass SRC/<class>/<images>")
@@ -73,6 +75,13 @@ def scan_folder(src: Path) -> tuple[list[str], list[tuple[Path, int]]]:
             f"source folder {src} has one class folder ({class_dirs[0].name}); a classifier needs at least two "
             "classes: add one subfolder per class"
         )
+    for class_dir in class_dirs:  # before any image is read: the folder's name becomes the class name
+        problem = class_name_problem(class_dir.name)
+        if problem:
+            raise DataError(
+                f"class folder {escape_controls(str(class_dir))} cannot name a class: its name {problem}; rename "
+                "the folder (its name goes into labels.txt, the model and every answer that names the class)"
+            )
     files: list[tuple[Path, int]] = []
     empty = []
     for label, class_dir in enumerate(class_dirs):

@@ -60,6 +60,24 @@ def test_a_duplicate_name_is_an_error_naming_both_lines(tmp_path: Path) -> None:
         read_label_map(path)
 
 
+@pytest.mark.parametrize(
+    ("content", "line", "shown"),
+    [
+        ("cat\ndog\x1b[31m\n", 2, r"'dog\x1b[31m' holds the control character \x1b"),
+        ("cat\ndo\rg\n", 2, r"'do\rg' holds the control character \r"),  # a lone CR is no line break
+        ("cat\rdog\r", 1, r"'cat\rdog' holds the control character \r"),
+        ("ca\x1ct\ndog\n", 1, r"\x1c"),  # str.splitlines read it as a line break: the ids shifted
+        ("cat\ndog\u2028fox\n", 2, r"\u2028"),
+        ("cat\nn01440764\x7f\n", 2, r"\x7f"),
+        ("cat\nxob\u202e\n", 2, r"\u202e"),
+    ],
+)
+def test_a_class_name_with_a_control_character_is_refused_naming_the_line(content: str, line: int, shown: str) -> None:
+    with pytest.raises(LabelMapError, match=rf"labels.txt line {line}: the class name ") as error:
+        parse_label_map(content, "labels.txt")
+    assert shown in str(error.value)
+
+
 @pytest.mark.parametrize("content", ["", "\n\n", "cat\n"])
 def test_fewer_than_two_classes_is_an_error(content: str) -> None:
     with pytest.raises(LabelMapError, match=r"labels.txt lists [01] class\(es\); a classifier needs at least two"):
@@ -93,6 +111,8 @@ def test_written_label_maps_read_back_and_bad_names_are_refused(tmp_path: Path) 
         (["ok", "a\nb"], r"class name 'a\\nb' cannot go into .*other.txt: names must be non-empty single lines"),
         (["ok", " "], r"class name ' ' cannot go into"),
         (["ok", "cat "], r"class name 'cat ' cannot go into .* without surrounding whitespace"),
+        (["ok", "dog\x1b[31m"], r"class name 'dog\\x1b\[31m' holds the control character \\x1b, so it cannot go into"),
+        (["ok", "a\rb"], r"class name 'a\\rb' holds the control character \\r"),
         (["cat", "dog", "cat"], r"names 'cat' twice, at lines 1 and 3"),
         (["cat"], r"lists 1 class\(es\)"),
     ]:
@@ -113,6 +133,7 @@ def test_importing_the_contract_paths_and_versions_modules_loads_no_ml_framework
 BAD_LABEL_MAPS = [
     ("cat\n\ndog\n", "has a blank line at line 2"),
     ("cat\ndog\ncat\n", "names 'cat' twice, at lines 1 and 3"),
+    ("cat\ndog\x1b[31m\n", r"line 2: the class name 'dog\x1b[31m' holds the control character \x1b"),
 ]
 
 
@@ -137,7 +158,7 @@ def _entry_points(data_dir: Path, tmp_path: Path) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize(("content", "verdict"), BAD_LABEL_MAPS, ids=["blank-line", "duplicate"])
+@pytest.mark.parametrize(("content", "verdict"), BAD_LABEL_MAPS, ids=["blank-line", "duplicate", "control"])
 def test_every_entry_point_gives_the_same_verdict(tmp_path: Path, content: str, verdict: str) -> None:
     data_dir = tmp_path / "data"
     (data_dir / "train").mkdir(parents=True)

@@ -154,6 +154,18 @@ def test_only_one_class_folder(tmp_path: Path) -> None:
         convert_folder(tmp_path / "src", tmp_path / "out")
 
 
+@pytest.mark.parametrize(("name", "shown"), [("dog\x1b[31m", r"\x1b"), ("dog\rcat", r"\r"), ("a\u202egod", r"\u202e")])
+def test_a_class_folder_named_with_a_control_character_is_refused(
+    tree: Path, tmp_path: Path, name: str, shown: str
+) -> None:
+    # found by the hardening pass over issue 35: the folder's name went raw into labels.txt, the model and answers
+    _write(tree / name / "0.png", _image_bytes((8, 8), "L", "PNG", 0))
+    with pytest.raises(DataError, match="cannot name a class") as error:
+        convert_folder(tree, tmp_path / "out")
+    assert f"holds the control character {shown}; rename the folder" in str(error.value)
+    assert not (tmp_path / "out").exists()
+
+
 def test_class_folder_without_images(tree: Path, tmp_path: Path) -> None:
     _write(tree / "fox" / "readme.md", b"no images here")
     with pytest.raises(DataError, match=r"have no images left: fox; skipped: fox/readme.md \(not an image in a format"):
