@@ -6,9 +6,10 @@ with it, into the message and the traceback. So every credential is checked befo
 (`check_header_value`), and the error names where it came from and where the bad character is, never the value.
 
 A token file (a projected service-account token, which the kubelet rotates) is read as a secret by
-`read_secret_file`: opened without blocking and checked on the opened file (a FIFO, a device or a socket put in its
-place would hang a plain `open` or `read` forever), refused unless it is a regular file, read up to
-MAX_SECRET_FILE_BYTES within SECRET_READ_SECONDS (a stalled network file system), as ASCII text. Errors are
+`read_secret_file`: through `foundation.bounded.read_file`, which opens it without blocking and checks the opened
+file (a FIFO, a device or a socket put in its place would hang a plain `open` or `read` forever), refused unless it
+is a regular file, read up to MAX_SECRET_FILE_BYTES within SECRET_READ_SECONDS (a stalled network file system), as
+ASCII text. Errors are
 raised `from None`, so no traceback carries what was read.
 
 Example:
@@ -18,11 +19,11 @@ Example:
 
 from __future__ import annotations
 
-import os
+import errno
 import re
-import stat
 from pathlib import Path
 
+from foundation.bounded import TooLargeError, read_file
 from foundation.deadline import with_deadline
 from foundation.errors import TfxpError
 
@@ -58,41 +59,20 @@ def read_secret_file(
     """
     late = CredentialError(f"{where} could not be read within {deadline:g} s (a stalled file system?); {fix}")
     try:
-        data = with_deadline(lambda: _read_regular(path, where, fix, limit), deadline, late)
+        data = with_deadline(lambda: read_file(path, limit, where, fix), deadline, late)
+    except TooLargeError:
+        raise CredentialError(f"{where} is larger than a token ({limit // 1024} KiB at most); {fix}") from None
     except FileNotFoundError as error:
         raise CredentialFileMissingError(f"{where} is not a readable file ({error.strerror}); {fix}") from None
     except OSError as error:
+        # read_file refuses a directory (EISDIR) and a FIFO, device or socket (EINVAL) on the opened file.
+        if error.errno in (errno.EISDIR, errno.EINVAL):
+            raise CredentialError(f"{where} is not a regular file; {fix}") from None
         raise CredentialError(f"{where} is not a readable file ({error.strerror}); {fix}") from None
     try:
         return data.decode("ascii").strip()
     except UnicodeDecodeError:
         raise CredentialError(f"{where} is not ASCII text, so not a token; {fix}") from None
-
-
-def _read_regular(path: Path, where: str, fix: str, limit: int) -> bytes:
-    # O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting for one; the check is on the
-    # opened file, so a path swapped after a look cannot slip through.
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            raise CredentialError(f"{where} is not a regular file; {fix}")
-        if info.st_size > limit:
-            raise CredentialError(
-                f"{where} holds {info.st_size} bytes, more than a token ({limit // 1024} KiB at most); {fix}"
-            )
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(descriptor, limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(descriptor)
-    if size > limit:
-        raise CredentialError(f"{where} grew past {limit // 1024} KiB; {fix}")
-    return b"".join(chunks)
 
 
 def check_header_value(value: str, where: str, pattern: re.Pattern[str]) -> None:

@@ -181,7 +181,7 @@ def test_a_token_file_is_read_only_when_it_is_a_small_regular_file(tmp_path: Pat
     assert time.monotonic() - started < 5
     big = tmp_path / "big"
     big.write_bytes(b"a" * (65 * 1024))
-    with pytest.raises(SubmitError, match="more than a token"):
+    with pytest.raises(SubmitError, match=r"is larger than a token \(64 KiB at most\)"):
         KfpAuth.from_env({TOKEN_PATH_ENV: str(big)})
     bad = tmp_path / "bad"
     bad.write_text(SECRET + "\nsecond line\n")
