@@ -42,6 +42,7 @@ from foundation.k8s.quantity import INT32_MAX, INT64_MAX, QuantityError, parse_q
 from foundation.yaml_files import read_yaml_all
 from serving.checkov_scan import CHECKOV_CONFIG, CheckToolError, checkov_exceptions, run_checkov
 from serving.k8s_crds import crd_problems, is_custom
+from serving.k8s_manifests import Manifest
 
 KUBERNETES_VERSION = "1.33"  # the schemas kubernetes-validate checks against
 # Fields KServe adds to the PodSpec of `spec.predictor` and to the Container of `spec.predictor.model`
@@ -66,7 +67,6 @@ _RESTRICTED_VOLUMES = frozenset(
     {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
 )
 
-Manifest = dict[str, Any]
 Status = Literal["ok", "fail", "warn"]
 
 
