@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TFXP := $(VENV)/bin/tfxp
 STAMP := $(VENV)/.tfxp-setup
 # checkov (for `tfxp deploy-assets --check` and its tests) pins packages that conflict with constraints.txt,
-# so it gets a venv of its own; serving/k8s_check.py finds it there.
+# so it gets a venv of its own; serving/checkov_scan.py finds it there.
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.tfxp-setup
 # MediaPipe (the device model's client check) and tflite-support (its metadata writer) need absl-py >= 2, which TFX

@@ -67,8 +67,8 @@ def train_digits(data: Path, workdir: Path, overrides: list[str]) -> tuple[Path,
     """Trains the default config's digits model with the pipeline's own trainer code; returns the SavedModel."""
     from components.trainer.options import parse_custom_config
     from components.trainer.training import TrainerPaths, train_and_export
+    from pipeline.component_settings import trainer_custom_config
     from pipeline.config import load_config
-    from pipeline.pipeline import trainer_custom_config
 
     config = load_config(ROOT / "configs" / "default.yaml", [f"data.path={data}", *overrides])
     run = parse_custom_config(trainer_custom_config(config))

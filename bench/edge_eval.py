@@ -59,8 +59,8 @@ def train_digits(data: Path, workdir: Path, steps: int) -> Path:
     from components.trainer.training import TrainerPaths, train_and_export
     from foundation.data.layout import DataSpec, read_directory
     from foundation.data.probe import FileProbe
+    from pipeline.component_settings import trainer_custom_config
     from pipeline.config import load_config
-    from pipeline.pipeline import trainer_custom_config
 
     config = load_config(ROOT / "configs" / "default.yaml", [f"data.path={data}", f"trainer.train_steps={steps}"])
     export_dir = workdir / "digits_model"

@@ -144,6 +144,26 @@ def read_metadata(tflite: bytes) -> dict[str, Any]:
         return dict(parse_json(_run(["inspect", str(path)], "reading the model metadata")))
 
 
+def describe_metadata(found: Mapping[str, Any], where: str) -> list[str]:
+    """`read_metadata`'s answer as lines for people: name and version, description, each input's colour space and
+    normalisation, each output's label files, and the labels packed in each file; `where` names the model."""
+    metadata = found["metadata"]
+    (graph,) = metadata.get("subgraph_metadata", [{}])
+    lines = [f"{where}: {metadata.get('name', '')} ({metadata.get('version', '')})", metadata.get("description", "")]
+    for tensor in graph.get("input_tensor_metadata", []):
+        units = [unit.get("options", {}) for unit in tensor.get("process_units", [])]
+        color = tensor.get("content", {}).get("content_properties", {}).get("color_space", "")
+        lines.append(
+            f"input {tensor.get('name')}: {tensor.get('description', '')} color space {color}, normalization {units}"
+        )
+    for tensor in graph.get("output_tensor_metadata", []):
+        files = [entry.get("name") for entry in tensor.get("associated_files", [])]
+        lines.append(f"output {tensor.get('name')}: {tensor.get('description', '')} labels in {files}")
+    for name, packed in found["files"].items():
+        lines.append(f"{name} ({len(packed['lines'])} lines): {', '.join(packed['lines'])}")
+    return lines
+
+
 def central_square_roi(height: int, width: int, fraction: float, image_size: int) -> tuple[float, float, float, float]:
     """MediaPipe's region of interest for a height × width frame: (left, top, right, bottom) in [0, 1].
 

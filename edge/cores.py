@@ -95,6 +95,17 @@ def check_cpu(cpu: str) -> Core:
     return CORES[name]
 
 
+def check_kernels(kernels: str) -> str:
+    """`kernels` when both sides can run them (`KERNELS`).
+
+    Raises:
+        EdgeError: any other kernels, naming the supported ones.
+    """
+    if kernels not in KERNELS:
+        raise EdgeError(f"unknown --kernels {kernels}; pass one of: {', '.join(KERNELS)}")
+    return kernels
+
+
 def hwcap_features(hwcap: int, hwcap2: int) -> set[str]:
     """The `/proc/cpuinfo` feature names of the AT_HWCAP and AT_HWCAP2 bits that are set."""
     names: set[str] = set()

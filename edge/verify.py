@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from edge.cores import KERNELS, Core, check_cpu, cpuinfo_problems, render_cpuinfo
+from edge.cores import Core, check_cpu, check_kernels, cpuinfo_problems, render_cpuinfo
 from edge.errors import EdgeError
 
 # What the emulated check does not cover, said wherever its result is shown (docs/edge.md, "Verify on ARM64").
@@ -189,8 +189,7 @@ def verify_on_arch(
     from edge.runtime import TfliteModel
 
     core = check_cpu(cpu)
-    if kernels not in KERNELS:
-        raise EdgeError(f"unknown kernels `{kernels}`; pass one of: {', '.join(KERNELS)}")
+    check_kernels(kernels)
     host_model = TfliteModel(model, threads=threads, where="the model to verify")
     runtime = arch.prepare_runtime(report)
     with tempfile.TemporaryDirectory(prefix="tfxp-arm-") as work:

@@ -17,7 +17,8 @@
 - every Namespace against tfxp's policy: never relabel a namespace Kubernetes itself manages
   (`foundation.k8s.names.RESERVED_NAMESPACES`);
 - every pod against the "restricted" Pod Security Standard (`restricted_violations`);
-- the directory with checkov (`run_checkov`), with the skips and soft failures of `serving/checkov.yaml`.
+- the directory with checkov (`serving.checkov_scan.run_checkov`), with the skips and soft failures of
+  `serving/checkov.yaml`.
 
 Example:
     report = check_deploy_assets(Path("deploy"))
@@ -30,25 +31,20 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-import os
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from foundation.bounded import parse_json
-from foundation.errors import TfxpError
 from foundation.k8s.names import RESERVED_NAMESPACES, name_problem
 from foundation.k8s.quantity import INT32_MAX, INT64_MAX, QuantityError, parse_quantity
-from foundation.yaml_files import read_yaml, read_yaml_all
+from foundation.yaml_files import read_yaml_all
+from serving.checkov_scan import CHECKOV_CONFIG, CheckToolError, checkov_exceptions, run_checkov
 from serving.k8s_crds import crd_problems, is_custom
+from serving.k8s_manifests import Manifest
 
 KUBERNETES_VERSION = "1.33"  # the schemas kubernetes-validate checks against
-CHECKOV_CONFIG = Path(__file__).with_name("checkov.yaml")
-# Where `make setup` installs checkov: a venv of its own, as its pins conflict with constraints.txt.
-CHECKOV_VENV_BINARY = Path(__file__).resolve().parents[1] / ".venv-checkov" / "bin" / "checkov"
 # Fields KServe adds to the PodSpec of `spec.predictor` and to the Container of `spec.predictor.model`
 # (config/crd/full/serving.kserve.io_inferenceservices.yaml, v1beta1); the rest are core Kubernetes fields.
 KSERVE_PREDICTOR_FIELDS = frozenset(
@@ -71,12 +67,7 @@ _RESTRICTED_VOLUMES = frozenset(
     {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
 )
 
-Manifest = dict[str, Any]
 Status = Literal["ok", "fail", "warn"]
-
-
-class CheckToolError(TfxpError, RuntimeError):
-    """A tool the check needs is not installed; the message says how to install it."""
 
 
 @dataclass(frozen=True)
@@ -100,22 +91,6 @@ class CheckReport:
 
     def add(self, status: Status, message: str) -> None:
         self.findings.append(Finding(status, message))
-
-
-@dataclass(frozen=True)
-class CheckovFinding:
-    check_id: str
-    name: str
-    resource: str
-
-
-@dataclass(frozen=True)
-class CheckovResult:
-    """checkov's verdict on one directory or file."""
-
-    version: str
-    passed: int
-    failed: tuple[CheckovFinding, ...]
 
 
 def load_manifests(out_dir: Path) -> list[tuple[str, Manifest]]:
@@ -284,62 +259,6 @@ def policy_problems(document: Manifest) -> list[str]:
     return []
 
 
-def find_checkov() -> str | None:
-    """checkov's executable: $TFXP_CHECKOV, else the repository's `.venv-checkov`, else `checkov` on PATH."""
-    if os.environ.get("TFXP_CHECKOV"):
-        return os.environ["TFXP_CHECKOV"]
-    if CHECKOV_VENV_BINARY.is_file():
-        return str(CHECKOV_VENV_BINARY)
-    return shutil.which("checkov")
-
-
-def checkov_exceptions(config: Path = CHECKOV_CONFIG) -> dict[str, tuple[str, str]]:
-    """check id → (`skip-check` or `soft-fail-on`, the reason on its line) from checkov's config file."""
-    listed = read_yaml(config)
-    reasons = dict(re.findall(r"^\s*-\s*(CKV\w+)\s*#\s*(.*?)\s*$", config.read_text(), flags=re.MULTILINE))
-    return {
-        check_id: (kind, reasons.get(check_id, ""))
-        for kind in ("skip-check", "soft-fail-on")
-        for check_id in listed.get(kind) or []
-    }
-
-
-def run_checkov(target: Path, framework: str, checkov: str | None = None) -> CheckovResult:
-    """Runs checkov with `serving/checkov.yaml` on a directory or file and returns what it found.
-
-    Args:
-        target: A directory (scanned recursively) or one file.
-        framework: checkov's framework, `kubernetes` or `dockerfile`.
-        checkov: The executable; None = `find_checkov()`.
-
-    Raises:
-        CheckToolError: no checkov found, or it did not answer in JSON.
-    """
-    executable = checkov or find_checkov()
-    if executable is None:
-        raise CheckToolError(
-            "checkov is not installed; `make setup` puts it in .venv-checkov (its pins conflict with "
-            "constraints.txt), or point TFXP_CHECKOV at a checkov executable"
-        )
-    command = [executable, "--config-file", str(CHECKOV_CONFIG), "--framework", framework, "-o", "json"]
-    command += ["-d" if target.is_dir() else "-f", str(target)]
-    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
-    try:
-        reports = parse_json(result.stdout)
-    except ValueError:  # not JSON, or nested too deep to read
-        raise CheckToolError(f"checkov ({executable}) did not report in JSON: {result.stderr[-2000:]}") from None
-    passed, failed, version = 0, [], ""
-    for report in reports if isinstance(reports, list) else [reports]:
-        summary = report.get("summary", report)  # a scan that found nothing to check prints the summary only
-        passed += summary.get("passed", 0)
-        version = summary.get("checkov_version", version)
-        failed += [
-            CheckovFinding(item["check_id"], item["check_name"], item["resource"])
-            for item in report.get("results", {}).get("failed_checks", [])
-        ]
-    return CheckovResult(version, passed, tuple(failed))
-
-
 def _check_object(report: CheckReport, path: str, document: Manifest, kubernetes_version: str) -> None:
     kind, name = document.get("kind", "?"), document.get("metadata", {}).get("name", "?")
     where = f"{path}: {kind} {name}"
@@ -370,7 +289,7 @@ def check_deploy_assets(
 
     Args:
         out_dir: The `--out` directory of `tfxp deploy-assets`.
-        checkov: checkov's executable; None = `find_checkov()`.
+        checkov: checkov's executable; None = `serving.checkov_scan.find_checkov()`.
         kubernetes_version: The Kubernetes version whose schemas the objects must satisfy.
 
     Raises:

@@ -201,13 +201,7 @@ def check_model_serving(
     Raises:
         ValueError: no examples, a timeout that is not positive, or `server` names TF Serving where it is absent.
     """
-    if not examples:
-        raise ValueError("the load check needs at least one example to compare; pass a sample of the eval split")
-    if timeout_seconds <= 0:
-        raise ValueError(f"timeout_seconds must be positive, got {timeout_seconds}")
-    binary = tf_serving_binary() if server in ("auto", "tensorflow_model_server") else None
-    if server == "tensorflow_model_server" and binary is None:
-        raise ValueError("server='tensorflow_model_server' but no tensorflow_model_server is on PATH")
+    binary = _check_arguments(examples, timeout_seconds, server)
     with tempfile.TemporaryDirectory(prefix="tfxp-load-check-", ignore_cleanup_errors=True) as temp:
         base = Path(temp) / model_name
         paths.copy_tree(saved_model_dir, str(base / str(VERSION)))
@@ -235,6 +229,23 @@ def check_model_serving(
         max_abs_difference=comparison.max_abs_difference,
         mismatches=comparison.mismatches[:20],
     )
+
+
+def _check_arguments(examples: Sequence[bytes], timeout_seconds: float, server: Server) -> str | None:
+    """The TF Serving binary `server` asks for (None: tfxp's server), once the arguments of `check_model_serving`
+    are checked.
+
+    Raises:
+        ValueError: no examples, a timeout that is not positive, or `server` names TF Serving where it is absent.
+    """
+    if not examples:
+        raise ValueError("the load check needs at least one example to compare; pass a sample of the eval split")
+    if timeout_seconds <= 0:
+        raise ValueError(f"timeout_seconds must be positive, got {timeout_seconds}")
+    binary = tf_serving_binary() if server in ("auto", "tensorflow_model_server") else None
+    if server == "tensorflow_model_server" and binary is None:
+        raise ValueError("server='tensorflow_model_server' but no tensorflow_model_server is on PATH")
+    return binary
 
 
 def _wait_until_available(process: ServerProcess, model_name: str, timeout_seconds: float) -> float:

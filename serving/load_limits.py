@@ -7,6 +7,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from foundation.errors import TfxpError
 
 # The most workers one load generator runs. It is one process (one asyncio loop, one core): past about a thousand
@@ -66,3 +68,15 @@ def check_prepared(image_bytes: int, images_per_request: int) -> None:
             f"{images_per_request} requests), more than its limit of {MAX_PREPARED_BYTES}; pass a smaller --batch "
             "or fewer or smaller --image files"
         )
+
+
+def check_arguments(images: Sequence[bytes], concurrency: int, seconds: float, images_per_request: int) -> None:
+    """Refuses a load test over `images` that cannot run or cannot measure: `check_load` and `check_prepared`.
+
+    Raises:
+        LoadTestError: no images, or see `check_load` and `check_prepared`.
+    """
+    if not images:
+        raise LoadTestError("the load test needs at least one image")
+    check_load(concurrency, seconds, images_per_request)
+    check_prepared(sum(map(len, images)), images_per_request)

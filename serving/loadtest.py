@@ -4,9 +4,9 @@ Throughput (QPS and images/s), latency percentiles and errors by kind are measur
 the JSON form is what `bench/serving.py` records. Two drivers:
 
 - `run_async_load_test` (`tfxp loadtest`, the benchmark): all workers on one asyncio loop (`grpc.aio` or
-  aiohttp), each distinct request built once. A load generator usually shares the machine with the server;
-  this one spends ~0.3 ms of CPU per gRPC request where threads of blocking clients spend ~0.5 ms (measured
-  against the digits server on this 2-core VM), which is CPU the server under test keeps.
+  aiohttp), each distinct request built once (`serving.load_senders`). A load generator usually shares the
+  machine with the server; this one spends ~0.3 ms of CPU per gRPC request where threads of blocking clients
+  spend ~0.5 ms (measured against the digits server on this 2-core VM), which is CPU the server under test keeps.
 - `run_load_test`: threads, each with any `ServingClient` — to test through the real client (retries, typed
   errors), e.g. during a hot swap.
 
@@ -18,37 +18,26 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
-import urllib.parse
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import aiohttp
 import grpc
 import numpy as np
-from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from foundation.bounded import parse_json, size_text
-from foundation.contract import INPUT_IMAGE_BYTES
 from foundation.contract import SIGNATURE_DEFAULT as DEFAULT_SIGNATURE
-from foundation.redirects import shown
 from serving import event_loop
 from serving.address import parse_grpc_target, parse_rest_url
-from serving.base_client import MAX_MESSAGE_BYTES, ServingClient
-from serving.errors import Code, ServingError, code_from_grpc, code_from_http, error_for
-from serving.grpc_client import request_model_spec
-from serving.load_limits import LoadTestError, check_load, check_prepared
-from serving.rest_client import to_json_value
-from serving.tensors import write_tensor_proto
+from serving.base_client import ServingClient
+from serving.errors import ServingError
+from serving.load_limits import LoadTestError, check_arguments
+from serving.load_senders import Sender, grpc_sender, rest_sender
 
 Transport = Literal["grpc", "rest"]
-
-# The most of an error answer kept for its message.
-_ERROR_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -119,7 +108,7 @@ def run_load_test(
     Raises:
         ValueError: no images, or non-positive concurrency, duration or batch.
     """
-    _check_arguments(images, concurrency, seconds, images_per_request)
+    check_arguments(images, concurrency, seconds, images_per_request)
     stop = stop or threading.Event()
     start_barrier = threading.Barrier(concurrency + 1)
     tally = _Tally()
@@ -197,13 +186,6 @@ def error_kind(error: Exception) -> str:
     return error.code.name if isinstance(error, ServingError) else f"OTHER: {type(error).__name__}"
 
 
-def _check_arguments(images: Sequence[bytes], concurrency: int, seconds: float, images_per_request: int) -> None:
-    if not images:
-        raise LoadTestError("the load test needs at least one image")
-    check_load(concurrency, seconds, images_per_request)
-    check_prepared(sum(map(len, images)), images_per_request)
-
-
 def _result(
     concurrency: int,
     elapsed: float,
@@ -270,7 +252,7 @@ def run_async_load_test(
             (REST), checked before any request (`LoadTestError` but for the target and transport).
         LoadTestError: no request finished in the measured time.
     """
-    _check_arguments(images, concurrency, seconds, images_per_request)
+    check_arguments(images, concurrency, seconds, images_per_request)
     if transport == "grpc":
         parse_grpc_target(target)
     elif transport == "rest":
@@ -304,7 +286,7 @@ async def _run_async(
     start = time.perf_counter() + warmup_seconds
     end = start + seconds
 
-    async def worker(send: Callable[[int], Awaitable[str | None]], index: int) -> None:
+    async def worker(send: Sender, index: int) -> None:
         while (now := time.perf_counter()) < end:
             measured = now >= start
             try:
@@ -322,96 +304,14 @@ async def _run_async(
 
     if transport == "grpc":
         async with grpc.aio.insecure_channel(target) as channel:
-            send = _grpc_sender(channel, target, model_name, batches, timeout, signature_name)
+            send = grpc_sender(channel, target, model_name, batches, timeout, signature_name)
             await asyncio.gather(*(worker(send, index) for index in range(concurrency)))
     else:
         client_timeout = aiohttp.ClientTimeout(total=timeout)
         # aiohttp's default is 100 connections at most: more workers would only wait in its queue.
         connector = aiohttp.TCPConnector(limit=concurrency)
         async with aiohttp.ClientSession(timeout=client_timeout, connector=connector) as session:
-            send = _rest_sender(session, target, model_name, batches, signature_name)
+            send = rest_sender(session, target, model_name, batches, signature_name)
             await asyncio.gather(*(worker(send, index) for index in range(concurrency)))
     elapsed = min(time.perf_counter(), end) - start
     return _result(concurrency, elapsed, len(batches[0]), latencies, errors, versions)
-
-
-def _grpc_sender(
-    channel: grpc.aio.Channel,
-    target: str,
-    model_name: str,
-    batches: list[list[bytes]],
-    timeout: float,
-    signature_name: str,
-) -> Callable[[int], Awaitable[str | None]]:
-    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-    requests = []
-    for batch in batches:
-        request = predict_pb2.PredictRequest(model_spec=request_model_spec(model_name, signature_name, None, None))
-        write_tensor_proto(request.inputs[INPUT_IMAGE_BYTES], np.array(batch, dtype=object))
-        requests.append(request)
-
-    async def send(index: int) -> str | None:
-        try:
-            response = await stub.Predict(requests[index % len(requests)], timeout=timeout)
-        except grpc.aio.AioRpcError as error:
-            raise error_for(code_from_grpc(error.code()), f"{error.details()} (gRPC {target})") from error
-        spec = response.model_spec
-        return str(spec.version.value) if spec.HasField("version") else None
-
-    return send
-
-
-def _rest_sender(
-    session: aiohttp.ClientSession, base_url: str, model_name: str, batches: list[list[bytes]], signature_name: str
-) -> Callable[[int], Awaitable[str | None]]:
-    url = f"{base_url.rstrip('/')}/v1/models/{urllib.parse.quote(model_name, safe='')}:predict"
-    bodies = [
-        json.dumps(
-            {"signature_name": signature_name, "instances": to_json_value(np.array(batch, dtype=object))}
-        ).encode()
-        for batch in batches
-    ]
-    headers = {"Content-Type": "application/json"}
-
-    async def send(index: int) -> str | None:
-        try:
-            # No redirect is followed: a load test measures the server it was given (`foundation.redirects`).
-            body_sent = bodies[index % len(bodies)]
-            async with session.post(url, data=body_sent, headers=headers, allow_redirects=False) as response:
-                body = await _read_answer(response, url)
-                if 300 <= response.status < 400:
-                    location = response.headers.get("Location", "nowhere")
-                    raise error_for(
-                        Code.FAILED_PRECONDITION,
-                        f"{url} answered HTTP {response.status}, a redirect to {shown(location)}; the load test "
-                        "follows no redirect: pass the address it points to",
-                    )
-                if response.status != 200:
-                    try:
-                        message = parse_json(body)["error"]
-                    except (ValueError, KeyError, TypeError):
-                        message = body[:500].decode(errors="replace") or str(response.reason)
-                    raise error_for(code_from_http(response.status), f"{message} (REST {url})")
-        except TimeoutError as error:  # aiohttp's ServerTimeoutError subclasses it
-            raise error_for(Code.DEADLINE_EXCEEDED, f"no answer from {url} in time") from error
-        except aiohttp.ClientConnectionError as error:
-            raise error_for(Code.UNAVAILABLE, f"cannot connect to {url}: {error}") from error
-        return None  # REST responses do not say which version answered
-
-    return send
-
-
-async def _read_answer(response: aiohttp.ClientResponse, url: str) -> bytes:
-    """The first 64 KiB of the answer (for an error's message); the rest read and dropped, up to the cap."""
-    kept, size = b"", 0
-    while chunk := await response.content.read(1 << 20):
-        size += len(chunk)
-        if size > MAX_MESSAGE_BYTES:
-            response.close()
-            raise error_for(
-                Code.RESOURCE_EXHAUSTED,
-                f"the answer of {url} is larger than {size_text(MAX_MESSAGE_BYTES)}, the most tfxp reads of one answer",
-            )
-        if len(kept) < _ERROR_BYTES:
-            kept += chunk[: _ERROR_BYTES - len(kept)]
-    return kept

@@ -23,8 +23,8 @@ from typing import Literal
 
 ACCURACY_EPSILON = 1e-10
 """The gate's float slack: an accuracy drop within this much of `evaluator.max_accuracy_drop` counts as on it.
-TFMA's change threshold gets it added (`pipeline.pipeline.eval_config`) and this module's verdict uses it, so the
-two agree on a drop exactly at the limit."""
+TFMA's change threshold gets it added (`pipeline.component_settings.eval_config`) and this module's verdict uses it,
+so the two agree on a drop exactly at the limit."""
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from foundation.publish import (
 )
 from serving.rollout.state import read_rollout
 
-# What the Evaluator runs on a baseline (pipeline.pipeline.eval_config): predictions, then TFMA's labels.
+# What the Evaluator runs on a baseline (pipeline.component_settings.eval_config): predictions, then TFMA's labels.
 EVAL_SIGNATURES = (SIGNATURE_TF_EXAMPLE, SIGNATURE_EVAL_LABELS)
 BASELINE_NONE_HINT = "set evaluator.baseline: none to evaluate without comparing with the served model"
 

@@ -118,6 +118,63 @@ def describe_anomalies(split: str, anomalies: anomalies_pb2.Anomalies) -> list[s
     return lines
 
 
+def _check_before_validation(input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> list[str]:
+    """What makes the examples unusable before TFX's schema validation runs: span sizes, images, the data checks
+    and the label map's classes, per split.
+
+    Raises:
+        DataValidationError: something is unusable and a span or a split is short of records (the schema
+            anomalies those cause would mislead, so they are not reported).
+    """
+    statistics = artifact_utils.get_single_instance(input_dict[standard_component_specs.STATISTICS_KEY])
+    examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
+    span_sizes = exec_properties.get(SPAN_SIZES_KEY)
+    unusable = (
+        check_span_sizes(SpanSizeCheck.from_json(span_sizes), *_spans_read(examples[0]))
+        if span_sizes and examples
+        else []
+    )
+    # A span or a split short of records also shows as schema anomalies that would mislead: stop before them.
+    too_few = bool(unusable)
+    image_check = exec_properties.get(IMAGE_CHECK_KEY)
+    if image_check:
+        spans_read = _spans_read(examples[0]) if examples else ("", [])
+        unusable.extend(check_span_images(ImageCheck.from_json(image_check), *spans_read))
+    labels_path = exec_properties.get(LABELS_PATH_KEY) or ""
+    names = read_label_map(labels_path) if labels_path and examples else []
+    for split in artifact_utils.decode_split_names(statistics.split_names):
+        datasets = stats_artifact_utils.load_statistics(statistics, split).proto().datasets
+        split_statistics = datasets[0] if datasets else statistics_pb2.DatasetFeatureStatistics()
+        too_few = too_few or split_statistics.num_examples == 0
+        counter = None
+        if image_check:  # it judged every value already, naming each by span, file and record
+            counter = functools.partial(RefusedImages, 0)
+        elif examples:
+            pattern = os.path.join(artifact_utils.get_split_uri(examples, split), "*")
+            counter = functools.partial(count_refused_images, pattern)
+        unusable.extend(data_problems(split, split_statistics, counter))
+        if names and names_classes(split_statistics):
+            evidence = read_class_evidence(os.path.join(artifact_utils.get_split_uri(examples, split), "*"))
+            offset = int(exec_properties.get(LABEL_OFFSET_KEY) or 0)
+            unusable.extend(class_mismatches(split, evidence, names, offset))
+    if unusable and too_few:
+        raise DataValidationError(
+            "the examples cannot be trained on, so training was not started:\n  - " + "\n  - ".join(unusable)
+        )
+    return unusable
+
+
+def _schema_problems(anomalies_artifacts: list[types.Artifact]) -> list[str]:
+    """TFX's schema anomalies of every split, one line each (`describe_anomalies`)."""
+    problems: list[str] = []
+    for split in artifact_utils.decode_split_names(anomalies_artifacts[0].split_names):
+        path = os.path.join(artifact_utils.get_split_uri(anomalies_artifacts, split), ANOMALIES_FILE)
+        anomalies = anomalies_pb2.Anomalies()
+        anomalies.ParseFromString(io_utils.read_bytes_file(path))
+        problems.extend(describe_anomalies(split, anomalies))
+    return problems
+
+
 class StrictExampleValidatorExecutor(example_validator_executor.Executor):
     """Runs TFX's validation, then raises DataValidationError if any split has anomalies."""
 
@@ -127,49 +184,11 @@ class StrictExampleValidatorExecutor(example_validator_executor.Executor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> Any:
-        statistics = artifact_utils.get_single_instance(input_dict[standard_component_specs.STATISTICS_KEY])
         examples = input_dict.get(standard_component_specs.EXAMPLES_KEY) or []
-        span_sizes = exec_properties.get(SPAN_SIZES_KEY)
-        unusable = (
-            check_span_sizes(SpanSizeCheck.from_json(span_sizes), *_spans_read(examples[0]))
-            if span_sizes and examples
-            else []
-        )
-        # A span or a split short of records also shows as schema anomalies that would mislead: stop before them.
-        too_few = bool(unusable)
-        image_check = exec_properties.get(IMAGE_CHECK_KEY)
-        if image_check:
-            spans_read = _spans_read(examples[0]) if examples else ("", [])
-            unusable.extend(check_span_images(ImageCheck.from_json(image_check), *spans_read))
-        labels_path = exec_properties.get(LABELS_PATH_KEY) or ""
-        names = read_label_map(labels_path) if labels_path and examples else []
-        for split in artifact_utils.decode_split_names(statistics.split_names):
-            datasets = stats_artifact_utils.load_statistics(statistics, split).proto().datasets
-            split_statistics = datasets[0] if datasets else statistics_pb2.DatasetFeatureStatistics()
-            too_few = too_few or split_statistics.num_examples == 0
-            counter = None
-            if image_check:  # it judged every value already, naming each by span, file and record
-                counter = functools.partial(RefusedImages, 0)
-            elif examples:
-                pattern = os.path.join(artifact_utils.get_split_uri(examples, split), "*")
-                counter = functools.partial(count_refused_images, pattern)
-            unusable.extend(data_problems(split, split_statistics, counter))
-            if names and names_classes(split_statistics):
-                evidence = read_class_evidence(os.path.join(artifact_utils.get_split_uri(examples, split), "*"))
-                offset = int(exec_properties.get(LABEL_OFFSET_KEY) or 0)
-                unusable.extend(class_mismatches(split, evidence, names, offset))
-        if unusable and too_few:
-            raise DataValidationError(
-                "the examples cannot be trained on, so training was not started:\n  - " + "\n  - ".join(unusable)
-            )
+        unusable = _check_before_validation(input_dict, exec_properties)
         result = super().Do(input_dict, output_dict, exec_properties)
         anomalies_artifacts = output_dict[standard_component_specs.ANOMALIES_KEY]
-        problems: list[str] = []
-        for split in artifact_utils.decode_split_names(anomalies_artifacts[0].split_names):
-            path = os.path.join(artifact_utils.get_split_uri(anomalies_artifacts, split), ANOMALIES_FILE)
-            anomalies = anomalies_pb2.Anomalies()
-            anomalies.ParseFromString(io_utils.read_bytes_file(path))
-            problems.extend(describe_anomalies(split, anomalies))
+        problems = _schema_problems(anomalies_artifacts)
         if unusable or problems:  # both kinds, so one fix of the data settles every problem found
             message = "the examples cannot be trained on, so training was not started:\n  - " + "\n  - ".join(
                 [*unusable, *problems]

@@ -219,28 +219,14 @@ def inspect_command(
     """The TFLite Model Metadata inside MODEL: name, version, description, input, labels (tflite-support's reader)."""
     import json
 
-    from edge.app_client import read_metadata
+    from edge.app_client import describe_metadata, read_metadata
     from edge.runtime import read_tflite
 
     found = read_metadata(read_tflite(model))
     if json_output:
         console.print_json(json.dumps(found))
         return
-    metadata = found["metadata"]
-    (graph,) = metadata.get("subgraph_metadata", [{}])
-    lines = [f"{model}: {metadata.get('name', '')} ({metadata.get('version', '')})", metadata.get("description", "")]
-    for tensor in graph.get("input_tensor_metadata", []):
-        units = [unit.get("options", {}) for unit in tensor.get("process_units", [])]
-        color = tensor.get("content", {}).get("content_properties", {}).get("color_space", "")
-        lines.append(
-            f"input {tensor.get('name')}: {tensor.get('description', '')} color space {color}, normalization {units}"
-        )
-    for tensor in graph.get("output_tensor_metadata", []):
-        files = [entry.get("name") for entry in tensor.get("associated_files", [])]
-        lines.append(f"output {tensor.get('name')}: {tensor.get('description', '')} labels in {files}")
-    for name, packed in found["files"].items():
-        lines.append(f"{name} ({len(packed['lines'])} lines): {', '.join(packed['lines'])}")
-    for line in lines:
+    for line in describe_metadata(found, str(model)):
         console.print(line, highlight=False, markup=False)
 
 
@@ -336,14 +322,14 @@ def verify_command(
     The emulated runtime (Debian arm64 Python, LiteRT's aarch64 wheels, run by qemu-user) is prepared once in
     the user cache dir; it needs `sudo apt-get install -y qemu-user-static mmdebstrap`.
     """
-    from edge.cores import ARCHES, KERNELS, check_cpu
+    from edge.cores import ARCHES, check_cpu, check_kernels
     from edge.verify import judge, verify_on_arch
 
+    # First: refused before TensorFlow loads or anything is prepared (`max` too).
     if arch not in ARCHES:
         raise EdgeError(f"unknown --arch {arch}; supported: {', '.join(ARCHES)}")
-    if kernels not in KERNELS:
-        raise EdgeError(f"unknown --kernels {kernels}; pass one of: {', '.join(KERNELS)}")
-    core = check_cpu(cpu)  # first: `max` is refused before TensorFlow loads or anything is prepared
+    check_kernels(kernels)
+    core = check_cpu(cpu)
 
     from edge.data import frame_spec_near, load_split
     from edge.runtime import TfliteModel, read_tflite

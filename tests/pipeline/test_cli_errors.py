@@ -107,8 +107,8 @@ def test_the_converted_errors_keep_their_other_bases() -> None:
     from pipeline.kubeflow.client.runs import RunFailedError, SubmitError
     from pipeline.kubeflow.compiler.params import ParamError
     from pipeline.report.gather import ReportError
+    from serving.checkov_scan import CheckToolError
     from serving.config_error import ServingConfigError
-    from serving.k8s_check import CheckToolError
 
     for error in (LabelMapError, DataError, EdgeError, ConfigError, ScheduleInputError, ParamError, ReportError):
         assert issubclass(error, TfxpError) and issubclass(error, ValueError), error

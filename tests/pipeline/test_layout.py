@@ -10,13 +10,14 @@ import pytest
 
 from foundation.data.class_match import infer_label_offset
 from foundation.data.errors import DataError
-from foundation.data.layout import DataSpec, detect_layout
+from foundation.data.folder_layout import detect_layout
+from foundation.data.layout import DataSpec
 from foundation.data.probe import LabelEvidence, Listing
 from foundation.paths import is_remote
+from pipeline.component_settings import example_gen_input_config, example_gen_output_config
 from pipeline.config import TfxpConfig, build_config
 from pipeline.config_sections import DataSection
 from pipeline.layout import resolve_data, split_patterns
-from pipeline.pipeline import example_gen_input_config, example_gen_output_config
 from pipeline.runners.diagnose import input_patterns
 
 

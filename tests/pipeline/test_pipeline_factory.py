@@ -8,9 +8,10 @@ import pytest
 
 from components.trainer.options import parse_custom_config
 from edge.options import EdgeOptions
+from pipeline.component_settings import beam_pipeline_args, eval_config
 from pipeline.config import build_config
 from pipeline.layout import output_layout
-from pipeline.pipeline import TRAINER_RUN_FN, beam_pipeline_args, create_pipeline, eval_config
+from pipeline.pipeline import TRAINER_RUN_FN, create_pipeline
 
 EXPECTED_ORDER = [
     "ImportExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Trainer",

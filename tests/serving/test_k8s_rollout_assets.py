@@ -15,9 +15,10 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.config import load_config
+from serving.checkov_scan import find_checkov
 from serving.config_error import ServingConfigError
 from serving.deploy import deploy_warnings, render_deploy_assets, render_rollout_assets
-from serving.k8s_check import check_deploy_assets, find_checkov, value_problems
+from serving.k8s_check import check_deploy_assets, value_problems
 from serving.k8s_crds import CRD_SCHEMA_DIR, CRD_SCHEMAS, crd_problems, is_custom
 from serving.k8s_rollout import RolloutVersions
 

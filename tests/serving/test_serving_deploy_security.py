@@ -22,17 +22,14 @@ from foundation.k8s.names import DNS1035_LABEL, MAX_INFERENCE_SERVICE_NAME, NAME
 from pipeline.cli import app
 from pipeline.config import ConfigError, load_config
 from pipeline.layout import output_layout
+from serving.checkov_scan import CHECKOV_CONFIG, checkov_exceptions, find_checkov, run_checkov
 from serving.deploy import WARNINGS_FILE, render_deploy_assets, write_deploy_assets
 from serving.k8s_check import (
-    CHECKOV_CONFIG,
     KUBERNETES_VERSION,
     check_deploy_assets,
-    checkov_exceptions,
-    find_checkov,
     load_manifests,
     predictor_pod,
     restricted_violations,
-    run_checkov,
 )
 from serving.k8s_names import kubernetes_name, serving_names
 from serving.options import local_model_dir

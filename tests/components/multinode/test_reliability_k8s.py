@@ -24,8 +24,9 @@ from foundation.k8s.image import ImageError, check_image, parse_image
 from foundation.k8s.quantity import SUFFIXES, QuantityError, memory_bytes, parse_quantity
 from pipeline.config import ConfigError, TfxpConfig, load_config
 from pipeline.kubeflow.compiler import pod, storage
+from serving.checkov_scan import find_checkov
 from serving.deploy import _docker_script, render_deploy_assets, write_deploy_assets
-from serving.k8s_check import check_deploy_assets, find_checkov, policy_problems, value_problems
+from serving.k8s_check import check_deploy_assets, policy_problems, value_problems
 from serving.options import ServingOptions
 
 CPU_KEYS = ("serving.cpu", "kubeflow.cpu_request", "kubeflow.trainer_cpu")

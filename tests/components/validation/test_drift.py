@@ -42,9 +42,9 @@ from components.validation.drift_options import DriftOptions
 from components.validation.span_statistics import image_properties, span_split_files, span_tables, split_statistics
 from foundation.data.spans import inside_span
 from foundation.data.tfrecords import make_example
+from pipeline.component_settings import drift_run
 from pipeline.config import ConfigError, build_config
 from pipeline.layout import output_layout
-from pipeline.pipeline import drift_run
 
 OPTIONS = DriftOptions()
 

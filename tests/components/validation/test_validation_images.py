@@ -23,8 +23,8 @@ from components.validation.strict_example_validator import (
     StrictExampleValidatorExecutor,
 )
 from foundation.data.spans import INPUT_BASE_PROPERTY, SPANS_PROPERTY
+from pipeline.component_settings import image_check
 from pipeline.config import build_config
-from pipeline.pipeline import image_check
 
 PATTERNS = {"train": "span-*/train/*", "eval": "span-*/eval/*"}
 LIMIT = 40_000_000

@@ -20,8 +20,8 @@ from components.validation.strict_example_validator import (
     StrictExampleValidatorExecutor,
 )
 from foundation.data.spans import INPUT_BASE_PROPERTY, SPANS_PROPERTY
+from pipeline.component_settings import span_size_check
 from pipeline.config import ConfigError, build_config
-from pipeline.pipeline import span_size_check
 
 PNG = b"\x89PNG\r\n\x1a\n"
 PATTERNS = {"train": "span-*/train/*", "eval": "span-*/eval/*"}
