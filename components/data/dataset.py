@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from foundation.data.errors import DataError
 from foundation.contract import IMAGE_KEY, LABEL_KEY, LABELS_FILE, TEXT_KEY, write_label_map
+from foundation.data.errors import DataError
 from foundation.data.tfrecords import SHARD_PATTERN, SPLITS, make_example, write_shards
 
 MANIFEST_FILE = "tfxp_dataset.json"

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from components.data.dataset import DatasetSummary, Record, check_corrupt_fraction, check_eval_fraction, write_dataset
-from foundation.data.errors import DataError
 from components.data.span_writer import check_span_cut, cut_into_spans, prepare_span
+from foundation.data.errors import DataError
 
 DIGIT_NAMES = tuple(str(digit) for digit in range(10))
 DIGITS_MAX_VALUE = 16  # load_digits() pixels are counts of set pixels in 4x4 blocks: 0..16

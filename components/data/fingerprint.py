@@ -29,7 +29,6 @@ from foundation.data.spans import (
     select_spans,
 )
 
-
 SPANS_PREFIX = "spans "
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundation.contract import LABELS_FILE, read_label_map
 from components.data.dataset import DatasetSummary
+from foundation.contract import LABELS_FILE, read_label_map
 from foundation.data.errors import DataError
 from foundation.data.layout import DataSpec, SplitFiles, read_directory
 from foundation.data.probe import FileProbe

@@ -92,7 +92,8 @@ def class_problems(
         )
     if misplaced:
         cases = [
-            f"{name!r} labelled {label}, but line {index[name] + 1} of the label map is label {index[name] + label_offset}"
+            f"{name!r} labelled {label}, but line {index[name] + 1} of the label map is label "
+            f"{index[name] + label_offset}"
             for name, label in sorted(misplaced)
         ]
         problems.append(f"examples labelled otherwise than their class: {sum(misplaced.values())} ({shown(cases)})")

@@ -2,8 +2,9 @@
 
 The data-files rule (`foundation.data.layout`) asks these questions for every reader: the runners (`tfxp run`
 before LocalDagRunner, `tfxp compile` before KubeflowV2DagRunner), `tfxp data inspect`, `tfxp predict --examples`
-and edge; the pipeline factory itself never reads the disk. Local paths are listed with `os.scandir`; bucket paths (`gs://...`) with `tf.io.gfile`, whose listing marks folders with a
-trailing `/`, so a bucket of 1,000 shards costs one listing call, not a call per shard.
+and edge; the pipeline factory itself never reads the disk. Local paths are listed with `os.scandir`; bucket paths
+(`gs://...`) with `tf.io.gfile`, whose listing marks folders with a trailing `/`, so a bucket of 1,000 shards costs
+one listing call, not a call per shard.
 """
 
 from __future__ import annotations
