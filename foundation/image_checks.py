@@ -54,6 +54,7 @@ from foundation.image_formats import (
     WEBP_EXTENDED,
     WEBP_FLAGS_OFFSET,
 )
+from foundation.png_checks import png_stream_errors
 
 
 def _all(conditions: list[tf.Tensor]) -> tf.Tensor:
@@ -229,7 +230,8 @@ def _header_dimensions(head: tf.Tensor, name: tf.Tensor, raw: tf.Tensor) -> tupl
 
 def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
     """In-graph `foundation.image_formats.oversized_error`: string [N] messages for [N] encoded images whose
-    header declares more than `max_pixels` pixels ("" for the others), read before anything is decoded."""
+    header declares more than `max_pixels` pixels, JPEGs of too many scans and PNGs of too much image data
+    (`foundation.png_checks`) ("" for the others), read before anything is decoded."""
     head = _header(image_bytes)
     name = _format_names(head)
     raw = string_bytes(tf.strings.substr(head, 0, HEADER_BYTES), HEADER_BYTES)
@@ -258,7 +260,13 @@ def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
         fill(GIF_FRAMES_TEMPLATE, {**sizes, "frames": frames, "pixels": pixels}),
         fill(OVERSIZED_TEMPLATE, sizes),
     )
-    message = tf.where(pixels > max_pixels, message, _scans_errors(image_bytes, is_jpeg, width, height, max_pixels))
+    is_png = tf.equal(name, "PNG") & tf.equal(tf.strings.substr(head, 12, 4), "IHDR") & (pixels <= max_pixels)
+    within = tf.where(
+        is_png,
+        png_stream_errors(image_bytes, is_png, raw),
+        _scans_errors(image_bytes, is_jpeg, width, height, max_pixels),
+    )
+    message = tf.where(pixels > max_pixels, message, within)
     message = tf.where(is_gif & gif_exhausted, GIF_NO_END_MESSAGE, message)
     return tf.where(exhausted, JPEG_NO_FRAME_MESSAGE, message)
 
