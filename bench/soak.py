@@ -14,8 +14,9 @@ The server runs as `tfxp serve` in a subprocess over a model base that this scri
 - bomb images: one extra client sends decompression bombs (a real 97 KB PNG of 10000 x 10000, PNG/JPEG/GIF/
   BMP/WebP headers declaring 9000 x 8000, a bomb within a batch of good images, too many pixels in total),
   progressive-JPEG bombs (issue 35: 20,000 repeated scans of 5900 x 5900 in 1.3 MB, 400 scans of 64 x 64 alone
-  and within a batch, 8 images each at their scan limit) and truncated PNG/JPEG over gRPC and REST; every one
-  must be refused (400 / INVALID_ARGUMENT).
+  and within a batch, 8 images each at their scan limit), PNGs whose zlib stream outgrows their rows (16 x 16
+  carrying 2 GiB of zeros in 2 MB, 64 MiB within a batch, 4000 x 4000 carrying 1 GiB within the model's bound)
+  and truncated PNG/JPEG over gRPC and REST; every one must be refused (400 / INVALID_ARGUMENT).
 Phases cycle in that order. Throughout, `--concurrency` closed-loop clients per transport (the engine of
 `tfxp loadtest`) send single-image requests over gRPC and REST at once.
 
@@ -199,7 +200,7 @@ def bomb_client(rest_url: str, grpc_target: str, good: bytes, stop: threading.Ev
 
     import grpc
     import requests
-    from image_bombs import BOMB_FORMATS, header_bomb, png_bomb, scan_bomb
+    from image_bombs import BOMB_FORMATS, header_bomb, idat_bomb, png_bomb, scan_bomb
     from tensorflow.core.framework import tensor_pb2, types_pb2
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
@@ -207,6 +208,7 @@ def bomb_client(rest_url: str, grpc_target: str, good: bytes, stop: threading.Ev
     batches += [[good, header_bomb("JPEG", 9000, 8000), good], [header_bomb("PNG", 6000, 6000)] * 3]
     batches += [[good[: len(good) // 2]], [header_bomb("JPEG", 16, 16)[:200]]]
     batches += [[scan_bomb(20000, 5900)], [scan_bomb(400)], [good, scan_bomb(400), good], [scan_bomb(100, 1800)] * 8]
+    batches += [[idat_bomb()], [good, idat_bomb(64), good], [idat_bomb(1024, 4000)]]
     stats: dict[str, Any] = {"sent": 0, "refused": 0, "slowest_refusal_s": 0.0, "unexpected": []}
     session = guard_session(requests.Session())
     with grpc.insecure_channel(grpc_target) as channel:

@@ -15,6 +15,7 @@ import functools
 
 import tensorflow as tf
 
+from foundation.graph_bytes import fill, number, string_bytes, window
 from foundation.image_formats import (
     ACCEPTED_FORMATS,
     ANIMATED_WEBP_MESSAGE,
@@ -53,6 +54,7 @@ from foundation.image_formats import (
     WEBP_EXTENDED,
     WEBP_FLAGS_OFFSET,
 )
+from foundation.png_checks import png_stream_errors
 
 
 def _all(conditions: list[tf.Tensor]) -> tf.Tensor:
@@ -77,28 +79,6 @@ def _format_names(head: tf.Tensor) -> tf.Tensor:
     return name
 
 
-def _bytes(strings: tf.Tensor, size: int) -> tf.Tensor:
-    """int32 [N, size]: the bytes of N strings of exactly `size` bytes (N may be 0)."""
-    raw = tf.cast(tf.io.decode_raw(strings, tf.uint8), tf.int32)
-    return tf.reshape(raw, [-1, size])
-
-
-def _window(data: tf.Tensor, position: tf.Tensor, length: tf.Tensor, size: int) -> tf.Tensor:
-    """int32 [N, size]: the `size` bytes of each of N strings from `position` on, zero-padded past the end."""
-    start = tf.minimum(position, length)
-    window = tf.strings.substr(
-        tf.strings.join([tf.strings.substr(data, start, tf.fill(tf.shape(start), size)), b"\x00" * size]), 0, size
-    )
-    return _bytes(window, size)
-
-
-def _number(raw: tf.Tensor, offset: int, size: int, little: bool) -> tf.Tensor:
-    """int64 [N]: the unsigned integer in bytes offset..offset+size of `raw` [N, width]."""
-    weights = [256**index for index in range(size)]
-    weights = weights if little else weights[::-1]
-    return tf.reduce_sum(tf.cast(raw[:, offset : offset + size], tf.int64) * weights, axis=1)
-
-
 def _jpeg_dimensions(data: tf.Tensor, is_jpeg: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """In-graph `foundation.image_formats.jpeg_dimensions` over [N] strings: (width, height, exhausted)."""
     length = tf.strings.length(data)
@@ -109,13 +89,13 @@ def _jpeg_dimensions(data: tf.Tensor, is_jpeg: tf.Tensor) -> tuple[tf.Tensor, tf
     def step(
         count: tf.Tensor, position: tf.Tensor, active: tf.Tensor, width: tf.Tensor, height: tf.Tensor
     ) -> tuple[tf.Tensor, ...]:
-        raw = _window(data, position, length, JPEG_WINDOW)
+        raw = window(data, position, length, JPEG_WINDOW)
         ended = position + JPEG_WINDOW > length
         stray = tf.not_equal(raw[:, 0], 0xFF) | tf.equal(raw[:, 1], 0xFF)
         marker = raw[:, 1:2]
         found = active & ~ended & ~stray & tf.reduce_any(tf.equal(marker, sof), axis=1)
-        width = tf.where(found, _number(raw, 7, 2, little=False), width)
-        height = tf.where(found, _number(raw, 5, 2, little=False), height)
+        width = tf.where(found, number(raw, 7, 2, little=False), width)
+        height = tf.where(found, number(raw, 5, 2, little=False), height)
         size = tf.where(
             stray,
             1,
@@ -158,7 +138,7 @@ def _scans_errors(
     pixels = width * height
     allowed = tf.minimum(tf.constant(JPEG_MAX_SCANS, tf.int64), JPEG_SCAN_BUDGET * max_pixels // tf.maximum(pixels, 1))
     values = {"width": width, "height": height, "scans": scans, "allowed": allowed, "limit": max_pixels}
-    return tf.where(is_jpeg & (pixels > 0) & (scans > allowed), _fill(SCANS_TEMPLATE, values), "")
+    return tf.where(is_jpeg & (pixels > 0) & (scans > allowed), fill(SCANS_TEMPLATE, values), "")
 
 
 def _color_table_bytes(packed: tf.Tensor) -> tf.Tensor:
@@ -181,7 +161,7 @@ def _gif_frames(data: tf.Tensor, is_gif: tf.Tensor, packed: tf.Tensor) -> tuple[
         width: tf.Tensor,
         height: tf.Tensor,
     ) -> tuple[tf.Tensor, ...]:
-        raw = _window(data, position, length, GIF_WINDOW)
+        raw = window(data, position, length, GIF_WINDOW)
         live = active & (position < length)
         chain = live & in_chain
         image = live & ~in_chain & tf.equal(raw[:, 0], GIF_IMAGE)
@@ -190,7 +170,7 @@ def _gif_frames(data: tf.Tensor, is_gif: tf.Tensor, packed: tf.Tensor) -> tuple[
         moving = chain | image | extension
         in_chain = tf.where(chain, tf.not_equal(raw[:, 0], 0), image | extension)
         frames = frames + tf.cast(image, tf.int64)
-        frame_width, frame_height = _number(raw, 5, 2, little=True), _number(raw, 7, 2, little=True)
+        frame_width, frame_height = number(raw, 5, 2, little=True), number(raw, 7, 2, little=True)
         larger = image & (frame_width * frame_height > width * height)
         width, height = tf.where(larger, frame_width, width), tf.where(larger, frame_height, height)
         return count + 1, tf.where(moving, position + size, position), in_chain, moving, frames, width, height
@@ -212,16 +192,6 @@ def _gif_frames(data: tf.Tensor, is_gif: tf.Tensor, packed: tf.Tensor) -> tuple[
     return frames, width, height, exhausted
 
 
-def _fill(template: str, values: dict[str, tf.Tensor | int]) -> tf.Tensor:
-    """`template.format(**values)` element-wise, for int64 [N] tensors and plain ints."""
-    parts = template.format(**{key: f"\0{key}\0" for key in values}).split("\0")
-    pieces: list[str | tf.Tensor] = []
-    for index, part in enumerate(parts):
-        value = values[part] if index % 2 else part
-        pieces.append(str(value) if isinstance(value, (str, int)) else tf.strings.as_string(value))
-    return tf.strings.join(pieces)
-
-
 def _header_dimensions(head: tf.Tensor, name: tf.Tensor, raw: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """int64 [N] width and height that PNG, GIF, BMP and WebP headers declare (0 for the other formats, and for a
     PNG without its IHDR chunk first)."""
@@ -231,20 +201,20 @@ def _header_dimensions(head: tf.Tensor, name: tf.Tensor, raw: tf.Tensor) -> tupl
         return tf.abs(tf.where(value >= 2**31, value - 2**32, value))
 
     dims = {
-        "PNG": (_number(raw, PNG_SIZE_OFFSET, 4, False), _number(raw, PNG_SIZE_OFFSET + 4, 4, False)),
-        "GIF": (_number(raw, GIF_SIZE_OFFSET, 2, True), _number(raw, GIF_SIZE_OFFSET + 2, 2, True)),
-        "BMP": (signed(_number(raw, BMP_SIZE_OFFSET, 4, True)), signed(_number(raw, BMP_SIZE_OFFSET + 4, 4, True))),
+        "PNG": (number(raw, PNG_SIZE_OFFSET, 4, False), number(raw, PNG_SIZE_OFFSET + 4, 4, False)),
+        "GIF": (number(raw, GIF_SIZE_OFFSET, 2, True), number(raw, GIF_SIZE_OFFSET + 2, 2, True)),
+        "BMP": (signed(number(raw, BMP_SIZE_OFFSET, 4, True)), signed(number(raw, BMP_SIZE_OFFSET + 4, 4, True))),
     }
     chunk = tf.strings.substr(head, 12, 4)
-    vp8l = _number(raw, 21, 4, True)
+    vp8l = number(raw, 21, 4, True)
     webp = [
         (
             tf.equal(chunk, "VP8 ") & tf.equal(tf.strings.substr(head, 23, 3), b"\x9d\x01\x2a"),
-            _number(raw, 26, 2, True) % 16384,
-            _number(raw, 28, 2, True) % 16384,
+            number(raw, 26, 2, True) % 16384,
+            number(raw, 28, 2, True) % 16384,
         ),
         (tf.equal(chunk, "VP8L") & tf.equal(raw[:, 20], 0x2F), vp8l % 16384 + 1, (vp8l // 16384) % 16384 + 1),
-        (tf.equal(chunk, "VP8X"), _number(raw, 24, 3, True) + 1, _number(raw, 27, 3, True) + 1),
+        (tf.equal(chunk, "VP8X"), number(raw, 24, 3, True) + 1, number(raw, 27, 3, True) + 1),
     ]
     width, height = zeros, zeros
     for format_name, (format_width, format_height) in dims.items():
@@ -260,10 +230,11 @@ def _header_dimensions(head: tf.Tensor, name: tf.Tensor, raw: tf.Tensor) -> tupl
 
 def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
     """In-graph `foundation.image_formats.oversized_error`: string [N] messages for [N] encoded images whose
-    header declares more than `max_pixels` pixels ("" for the others), read before anything is decoded."""
+    header declares more than `max_pixels` pixels, JPEGs of too many scans and PNGs of too much image data
+    (`foundation.png_checks`) ("" for the others), read before anything is decoded."""
     head = _header(image_bytes)
     name = _format_names(head)
-    raw = _bytes(tf.strings.substr(head, 0, HEADER_BYTES), HEADER_BYTES)
+    raw = string_bytes(tf.strings.substr(head, 0, HEADER_BYTES), HEADER_BYTES)
     zeros = tf.zeros_like(name, tf.int64)
     width, height = _header_dimensions(head, name, raw)
     is_jpeg = tf.equal(name, "JPEG")
@@ -286,10 +257,16 @@ def image_size_errors(image_bytes: tf.Tensor, max_pixels: int) -> tf.Tensor:
     sizes = {"width": width, "height": height, "limit": max_pixels}
     message = tf.where(
         frames > 1,
-        _fill(GIF_FRAMES_TEMPLATE, {**sizes, "frames": frames, "pixels": pixels}),
-        _fill(OVERSIZED_TEMPLATE, sizes),
+        fill(GIF_FRAMES_TEMPLATE, {**sizes, "frames": frames, "pixels": pixels}),
+        fill(OVERSIZED_TEMPLATE, sizes),
     )
-    message = tf.where(pixels > max_pixels, message, _scans_errors(image_bytes, is_jpeg, width, height, max_pixels))
+    is_png = tf.equal(name, "PNG") & tf.equal(tf.strings.substr(head, 12, 4), "IHDR") & (pixels <= max_pixels)
+    within = tf.where(
+        is_png,
+        png_stream_errors(image_bytes, is_png, raw),
+        _scans_errors(image_bytes, is_jpeg, width, height, max_pixels),
+    )
+    message = tf.where(pixels > max_pixels, message, within)
     message = tf.where(is_gif & gif_exhausted, GIF_NO_END_MESSAGE, message)
     return tf.where(exhausted, JPEG_NO_FRAME_MESSAGE, message)
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from foundation.png_stream import png_stream_error
+
 ACCEPTED_FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WebP")
 ACCEPTED_TEXT = "JPEG, PNG, GIF (first frame), BMP (24/32-bit) and WebP (still)"
 # Every check reads only this prefix (zero-padded when the data is shorter).
@@ -321,7 +323,7 @@ def oversized_error(data: bytes, max_pixels: int) -> str | None:
         return None
     frames, width, height = size
     if frames * width * height <= max_pixels:
-        return scans_error(data, width * height, max_pixels)
+        return scans_error(data, width * height, max_pixels) or png_stream_error(data)
     if frames != 1:
         pixels = frames * width * height
         return GIF_FRAMES_TEMPLATE.format(frames=frames, width=width, height=height, pixels=pixels, limit=max_pixels)

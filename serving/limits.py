@@ -21,6 +21,9 @@ request's declared sizes first:
   summed, may not exceed `JPEG_SCAN_BUDGET` scans of `serving.max_request_pixels`: the model bounds each image's
   scans, and this bounds a request of many images at their limit, so a small request cannot hold the CPU for
   seconds.
+- PNG data: a PNG whose zlib stream inflates to more than its rows take (`foundation.png_stream.inflates_past_rows`,
+  inflating at most the rows): the model bounds each PNG's compressed data by its rows (in TF Serving too), which
+  still lets a large declared image carry about 1032 times its rows of zeros; this refuses that too.
 
 All answer INVALID_ARGUMENT (HTTP 400) naming the declared shape or size and the limit. JSON bodies are bounded too:
 at most `MAX_JSON_DEPTH` levels of nesting (checked in `serving.json_tensor.parse_json_body`).
@@ -42,6 +45,7 @@ from tensorflow.core.example import example_pb2
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
 from foundation.image_formats import JPEG_SCAN_BUDGET, decode_work, image_pixels
+from foundation.png_stream import inflates_past_rows, png_stream_error
 from serving.errors import InvalidArgumentError
 from serving.options import DEFAULT_MAX_REQUEST_PIXELS
 from serving.tensors import dtype_of, shape_string
@@ -161,12 +165,14 @@ class RequestLimits:
             raise ValueError(f"max_pixels must be >= 1, got {self.max_pixels}")
 
     def check_pixels(self, values: Iterable[object]) -> None:
-        """Refuses a request whose images declare more than `max_pixels` pixels in total, or more decoding work
-        than `JPEG_SCAN_BUDGET` scans of them, before any is decoded.
+        """Refuses a request whose images declare more than `max_pixels` pixels in total, more decoding work
+        than `JPEG_SCAN_BUDGET` scans of them, or a PNG whose data inflates past its rows
+        (`foundation.png_stream.inflates_past_rows`), before any is decoded.
 
         Raises:
             InvalidArgumentError: naming the images, their pixels or work, and the limit's setting.
         """
+        values = list(values)
         declared = declared_pixels(values)
         if declared.pixels > self.max_pixels:
             raise InvalidArgumentError(
@@ -181,6 +187,9 @@ class RequestLimits:
                 f"{self.max_pixels} pixels per request ({PIXELS_SETTING}); send fewer images, or re-encode them "
                 "as baseline JPEG or PNG"
             )
+        for image in (image for value in values for image in _images(value)):
+            if too_much := png_stream_error(image) or inflates_past_rows(image):  # the model's message first
+                raise InvalidArgumentError(too_much)
 
     def check_images(self, inputs: Mapping[str, np.ndarray]) -> None:
         """`check_pixels` over every string input of a request."""

@@ -10,7 +10,9 @@ Stored examples hold only JPEG (gray or RGB) or PNG, upright: the data contract'
   re-encoded in its own format (JPEG at quality 95), because the served model never applies EXIF orientation:
   training sees the photo as a person does, and clients must send upright pixels.
 - A JPEG of more scans than the model decodes (`foundation.image_formats.scans_error`: a progressive JPEG's
-  decoder re-reads the whole image at every scan) is refused from its bytes, before Pillow decodes it.
+  decoder re-reads the whole image at every scan) is refused from its bytes, before Pillow decodes it; so is a PNG
+  of more compressed data than its rows need (`foundation.png_stream`), which TensorFlow's decoder inflates to
+  its end.
 - Anything else (TIFF, HEIC, text, ...) is skipped, with a reason naming the detected format; but a file named
   like an image (.jpg, .png, ...) whose content is no known format is broken, like a truncated JPEG.
 
@@ -35,6 +37,7 @@ from foundation.image_formats import (
     image_dimensions,
     scans_error,
 )
+from foundation.png_stream import inflates_past_rows, png_stream_error
 
 # Names of image files: one whose content is no known format is broken (an error), not skipped like notes.txt.
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp"})
@@ -93,6 +96,8 @@ def check_image(path: str) -> ImageCheck:
             return ImageCheck(path, unsupported=unsupported_reason(name))
         if name == "JPEG" and (too_much := _scans_error(path)):
             return ImageCheck(path, error=too_much)  # refused before Pillow spends a minute on its scans
+        if name == "PNG" and (too_much := _png_data_error(path)):
+            return ImageCheck(path, error=too_much)  # Pillow stops at the rows, the model's decoder would not
         with Image.open(path) as image:
             image.load()  # decodes every pixel (the first frame): truncated or corrupt data raises here
             return _storage(path, name, image)
@@ -107,6 +112,12 @@ def _scans_error(path: str) -> str | None:
     data = Path(path).read_bytes()
     width, height = image_dimensions(data) or (0, 0)
     return scans_error(data, width * height, DEFAULT_MAX_IMAGE_PIXELS) if width * height else None
+
+
+def _png_data_error(path: str) -> str | None:
+    """The model's refusal of a PNG whose compressed data is more than its rows need (`foundation.png_stream`)."""
+    data = Path(path).read_bytes()
+    return png_stream_error(data) or inflates_past_rows(data)
 
 
 def _pillow_format(path: str) -> str:

@@ -38,6 +38,7 @@ from foundation.contract import IMAGE_KEY
 from foundation.data.spans import inside_span
 from foundation.data.tfrecords import compression_for
 from foundation.image_formats import oversized_error, served_format_error
+from foundation.png_stream import inflates_past_rows
 from foundation.preprocessing import decode_pixels
 from foundation.preprocessing_spec import PreprocessingSpec
 
@@ -52,7 +53,7 @@ _DECODE_SPEC = PreprocessingSpec(image_size=1, channels=3)
 _OP_NOISE = re.compile(r"\{\{function_node [^}]*\}\}|\[Op:[^\]]*\]( name:.*)?$")
 IMAGES_CACHE = "images"
 # Bump when the rules change meaning (a new limit in `refusal`): files passed before are then read again.
-RULES_VERSION = 1
+RULES_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ def passed_key(path: str, max_pixels: int) -> str:
 
 
 def refusal(value: bytes, max_pixels: int) -> str | None:
-    """Why the model refuses `value` before decoding it (format, pixels, scans), or None."""
-    return served_format_error(value) or oversized_error(value, max_pixels)
+    """Why the model refuses `value` before decoding it (format, pixels, scans, PNG data past its rows), or None."""
+    return served_format_error(value) or oversized_error(value, max_pixels) or inflates_past_rows(value)
 
 
 def _firsts(records: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -32,7 +32,7 @@ import requests
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from image_bombs import BOMB_FORMATS, gif_bomb, header_bomb, png_bomb, scan_bomb
+from image_bombs import BOMB_FORMATS, gif_bomb, header_bomb, idat_bomb, png_bomb, scan_bomb
 from serving_fixtures import random_png, tiny_classifier, write_classification_version, write_model_version
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
@@ -579,6 +579,35 @@ def test_a_request_of_many_images_each_at_its_scan_limit_is_refused_naming_the_s
     assert code == grpc.StatusCode.INVALID_ARGUMENT and expected in details
     response = post(endpoint, json.dumps({"instances": [b64(image) for image in batch]}).encode())
     assert response.status_code == 400 and expected in response.json()["error"]
+
+
+# libpng inflates a PNG's zlib stream to its end, past the rows it needs: 16 x 16 pixels carrying 2 GiB of zeros
+# in 2 MB took 4.5 s of CPU and were answered 200. The model refuses more IDAT data than any encoder writes for the
+# declared rows (in-graph, so TF Serving too); the local server also refuses a stream inflating past its rows.
+PNG_DATA = "PNG of 16x16 pixels whose image data (IDAT chunks) take 65536 bytes, over the 447 bytes any encoder needs"
+
+
+def test_a_png_whose_data_outgrows_its_rows_is_refused_over_both_transports(endpoint: Endpoint) -> None:
+    code, details = grpc_predict(endpoint, image_request([IMAGE, idat_bomb(64)]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and PNG_DATA in details
+    response = post(endpoint, json.dumps({"instances": [b64(idat_bomb(64))]}).encode())
+    assert response.status_code == 400 and PNG_DATA in response.json()["error"]
+    assert_still_serving(endpoint)
+
+
+def test_a_large_png_inflating_past_its_rows_is_refused_by_the_server(endpoint: Endpoint) -> None:
+    bomb = idat_bomb(150, 1000)  # within the model's bound for 1000 x 1000 (1 MB of rows), but 150 MiB inflated
+    expected = "PNG of 1000x1000 pixels whose compressed data inflates to more than the 1001000 bytes its rows take"
+    code, details = grpc_predict(endpoint, image_request([bomb]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and expected in details
+    response = post(endpoint, json.dumps({"instances": [b64(bomb)]}).encode())
+    assert response.status_code == 400 and expected in response.json()["error"]
+
+
+def test_the_exported_serving_signature_refuses_png_data_past_its_rows_in_the_graph(model_root: Path) -> None:
+    serve = tf.saved_model.load(str(model_root / "m" / "1")).signatures["serving_default"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"PNG of 16x16 pixels whose image data \(IDAT chunks\)"):
+        serve(image_bytes=tf.constant([IMAGE, idat_bomb(64)]))
 
 
 def test_an_animated_gif_bomb_is_refused_over_both_transports(endpoint: Endpoint) -> None:

@@ -108,3 +108,20 @@ def scan_bomb(scans: int = 400, side: int = 64) -> bytes:
     real = len(starts)
     assert real <= scans and data.endswith(b"\xff\xd9"), "Pillow's progressive JPEG: a few scans, then EOI"
     return data[:-2] + scan * (scans - real) + b"\xff\xd9"
+
+
+@functools.cache
+def idat_bomb(inflated_mib: int = 2048, side: int = 16, chunk_bytes: int = 1 << 16) -> bytes:
+    """A `side` x `side` 8-bit grayscale PNG whose IDAT chunks (of `chunk_bytes`) hold one zlib stream of
+    `inflated_mib` MiB of zeros: its rows are there (filter 0, zeros), then far more data than they need, which
+    libpng's `png_read_end` inflates to the end (2 GiB in about 2 MB took 4.5 s of CPU). Built from one
+    full-flushed 1 MiB deflate segment repeated (each one starts afresh), so 2 GiB take milliseconds."""
+    compressor = zlib.compressobj(9)
+    first = compressor.compress(bytes(1 << 20)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    segment = compressor.compress(bytes(1 << 20)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    total = inflated_mib << 20
+    adler = (total % 65521) << 16 | 1  # adler32 of zeros: a stays 1, b grows by 1 a byte
+    stream = first + segment * (inflated_mib - 1) + b"\x01\x00\x00\xff\xff" + struct.pack(">I", adler)
+    idat = b"".join(_chunk(b"IDAT", stream[at : at + chunk_bytes]) for at in range(0, len(stream), chunk_bytes))
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + idat + _chunk(b"IEND", b"")

@@ -314,3 +314,16 @@ def test_a_jpeg_of_many_scans_is_refused_before_pillow_decodes_it(tmp_path: Path
     assert check.error is not None and "in 400 scans is over the limit of 100 scans" in check.error
     (tmp_path / "fine.jpg").write_bytes(scan_bomb(100))
     assert check_image(str(tmp_path / "fine.jpg")).error is None
+
+
+def test_a_png_whose_data_outgrows_its_rows_is_refused_though_pillow_stops_at_the_rows(tmp_path: Path) -> None:
+    from image_bombs import idat_bomb
+
+    from components.data.images import check_image
+
+    (tmp_path / "bomb.png").write_bytes(idat_bomb(64))  # Pillow decodes it in milliseconds; TensorFlow would not
+    check = check_image(str(tmp_path / "bomb.png"))
+    assert check.error is not None and "PNG of 16x16 pixels whose image data (IDAT chunks) take 65536" in check.error
+    (tmp_path / "large.png").write_bytes(idat_bomb(20, 1000))  # within the bound, 20 MiB past its 1 MB of rows
+    check = check_image(str(tmp_path / "large.png"))
+    assert check.error is not None and "inflates to more than the 1001000 bytes its rows take" in check.error

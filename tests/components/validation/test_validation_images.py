@@ -11,7 +11,7 @@ import io
 from pathlib import Path
 
 import pytest
-from image_bombs import png_bomb, scan_bomb
+from image_bombs import idat_bomb, png_bomb, scan_bomb
 from layout_fixtures import example_bytes, write_records
 from PIL import Image
 from validator_fixtures import validator_artifacts
@@ -117,3 +117,13 @@ def test_the_pipeline_hands_the_validator_the_trainers_pixel_limit(tmp_path: Pat
     check = ImageCheck.from_json(image_check(config))
     assert check.max_pixels == 1234 and check.input_base == str(tmp_path) and check.cache_dir.endswith("/statistics")
     assert image_check(build_config({}, ["data.check_images=false"])) == ""
+
+
+def test_pngs_whose_data_outgrows_their_rows_are_named(tmp_path: Path) -> None:
+    # The model refuses the first (more IDAT data than its rows allow); the second passes that bound but inflates
+    # 20 MiB past its 1 MB of rows, which TensorFlow's decoder would inflate to the end.
+    write_records(tmp_path / "a.tfrecord", _records([*GOOD, idat_bomb(64), idat_bomb(20, 1000)]))
+    count, problems = file_problems(str(tmp_path / "a.tfrecord"), LIMIT)
+    assert count == 6 and sorted(problems) == [4, 5]
+    assert "PNG of 16x16 pixels whose image data (IDAT chunks) take 65536 bytes" in problems[4]
+    assert "PNG of 1000x1000 pixels whose compressed data inflates to more than the 1001000 bytes" in problems[5]
