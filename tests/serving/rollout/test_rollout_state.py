@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from google.api_core.exceptions import PreconditionFailed
+from rollout_writers import record_many
 
 from components.notify.component import notice_rollout
 from components.notify.notice import notice_text, parse_final_status, run_outcome
@@ -86,14 +87,11 @@ def test_a_corrupt_state_file_is_refused_with_the_way_out(tmp_path: Path) -> Non
         read_rollout(str(tmp_path))
 
 
-def _record_many(base: str, writer: str, count: int) -> None:
-    for index in range(count):
-        update_rollout(base, lambda state, i=index: state.decide("hold", f"{writer}", f"{writer} {i}"))
-
-
 def test_concurrent_local_writers_lose_no_decision(tmp_path: Path) -> None:
+    # Three OS processes, each taking the lock in turn; the target lives in a module of its own so that a spawned
+    # process imports the rollout state alone, not this module's imports (TFX).
     context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=_record_many, args=(str(tmp_path), f"w{n}", 15)) for n in range(3)]
+    writers = [context.Process(target=record_many, args=(str(tmp_path), f"w{n}", 15)) for n in range(3)]
     for writer in writers:
         writer.start()
     for writer in writers:
