@@ -39,8 +39,9 @@ class DoubleHandler(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serving(server: ThreadingHTTPServer, poll_interval: float = 0.5) -> Iterator[str]:
-    """Runs `server` (bound to a local port) in a thread; yields its base URL; shuts it down after."""
+def serving(server: ThreadingHTTPServer, poll_interval: float = 0.05) -> Iterator[str]:
+    """Runs `server` (bound to a local port) in a thread; yields its base URL; shuts it down after (within
+    `poll_interval`: socketserver's default 0.5 s cost each test using a double half a second in teardown)."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": poll_interval}, daemon=True)
     thread.start()
     try:
