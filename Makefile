@@ -26,9 +26,10 @@ DATA := data/digits
 OUT := tfxp_output
 PYTEST_ARGS ?=
 # pytest runs in TEST_WORKERS processes (pytest-xdist), each taking whole test files so that module fixtures (the
-# shared pipeline runs) run once; TEST_WORKERS=0 runs everything in one process.
+# shared pipeline runs) run once; TEST_WORKERS=0 runs everything in one process. The files go out longest first
+# (tests/conftest.py orders them by their e2e and slow marks), so xdist's own reorder (most tests first) is off.
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: setup checkov mediapipe demo demo-continuous demo-rollout test test-long lint unit bench clean help
@@ -38,7 +39,7 @@ help:
 	@echo "make demo   - set up if needed, make the digits data, run the pipeline locally, serve and query it"
 	@echo "make demo-continuous - digits arriving in spans (one mislabelled, one brighter: drift stops), one run per arrival, a table"
 	@echo "make test   - set up if needed, lint (ruff, mypy, import-linter), run all tests but the long ones (2 processes)"
-	@echo "make unit   - the tests without e2e pipeline runs"
+	@echo "make unit   - the tests without e2e pipeline runs and without the slow ones (processes, servers, emulators)"
 	@echo "make test-long - the long tests (the ImageNet recipe training ResNet-50 on CPU, ~6 min)"
 	@echo "make lint   - ruff + mypy + import-linter"
 	@echo "make bench  - benchmarks under bench/ (JSON in bench/results/)"
@@ -91,8 +92,10 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# The quick loop: no e2e pipeline runs and no `slow` tests (multi-process training, model servers under load, the
+# emulated ARM core, a fresh TFX interpreter: tens of seconds each); `make test` runs both.
 unit: $(STAMP) $(CHECKOV_STAMP) $(MEDIAPIPE_STAMP)
-	$(PY) -m pytest -m "not e2e and not long" $(XDIST) $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not e2e and not long and not slow" $(XDIST) $(PYTEST_ARGS)
 
 test: lint $(CHECKOV_STAMP) $(MEDIAPIPE_STAMP)
 	$(PY) -m pytest -m "not long" $(XDIST) $(PYTEST_ARGS)

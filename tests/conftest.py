@@ -69,3 +69,26 @@ def no_kfp_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     from kfp_fake import clear_kfp_environment
 
     clear_kfp_environment(monkeypatch)
+
+
+# Rough seconds per test on the 2-core machine, by marker: what orders the files below. A test that takes much
+# longer says so on its mark, e.g. `@pytest.mark.e2e(seconds=300)`.
+SECONDS_BY_MARKER = {"e2e": 60.0, "slow": 20.0}
+SECONDS_OTHERWISE = 0.3
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` has deselected what this run leaves out
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the files expected to take longest come first. `--dist loadfile` hands whole files to
+    the workers in collection order (the Makefile turns off xdist's own reorder, which puts the files with the most
+    tests first and so left the few long multi-process tests to the end, one worker idle beside them); longest
+    first, the short files fill in at the end. The estimate is the markers' seconds summed over a file's tests."""
+    if not hasattr(config, "workerinput"):  # one process: collection order, the quick tests first
+        return
+    seconds: dict[str, float] = {}
+    for item in items:
+        marks = [(item.get_closest_marker(name), default) for name, default in SECONDS_BY_MARKER.items()]
+        marked = [float(mark.kwargs.get("seconds", default)) for mark, default in marks if mark is not None]
+        path = item.nodeid.split("::")[0]
+        seconds[path] = seconds.get(path, 0.0) + max(marked, default=SECONDS_OTHERWISE)
+    items.sort(key=lambda item: -seconds[item.nodeid.split("::")[0]])  # stable: a file's tests keep their order

@@ -27,6 +27,7 @@ from foundation.preprocessing_spec import PreprocessingSpec
 
 pytestmark = [
     pytest.mark.arm,
+    pytest.mark.slow,  # an emulated ARM core: out of `make unit`
     pytest.mark.skipif(
         bool(arch.missing_tools()),
         reason=f"arm: {' and '.join(arch.missing_tools())} not installed ({arch.INSTALL_HINT})",

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.e2e(seconds=110)  # four gated runs
 
 # The served-model gate is the subject: the drift checks (which would stop span 3 first) are off. The MediaPipe check
 # on resized frames is judged on a span's 120 eval frames (0.83 points each) of a 150-step model of one span: 1.7–2.5

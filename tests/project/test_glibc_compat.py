@@ -46,6 +46,7 @@ def test_tfdv_infers_and_validates() -> None:
     assert "other" in anomalies.anomaly_info  # a column the schema does not know
 
 
+@pytest.mark.slow  # a second interpreter importing TFX: the fresh import is the point
 def test_tfx_v1_imports_in_a_fresh_interpreter() -> None:
     result = subprocess.run(
         [sys.executable, "-c", "from tfx import v1; print(v1.orchestration.LocalDagRunner.__name__)"],

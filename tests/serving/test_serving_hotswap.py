@@ -19,6 +19,9 @@ from serving.rest_client import RestClient
 from serving.server import ModelServer
 from serving.server_options import ServerOptions
 
+# Model servers under load, each test waiting out several polls of models.config: out of `make unit`.
+pytestmark = pytest.mark.slow
+
 SIZE, CHANNELS, CLASSES = 8, 1, 3
 POLL_SECONDS = 1.5
 IMAGES = [random_png(SIZE, CHANNELS, seed) for seed in range(4)]

@@ -130,6 +130,7 @@ def test_finished_run_leaves_no_backup(trained: types.SimpleNamespace) -> None:
     assert not list(Path(trained.model_run_dir).parent.glob("backup-*"))
 
 
+@pytest.mark.slow  # trains the digits defaults to accuracy (the full schedule)
 def test_default_config_reaches_95_percent_on_digits(digits_dir: Path, tmp_path: Path) -> None:
     """The digits defaults (pipeline/config.py's trainer section) are what `make demo` trains."""
     from pipeline.config import TfxpConfig

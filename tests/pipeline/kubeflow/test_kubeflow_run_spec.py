@@ -10,10 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 from kfp_fake import ir_document, ir_task
+from run_spec_e2e import Receiver, compile_digits, run_spec_record, task_states
 from typer.testing import CliRunner
 
 from components.notify.notice import (
@@ -721,42 +719,6 @@ def test_this_runs_pushed_version_and_blessing() -> None:
 # --- the notice: delivery to a local receiver ---
 
 
-class Receiver:
-    """A local HTTP endpoint that records what is posted and answers `status` after `delay` seconds."""
-
-    def __init__(self) -> None:
-        self.posts: list[dict[str, Any]] = []
-        self.status = 200
-        self.delay = 0.0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.posts.append({"content_type": self.headers["Content-Type"], "json": json.loads(body)})
-                time.sleep(receiver.delay)
-                self.send_response(receiver.status)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    endpoint = Receiver()
-    yield endpoint
-    endpoint.close()
-
-
 def test_the_notice_is_posted_as_json(receiver: Receiver) -> None:
     result = post_notice(receiver.url, {"text": "hi", "status": "failed"}, timeout=5)
 
@@ -879,142 +841,19 @@ def test_run_notice_never_fails_the_run(tmp_path: Path, caplog: pytest.LogCaptur
     assert "grey_question: tfxp-digits run r unknown (state UNKNOWN)" in caplog.text
 
 
-# --- e2e: the digits pipeline compiled, then run from its spec on the emulated backends ---
-
-NIGHTLY_TASKS = [
-    "InputFingerprint",
-    "ImportExampleGen",
-    "ServedBaseline",
-    "StatisticsGen",
-    "SchemaGen",
-    "ExampleValidator",
-    "Trainer",
-    "Evaluator",
-    "Pusher",
-    "RunReport",
-    "RunNotice",
-]
-TRAIN = 'train_args={"num_steps": 60}'
+# --- e2e: the digits pipeline compiled, then run from its spec on the emulated backends (the four nights on
+# open-source KFP: test_kubeflow_nightly_e2e.py) ---
 
 
-def _compile_digits(tmp_path: Path, data: Path, notify_url: str, *extra: str) -> Path:
-    spec = tmp_path / "pipeline.yaml"
-    sets = [
-        f"data.path={data}",
-        f"pipeline.output={tmp_path / 'out'}",
-        "edge.enabled=false",
-        # These tests are about the backend, not the model: 60 steps reach an eval accuracy of 0.94-0.96 alone, and
-        # CI once saw one under the default 0.9 gate with another test process beside it (not blessed, not pushed).
-        "evaluator.min_accuracy=0.5",
-        f"kubeflow.notify_url={notify_url}",
-        *extra,
-    ]
-    result = CliRunner().invoke(app, ["compile", "--out", str(spec), *(arg for s in sets for arg in ("--set", s))])
-    assert result.exit_code == 0, result.output
-    return spec
-
-
-def _run_spec(spec: Path, state: Path, *args: str) -> tuple[dict[str, Any], str, float]:
-    started = time.monotonic()
-    result = CliRunner().invoke(app, ["run-spec", str(spec), "--state", str(state), "--param", TRAIN, *args])
-    seconds = time.monotonic() - started
-    assert result.exit_code == 0, result.output
-    [record] = sorted((state / "runs").glob("*.json"), key=lambda path: path.stat().st_mtime)[-1:]
-    return json.loads(record.read_text()), result.output, seconds
-
-
-def _states(record: dict[str, Any]) -> dict[str, str]:
-    return {task["name"]: task["state"] for task in record["tasks"]}
-
-
-@pytest.mark.e2e
-def test_nightly_runs_on_open_source_kfp(tmp_path: Path, receiver: Receiver) -> None:
-    """Four nights on the emulated open-source backend (root minio://, KFP's cache): train and push; no new data
-    (the cached model is gated against the newly served one); nothing new at all (even the Evaluator cached); a
-    new span (retrain)."""
-    from components.data.digits import write_digit_spans
-
-    data = tmp_path / "data"
-    write_digit_spans(data, spans=2, only=1)
-    spec = _compile_digits(tmp_path, data, receiver.url, "data.spans=all")
-    state = tmp_path / "state"
-    serving = tmp_path / "out" / "serving" / "digits"
-
-    first, output, first_seconds = _run_spec(spec, state)
-
-    assert first["state"] == "SUCCEEDED" and first["pipeline_root"] == "minio://mlpipeline/v2/artifacts"
-    assert [task["name"] for task in first["tasks"]] == NIGHTLY_TASKS
-    assert set(_states(first).values()) == {"SUCCEEDED"}
-    tasks = {task["name"]: task for task in first["tasks"]}
-    assert tasks["Evaluator"]["outputs"]["blessing"]["metadata"]["blessed"] == 1.0
-    # Every artifact went through the object store at KFP's layout, <root>/<pipeline>/<run>/<task>/<uuid>/<key>.
-    model_uri = tasks["Trainer"]["outputs"]["model"]["uri"]
-    assert re.fullmatch(
-        rf"minio://mlpipeline/v2/artifacts/tfxp-digits/{first['run_id']}/Trainer/[0-9a-f]+/model", model_uri
-    )
-    model_dir = state / "object-store" / "minio" / model_uri.removeprefix("minio://")
-    metrics = json.loads((model_dir / "training_metrics.json").read_text())
-    assert metrics["steps"] == 60 and metrics["final_accuracy"] >= 0.8
-    pushed = tasks["Pusher"]["outputs"]["pushed_model"]["metadata"]
-    version_dir = Path(pushed["pushed_destination"])
-    assert version_dir == serving / pushed["pushed_version"]
-    assert (version_dir / "saved_model.pb").is_file()
-    report = tasks["RunReport"]["outputs"]["report"]
-    assert report["metadata"]["problems"] == 0  # TFMA, statistics, anomalies and scalars were all read
-    page = (serving / "reports" / f"{pushed['pushed_version']}.html").read_text()
-    assert f"Pushed version {pushed['pushed_version']}" in page
-    assert f"pushed version {pushed['pushed_version']}" in output
-    [post] = receiver.posts
-    assert post["json"]["status"] == "succeeded" and post["json"]["state"] == "COMPLETE"
-    assert (post["json"]["blessed"], post["json"]["pushed_version"]) == (True, pushed["pushed_version"])
-    assert post["json"]["run_id"] == first["run_id"]
-
-    # Night 2, no new data: the data is KFP's cache hit up to the Trainer; the served model changed (night 1
-    # pushed it), so the baseline, the Evaluator and the Pusher run; nothing new is pushed.
-    second, _, second_seconds = _run_spec(spec, state)
-    states = _states(second)
-    assert {name for name, value in states.items() if value == "CACHED"} == {
-        "ImportExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Trainer",
-    }  # fmt: skip
-    assert [version.name for version in serving.iterdir() if version.name.isdigit()] == [pushed["pushed_version"]]
-    notice = receiver.posts[-1]["json"]
-    assert notice["status"] == "succeeded" and notice["decision"].startswith("no new data")
-    assert notice["pushed_version"] is None and "no new data" in notice["text"]
-
-    # Night 3, nothing changed at all: everything is a cache hit, the Evaluator (TFMA) included.
-    third, _, third_seconds = _run_spec(spec, state)
-    assert {name for name, value in _states(third).items() if value != "CACHED"} == {
-        "InputFingerprint", "RunReport", "RunNotice",
-    }  # fmt: skip
-    assert receiver.posts[-1]["json"]["decision"].startswith("no new data")
-
-    # Night 4, a new span: the fingerprint changes, ImportExampleGen reads span 2 and the Trainer retrains.
-    write_digit_spans(data, spans=2, only=2)
-    fourth, _, fourth_seconds = _run_spec(spec, state)
-    states = _states(fourth)
-    assert states["ImportExampleGen"] == states["Trainer"] == states["Evaluator"] == "SUCCEEDED"
-    examples = {task["name"]: task for task in fourth["tasks"]}["ImportExampleGen"]["outputs"]["examples"]
-    assert examples["metadata"]["spans"] == "1,2"
-    assert (
-        receiver.posts[-1]["json"]["decision"] != second["tasks"]
-        and receiver.posts[-1]["json"]["status"] == "succeeded"
-    )
-    assert not receiver.posts[-1]["json"]["decision"].startswith("no new data")
-    print(
-        f"run-spec --backend kfp, digits: first run {first_seconds:.0f} s, no new data {second_seconds:.0f} s, "
-        f"nothing changed {third_seconds:.0f} s, new span {fourth_seconds:.0f} s"
-    )
-
-
-@pytest.mark.e2e
+@pytest.mark.e2e(seconds=150)  # a run-spec run and a LocalDagRunner run
 def test_run_spec_on_vertex_matches_local_training(tmp_path: Path, digits_dir: Path, receiver: Receiver) -> None:
     # Op determinism and a fixed input order on both sides: without them 60 steps of CPU training depend on the
     # thread schedule, and CI saw the two runs 0.056 apart with another test process beside it.
-    spec = _compile_digits(tmp_path, digits_dir, receiver.url, "trainer.deterministic=true")
+    spec = compile_digits(tmp_path, digits_dir, receiver.url, "trainer.deterministic=true")
 
-    record, _, seconds = _run_spec(spec, tmp_path / "state", "--backend", "vertex")
+    record, _, seconds = run_spec_record(spec, tmp_path / "state", "--backend", "vertex")
 
-    assert record["state"] == "SUCCEEDED" and set(_states(record).values()) == {"SUCCEEDED"}
+    assert record["state"] == "SUCCEEDED" and set(task_states(record).values()) == {"SUCCEEDED"}
     tasks = {task["name"]: task for task in record["tasks"]}
     metrics = json.loads((Path(tasks["Trainer"]["outputs"]["model"]["uri"]) / "training_metrics.json").read_text())
     [post] = receiver.posts
@@ -1037,7 +876,7 @@ def test_run_spec_on_vertex_matches_local_training(tmp_path: Path, digits_dir: P
 
 @pytest.mark.e2e
 def test_a_failed_run_spec_still_runs_the_exit_handler(tmp_path: Path, digits_dir: Path, receiver: Receiver) -> None:
-    spec = _compile_digits(tmp_path, digits_dir, receiver.url)
+    spec = compile_digits(tmp_path, digits_dir, receiver.url)
 
     result = CliRunner().invoke(
         app, ["run-spec", str(spec), "--state", str(tmp_path / "state"), "--param", f"data_path={tmp_path}/none"]

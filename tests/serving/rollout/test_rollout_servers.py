@@ -24,6 +24,8 @@ from serving.rollout.state import read_decisions, read_rollout
 from serving.rollout.tracks import read_track
 from serving.server import ModelServer
 
+# Two model servers (and a Prometheus) per module, the rollout waiting out their polls: out of `make unit`.
+pytestmark = pytest.mark.slow
 SIZE, CHANNELS, CLASSES = 16, 3, 4
 # More than one request may carry (serving.max_batch_size 32): the replay must split them.
 IMAGES = [random_png(SIZE, CHANNELS, seed) for seed in range(40)]
