@@ -220,6 +220,7 @@ def test_out_of_range_integers_of_custom_resources_fail() -> None:
     assert value_problems(route) == []  # no core schema: the pinned one is what checks it
 
 
+@pytest.mark.slow  # checkov from .venv-checkov
 @pytest.mark.skipif(find_checkov() is None, reason="checkov not installed (make setup puts it in .venv-checkov)")
 def test_cli_check_passes_the_lead_command_and_fails_an_unknown_field(tmp_path: Path) -> None:
     overrides = [arg for pair in (("--set", value) for value in CANARY) for arg in pair]

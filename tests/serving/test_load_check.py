@@ -107,6 +107,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.mark.slow  # a server in a child process
 def test_a_model_that_loads_and_answers_like_in_process_passes(models: dict[str, Path]) -> None:
     result = check_model_serving(str(models["model"]), EXAMPLES, "digits", 60, server="local")
     assert result.passed, result.reason
@@ -117,6 +118,7 @@ def test_a_model_that_loads_and_answers_like_in_process_passes(models: dict[str,
     assert f"answered all {len(EXAMPLES)} examples like in-process" in result.reason
 
 
+@pytest.mark.slow  # a server in a child process
 def test_a_corrupt_warmup_file_means_the_version_never_becomes_available(
     models: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -133,6 +135,7 @@ def test_a_corrupt_warmup_file_means_the_version_never_becomes_available(
     assert (result.examples_compared, result.load_seconds) == (0, None)
 
 
+@pytest.mark.slow  # a server in a child process
 def test_answers_unlike_the_reference_fail_naming_the_examples(models: dict[str, Path]) -> None:
     # The served model is `model`; the reference answers are another model's (other weights), in-process.
     reference = in_process_answers(str(models["other"]), EXAMPLES)
@@ -143,6 +146,7 @@ def test_answers_unlike_the_reference_fail_naming_the_examples(models: dict[str,
     assert result.examples_compared == len(EXAMPLES)
 
 
+@pytest.mark.slow  # a server in a child process
 def test_a_model_without_the_tf_example_signature_loads_but_does_not_answer(models: dict[str, Path]) -> None:
     result = check_model_serving(str(models["classify_only"]), EXAMPLES, "digits", 60, server="local")
     assert not result.passed

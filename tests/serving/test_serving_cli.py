@@ -156,6 +156,7 @@ def test_serve_help_says_it_stands_in_for_tf_serving() -> None:
     assert "Production serves the pushed model with TensorFlow Serving" in " ".join(output.split())
 
 
+@pytest.mark.slow  # `tfxp serve` in a process of its own
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
 def test_tfxp_serve_answers_until_interrupted(model_base: Path, stop: signal.Signals) -> None:
     grpc_port, rest_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()

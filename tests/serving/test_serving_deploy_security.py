@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import kubernetes_validate
@@ -43,9 +44,15 @@ CASES = {
     "long_name": (REPO / "configs/default.yaml", [f"serving.model_name={LONG_NAME}", "serving.gpus=1"]),
 }
 CHECKOV = find_checkov()
-needs_checkov = pytest.mark.skipif(
+_checkov_installed = pytest.mark.skipif(
     CHECKOV is None, reason="checkov not installed (make setup puts it in .venv-checkov)"
 )
+
+
+def needs_checkov(test: Callable[..., None]) -> Callable[..., None]:
+    """Runs checkov from .venv-checkov, a process of seconds per check: skipped without it, and `slow` (out of
+    `make unit`)."""
+    return pytest.mark.slow(_checkov_installed(test))
 
 
 def _write(tmp_path: Path, config_path: Path | None, overrides: list[str]) -> Path:

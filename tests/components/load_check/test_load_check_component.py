@@ -49,6 +49,7 @@ def _check(
     return blessing
 
 
+@pytest.mark.slow  # a server in a child process
 def test_a_model_that_serves_like_in_process_is_infra_blessed(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, examples: standard_artifacts.Examples
 ) -> None:
@@ -62,6 +63,7 @@ def test_a_model_that_serves_like_in_process_is_infra_blessed(
     assert blessing.get_string_custom_property("server") == result.server == "tfxp local server"
 
 
+@pytest.mark.slow  # a server in a child process
 def test_a_model_whose_warmup_fails_is_not_blessed_and_not_pushed(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, examples: standard_artifacts.Examples
 ) -> None:

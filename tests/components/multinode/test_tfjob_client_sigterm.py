@@ -27,6 +27,8 @@ from k8s_api_double import K8sApiDouble, Scenario, serve
 
 from components.multinode.tfjob_client import SIGTERM_EXIT_STATUS, STOP_BOUND_SECONDS
 
+# A client process per case, and bounds of seconds: out of `make unit`.
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[3]
 DELETED = "The TFJob kubeflow-user/tfxp-train was deleted."
 SCRIPT = """
