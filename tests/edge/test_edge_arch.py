@@ -301,7 +301,10 @@ def _run_exporter(tmp_path: Path, factory: pytest.TempPathFactory, verify_requir
     edge_model, edge_blessing = EdgeModel(), EdgeBlessing()
     edge_model.uri = str(tmp_path / "edge_model" / str(verify_required))
     edge_blessing.uri = str(tmp_path / "edge_blessing" / str(verify_required))
-    options = EdgeOptions(mode="none", eval_samples=8, verify=["aarch64"], verify_required=verify_required)
+    # No app client check (a MediaPipe process in .venv-mediapipe): the arm check is what this test is about.
+    options = EdgeOptions(
+        mode="none", eval_samples=8, verify=["aarch64"], verify_required=verify_required, app_client="none"
+    )
     parameters = {"options": options.model_dump_json(), "push_base": str(tmp_path / "edge"), "label_offset": 0}
     outputs = {"edge_model": [edge_model], "edge_blessing": [edge_blessing]}
     Executor().Do({"model": [model], "examples": [examples]}, outputs, parameters)
