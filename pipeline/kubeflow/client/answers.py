@@ -20,8 +20,8 @@ import urllib.parse
 from typing import Any
 
 from foundation.bounded import parse_json, size_text
-from pipeline.kubeflow.client.auth import HOST_HINT
-from pipeline.kubeflow.client.runs import SubmitError
+from pipeline.kubeflow.client.auth import PORT_FORWARD_HINT
+from pipeline.kubeflow.client.runs import UnreadableAnswerError
 
 # The ids each creating endpoint must answer with, because kfp or tfxp sends them on in the next request (kfp's
 # `create_run_from_pipeline_package` posts the run with the experiment id it got, unchecked).
@@ -41,8 +41,9 @@ _REQUIRED_IDS = (
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 
-class UnexpectedAnswerError(SubmitError):
-    """The API answered with success but not with what its endpoint returns."""
+class UnexpectedAnswerError(UnreadableAnswerError):
+    """The API answered with success but not with what its endpoint returns (a wait polls through it:
+    `runs.is_transient`)."""
 
 
 def answer_too_large(host: str, method: str, url: str) -> UnexpectedAnswerError:
@@ -50,7 +51,7 @@ def answer_too_large(host: str, method: str, url: str) -> UnexpectedAnswerError:
     return UnexpectedAnswerError(
         f"Kubeflow Pipelines at {host} answered {_endpoint(method, url)} with more than "
         f"{size_text(MAX_ANSWER_BYTES)}, the most tfxp reads of one answer; tfxp stopped reading there. Ask for "
-        f"fewer items (--limit), or check that --host is the KFP API and not a proxy. {HOST_HINT}"
+        f"fewer items (--limit), or check that --host is the KFP API and not a proxy; {PORT_FORWARD_HINT}"
     )
 
 
@@ -66,7 +67,7 @@ def unexpected_answer(host: str, endpoint: str, came_back: str, needed: str) -> 
     """The one message for an answer that is not what `endpoint` returns."""
     return UnexpectedAnswerError(
         f"Kubeflow Pipelines at {host} answered {endpoint} with {came_back}, not {needed}; tfxp stopped before "
-        f"using it. Is --host the KFP API, and not a proxy's or the UI's page? {HOST_HINT}"
+        f"using it. Is --host the KFP API, and not a proxy's or the UI's page? {PORT_FORWARD_HINT}"
     )
 
 
