@@ -191,7 +191,8 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
         )
     elif (problem := pipeline_root_problem(root)) is not None:
         key = "kubeflow.pipeline_root" if config.kubeflow.pipeline_root else "the root under pipeline.output"
-        errors.append(f"{key}={root} is not a root KFP can use: {problem}; use a bucket path, e.g. gs://bucket/tfxp")
+        shown = root if root.isprintable() else repr(root)
+        errors.append(f"{key}={shown} is not a root KFP can use: {problem}; use a bucket path, e.g. gs://bucket/tfxp")
     if runner and scheme(root or "") not in DIRECT_SCHEMES:
         errors.append(
             f"beam.extra_args runs Beam on --runner={runner}, whose workers read and write the artifacts "

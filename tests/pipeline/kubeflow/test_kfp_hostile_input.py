@@ -139,3 +139,21 @@ def test_a_rest_url_with_user_info_or_a_query_is_refused_without_showing_them(
     assert result.exit_code == 2, said
     assert f"'http://127.0.0.1:1/' (shown without them) {problem}" in said
     assert "PW9secret" not in said and "SECRETQ" not in said
+
+
+# --- B12: pipeline roots with control characters or whitespace -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("root", "held"),
+    [("gs://tfxp-bucket/a\x1b[2Jb", r"'\x1b'"), ("gs://tfxp-bucket/x\ny", r"'\n'"), ("gs://tfxp-bucket/a b", "' '")],
+)
+def test_a_pipeline_root_with_a_control_character_or_whitespace_is_refused_before_any_run(
+    fake: FakeKfp, host: str, package: Path, root: str, held: str
+) -> None:
+    result, said = _invoke("submit", str(package), "--host", host, "--pipeline-root", root)
+
+    assert result.exit_code == 2, said
+    assert f"is not one KFP can use: it holds {held}" in said
+    assert "\x1b" not in result.output and "x\ny" not in result.output
+    assert fake.runtime_configs == [] and fake.calls("POST", f"{API}/runs") == []
