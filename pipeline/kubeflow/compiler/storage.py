@@ -146,6 +146,18 @@ def direct_paths(config: TfxpConfig, serving_base: str, edge_base: str) -> list[
     return [(key, path) for key, path in paths if path]
 
 
+def opened_path_problem(path: str) -> str | None:
+    """Why the executors cannot open `path` themselves (`data.path`, compiled or a run's `data_path`): a URI of a
+    scheme TensorFlow in the tfxp image has no filesystem for; None when they can (or it is a local path)."""
+    if not is_remote(path) or scheme(path) in DIRECT_SCHEMES:
+        return None
+    return (
+        f"the executors open it themselves with TensorFlow, which has no {uri(scheme(path))} filesystem in the tfxp "
+        "image (only artifacts under the pipeline root go through KFP's launcher); use "
+        f"{', '.join(map(uri, DIRECT_SCHEMES))} or a PVC (kubeflow.volumes)"
+    )
+
+
 def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base: str) -> tuple[list[str], list[str]]:
     """(errors, warnings) of the storage the config asks for on Kubeflow; see the module docstring.
 
@@ -163,12 +175,8 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
         return [str(error)], []
     runner = _outside_runner(config)
     for key, path in direct_paths(config, serving_base, edge_base):
-        if is_remote(path) and scheme(path) not in DIRECT_SCHEMES:
-            errors.append(
-                f"{key}={path}: the executors open it themselves with TensorFlow, which has no "
-                f"{uri(scheme(path))} filesystem in the tfxp image (only artifacts under the pipeline root "
-                f"go through KFP's launcher); use {', '.join(map(uri, DIRECT_SCHEMES))} or a PVC (kubeflow.volumes)"
-            )
+        if (problem := opened_path_problem(path)) is not None:
+            errors.append(f"{key}={path}: {problem}")
         elif not is_remote(path) and runner:
             errors.append(
                 f"{key}={path} is a local path, but beam.extra_args runs Beam on --runner={runner}, whose workers "

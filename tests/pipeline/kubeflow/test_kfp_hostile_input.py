@@ -157,3 +157,33 @@ def test_a_pipeline_root_with_a_control_character_or_whitespace_is_refused_befor
     assert f"is not one KFP can use: it holds {held}" in said
     assert "\x1b" not in result.output and "x\ny" not in result.output
     assert fake.runtime_configs == [] and fake.calls("POST", f"{API}/runs") == []
+
+
+# --- B13: the run-time data path, checked as `tfxp compile` checks data.path --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("file:///etc/x", "has no file:// filesystem in the tfxp image"),
+        ("hdfs://nn/x", "has no hdfs:// filesystem in the tfxp image"),
+        ("../../x", "is a relative path, which the run's pods resolve against their image's working directory"),
+        ("a\x1b[2Jb", "holds a control character"),
+    ],
+)
+def test_a_data_path_the_pods_cannot_open_is_refused_before_any_run(
+    fake: FakeKfp, host: str, package: Path, value: str, problem: str
+) -> None:
+    result, said = _invoke("submit", str(package), "--host", host, "--param", f"data_path={value}")
+
+    assert result.exit_code == 2, said
+    assert problem in said
+    assert fake.runtime_configs == [] and fake.calls("POST", f"{API}/runs") == []
+
+
+@pytest.mark.parametrize("value", ["gs://tfxp-data/digits-2", "/data/digits"])
+def test_a_data_path_the_pods_can_open_is_sent(fake: FakeKfp, host: str, package: Path, value: str) -> None:
+    result, said = _invoke("submit", str(package), "--host", host, "--param", f"data_path={value}")
+
+    assert result.exit_code == 0, said
+    assert fake.runtime_configs[0]["parameters"]["data_path"] == value
