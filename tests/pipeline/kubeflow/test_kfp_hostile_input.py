@@ -8,6 +8,8 @@ Servers are local fakes of the KFP API (tests/support/kfp_fake.py); every test g
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ from kfp_fake import API, RUN_ID, FakeKfp, Recorded, spec_dict
 from typer.testing import CliRunner
 
 from pipeline.cli import app
+from pipeline.kubeflow.client.runs import NoAnswerError
+from pipeline.kubeflow.client.submit import KfpRunClient
 
 pytestmark = pytest.mark.usefixtures("no_kfp_credentials")
 RUN = ("GET", f"{API}/runs/{RUN_ID}")
@@ -187,3 +191,34 @@ def test_a_data_path_the_pods_can_open_is_sent(fake: FakeKfp, host: str, package
 
     assert result.exit_code == 0, said
     assert fake.runtime_configs[0]["parameters"]["data_path"] == value
+
+
+# --- B14: a list answer larger than the page asked for; a deadline that passes while reading ---------------------
+
+
+def test_a_runs_page_with_more_runs_than_asked_for_is_refused_before_kfp_reads_them(fake: FakeKfp, host: str) -> None:
+    runs = [{"run_id": f"r{index}", "display_name": f"n{index}", "state": "SUCCEEDED"} for index in range(3000)]
+    fake.raw_answers[("GET", f"{API}/runs")] = (200, "application/json", json.dumps({"runs": runs}).encode())
+
+    result, said = _invoke("runs", "list", "--host", host, "--limit", "5")
+
+    assert result.exit_code == 2, said
+    assert f"answered GET {API}/runs with 3000 items in 'runs', not at most the 5 asked for" in said
+    assert "check --host" not in said  # its own question says so; the advice is not repeated
+
+
+def test_a_deadline_that_passes_after_the_answer_came_is_not_called_no_answer(fake: FakeKfp, host: str) -> None:
+    connection = KfpRunClient(host, request_timeout=0.3)
+    client = connection.api()
+
+    def answered_then_slow() -> None:
+        client.list_runs(page_size=1)
+        time.sleep(1.5)  # stands for kfp turning a large answer into models
+
+    with pytest.raises(NoAnswerError) as caught:
+        connection.call("listing runs", answered_then_slow)
+
+    assert "answered while listing runs, but tfxp had not finished reading the answer when the 0.3 s" in str(
+        caught.value
+    )
+    assert "did not answer" not in str(caught.value)
