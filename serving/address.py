@@ -142,9 +142,7 @@ def parse_base_url(text: str, what: str, form: str, credentials: str) -> str:
     if parts.scheme not in ("http", "https") or not text.lower().startswith(f"{parts.scheme}://"):
         raise ValueError(f"{subject} is not an http:// or https:// URL: use {form}")
     if "@" in parts.netloc:
-        raise ValueError(
-            f"{subject} (shown without them) carries a user name or password; {credentials}: use {form}"
-        )
+        raise ValueError(f"{subject} (shown without them) carries a user name or password; {credentials}: use {form}")
     if not parts.hostname:
         raise ValueError(f"{subject} has no host: use {form}")
     if parts.query or parts.fragment:

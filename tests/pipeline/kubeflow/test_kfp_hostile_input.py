@@ -132,13 +132,8 @@ def test_a_host_with_user_info_points_to_the_credential_variables() -> None:
         ("http://127.0.0.1:1/?k=SECRETQ", "has a query or fragment; a base URL has neither"),
     ],
 )
-def test_a_rest_url_with_user_info_or_a_query_is_refused_without_showing_them(
-    tmp_path: Path, address: str, problem: str
-) -> None:
-    image = tmp_path / "x.png"
-    image.write_bytes(b"\x89PNG")
-
-    result, said = _invoke("predict", str(image), "--rest", address)
+def test_a_rest_url_with_user_info_or_a_query_is_refused_without_showing_them(address: str, problem: str) -> None:
+    result, said = _invoke("predict", __file__, "--rest", address)  # refused before any image is read
 
     assert result.exit_code == 2, said
     assert f"'http://127.0.0.1:1/' (shown without them) {problem}" in said
