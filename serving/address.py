@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 import urllib.parse
 
+from foundation import redirects
+
 MIN_PORT, MAX_PORT = 1, 65535
 GRPC_FORM = "HOST:PORT, e.g. localhost:8500 or [::1]:8500"
 REST_FORM = "http://HOST:PORT, e.g. http://localhost:8501"
@@ -90,36 +92,66 @@ def rest_base_url(host: str, port: int) -> str:
     return f"http://{host_port(host, port)}"
 
 
+def shown_url(text: str) -> str:
+    """`text`, a URL a user typed, as messages show it: quoted with its control characters escaped (`repr`), and
+    without user info, query and fragment when it has any (where URLs carry passwords and tokens,
+    `foundation.redirects.shown`)."""
+    if not any(mark in text for mark in "@?#"):
+        return repr(text)
+    try:
+        return repr(redirects.shown(text))
+    except ValueError:  # not even a URL (an unclosed `[`): cut the parts out by hand
+        head, separator, rest = text.rpartition("://")
+        return repr(head + separator + re.split("[?#]", rest.rpartition("@")[2], maxsplit=1)[0])
+
+
 def parse_rest_url(text: str, what: str = "REST URL") -> str:
-    """A REST base URL `http(s)://HOST[:PORT][/PREFIX]`, without a trailing slash.
+    """A REST base URL `http(s)://HOST[:PORT][/PREFIX]`, without a trailing slash (`parse_base_url` for TF
+    Serving's REST API)."""
+    return parse_base_url(text, what, REST_FORM, "TF Serving's REST API takes no credentials")
+
+
+def parse_base_url(text: str, what: str, form: str, credentials: str) -> str:
+    """A base URL `http(s)://HOST[:PORT][/PREFIX]` of an HTTP API, without a trailing slash.
+
+    No message shows the URL's user info, query or fragment (`shown_url`): a password typed there stays off the
+    screen and out of logs.
 
     Args:
         text: What the user typed.
         what: Names the value in messages, e.g. `REST URL`; '' = the value alone.
+        form: The form to use, with an example, for messages (`REST_FORM`).
+        credentials: Where the API's credentials go instead of the URL, for the message about user info.
 
     Returns:
         The URL, normalised: no trailing `/`.
 
     Raises:
-        ValueError: no or another scheme (`127.0.0.1:8501`, `ftp://...`), no host, a port outside 1-65535,
-            a user, query or fragment, or a malformed URL (e.g. an unclosed `[` of an IPv6 address).
+        ValueError: a control character or whitespace, no or another scheme (`127.0.0.1:8501`, `ftp://...`), no
+            host, a port outside 1-65535, a user, query or fragment, or a malformed URL (e.g. an unclosed `[` of
+            an IPv6 address).
     """
-    subject = _subject(what, text)
+    subject = f"{what} {shown_url(text)}" if what else shown_url(text)
+    odd = next((character for character in text if not character.isprintable() or character.isspace()), None)
+    if odd is not None:  # checked first: urlsplit drops tabs and line breaks, http.client refuses the rest
+        raise ValueError(f"{subject} holds {odd!r}; a URL has no control characters or whitespace: use {form}")
     try:
         parts = urllib.parse.urlsplit(text)
     except ValueError as error:  # e.g. "Invalid IPv6 URL"
-        raise ValueError(f"{subject} is not a URL ({error}): use {REST_FORM}") from None
+        raise ValueError(f"{subject} is not a URL ({error}): use {form}") from None
     if parts.scheme not in ("http", "https") or not text.lower().startswith(f"{parts.scheme}://"):
-        raise ValueError(f"{subject} is not an http:// or https:// URL: use {REST_FORM}")
+        raise ValueError(f"{subject} is not an http:// or https:// URL: use {form}")
+    if "@" in parts.netloc:
+        raise ValueError(f"{subject} (shown without them) carries a user name or password; {credentials}: use {form}")
     if not parts.hostname:
-        raise ValueError(f"{subject} has no host: use {REST_FORM}")
-    if parts.query or parts.fragment or "@" in parts.netloc:
-        raise ValueError(f"{subject} must be a base URL, without user, query or fragment: use {REST_FORM}")
+        raise ValueError(f"{subject} has no host: use {form}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{subject} (shown without them) has a query or fragment; a base URL has neither: use {form}")
     try:
         port = parts.port
     except ValueError:  # "Port out of range 0-65535", "Port could not be cast to integer value"
         port = -1
     if port is not None and not MIN_PORT <= port <= MAX_PORT:
         port_text = parts.netloc.rsplit(":", 1)[-1]
-        raise ValueError(f"{subject} has port {port_text}, not a TCP port ({MIN_PORT}-{MAX_PORT}): use {REST_FORM}")
+        raise ValueError(f"{subject} has port {port_text}, not a TCP port ({MIN_PORT}-{MAX_PORT}): use {form}")
     return text.rstrip("/")

@@ -81,7 +81,9 @@ def opens_directly(artifact_uri: str) -> bool:
 # sees and the launcher has no local folder for, so tfxp refuses it too). The bucket's name must be one the store
 # creates: Cloud Storage's rules (3-63 characters, or up to 222 in dot-separated parts of at most 63; lowercase
 # letters, digits, `-`, `_`, `.`; a letter or digit at both ends; no `goog` prefix) and S3's, which MinIO follows
-# (3-63 lowercase letters, digits, `.` and `-`; a letter or digit at both ends; no `..`; not an IP address).
+# (3-63 lowercase letters, digits, `.` and `-`; a letter or digit at both ends; no `..`; not an IP address). A
+# control character or whitespace anywhere is refused: the pattern takes them, the stores do not take them in keys
+# (Cloud Storage: no CR or LF in object names; S3: characters to avoid), and messages would print them.
 _GCS_BUCKET = re.compile(r"[a-z0-9](?:[a-z0-9._-]{1,220})[a-z0-9]")
 _S3_BUCKET = re.compile(r"[a-z0-9](?:[a-z0-9.-]{1,61})[a-z0-9]")
 _IP_ADDRESS = re.compile(r"\d+\.\d+\.\d+\.\d+")
@@ -113,6 +115,13 @@ def pipeline_root_problem(root: str) -> str | None:
         pipeline_root_problem("minio://mlpipeline/v2/artifacts")  # None
         pipeline_root_problem("file:///tmp/root")  # "... file:// ..."
     """
+    odd = next((character for character in root if not character.isprintable() or character.isspace()), None)
+    if odd is not None:  # KFP's bucketPattern takes it (`[^/?]`, `[^?]*`), and every artifact URI would carry it
+        return (
+            f"it holds {odd!r}: KFP would put it into every artifact's URI and the launcher's local paths, where "
+            "Cloud Storage refuses line breaks and S3 lists control characters and spaces among the characters to "
+            "avoid in keys; use letters, digits, -, _, . and /"
+        )
     kind = scheme(root)
     if kind not in LAUNCHER_MOUNTS:
         given = f"a {uri(kind)} URI" if kind else "a local path"

@@ -271,7 +271,8 @@ def _wait_for(client: KfpRunClient, run: SubmittedRun, timeout: float, poll: flo
     except RunFailedError as error:
         raise fail(f"{error}; logs: {run.url}", code=EXIT_RUN_FAILED) from None
     except RunTimeoutError as error:
-        raise fail(f"{error}; {run.url}", code=EXIT_WAIT_TIMEOUT) from None
+        check = f"check it with `tfxp runs get {run.run_id} --host {client.host}`"
+        raise fail(f"{error}; {check} or at {run.url}", code=EXIT_WAIT_TIMEOUT) from None
     console.print(f"[green]✓[/] run {run.run_id} {final.state}", highlight=False)
 
 

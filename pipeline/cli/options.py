@@ -78,9 +78,9 @@ def kfp_host(text: str) -> str:
     from pipeline.kubeflow.client.runs import SubmitError
 
     try:
-        return check_host(text)
+        return check_host(text, what="")
     except SubmitError as error:
-        raise typer.BadParameter(str(error).removeprefix(f"--host {text!r} ")) from None
+        raise typer.BadParameter(str(error)) from None
 
 
 # The longest a single request may be given (--timeout, --request-timeout) and the longest a command may wait

@@ -42,7 +42,7 @@ def case(command: str, expected: str) -> Case:
     return Case(tuple(command.split()), expected)
 
 
-NO_SCHEME = "scheme"
+NO_SCHEME = "is not an http:// or https:// URL"
 ROLLOUT = "--set serving.rollout=canary --set serving.version_policy=specific"
 # Command → its bad-value cases. Arguments are split on spaces (no case needs a space inside one).
 CASES: dict[str, list[Case]] = {
@@ -79,7 +79,7 @@ CASES: dict[str, list[Case]] = {
     "schedule delete": [case("schedule delete id1 --host localhost", NO_SCHEME)],
     "runs list": [
         case("runs list --host localhost", NO_SCHEME),
-        case("runs list --host http://localhost:0", "port 1-65535"),
+        case("runs list --host http://localhost:0", "not a TCP port (1-65535)"),
     ],
     "runs get": [case("runs get r1 --host http://[::1", "is not a URL")],
     "runs terminate": [case("runs terminate r1 --host localhost", NO_SCHEME)],

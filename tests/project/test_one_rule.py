@@ -38,7 +38,7 @@ _UNGUARDED_HTTP = {"urlopen", "build_opener", "PoolManager", "ProxyManager", "HT
 _REQUESTS_CALLS = {"get", "post", "put", "patch", "delete", "head", "options", "request"}
 # Functions that parse host URLs (endpoints, not paths): file → function names.
 HOST_URL_PARSERS = {
-    "serving/address.py": {"is_url_address", "rest_base_url", "parse_rest_url"},
+    "serving/address.py": {"is_url_address", "rest_base_url", "shown_url", "parse_rest_url", "parse_base_url"},
     "pipeline/kubeflow/client/auth.py": {"check_host"},
     "components/notify/notice.py": {"post_notice"},
 }

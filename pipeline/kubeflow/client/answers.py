@@ -20,8 +20,8 @@ import urllib.parse
 from typing import Any
 
 from foundation.bounded import parse_json, size_text
-from pipeline.kubeflow.client.auth import HOST_HINT
-from pipeline.kubeflow.client.runs import SubmitError
+from pipeline.kubeflow.client.auth import PORT_FORWARD_HINT
+from pipeline.kubeflow.client.runs import UnreadableAnswerError
 
 # The ids each creating endpoint must answer with, because kfp or tfxp sends them on in the next request (kfp's
 # `create_run_from_pipeline_package` posts the run with the experiment id it got, unchecked).
@@ -41,8 +41,9 @@ _REQUIRED_IDS = (
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 
-class UnexpectedAnswerError(SubmitError):
-    """The API answered with success but not with what its endpoint returns."""
+class UnexpectedAnswerError(UnreadableAnswerError):
+    """The API answered with success but not with what its endpoint returns (a wait polls through it:
+    `runs.is_transient`)."""
 
 
 def answer_too_large(host: str, method: str, url: str) -> UnexpectedAnswerError:
@@ -50,7 +51,7 @@ def answer_too_large(host: str, method: str, url: str) -> UnexpectedAnswerError:
     return UnexpectedAnswerError(
         f"Kubeflow Pipelines at {host} answered {_endpoint(method, url)} with more than "
         f"{size_text(MAX_ANSWER_BYTES)}, the most tfxp reads of one answer; tfxp stopped reading there. Ask for "
-        f"fewer items (--limit), or check that --host is the KFP API and not a proxy. {HOST_HINT}"
+        f"fewer items (--limit), or check that --host is the KFP API and not a proxy; {PORT_FORWARD_HINT}"
     )
 
 
@@ -66,7 +67,7 @@ def unexpected_answer(host: str, endpoint: str, came_back: str, needed: str) -> 
     """The one message for an answer that is not what `endpoint` returns."""
     return UnexpectedAnswerError(
         f"Kubeflow Pipelines at {host} answered {endpoint} with {came_back}, not {needed}; tfxp stopped before "
-        f"using it. Is --host the KFP API, and not a proxy's or the UI's page? {HOST_HINT}"
+        f"using it. Is --host the KFP API, and not a proxy's or the UI's page? {PORT_FORWARD_HINT}"
     )
 
 
@@ -109,7 +110,12 @@ def check_kfp_answers(client: Any, host: str, timeout: float) -> None:
     def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("_request_timeout") is None:
             kwargs["_request_timeout"] = (timeout, timeout)
-        response = send(method, url, *args, **kwargs)
+        rest.tfxp_waiting += 1
+        try:
+            response = send(method, url, *args, **kwargs)
+        finally:
+            rest.tfxp_waiting -= 1
+        rest.tfxp_answers += 1  # the body is in (kfp preloads it): a deadline from here on is not the server's
         if 200 <= response.status < 300 and kwargs.get("_preload_content", True):
             try:
                 answer = parse_json(response.data)
@@ -120,6 +126,7 @@ def check_kfp_answers(client: Any, host: str, timeout: float) -> None:
                 content_type = response.getheader("content-type") or "no content type"
                 came_back = f"HTTP {response.status} ({content_type}) {_shown(response.data)}"
                 raise unexpected_answer(host, endpoint, came_back, "a JSON object")
+            _check_page(answer, method, url, kwargs.get("query_params"), host)
             path = urllib.parse.urlsplit(url).path
             for wanted_method, pattern, fields in _REQUIRED_IDS:
                 if method == wanted_method and pattern.fullmatch(path):
@@ -128,4 +135,29 @@ def check_kfp_answers(client: Any, host: str, timeout: float) -> None:
         return response
 
     rest.request = request
+    rest.tfxp_answers = rest.tfxp_waiting = 0
     rest._tfxp_checked = True
+
+
+def answers_received(client: Any) -> tuple[int, bool]:
+    """How many answers the `kfp.Client` checked by `check_kfp_answers` has received (read, perhaps not parsed
+    yet), and whether a request of it is waiting for one now."""
+    rest = client._run_api.api_client.rest_client
+    return int(getattr(rest, "tfxp_answers", 0)), bool(getattr(rest, "tfxp_waiting", 0))
+
+
+def _check_page(answer: dict[str, Any], method: str, url: str, query: Any, host: str) -> None:
+    """Refuses a list answer with more items than the request's `page_size`, before kfp turns each one into a
+    model (300,000 runs for `runs list --limit 5` took 26 s of CPU and 660 MB there).
+
+    Raises:
+        UnexpectedAnswerError: a list in the answer is longer than the page asked for.
+    """
+    pairs = [*urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query), *(query or [])]  # kfp passes them apart
+    asked = str(dict(pairs).get("page_size", ""))
+    if method != "GET" or not asked.isdigit():
+        return
+    for field, items in answer.items():
+        if isinstance(items, list) and len(items) > int(asked):
+            came_back = f"{len(items)} items in {field!r}"
+            raise unexpected_answer(host, _endpoint(method, url), came_back, f"at most the {asked} asked for")

@@ -46,6 +46,7 @@ from foundation.credentials import (
 )
 from foundation.deadline import with_deadline
 from pipeline.kubeflow.client.runs import NoAnswerError, SubmitError
+from serving.address import parse_base_url
 
 TOKEN_ENV = "TFXP_KFP_TOKEN"
 COOKIE_ENV = "TFXP_KFP_COOKIE"
@@ -56,10 +57,12 @@ UI_ENDPOINT_ENV = "KF_PIPELINES_UI_ENDPOINT"
 AUTH_HINT = f"set {TOKEN_ENV}, {TOKEN_PATH_ENV} or {COOKIE_ENV} in the environment"
 # The most tfxp reads of the health answer (`{"commit_sha": …, "tag_name": …, "multi_user": …}`).
 MAX_HEALTH_BYTES = 64 * 1024
-HOST_HINT = (
-    "check --host; for a port-forward run `kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80` "
-    "and pass --host http://localhost:8080"
+HOST_FORM = "http://HOST:PORT, e.g. http://localhost:8080"
+PORT_FORWARD_HINT = (
+    "for a port-forward run `kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80` and pass --host "
+    "http://localhost:8080"
 )
+HOST_HINT = f"check --host; {PORT_FORWARD_HINT}"
 
 
 _TOKEN_FILE_FIX = (
@@ -199,24 +202,22 @@ class TokenFileCredentials:
         config.api_key["authorization"] = self._auth.file_token()
 
 
-def check_host(host: str) -> str:
-    """`host` without a trailing slash.
+def check_host(host: str, what: str = "--host") -> str:
+    """`host` without a trailing slash (`serving.address.parse_base_url`: no message shows its user info or query).
+
+    Args:
+        host: What the user typed.
+        what: Names the value in messages; '' = the value alone.
 
     Raises:
-        SubmitError: `host` has no http(s) scheme, or is not a URL with a host (and a port 1-65535 if any).
+        SubmitError: `host` has no http(s) scheme, a control character or whitespace, user info (the credentials
+            come from the environment), a query or fragment, or is not a URL with a host (and a port 1-65535 if any).
     """
-    if not host.startswith(("http://", "https://")):
-        raise SubmitError(f"--host {host!r} has no scheme; use http://… or https://…, e.g. http://localhost:8080")
+    credentials = f"tfxp sends KFP credentials only from the environment ({AUTH_HINT}), never from --host"
     try:
-        parts = urllib.parse.urlsplit(host)
-        has_host = bool(parts.hostname) and (parts.port is None or parts.port > 0)  # .port checks 0-65535
-    except ValueError as error:  # e.g. "Invalid IPv6 URL" for http://[::1
-        raise SubmitError(
-            f"--host {host!r} is not a URL ({error}); e.g. http://localhost:8080 or http://[::1]:8080"
-        ) from None
-    if not has_host:
-        raise SubmitError(f"--host {host!r} names no host or port 1-65535; e.g. http://localhost:8080")
-    return host.rstrip("/")
+        return parse_base_url(host, what, HOST_FORM, credentials)
+    except ValueError as error:
+        raise SubmitError(str(error)) from None
 
 
 def ui_url(host: str, page: str, environ: Mapping[str, str] | None = None) -> str:

@@ -29,7 +29,13 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from foundation import redirects
 from foundation.bounded import cap_pool
 from foundation.deadline import with_deadline
-from pipeline.kubeflow.client.answers import MAX_ANSWER_BYTES, answer_too_large, check_kfp_answers, require_id
+from pipeline.kubeflow.client.answers import (
+    MAX_ANSWER_BYTES,
+    answer_too_large,
+    answers_received,
+    check_kfp_answers,
+    require_id,
+)
 from pipeline.kubeflow.client.auth import (
     KfpAuth,
     api_error,
@@ -40,7 +46,7 @@ from pipeline.kubeflow.client.auth import (
     unreachable_error,
 )
 from pipeline.kubeflow.client.preflight import ServerInfo, check_exit_handler_support, run_pipeline_root
-from pipeline.kubeflow.client.runs import SubmitError, http_status, is_connection_error
+from pipeline.kubeflow.client.runs import NoAnswerError, SubmitError, http_status, is_connection_error
 
 T = TypeVar("T")
 
@@ -98,6 +104,7 @@ class KfpConnection:
         """
         seconds = self.request_timeout if seconds is None else seconds
         on_timeout = no_answer_error(self.host, seconds, doing)
+        answered, _ = self._answers()
         try:
             # kfp prints its own "Run details: …" lines and warns about API versions; tfxp reports itself.
             # Both switches are process-wide, so they are made and undone here, in the waiting thread, never
@@ -105,6 +112,15 @@ class KfpConnection:
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
                 return with_deadline(call, seconds, on_timeout)
+        except NoAnswerError:
+            received, waiting = self._answers()
+            if waiting or received == answered:  # a request still waits: the server's silence
+                raise
+            raise NoAnswerError(
+                f"Kubeflow Pipelines at {self.host} answered while {doing}, but tfxp had not finished reading the "
+                f"answer when the {seconds:g} s of --request-timeout ran out; ask for fewer items (--limit) or give "
+                "a larger --request-timeout"
+            ) from None
         except SubmitError:
             raise
         except redirects.RedirectRefusedError as error:
@@ -114,6 +130,9 @@ class KfpConnection:
                 raise SubmitError(missing) from error
             said = f"{error} {getattr(error, 'body', '')}"
             raise self._explain(error, doing) from (error if self.auth.redact(said) == said else None)
+
+    def _answers(self) -> tuple[int, bool]:
+        return answers_received(self._client) if self._client is not None else (0, False)
 
     def check_api(self) -> ServerInfo:
         """Asks the API's health endpoint, with the credentials, before kfp.Client does (`auth.check_api`).

@@ -120,7 +120,8 @@ def run_pipeline_root(
             f"Dataflow cannot); pass {ROOT_OPTION} gs://bucket/root, recompile with kubeflow.pipeline_root set, "
             f"or set the ConfigMap's {ROOT_SPEC_KEY} to a bucket"
         ]
-    given = f"{ROOT_OPTION} {root}" if override else f"{ROOT_SPEC_KEY} {root} of {source}"
+    shown = root if root.isprintable() else repr(root)  # a line break or ESC is refused below, not printed
+    given = f"{ROOT_OPTION} {shown}" if override else f"{ROOT_SPEC_KEY} {shown} of {source}"
     fix = (
         f"pass {ROOT_OPTION} with a bucket URL (e.g. gs://bucket/tfxp/root), or recompile with "
         f"kubeflow.pipeline_root set to one (it becomes the spec's {ROOT_SPEC_KEY})"

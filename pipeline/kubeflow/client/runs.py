@@ -37,6 +37,11 @@ class NoAnswerError(SubmitError):
     """The API did not answer within the deadline."""
 
 
+class UnreadableAnswerError(SubmitError):
+    """The API answered with success, but not with what its endpoint returns (a proxy's page, a cut-off body):
+    no answer about the run, so a wait asks again, as after a 5xx."""
+
+
 class RunFailedError(SubmitError):
     """The run ended in a state other than SUCCEEDED."""
 
@@ -176,8 +181,8 @@ def wait_for_run(
 ) -> RunStatus:
     """The wait state machine: poll, report, stop on a final state or at the deadline.
 
-    Transient API failures (unreachable, HTTP 502/503/504, no answer) are polled through until the
-    deadline; anything else (e.g. HTTP 401) stops the wait at once.
+    Transient API failures (unreachable, HTTP 502/503/504, no answer, an answer that cannot be read) are polled
+    through until the deadline; anything else (e.g. HTTP 401) stops the wait at once.
 
     Args:
         poll: Returns the run's status; gets the seconds left before the deadline.
@@ -202,10 +207,11 @@ def wait_for_run(
     while True:
         remaining = timeout - (clock() - started)
         if remaining <= 0:
-            seen = f"last state {last.state}" if last else f"no answer ({last_problem})"
+            seen = f"last state {last.state}" if last else "no state read"
+            problem = f"; the last poll got no usable answer: {last_problem}" if last_problem else ""
             raise RunTimeoutError(
-                f"run {run_id} did not finish within {timeout:g} s ({seen}); it keeps running on the cluster — "
-                "wait longer with a larger --timeout or watch it in the KFP UI",
+                f"run {run_id} did not finish within {timeout:g} s ({seen}{problem}); it may still be running on the "
+                "cluster — wait longer with a larger --timeout or watch it in the KFP UI",
                 last,
             )
         try:
@@ -215,7 +221,7 @@ def wait_for_run(
                 raise
             last_problem = str(error)
         else:
-            last = status
+            last, last_problem = status, ""
             if on_status is not None:
                 on_status(status, clock() - started)
             if status.finished:
@@ -238,8 +244,8 @@ def _succeeded(status: RunStatus, run_id: str) -> RunStatus:
 
 
 def is_transient(error: SubmitError) -> bool:
-    """Whether a failed poll is worth repeating: no answer, unreachable, or HTTP 502/503/504."""
-    if isinstance(error, NoAnswerError):
+    """Whether a failed poll is worth repeating: no answer, an unreadable one, unreachable, or HTTP 502/503/504."""
+    if isinstance(error, NoAnswerError | UnreadableAnswerError):
         return True
     cause = error.__cause__
     if cause is None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from foundation.bounded import parse_json
 from foundation.errors import TfxpError
+from foundation.paths import is_remote
 
 # The old PrimitiveType names → ParameterType names.
 _LEGACY_TYPES = {"INT": "NUMBER_INTEGER", "DOUBLE": "NUMBER_DOUBLE", "STRING": "STRING"}
@@ -199,7 +200,8 @@ def typed_arguments(
         check = VALUE_CHECKS.get(name)
         problem = check(str(value)) if check else None
         if problem:
-            raise ParamError(f"--param {name}={value}: {problem}")
+            shown = value if str(value).isprintable() else repr(value)
+            raise ParamError(f"--param {name}={shown}: {problem}")
     return typed
 
 
@@ -229,7 +231,22 @@ def _spans_problem(text: str) -> str | None:
 
 
 def _data_path_problem(text: str) -> str | None:
-    return "is empty; give the directory of the TFRecords" if not text.strip() else None
+    """`tfxp compile`'s rule for `data.path` (`storage.opened_path_problem`), and what a run's pods cannot resolve:
+    a relative path (against the image's working directory, not the user's) or a control character."""
+    from pipeline.kubeflow.compiler.storage import opened_path_problem
+
+    if not text.strip():
+        return "is empty; give the directory of the TFRecords"
+    if not text.isprintable():
+        return "holds a control character; give the directory of the TFRecords, e.g. gs://bucket/data"
+    if (problem := opened_path_problem(text)) is not None:
+        return problem
+    if not is_remote(text) and not text.startswith("/"):
+        return (
+            "is a relative path, which the run's pods resolve against their image's working directory, not "
+            "yours; give a gs:// path or an absolute path on a PVC the pods mount (kubeflow.volumes)"
+        )
+    return None
 
 
 # What tfxp's own run parameters (`pipeline.kubeflow.compiler.component_setup.RUN_PARAMETERS`) accept, beyond their

@@ -146,6 +146,18 @@ def direct_paths(config: TfxpConfig, serving_base: str, edge_base: str) -> list[
     return [(key, path) for key, path in paths if path]
 
 
+def opened_path_problem(path: str) -> str | None:
+    """Why the executors cannot open `path` themselves (`data.path`, compiled or a run's `data_path`): a URI of a
+    scheme TensorFlow in the tfxp image has no filesystem for; None when they can (or it is a local path)."""
+    if not is_remote(path) or scheme(path) in DIRECT_SCHEMES:
+        return None
+    return (
+        f"the executors open it themselves with TensorFlow, which has no {uri(scheme(path))} filesystem in the tfxp "
+        "image (only artifacts under the pipeline root go through KFP's launcher); use "
+        f"{', '.join(map(uri, DIRECT_SCHEMES))} or a PVC (kubeflow.volumes)"
+    )
+
+
 def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base: str) -> tuple[list[str], list[str]]:
     """(errors, warnings) of the storage the config asks for on Kubeflow; see the module docstring.
 
@@ -163,12 +175,8 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
         return [str(error)], []
     runner = _outside_runner(config)
     for key, path in direct_paths(config, serving_base, edge_base):
-        if is_remote(path) and scheme(path) not in DIRECT_SCHEMES:
-            errors.append(
-                f"{key}={path}: the executors open it themselves with TensorFlow, which has no "
-                f"{uri(scheme(path))} filesystem in the tfxp image (only artifacts under the pipeline root "
-                f"go through KFP's launcher); use {', '.join(map(uri, DIRECT_SCHEMES))} or a PVC (kubeflow.volumes)"
-            )
+        if (problem := opened_path_problem(path)) is not None:
+            errors.append(f"{key}={path}: {problem}")
         elif not is_remote(path) and runner:
             errors.append(
                 f"{key}={path} is a local path, but beam.extra_args runs Beam on --runner={runner}, whose workers "
@@ -191,7 +199,8 @@ def storage_problems(config: TfxpConfig, root: str, serving_base: str, edge_base
         )
     elif (problem := pipeline_root_problem(root)) is not None:
         key = "kubeflow.pipeline_root" if config.kubeflow.pipeline_root else "the root under pipeline.output"
-        errors.append(f"{key}={root} is not a root KFP can use: {problem}; use a bucket path, e.g. gs://bucket/tfxp")
+        shown = root if root.isprintable() else repr(root)
+        errors.append(f"{key}={shown} is not a root KFP can use: {problem}; use a bucket path, e.g. gs://bucket/tfxp")
     if runner and scheme(root or "") not in DIRECT_SCHEMES:
         errors.append(
             f"beam.extra_args runs Beam on --runner={runner}, whose workers read and write the artifacts "

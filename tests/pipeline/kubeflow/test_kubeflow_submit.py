@@ -301,7 +301,7 @@ def test_bad_packages_are_refused_before_any_request(tmp_path: Path) -> None:
     wrapped_yaml.write_text(yaml.safe_dump({"pipelineSpec": spec_dict(["Trainer"]), "displayName": "x"}))
     with pytest.raises(SubmitError, match="PipelineJob wrapper"):
         client.submit(wrapped_yaml)
-    with pytest.raises(SubmitError, match="has no scheme"):
+    with pytest.raises(SubmitError, match="is not an http:// or https:// URL"):
         KfpRunClient("localhost:8080")
 
 
