@@ -26,6 +26,7 @@ from foundation.contract import EDGE_METADATA_FILE, IMAGE_KEY, LABEL_KEY, LABELS
 from foundation.data.errors import DataError
 from foundation.data.layout import DataSpec, read_directory
 from foundation.data.probe import FileProbe, glob_files
+from foundation.data.record_frames import record_frames_problem, tf_error_text
 from foundation.preprocessing import center_crop, preprocess_image_bytes
 from foundation.preprocessing_spec import PreprocessingSpec
 
@@ -228,6 +229,10 @@ def _sample_records(files: list[str], limit: int | None, shuffle: bool, seed: in
     # A bounded pool when sampling: enough to mix classes (shards are often class by class) without reading a
     # large split whole.
     pool = max(1024, 4 * limit) if shuffle and limit else limit
+    for path in files:
+        problem = record_frames_problem(path, records=pool or None)
+        if problem is not None:
+            raise EdgeError(f"cannot read the `{split}` records in {path}: {problem}; rewrite or remove the file")
     if pool:
         dataset = dataset.take(pool)
     records: list[bytes] = []
@@ -236,7 +241,7 @@ def _sample_records(files: list[str], limit: int | None, shuffle: bool, seed: in
             records.extend(batch.numpy().tolist())
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
         raise EdgeError(
-            f"cannot read the `{split}` records in {files[0]} and siblings: {error.message.splitlines()[0]}; "
+            f"cannot read the `{split}` records in {files[0]} and siblings: {tf_error_text(error)}; "
             "the split must hold TFRecord files (GZIP or uncompressed)"
         ) from None
     if not records:

@@ -21,6 +21,11 @@ request's declared sizes first:
   summed, may not exceed `JPEG_SCAN_BUDGET` scans of `serving.max_request_pixels`: the model bounds each image's
   scans, and this bounds a request of many images at their limit, so a small request cannot hold the CPU for
   seconds.
+- pixels per byte: the pixels of the images the model decodes (those within `DEFAULT_MAX_IMAGE_PIXELS`; larger
+  ones its graph refuses from their header), when more than `FREE_REQUEST_PIXELS`, may not exceed
+  `serving.max_pixels_per_byte` times the bytes of those images: a 103 KB request of two solid 6300 x 6300 PNGs
+  (770 pixels a byte) cost 2 s of CPU and 1.6 GB, what two 40 MP photos cost in 20 MB. Photos take 2 to 16
+  pixels a byte, screenshots and scans 20 to 60; only flat images beyond a 4K frame or a 12 MP photo reach more.
 - PNG data: a PNG whose zlib stream inflates to more than its rows take (`foundation.png_stream.inflates_past_rows`,
   inflating at most the rows): the model bounds each PNG's compressed data by its rows (in TF Serving too), which
   still lets a large declared image carry about 1032 times its rows of zeros; this refuses that too.
@@ -44,16 +49,19 @@ from google.protobuf.message import DecodeError
 from tensorflow.core.example import example_pb2
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
-from foundation.image_formats import JPEG_SCAN_BUDGET, decode_work, image_pixels
+from foundation.image_formats import DEFAULT_MAX_IMAGE_PIXELS, JPEG_SCAN_BUDGET, decode_work, image_pixels
 from foundation.png_stream import inflates_past_rows, png_stream_error
 from serving.errors import InvalidArgumentError
-from serving.options import DEFAULT_MAX_REQUEST_PIXELS
+from serving.options import DEFAULT_MAX_PIXELS_PER_BYTE, DEFAULT_MAX_REQUEST_PIXELS
 from serving.tensors import dtype_of, shape_string
 
 MAX_JSON_DEPTH = 64
 BYTES_SETTING = "serving.max_request_mb"
 BATCH_SETTING = "serving.max_batch_size"
 PIXELS_SETTING = "serving.max_request_pixels"
+PER_BYTE_SETTING = "serving.max_pixels_per_byte"
+# Pixels a request may decode whatever its size: a 12 MP photo or a 4K frame (8.3 MP), however flat.
+FREE_REQUEST_PIXELS = 1 << 24
 _REFERENCE_BYTES = 8  # what numpy holds per element of a string (object) array
 
 
@@ -96,11 +104,14 @@ def declared_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, Declared]:
 @dataclass(frozen=True)
 class DeclaredImages:
     """What the images among a request's values declare: how many, the pixels they decode to in total (width x
-    height, times the frames of a GIF), and the decoding work (those pixels times each JPEG's scans)."""
+    height, times the frames of a GIF), the decoding work (those pixels times each JPEG's scans), and the pixels
+    and bytes of the images within the model's default per-image limit (those its graph decodes)."""
 
     images: int = 0
     pixels: int = 0
     work: int = 0
+    decoded_pixels: int = 0
+    decoded_bytes: int = 0
 
 
 def _images(value: object) -> Iterator[bytes]:
@@ -122,14 +133,17 @@ def _images(value: object) -> Iterator[bytes]:
 def declared_pixels(values: Iterable[object]) -> DeclaredImages:
     """`DeclaredImages` of the values that are images of an accepted format, or serialized tf.Examples holding
     such images (the images count); other values (text) count nothing."""
-    images = pixels = work = 0
+    images = pixels = work = decoded_pixels = decoded_bytes = 0
     for value in values:
         for image in _images(value):
             declared = image_pixels(image) or 0
             images += 1
             pixels += declared
             work += decode_work(image) or declared
-    return DeclaredImages(images, pixels, work)
+            if declared <= DEFAULT_MAX_IMAGE_PIXELS:
+                decoded_pixels += declared
+                decoded_bytes += len(image)
+    return DeclaredImages(images, pixels, work, decoded_pixels, decoded_bytes)
 
 
 def byte_size(nbytes: int) -> str:
@@ -150,11 +164,14 @@ class RequestLimits:
         max_bytes: Most bytes one request's tensors may take once decoded (and its body on the wire).
         max_batch_size: Most rows (dim 0 of batch inputs) one request may carry; None = no limit.
         max_pixels: Most pixels the images among one request's string values may declare in total.
+        max_pixels_per_byte: Most pixels a byte of image data may decode to, beyond `FREE_REQUEST_PIXELS` per
+            request; 0 = no limit.
     """
 
     max_bytes: int = 16 * 1024 * 1024
     max_batch_size: int | None = None
     max_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
+    max_pixels_per_byte: int = DEFAULT_MAX_PIXELS_PER_BYTE
 
     def __post_init__(self) -> None:
         if self.max_bytes < 1:
@@ -163,6 +180,8 @@ class RequestLimits:
             raise ValueError(f"max_batch_size must be >= 1 or None, got {self.max_batch_size}")
         if self.max_pixels < 1:
             raise ValueError(f"max_pixels must be >= 1, got {self.max_pixels}")
+        if self.max_pixels_per_byte < 0:
+            raise ValueError(f"max_pixels_per_byte must be >= 0, got {self.max_pixels_per_byte}")
 
     def check_pixels(self, values: Iterable[object]) -> None:
         """Refuses a request whose images declare more than `max_pixels` pixels in total, more decoding work
@@ -187,9 +206,21 @@ class RequestLimits:
                 f"{self.max_pixels} pixels per request ({PIXELS_SETTING}); send fewer images, or re-encode them "
                 "as baseline JPEG or PNG"
             )
+        self._check_density(declared)
         for image in (image for value in values for image in _images(value)):
             if too_much := png_stream_error(image) or inflates_past_rows(image):  # the model's message first
                 raise InvalidArgumentError(too_much)
+
+    def _check_density(self, declared: DeclaredImages) -> None:
+        allowed = max(FREE_REQUEST_PIXELS, self.max_pixels_per_byte * declared.decoded_bytes)
+        if self.max_pixels_per_byte and declared.decoded_pixels > allowed:
+            raise InvalidArgumentError(
+                f"the request's image(s) declare {declared.decoded_pixels} pixels in {declared.decoded_bytes} bytes "
+                f"({declared.decoded_pixels // max(declared.decoded_bytes, 1)} pixels a byte), over this server's "
+                f"limit of {self.max_pixels_per_byte} pixels a byte of image data for a request of more than "
+                f"{FREE_REQUEST_PIXELS} pixels ({PER_BYTE_SETTING}): images this flat decode to gigabytes from a "
+                "few kilobytes; send them downscaled"
+            )
 
     def check_images(self, inputs: Mapping[str, np.ndarray]) -> None:
         """`check_pixels` over every string input of a request."""

@@ -32,6 +32,9 @@ Label = Annotated[str, AfterValidator(check_label)]
 # Per request on the local server (`serving.limits`): 2.5 images at the model's default per-image limit, or 48
 # full-HD frames; at about 17 bytes a decoded pixel, 1.7 GB at most.
 DEFAULT_MAX_REQUEST_PIXELS = 100_000_000
+# Beyond 16 MP a request, at most this many decoded pixels per byte of image data (`serving.limits`): photos take
+# 2 to 16, screenshots and document scans 20 to 60; a solid PNG 1000 (DEFLATE's largest ratio).
+DEFAULT_MAX_PIXELS_PER_BYTE = 64
 
 
 class ServingOptions(ConfigSection):
@@ -74,6 +77,8 @@ class ServingOptions(ConfigSection):
             this long without a complete request.
         max_request_pixels: Most pixels the images of one request may declare in total on the local server
             (each image's own limit is `trainer.max_image_pixels`, in the model).
+        max_pixels_per_byte: Beyond the first 16 MP of a request, most pixels a byte of its image data may
+            decode to on the local server (a 103 KB request of solid PNGs decoded to 1.6 GB); 0 = no limit.
         intra_op_threads: TensorFlow threads within one op (TF Serving's --tensorflow_intra_op_parallelism); 0 = TF's.
         inter_op_threads: TensorFlow ops run in parallel (--tensorflow_inter_op_parallelism); 0 = TF's choice.
         gpu_max_batch_size: GPU batching (batching_parameters_gpu.txt): largest batch.
@@ -123,6 +128,7 @@ class ServingOptions(ConfigSection):
     config_poll_seconds: int = Field(60, ge=0)
     max_request_mb: int = Field(16, ge=1)
     max_request_pixels: int = Field(DEFAULT_MAX_REQUEST_PIXELS, ge=1)
+    max_pixels_per_byte: int = Field(DEFAULT_MAX_PIXELS_PER_BYTE, ge=0)
     max_connections: int = Field(1000, ge=1)
     request_timeout_seconds: float = Field(30.0, gt=0, le=MAX_GRPC_TIMEOUT_SECONDS)
     idle_timeout_seconds: float = Field(75.0, gt=0, le=MAX_GRPC_TIMEOUT_SECONDS)

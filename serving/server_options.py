@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from serving.address import check_port
 from serving.batching import BatchingOptions
 from serving.config_error import ServingConfigError
-from serving.limits import DEFAULT_MAX_REQUEST_PIXELS, RequestLimits
+from serving.limits import DEFAULT_MAX_PIXELS_PER_BYTE, DEFAULT_MAX_REQUEST_PIXELS, RequestLimits
 from serving.options import MAX_GRPC_TIMEOUT_SECONDS, ServingOptions
 
 
@@ -29,6 +29,7 @@ class ServerOptions:
         max_batch_size: Most rows one request may carry, with or without batching; None = the batching
             options' `max_batch_size` when batching is on, else no limit.
         max_request_pixels: Most pixels the images of one request may declare in total (`serving.limits`).
+        max_pixels_per_byte: Beyond 16 MP a request, most pixels a byte of image data may decode to; 0 = off.
         poll_interval_seconds: How often the base paths are checked for versions (--file_system_poll_wait_seconds).
         config_poll_interval_seconds: How often models.config is re-read; 0 = never
             (--model_config_file_poll_wait_seconds).
@@ -55,6 +56,7 @@ class ServerOptions:
     max_request_bytes: int = 16 * 1024 * 1024
     max_batch_size: int | None = None
     max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
+    max_pixels_per_byte: int = DEFAULT_MAX_PIXELS_PER_BYTE
     poll_interval_seconds: float = 1.0
     config_poll_interval_seconds: float = 0.0
     batching: BatchingOptions | None = None
@@ -86,7 +88,12 @@ class ServerOptions:
         rows = self.max_batch_size
         if rows is None and self.batching is not None:
             rows = self.batching.max_batch_size
-        return RequestLimits(max_bytes=self.max_request_bytes, max_batch_size=rows, max_pixels=self.max_request_pixels)
+        return RequestLimits(
+            max_bytes=self.max_request_bytes,
+            max_batch_size=rows,
+            max_pixels=self.max_request_pixels,
+            max_pixels_per_byte=self.max_pixels_per_byte,
+        )
 
 
 def set_tensorflow_threads(intra_op: int, inter_op: int) -> None:
@@ -138,6 +145,7 @@ def server_options(
         rest_port=serving.rest_port if rest_port is None else rest_port,
         max_request_bytes=serving.max_request_mb * 1024 * 1024,
         max_request_pixels=serving.max_request_pixels,
+        max_pixels_per_byte=serving.max_pixels_per_byte,
         max_connections=serving.max_connections,
         request_timeout_seconds=serving.request_timeout_seconds,
         idle_timeout_seconds=serving.idle_timeout_seconds,

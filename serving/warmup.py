@@ -17,6 +17,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
 from foundation.contract import WARMUP_ASSET
+from foundation.data.record_frames import record_frames_problem
 
 # TF Serving refuses warmup files with more records than this (servables/tensorflow/saved_model_warmup_util).
 MAX_WARMUP_RECORDS = 1000
@@ -31,6 +32,9 @@ def read_warmup_requests(saved_model_dir: Path) -> list[prediction_log_pb2.Predi
     path = Path(saved_model_dir) / WARMUP_ASSET
     if not path.is_file():
         return []
+    problem = record_frames_problem(str(path), records=MAX_WARMUP_RECORDS + 1)
+    if problem is not None:  # TensorFlow's reader would allocate what a header declares
+        raise ValueError(f"{path}: not a TFRecord file of PredictionLog protos ({problem})")
     records = []
     try:
         for serialized in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():

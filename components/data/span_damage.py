@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.contract import IMAGE_KEY, LABEL_KEY, SYNSET_KEY, TEXT_KEY
+from foundation.data.record_frames import check_record_frames
 from foundation.data.tfrecords import compression_for
 
 
@@ -75,6 +76,7 @@ def rewrite_span(
         if not path.is_file() or path.relative_to(staging).parts[0] not in splits or "tfrecord" not in path.name:
             continue
         compression = compression_for(path)
+        check_record_frames(str(path))
         records = list(tf.data.TFRecordDataset(str(path), compression_type=compression).as_numpy_iterator())
         options = tf.io.TFRecordOptions(compression_type=compression)
         with tf.io.TFRecordWriter(str(path), options) as writer:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +34,7 @@ import tensorflow as tf
 from components.data.fingerprint import list_span_folders
 from foundation.bounded import parse_json
 from foundation.contract import IMAGE_KEY
+from foundation.data.record_frames import tf_error_text
 from foundation.data.spans import inside_span
 from foundation.data.tfrecords import compression_for
 from foundation.image_formats import oversized_error, served_format_error
@@ -50,7 +50,6 @@ IMAGES_HINT = (
 _BATCH = 256
 _FEATURES = {IMAGE_KEY: tf.io.VarLenFeature(tf.string)}
 _DECODE_SPEC = PreprocessingSpec(image_size=1, channels=3)
-_OP_NOISE = re.compile(r"\{\{function_node [^}]*\}\}|\[Op:[^\]]*\]( name:.*)?$")
 IMAGES_CACHE = "images"
 # Bump when the rules change meaning (a new limit in `refusal`): files passed before are then read again.
 RULES_VERSION = 2
@@ -139,8 +138,7 @@ def _decode_error(value: bytes) -> str:
     try:
         decode_pixels(tf.constant(value), _DECODE_SPEC)
     except tf.errors.OpError as error:
-        first = (error.message or type(error).__name__).strip().splitlines()[0]
-        first = _OP_NOISE.sub("", first).strip() or type(error).__name__  # "{{function_node ...}}", "[Op:...]"
+        first = tf_error_text(error)  # without "{{function_node ...}}", "[Op:...]"
         return f"the image does not decode (truncated or corrupt: {first})"
     return "the image does not decode (truncated or corrupt)"
 

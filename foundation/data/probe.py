@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from google.protobuf.message import DecodeError
 
 from foundation.contract import LABEL_KEY, SYNSET_KEY, TEXT_KEY, read_label_map
+from foundation.data.record_frames import check_record_frames
 from foundation.data.tfrecords import compression_for
 from foundation.paths import is_remote
 
@@ -81,12 +82,17 @@ def sample_label_evidence(pattern: str, count: int = 64) -> list[LabelEvidence]:
 
     Best effort: it leaves a file at its first unreadable record and skips examples without one int64 label, so a
     data problem is reported where it was before, by the run (ImportExampleGen and its failure diagnosis), with
-    the file named; no files, or none readable, give no evidence.
+    the file named; no files, or none readable, give no evidence. The records it reads are held to the length
+    rule first (`foundation.data.record_frames`): TensorFlow's reader would crash on a record declaring 64 GiB.
+
+    Raises:
+        DataError: one of the records it would read declares a length over the cap or past the file's end.
     """
     import tensorflow as tf
 
     evidence: list[LabelEvidence] = []
     for path in sorted(tf.io.gfile.glob(pattern)):
+        check_record_frames(path, records=count - len(evidence))
         dataset = tf.data.TFRecordDataset(path, compression_type=compression_for(path))
         try:
             for serialized in dataset.take(count - len(evidence)).as_numpy_iterator():

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from foundation.contract import IMAGE_KEY, LABEL_KEY, TEXT_KEY
 from foundation.data.errors import DataError
+from foundation.data.record_frames import check_record_frames, compression_for, tf_error_text
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
 SPLITS = ("train", "eval")
 SHARD_PATTERN = re.compile(r"^part-(\d{5})-of-(\d{5})\.tfrecord\.gz$")
 COMPRESSION = "GZIP"
-# Readers pick the compression from the file name, as ImportExampleGen (Beam's `CompressionTypes.AUTO`) does:
-# `.gz` is GZIP, anything else (ImageNet's extension-less `train-00000-of-01024`, `.tfrecord`) is uncompressed.
-_GZIP_SUFFIXES = (".gz", ".gzip")
 
 T = TypeVar("T")
 
@@ -54,11 +52,6 @@ def make_example(encoded: bytes, label: int, text: str | None = None) -> tf.trai
     if text is not None:
         feature[TEXT_KEY] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))
     return tf.train.Example(features=tf.train.Features(feature=feature))
-
-
-def compression_for(path: str | Path) -> str:
-    """`GZIP` for a file whose name ends in `.gz`, `""` (uncompressed) otherwise, as ImportExampleGen reads it."""
-    return COMPRESSION if str(path).endswith(_GZIP_SUFFIXES) else ""
 
 
 def shard_name(index: int, count: int) -> str:
@@ -111,13 +104,27 @@ def write_shards(
 
 
 def iter_examples(files: Iterable[str | Path]) -> Iterator[tf.train.Example]:
-    """Reads every tf.Example of the given TFRecord files, in file order (compression from each name)."""
+    """Reads every tf.Example of the given TFRecord files, in file order (compression from each name).
+
+    Raises:
+        DataError: a file's record headers break the length rule (`foundation.data.record_frames`), or a record
+            is unreadable (the file and record index named).
+    """
     import tensorflow as tf
 
     for path in files:
+        check_record_frames(str(path))
         dataset = tf.data.TFRecordDataset(str(path), compression_type=compression_for(path))
-        for serialized in dataset.as_numpy_iterator():
-            yield tf.train.Example.FromString(serialized)
+        index = 0
+        try:
+            for serialized in dataset.as_numpy_iterator():
+                yield tf.train.Example.FromString(serialized)
+                index += 1
+        except tf.errors.OpError as error:
+            raise DataError(
+                f"cannot read TFRecord file {path} at record {index}: {tf_error_text(error)}; rewrite the file "
+                "(`tfxp data from-folder`) or remove it from the data"
+            ) from None
 
 
 def read_label_ids(files: Sequence[str | Path], batch_size: int = 4096) -> Iterator[list[int]]:
@@ -135,6 +142,8 @@ def read_label_ids(files: Sequence[str | Path], batch_size: int = 4096) -> Itera
     by_compression: dict[str, list[str]] = {}
     for path in files:
         by_compression.setdefault(compression_for(path), []).append(str(path))
+    for path in files:
+        check_record_frames(str(path))
     for compression, paths in sorted(by_compression.items()):
         dataset = (
             tf.data.TFRecordDataset(paths, compression_type=compression, num_parallel_reads=4)
@@ -148,6 +157,6 @@ def read_label_ids(files: Sequence[str | Path], batch_size: int = 4096) -> Itera
             names = ", ".join(Path(path).name for path in paths[:3]) + (", ..." if len(paths) > 3 else "")
             kind = "GZIP TFRecords" if compression else "uncompressed TFRecords (the names do not end in .gz)"
             raise DataError(
-                f"cannot read labels from {Path(paths[0]).parent} ({names}): {error.message.splitlines()[0]}; "
+                f"cannot read labels from {Path(paths[0]).parent} ({names}): {tf_error_text(error)}; "
                 f"expected {kind} of tf.Examples with an int64 `{LABEL_KEY}`, as `tfxp data` writes"
             ) from None

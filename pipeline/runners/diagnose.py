@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
+from foundation.data.record_frames import record_frames_problem
 from pipeline.config import TfxpConfig
 from pipeline.layout import split_patterns
 
@@ -42,6 +43,12 @@ def find_corrupt_tfrecords(patterns: list[str], max_reported: int = MAX_REPORTED
     files = sorted({f for pattern in patterns for f in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(f)})
     corrupt: list[tuple[str, str]] = []
     for path in files:
+        problem = record_frames_problem(path)  # TensorFlow's reader would allocate what a header declares
+        if problem is not None:
+            corrupt.append((path, problem))
+            if len(corrupt) >= max_reported:
+                break
+            continue
         try:
             for _ in tf.data.TFRecordDataset(path, compression_type=_compression(path)):
                 pass
@@ -88,6 +95,8 @@ def scan_records(patterns: list[str], budget_seconds: float = SCAN_SECONDS) -> R
         if time.monotonic() > deadline:
             scan.unread = len(files) - number
             break
+        if record_frames_problem(path) is not None:  # ImportExampleGen's diagnosis names it
+            continue
         count = 0
         for count, record in enumerate(tf.data.TFRecordDataset(path, compression_type=_compression(path)), 1):
             feature = tf.train.Example.FromString(record.numpy()).features.feature.get(IMAGE_KEY)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import io
 import time
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+from PIL import Image
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
 from serving.address import check_port, host_port, parse_grpc_target, parse_rest_url
@@ -339,6 +341,45 @@ def test_images_inside_serialized_examples_count_toward_the_request_pixels() -> 
 
 
 def test_examples_and_text_under_the_limit_still_pass() -> None:
-    limits = RequestLimits(max_pixels=100_000_000)
+    limits = RequestLimits(max_pixels=100_000_000, max_pixels_per_byte=0)  # a bare header: the total alone
     values = [_example(_png_header(6000, 6000)), _example(b"not an image"), b"plain text", b"\xff\x00garbage"]
     limits.check_images({"examples": np.array(values, dtype=object)})
+
+
+# --- decoded pixels per byte of image data ----------------------------------------------------------------------
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def _solid_png(side: int) -> bytes:
+    return _png(np.zeros((side, side), np.uint8))
+
+
+def test_flat_images_decoding_to_gigabytes_from_kilobytes_are_refused() -> None:
+    # found by the second adversarial pass over issue 35 (B15): two solid 6300 x 6300 PNGs, each under the 40 MP
+    # per-image limit and 79 MP together under the 100 MP request limit, in a 103 KB request: 2 s of the server's
+    # CPU and 1.6 GB, what two 40 MP photos cost in 20 MB
+    png = _solid_png(6300)
+    with pytest.raises(InvalidArgumentError) as raised:
+        RequestLimits().check_pixels([png, png])
+    assert str(raised.value).startswith(f"the request's image(s) declare 79380000 pixels in {2 * len(png)} bytes (")
+    assert "over this server's limit of 64 pixels a byte" in str(raised.value)
+    assert "(serving.max_pixels_per_byte)" in str(raised.value)
+    RequestLimits(max_pixels_per_byte=0).check_pixels([png, png])  # 0 = no limit
+
+
+def test_flat_images_up_to_16_mp_a_request_and_dense_ones_pass() -> None:
+    flat = _solid_png(4096)  # 16.8 MP of one color: a 4K frame or a 12 MP photo, however flat, always passes
+    RequestLimits().check_pixels([flat])
+    dense = _png(np.random.default_rng(0).integers(0, 256, (3000, 2000), np.uint8))  # 6 MP, a byte a pixel
+    RequestLimits().check_pixels([dense, dense, dense, flat])  # 34.8 MP in 18 MB
+
+
+def test_images_over_the_models_own_limit_are_left_to_its_message() -> None:
+    # the model's graph refuses a 72 MP image from its header ("... over the limit of 40000000 pixels per image
+    # ... trainer.max_image_pixels"), a clearer message, and decodes nothing
+    RequestLimits().check_pixels([_png_header(9000, 8000)])
