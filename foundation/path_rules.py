@@ -13,6 +13,11 @@ One rule for each question a path raises, `..` resolved before any check:
   holds a marker file; a folder without it that holds anything is the user's, and is refused, never removed. A file
   tfxp removes when it has nothing to say (`deploy-assets`' warnings.txt) begins with the header tfxp wrote it with;
   a file of that name without it is the user's, and is left.
+- **Overwrite only what tfxp wrote** (`check_written_by_tfxp`, `record_written`): a command that writes a set of
+  files into a folder the user names (`deploy-assets --out`) lists them, with their SHA-256, in `WRITTEN_MANIFEST`
+  there. A file in the way that the list does not name with its present content (the user's, or one the user
+  edited since) is refused by name before anything is written; a re-run over tfxp's own files replaces them, and
+  removes those it wrote before and writes no more (unchanged since).
 
 Only the standard library is imported here.
 
@@ -24,6 +29,8 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import posixpath
 import shutil
@@ -35,6 +42,9 @@ from foundation.paths import is_remote
 
 CLAIM_MARKER = ".tfxp-made"
 """The file that marks a working folder as tfxp's (written when tfxp makes it; tfxp removes only such folders)."""
+WRITTEN_MANIFEST = ".tfxp-written.json"
+"""The list of the files tfxp wrote into a user's folder, {"files": {relative path: sha256}} (`record_written`)."""
+_MANIFEST_LIMIT = 1 << 20  # bytes; a larger "manifest" is no list tfxp wrote
 
 
 class PathRuleError(TfxpError, ValueError):
@@ -199,3 +209,82 @@ def remove_made_file(path: Path, header: str) -> bool:
             return False
     path.unlink()
     return True
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _written_files(folder: Path) -> dict[str, str]:
+    """What `WRITTEN_MANIFEST` in `folder` lists (relative path → sha256); {} when it is missing or unreadable."""
+    path = folder / WRITTEN_MANIFEST
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > _MANIFEST_LIMIT:
+            return {}
+        files = json.loads(path.read_bytes()).get("files")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(files, dict):
+        return {}
+    return {name: digest for name, digest in files.items() if isinstance(digest, str)}
+
+
+def check_written_by_tfxp(folder: Path, planned: Mapping[str, str], option: str) -> None:
+    """Refuses to write `planned` into `folder` over anything tfxp did not write there.
+
+    A path in the way is tfxp's when it is a plain file that `WRITTEN_MANIFEST` lists with its present SHA-256, or
+    that already holds exactly the planned text (writing it changes nothing); a link, a folder, a file that leads
+    out of `folder` (through a linked subfolder) or any other file is not.
+
+    Args:
+        folder: The folder the command writes into.
+        planned: Relative path → the text the command will write there.
+        option: The folder's option, e.g. `--out`.
+
+    Raises:
+        PathRuleError: naming every path in the way that is not tfxp's, and the two ways out.
+    """
+    written = _written_files(folder)
+    root = folder.resolve()
+    foreign = []
+    for name, text in planned.items():
+        path = folder / name
+        if not path.resolve().is_relative_to(root):
+            foreign.append(f"{name} (leads out of {folder})")
+        elif path.is_symlink() or (path.exists() and not path.is_file()):
+            foreign.append(f"{name} (a link or a folder)")
+        elif path.exists():
+            data = path.read_bytes()
+            if written.get(name) != _digest(data) and data != text.encode("utf-8"):
+                foreign.append(name)
+    manifest = folder / WRITTEN_MANIFEST
+    if manifest.is_symlink() or (manifest.exists() and not manifest.is_file()):
+        foreign.append(f"{WRITTEN_MANIFEST} (a link or a folder)")
+    if foreign:
+        raise PathRuleError(
+            f"{option} {folder} holds files tfxp did not write (or that were edited since; {WRITTEN_MANIFEST} lists "
+            f"what tfxp wrote): {', '.join(foreign)}; tfxp never replaces them: give {option} another folder, or "
+            "move those files away"
+        )
+
+
+def record_written(folder: Path, written: Mapping[str, str]) -> list[Path]:
+    """Records `written` (relative path → the text tfxp wrote) in `folder`'s `WRITTEN_MANIFEST`, and removes the
+    files an earlier run wrote that this one did not, where they are unchanged since (`check_written_by_tfxp`).
+
+    Returns:
+        The files removed.
+    """
+    earlier = _written_files(folder)
+    removed = []
+    for name, digest in earlier.items():
+        path = folder / name
+        if name in written or path.is_symlink() or not path.is_file():
+            continue
+        if not path.resolve().is_relative_to(folder.resolve()) or _digest(path.read_bytes()) != digest:
+            continue
+        path.unlink()
+        removed.append(path)
+    files = {name: _digest(text.encode("utf-8")) for name, text in sorted(written.items())}
+    (folder / WRITTEN_MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+    return removed

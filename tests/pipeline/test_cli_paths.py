@@ -113,6 +113,29 @@ def test_deploy_assets_removes_only_the_warnings_it_wrote(tmp_path: Path) -> Non
     assert warnings.read_text() == "my review notes\n"  # not tfxp's: left
 
 
+def test_deploy_assets_never_replaces_files_it_did_not_write(tmp_path: Path) -> None:
+    # adv3 B10: the user's own models.config and kubernetes/deployment.yaml were replaced silently, exit 0
+    out = tmp_path / "deploy"
+    (out / "kubernetes").mkdir(parents=True)
+    (out / "models.config").write_text("my notes\n")
+    (out / "kubernetes" / "deployment.yaml").write_text("mine\n")
+
+    result = _invoke("deploy-assets", "--out", out)
+
+    _refused(result, f"--out {out} holds files tfxp did not write", "models.config, kubernetes/deployment.yaml",
+             "give --out another folder, or move those files away")
+    assert (out / "models.config").read_text() == "my notes\n"
+    assert sorted(path.name for path in out.rglob("*")) == ["deployment.yaml", "kubernetes", "models.config"]
+
+    # tfxp's own earlier output is replaced; what it no longer writes (warnings.txt: images by digest) goes.
+    own = tmp_path / "own"
+    assert _invoke("deploy-assets", "--out", own).exit_code == 0
+    digest = "@sha256:" + "a" * 64
+    by_digest = ("--set", f"serving.cpu_image=tensorflow/serving{digest}", "--set", f"serving.gpu_image=tf/gpu{digest}")
+    assert _invoke("deploy-assets", "--out", own, *by_digest).exit_code == 0
+    assert digest in (own / "kubernetes" / "deployment.yaml").read_text() and not (own / "warnings.txt").exists()
+
+
 def test_compile_never_writes_a_file_beside_the_spec_over_its_config(tmp_path: Path) -> None:
     config = tmp_path / "pipeline.tfjob.yaml"  # where `--out pipeline.yaml` puts the workers' TFJob
     config.write_text((REPO / "configs" / "imagenet_a100.yaml").read_text())
