@@ -9,6 +9,10 @@ One rule for each question a path raises, `..` resolved before any check:
   The paths name a pod's file system (a PVC mount), so `..` is resolved as the pod would, by the text alone.
 - **No output onto an input** (`check_not_input`): an output file that resolves (symlinks followed, hard links
   compared) to an input the same command reads, or into an input folder, is refused before anything is written.
+- **No output in the data** (`lies_in`, `check_apart_from_data`): a folder a run writes (its output, pipeline
+  root, serving base) is not the data folder and does not lie in it, and the data lies in none of them, by the
+  resolved path (symlinks followed where they exist here; a bucket path by its text): the next run would read the
+  outputs as data.
 - **Remove only what tfxp made** (`claim_dir`, `remove_claimed`, `remove_made_file`): a working folder tfxp empties
   holds a marker file; a folder without it that holds anything is the user's, and is refused, never removed. A file
   tfxp removes when it has nothing to say (`deploy-assets`' warnings.txt) begins with the header tfxp wrote it with;
@@ -38,7 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from foundation.errors import TfxpError
-from foundation.paths import is_remote
+from foundation.paths import is_remote, scheme
 
 CLAIM_MARKER = ".tfxp-made"
 """The file that marks a working folder as tfxp's (written when tfxp makes it; tfxp removes only such folders)."""
@@ -288,3 +292,57 @@ def record_written(folder: Path, written: Mapping[str, str]) -> list[Path]:
     files = {name: _digest(text.encode("utf-8")) for name, text in sorted(written.items())}
     (folder / WRITTEN_MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
     return removed
+
+
+def _located(path: str) -> tuple[str, str]:
+    """(scheme, path) with `..` and links resolved: a bucket path by its text, a local one by `os.path.realpath`
+    (relative to the working folder; the parts that exist here with their links followed)."""
+    found = scheme(path)
+    if found:
+        return found, normalized(path[len(found) + 3 :])
+    return "", os.path.realpath(os.path.expanduser(path))
+
+
+def lies_in(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies under it, both resolved (`_located`); a bucket path never lies in a
+    local folder.
+
+    Example:
+        lies_in("/data/digits/train", "/data/digits")  # True
+        lies_in("gs://b/x/../data/eval", "gs://b/data")  # True
+    """
+    (path_scheme, inside), (folder_scheme, base) = _located(path), _located(folder)
+    return path_scheme == folder_scheme and is_under(inside, base)
+
+
+def check_apart_from_data(
+    outputs: Mapping[str, str], data: str, data_key: str = "data.path", written: Mapping[str, str] | None = None
+) -> None:
+    """Refuses outputs that are or lie in the data folder, and a data folder that lies in a folder tfxp fills.
+
+    Args:
+        outputs: The folders or files a command writes, by the option or key that names it (`{"--output": OUT}`);
+            "" = none.
+        data: The data folder the command (or the pipeline it compiles) reads.
+        data_key: Its key, for the message.
+        written: The folders tfxp fills under the outputs (`OUT/<pipeline>`, the serving base), which must not
+            hold the data either (a data folder elsewhere under `OUT` is fine).
+
+    Raises:
+        PathRuleError: naming the output, the data folder and what to change.
+    """
+    if not data:
+        return
+    for key, output in {**outputs, **(written or {})}.items():
+        if output and lies_in(output, data):
+            raise PathRuleError(
+                f"{key} {output} lies in {data_key} {data}, the data the pipeline reads: the next run would read "
+                f"this run's outputs (the report, the summary, the pipeline root) as data; give {key} a folder "
+                f"outside {data}"
+            )
+    for key, output in (written or {}).items():
+        if output and lies_in(data, output):
+            raise PathRuleError(
+                f"{data_key} {data} lies in {key} {output}, which tfxp writes into: the run's outputs would be read "
+                f"as data; move the data out of {output}"
+            )

@@ -11,11 +11,13 @@ from foundation.data.layout import DataSpec
 from foundation.path_rules import (
     CLAIM_MARKER,
     PathRuleError,
+    check_apart_from_data,
     check_not_input,
     check_relative,
     check_written_by_tfxp,
     claim_dir,
     is_under,
+    lies_in,
     normalized,
     record_written,
     relative_problem,
@@ -183,3 +185,19 @@ def test_a_file_that_leads_out_of_the_folder_is_never_written_through(tmp_path: 
     planned = {"kubernetes/service.yaml": "x\n", "models.config": "y\n"}
     with pytest.raises(PathRuleError, match=r"kubernetes/service.yaml \(leads out of .*models.config \(leads out"):
         check_written_by_tfxp(out, planned, "--out")
+
+
+def test_an_output_in_the_data_or_the_data_in_a_filled_folder_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / "link").symlink_to(data)
+    assert lies_in(str(tmp_path / "link" / "train"), str(data)) and lies_in(str(data), str(data))
+    assert not lies_in(str(tmp_path / "data2"), str(data)) and not lies_in("gs://b/data", str(data))
+    assert lies_in("gs://b/x/../data/train", "gs://b/data") and not lies_in("s3://b/data", "gs://b/data")
+
+    with pytest.raises(PathRuleError, match=r"--output .*/link/train lies in data.path .*; give --output a folder"):
+        check_apart_from_data({"--output": str(tmp_path / "link" / "train")}, str(data))
+    filled = {"the serving base": str(tmp_path / "out" / "serving")}
+    check_apart_from_data({"--output": str(tmp_path / "out")}, str(tmp_path / "out" / "data"), written=filled)
+    with pytest.raises(PathRuleError, match=r"data.path .*/out/serving/1 lies in the serving base .*/out/serving,"):
+        check_apart_from_data({}, str(tmp_path / "out" / "serving" / "1"), written=filled)
