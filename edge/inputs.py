@@ -77,7 +77,9 @@ def read_preprocessing(saved_model: Path) -> PreprocessingSpec:
             raise EdgeError(f"{path}: {error}") from None
         # The asset is a file anyone can edit; the signature is what the model takes. A dimension the signature
         # leaves open (None) takes any size.
-        if shape is not None and any(given not in (None, want) for given, want in zip(shape[1:], spec.shape)):
+        if shape is not None and (
+            len(shape) != 4 or any(given not in (None, want) for given, want in zip(shape[1:], spec.shape, strict=True))
+        ):
             raise EdgeError(
                 f"{path} says image_size {spec.image_size} and channels {spec.channels}, but the model's "
                 f"`{SIGNATURE_PREPROCESSED}` signature takes {shape}: the file does not belong to this model; restore "

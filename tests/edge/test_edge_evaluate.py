@@ -138,8 +138,11 @@ def test_read_preprocessing_falls_back_to_the_signature_shape(saved_model: Path,
         # A hand-edited asset: 3e9 made, exit 0, a device model declaring [1, 3e9, 3e9, 3] frames.
         (3_000_000_000, r"preprocessing.json: PreprocessingSpec.image_size must be an int in 1\.\.4096"),
         # Within the bound, but not what the model takes (its signature takes 16).
-        (32, r"preprocessing.json says image_size 32 and channels 1, but the model's `serving_preprocessed` "
-         r"signature takes \[None, 16, 16, 1\]"),
+        (
+            32,
+            r"preprocessing.json says image_size 32 and channels 1, but the model's `serving_preprocessed` "
+            r"signature takes \[None, 16, 16, 1\]",
+        ),
     ],
 )
 def test_a_preprocessing_asset_that_the_signature_contradicts_is_refused(

@@ -122,8 +122,12 @@ def test_deploy_assets_never_replaces_files_it_did_not_write(tmp_path: Path) -> 
 
     result = _invoke("deploy-assets", "--out", out)
 
-    _refused(result, f"--out {out} holds files tfxp did not write", "models.config, kubernetes/deployment.yaml",
-             "give --out another folder, or move those files away")
+    _refused(
+        result,
+        f"--out {out} holds files tfxp did not write",
+        "models.config, kubernetes/deployment.yaml",
+        "give --out another folder, or move those files away",
+    )
     assert (out / "models.config").read_text() == "my notes\n"
     assert sorted(path.name for path in out.rglob("*")) == ["deployment.yaml", "kubernetes", "models.config"]
 
