@@ -180,16 +180,22 @@ def test_a_pushed_version_removed_since_is_a_problem_not_the_pushed_model_dir(tm
     assert "no longer exists" in problem["error"]
 
 
-@pytest.mark.parametrize("holds", [False, True])
-def test_the_pushed_model_dir_is_read_back_from_the_versions_push_record(tmp_path: Path, holds: bool) -> None:
-    """What the run says it published is what is on disk: a version that holds another model (a Pusher that found
-    its path in an earlier record, a serving base restored from elsewhere) is a problem, never the served model."""
+def _pushed_version(tmp_path: Path) -> tuple[TfxpConfig, Path, str]:
+    """(config, a version under its serving base with the Pusher's record, the model identity of its files)."""
     config = build_config({}, [f"pipeline.output={tmp_path / 'out'}"])
     version = Path(output_layout(config).serving_base) / "1796094230"
     version.mkdir(parents=True)
     (version / "saved_model.pb").write_bytes(b"model")
     ours = model_identity(version)
     (version / "tfxp_push.json").write_text(json.dumps({"identity": ours, "version": 1796094230}))
+    return config, version, ours
+
+
+@pytest.mark.parametrize("holds", [False, True])
+def test_the_pushed_model_dir_is_read_back_from_the_versions_push_record(tmp_path: Path, holds: bool) -> None:
+    """What the run says it published is what is on disk: a version that holds another model (a Pusher that found
+    its path in an earlier record, a serving base restored from elsewhere) is a problem, never the served model."""
+    config, version, ours = _pushed_version(tmp_path)
     if not holds:  # the record still names our model, but the files were replaced since
         (version / "saved_model.pb").write_bytes(b"an earlier model")
     store = FakeRunStore(tmp_path / "metadata.db")
@@ -210,12 +216,7 @@ def test_the_pushed_model_dir_is_read_back_from_the_versions_push_record(tmp_pat
 def test_a_version_the_pusher_found_is_no_new_data_and_a_repush_says_why(tmp_path: Path) -> None:
     """adv3 B16: on a copied output folder the Pusher found the version (published_now 0) and the run said "pushed",
     naming it, although nothing was written; a model pushed again over an edited version says why."""
-    config = build_config({}, [f"pipeline.output={tmp_path / 'out'}"])
-    version = Path(output_layout(config).serving_base) / "1796094230"
-    version.mkdir(parents=True)
-    (version / "saved_model.pb").write_bytes(b"model")
-    ours = model_identity(version)
-    (version / "tfxp_push.json").write_text(json.dumps({"identity": ours, "version": 1796094230}))
+    config, version, ours = _pushed_version(tmp_path)
     for note in ("", "version 1796094100 no longer holds the model its push record names (...)"):
         store = FakeRunStore(tmp_path / f"metadata{len(note)}.db")
         run = store.start_run()
