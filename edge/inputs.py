@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from edge.data import LabeledImages, load_split
 from edge.errors import EdgeError
@@ -29,6 +30,7 @@ from foundation.bounded import read_document
 from foundation.contract import (
     LABELS_ASSET,
     PREPROCESSING_ASSET,
+    SAVED_MODEL_FILE,
     SIGNATURE_PREPROCESSED,
     LabelMapError,
     read_label_map,
@@ -59,32 +61,72 @@ def read_labels(saved_model: Path) -> list[str]:
 
 
 def read_preprocessing(saved_model: Path) -> PreprocessingSpec:
-    """The SavedModel's preprocessing: `assets/preprocessing.json`, else the `serving_preprocessed` input shape.
+    """The SavedModel's preprocessing: `assets/preprocessing.json`, which must agree with the `serving_preprocessed`
+    input shape, else that shape alone.
 
     Raises:
-        EdgeError: neither gives a square image size.
+        EdgeError: the asset breaks the spec's rules (an image size past `MAX_IMAGE_SIZE`, say) or says another
+            size or channel count than the signature takes; neither gives a square image size.
     """
     path = f"{saved_model}/{PREPROCESSING_ASSET}"
+    shape = preprocessed_input_shape(saved_model)
     if tf.io.gfile.exists(path):
         try:
-            return PreprocessingSpec.from_json(read_document(path, path))
+            spec = PreprocessingSpec.from_json(read_document(path, path))
         except (ValueError, OSError) as error:
             raise EdgeError(f"{path}: {error}") from None
+        # The asset is a file anyone can edit; the signature is what the model takes. A dimension the signature
+        # leaves open (None) takes any size.
+        if shape is not None and (
+            len(shape) != 4 or any(given not in (None, want) for given, want in zip(shape[1:], spec.shape, strict=True))
+        ):
+            raise EdgeError(
+                f"{path} says image_size {spec.image_size} and channels {spec.channels}, but the model's "
+                f"`{SIGNATURE_PREPROCESSED}` signature takes {shape}: the file does not belong to this model; restore "
+                "the preprocessing.json the trainer exported with it, or delete it (the signature then decides)"
+            )
+        return spec
     # Models made outside tfxp may lack the asset; their signature's input shape says the same.
-    loaded = tf.saved_model.load(str(saved_model))
-    if SIGNATURE_PREPROCESSED not in loaded.signatures:
+    if shape is None:
         raise EdgeError(
             f"SavedModel {saved_model} has neither {PREPROCESSING_ASSET} nor a `{SIGNATURE_PREPROCESSED}` "
-            "signature; the model contract requires both"
+            "signature with one input; the model contract requires both"
         )
-    (spec,) = loaded.signatures[SIGNATURE_PREPROCESSED].structured_input_signature[1].values()
-    shape = spec.shape.as_list()
     if len(shape) != 4 or shape[1] is None or shape[1] != shape[2] or shape[3] not in (1, 3):
         raise EdgeError(
             f"`{SIGNATURE_PREPROCESSED}` of {saved_model} takes {shape}; expected square images "
             f"[None, S, S, 1 or 3] (or an {PREPROCESSING_ASSET})"
         )
-    return PreprocessingSpec(image_size=int(shape[1]), channels=int(shape[3]))
+    try:
+        return PreprocessingSpec(image_size=int(shape[1]), channels=int(shape[3]))
+    except ValueError as error:
+        raise EdgeError(f"`{SIGNATURE_PREPROCESSED}` of {saved_model} takes {shape}: {error}") from None
+
+
+def preprocessed_input_shape(saved_model: Path) -> list[int | None] | None:
+    """The input shape of the SavedModel's `serving_preprocessed` signature (None for a dimension it leaves open),
+    read from `saved_model.pb` without loading the model; None when the signature is missing or has not one
+    input.
+
+    Raises:
+        EdgeError: `saved_model.pb` cannot be read or parsed.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = f"{saved_model}/{SAVED_MODEL_FILE}"
+    try:
+        with tf.io.gfile.GFile(path, "rb") as handle:
+            proto = saved_model_pb2.SavedModel.FromString(handle.read())
+    except (OSError, tf.errors.OpError, DecodeError) as error:
+        raise EdgeError(f"cannot read {path}: {error}; pass a SavedModel directory") from None
+    for graph in proto.meta_graphs:
+        signature = graph.signature_def.get(SIGNATURE_PREPROCESSED)
+        if signature is not None and len(signature.inputs) == 1:
+            (tensor,) = signature.inputs.values()
+            if tensor.tensor_shape.unknown_rank:
+                return None
+            return [dim.size if dim.size >= 0 else None for dim in tensor.tensor_shape.dim]
+    return None
 
 
 @dataclass(frozen=True)

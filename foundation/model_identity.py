@@ -17,8 +17,12 @@ version's identity can be read back from its files):
   another model, although the fingerprint (which hashes asset names, not contents) is the same;
 - the preprocessing spec (`assets/preprocessing.json`).
 
-Push records written before the identity named the SavedModel's path (`identity` was a path); such a version's
-identity is read from its files (`version_identity`), and only where that fails is the path compared.
+What the Pusher and the run decide by is a version's identity read from its files (`files_identity`), never taken
+from its push record: the files can change after the push (a hand-edited label map), and the record would then
+name a model the version no longer holds (`changed_versions` finds such versions, so the Pusher pushes the model
+again and says why; `version_identity`, which held edge releases use, still reads the record first). Push
+records written before the identity named the SavedModel's path (`identity` was a path); only where a version's
+files cannot be read is that path compared.
 
 Example:
     identity = model_identity("root/Trainer/model/7/Format-Serving")  # "model:3f1c…"
@@ -37,7 +41,7 @@ from foundation import paths
 from foundation.contract import LABELS_ASSET, PREPROCESSING_ASSET, SAVED_MODEL_FILE, LabelMapError, read_label_map
 from foundation.errors import TfxpError
 from foundation.preprocessing_spec import PreprocessingSpec
-from foundation.publish import push_identity, push_records, read_push_record, recorded_source
+from foundation.publish import push_identity, push_records, recorded_source
 
 IDENTITY_PREFIX = "model:"
 MODEL_IDENTITY_PROPERTY = "model_identity"
@@ -136,12 +140,19 @@ def _file_digest(path: str) -> str:
 
 
 def version_identity(version_dir: str, record: Mapping[str, Any] | None) -> str | None:
-    """The model identity of a published version: its push record's, or, for a record written before the
-    identity (whose `identity` is a path), the identity of the version's own files; None when neither can be
-    read."""
+    """The model identity a published version's push record names, or, for a record written before the identity
+    (whose `identity` is a path), the identity of the version's own files; None when neither can be read. What
+    the Pusher and the run summary decide by is `files_identity`: the files can change after the push."""
     recorded = push_identity(record)
     if is_model_identity(recorded):
         return recorded
+    return files_identity(version_dir)
+
+
+def files_identity(version_dir: str) -> str | None:
+    """The model identity of a published version read from its own files, never taken from its push record: a
+    version's files can change after the push (a hand-edited `assets/labels.txt`), and then it holds another model
+    than its record says. None when the files cannot be read."""
     try:
         return model_identity(version_dir)
     except (ModelIdentityError, OSError):
@@ -149,9 +160,9 @@ def version_identity(version_dir: str, record: Mapping[str, Any] | None) -> str 
 
 
 def holds_model(version_dir: str, record: Mapping[str, Any] | None, identity: str, saved_model: str = "") -> bool:
-    """Whether the version holds the model `identity`: by identity (`version_identity`); only when the version's
-    identity cannot be read, by the SavedModel path its record names (the rule before the identity)."""
-    found = version_identity(version_dir, record)
+    """Whether the version holds the model `identity`: by the identity of its files (`files_identity`); only
+    when they cannot be read, by the SavedModel path its record names (the rule before the identity)."""
+    found = files_identity(version_dir)
     if found is not None:
         return found == identity
     return bool(saved_model) and recorded_source(record) == saved_model
@@ -172,6 +183,29 @@ def find_model_version(base: str | Path, identity: str, saved_model: str = "") -
 
 
 def version_holds(version_dir: str, identity: str) -> bool:
-    """Whether a version directory holds the model `identity`, read back from the version itself (its push record,
-    else its files): what a run says it published is checked against what is on disk."""
-    return version_identity(version_dir, read_push_record(version_dir)) == identity
+    """Whether a version directory holds the model `identity`, read back from the version's files: what a run
+    says it published is checked against what is on disk."""
+    return files_identity(version_dir) == identity
+
+
+_PART_FILES = {"saved_model": "the SavedModel", "labels": LABELS_ASSET, "preprocessing": PREPROCESSING_ASSET}
+
+
+def changed_versions(base: str | Path, identity: str, saved_model: str) -> dict[str, list[str]]:
+    """The versions under `base` whose push record names the model `identity` but whose files no longer hold it
+    (edited since the push), each with what differs from the model at `saved_model` (`assets/labels.txt`, ...).
+
+    Example:
+        changed_versions("out/serving/digits", identity, model_path)  # {"out/serving/digits/17": ["assets/labels.txt"]}
+    """
+    changed: dict[str, list[str]] = {}
+    for version_dir, record in push_records(base, SAVED_MODEL_FILE).items():
+        if push_identity(record) != identity or version_holds(version_dir, identity):
+            continue
+        try:
+            found, model = identity_parts(version_dir), identity_parts(saved_model)
+        except (ModelIdentityError, OSError):
+            changed[version_dir] = ["its files (unreadable)"]
+            continue
+        changed[version_dir] = [name for key, name in _PART_FILES.items() if found[key] != model[key]]
+    return changed

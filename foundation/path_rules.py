@@ -9,10 +9,19 @@ One rule for each question a path raises, `..` resolved before any check:
   The paths name a pod's file system (a PVC mount), so `..` is resolved as the pod would, by the text alone.
 - **No output onto an input** (`check_not_input`): an output file that resolves (symlinks followed, hard links
   compared) to an input the same command reads, or into an input folder, is refused before anything is written.
+- **No output in the data** (`lies_in`, `check_apart_from_data`): a folder a run writes (its output, pipeline
+  root, serving base) is not the data folder and does not lie in it, and the data lies in none of them, by the
+  resolved path (symlinks followed where they exist here; a bucket path by its text): the next run would read the
+  outputs as data.
 - **Remove only what tfxp made** (`claim_dir`, `remove_claimed`, `remove_made_file`): a working folder tfxp empties
   holds a marker file; a folder without it that holds anything is the user's, and is refused, never removed. A file
   tfxp removes when it has nothing to say (`deploy-assets`' warnings.txt) begins with the header tfxp wrote it with;
   a file of that name without it is the user's, and is left.
+- **Overwrite only what tfxp wrote** (`check_written_by_tfxp`, `record_written`): a command that writes a set of
+  files into a folder the user names (`deploy-assets --out`) lists them, with their SHA-256, in `WRITTEN_MANIFEST`
+  there. A file in the way that the list does not name with its present content (the user's, or one the user
+  edited since) is refused by name before anything is written; a re-run over tfxp's own files replaces them, and
+  removes those it wrote before and writes no more (unchanged since).
 
 Only the standard library is imported here.
 
@@ -24,6 +33,8 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import posixpath
 import shutil
@@ -31,10 +42,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from foundation.errors import TfxpError
-from foundation.paths import is_remote
+from foundation.paths import is_remote, scheme
 
 CLAIM_MARKER = ".tfxp-made"
 """The file that marks a working folder as tfxp's (written when tfxp makes it; tfxp removes only such folders)."""
+WRITTEN_MANIFEST = ".tfxp-written.json"
+"""The list of the files tfxp wrote into a user's folder, {"files": {relative path: sha256}} (`record_written`)."""
+_MANIFEST_LIMIT = 1 << 20  # bytes; a larger "manifest" is no list tfxp wrote
 
 
 class PathRuleError(TfxpError, ValueError):
@@ -199,3 +213,136 @@ def remove_made_file(path: Path, header: str) -> bool:
             return False
     path.unlink()
     return True
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _written_files(folder: Path) -> dict[str, str]:
+    """What `WRITTEN_MANIFEST` in `folder` lists (relative path → sha256); {} when it is missing or unreadable."""
+    path = folder / WRITTEN_MANIFEST
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > _MANIFEST_LIMIT:
+            return {}
+        files = json.loads(path.read_bytes()).get("files")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(files, dict):
+        return {}
+    return {name: digest for name, digest in files.items() if isinstance(digest, str)}
+
+
+def check_written_by_tfxp(folder: Path, planned: Mapping[str, str], option: str) -> None:
+    """Refuses to write `planned` into `folder` over anything tfxp did not write there.
+
+    A path in the way is tfxp's when it is a plain file that `WRITTEN_MANIFEST` lists with its present SHA-256, or
+    that already holds exactly the planned text (writing it changes nothing); a link, a folder, a file that leads
+    out of `folder` (through a linked subfolder) or any other file is not.
+
+    Args:
+        folder: The folder the command writes into.
+        planned: Relative path → the text the command will write there.
+        option: The folder's option, e.g. `--out`.
+
+    Raises:
+        PathRuleError: naming every path in the way that is not tfxp's, and the two ways out.
+    """
+    written = _written_files(folder)
+    root = folder.resolve()
+    foreign = []
+    for name, text in planned.items():
+        path = folder / name
+        if not path.resolve().is_relative_to(root):
+            foreign.append(f"{name} (leads out of {folder})")
+        elif path.is_symlink() or (path.exists() and not path.is_file()):
+            foreign.append(f"{name} (a link or a folder)")
+        elif path.exists():
+            data = path.read_bytes()
+            if written.get(name) != _digest(data) and data != text.encode("utf-8"):
+                foreign.append(name)
+    manifest = folder / WRITTEN_MANIFEST
+    if manifest.is_symlink() or (manifest.exists() and not manifest.is_file()):
+        foreign.append(f"{WRITTEN_MANIFEST} (a link or a folder)")
+    if foreign:
+        raise PathRuleError(
+            f"{option} {folder} holds files tfxp did not write (or that were edited since; {WRITTEN_MANIFEST} lists "
+            f"what tfxp wrote): {', '.join(foreign)}; tfxp never replaces them: give {option} another folder, or "
+            "move those files away"
+        )
+
+
+def record_written(folder: Path, written: Mapping[str, str]) -> list[Path]:
+    """Records `written` (relative path → the text tfxp wrote) in `folder`'s `WRITTEN_MANIFEST`, and removes the
+    files an earlier run wrote that this one did not, where they are unchanged since (`check_written_by_tfxp`).
+
+    Returns:
+        The files removed.
+    """
+    earlier = _written_files(folder)
+    removed = []
+    for name, digest in earlier.items():
+        path = folder / name
+        if name in written or path.is_symlink() or not path.is_file():
+            continue
+        if not path.resolve().is_relative_to(folder.resolve()) or _digest(path.read_bytes()) != digest:
+            continue
+        path.unlink()
+        removed.append(path)
+    files = {name: _digest(text.encode("utf-8")) for name, text in sorted(written.items())}
+    (folder / WRITTEN_MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+    return removed
+
+
+def _located(path: str) -> tuple[str, str]:
+    """(scheme, path) with `..` and links resolved: a bucket path by its text, a local one by `os.path.realpath`
+    (relative to the working folder; the parts that exist here with their links followed)."""
+    found = scheme(path)
+    if found:
+        return found, normalized(path[len(found) + 3 :])
+    return "", os.path.realpath(os.path.expanduser(path))
+
+
+def lies_in(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies under it, both resolved (`_located`); a bucket path never lies in a
+    local folder.
+
+    Example:
+        lies_in("/data/digits/train", "/data/digits")  # True
+        lies_in("gs://b/x/../data/eval", "gs://b/data")  # True
+    """
+    (path_scheme, inside), (folder_scheme, base) = _located(path), _located(folder)
+    return path_scheme == folder_scheme and is_under(inside, base)
+
+
+def check_apart_from_data(
+    outputs: Mapping[str, str], data: str, data_key: str = "data.path", written: Mapping[str, str] | None = None
+) -> None:
+    """Refuses outputs that are or lie in the data folder, and a data folder that lies in a folder tfxp fills.
+
+    Args:
+        outputs: The folders or files a command writes, by the option or key that names it (`{"--output": OUT}`);
+            "" = none.
+        data: The data folder the command (or the pipeline it compiles) reads.
+        data_key: Its key, for the message.
+        written: The folders tfxp fills under the outputs (`OUT/<pipeline>`, the serving base), which must not
+            hold the data either (a data folder elsewhere under `OUT` is fine).
+
+    Raises:
+        PathRuleError: naming the output, the data folder and what to change.
+    """
+    if not data:
+        return
+    for key, output in {**outputs, **(written or {})}.items():
+        if output and lies_in(output, data):
+            raise PathRuleError(
+                f"{key} {output} lies in {data_key} {data}, the data the pipeline reads: the next run would read "
+                f"this run's outputs (the report, the summary, the pipeline root) as data; give {key} a folder "
+                f"outside {data}"
+            )
+    for key, output in (written or {}).items():
+        if output and lies_in(data, output):
+            raise PathRuleError(
+                f"{data_key} {data} lies in {key} {output}, which tfxp writes into: the run's outputs would be read "
+                f"as data; move the data out of {output}"
+            )

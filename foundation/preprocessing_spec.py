@@ -22,6 +22,9 @@ from foundation.bounded import parse_json
 from foundation.image_formats import DEFAULT_MAX_IMAGE_PIXELS
 
 _VALID_CHANNELS = (1, 3)
+MAX_IMAGE_SIZE = 4096
+"""The largest `image_size` a spec may say: a 4096² RGB float32 input is already 200 MB per image; a larger size
+in a hand-edited `preprocessing.json` would make device models of frames no camera gives."""
 # ITU-R BT.601 luma, as libjpeg and Pillow's convert("L"); they sum to 1, so gray pixels stay exactly as they are.
 # The edge model's camera input (edge/camera.py) uses them too.
 LUMA_WEIGHTS = (0.299, 0.587, 0.114)
@@ -48,8 +51,9 @@ class PreprocessingSpec:
     central_crop: float = 1.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.image_size, int) or isinstance(self.image_size, bool) or self.image_size < 1:
-            raise ValueError(f"PreprocessingSpec.image_size must be a positive int, got {self.image_size!r}")
+        size = self.image_size
+        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= MAX_IMAGE_SIZE:
+            raise ValueError(f"PreprocessingSpec.image_size must be an int in 1..{MAX_IMAGE_SIZE}, got {size!r}")
         if self.channels not in _VALID_CHANNELS:
             raise ValueError(f"PreprocessingSpec.channels must be 1 (grayscale) or 3 (RGB), got {self.channels!r}")
         if not isinstance(self.max_image_pixels, int) or self.max_image_pixels < 1:

@@ -49,7 +49,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -209,7 +209,9 @@ def push_records(base: str | Path, required_file: str | None) -> dict[str, dict[
     return records
 
 
-def find_published(base: str | Path, identity: str, required_file: str | None = None) -> str | None:
+def find_published(
+    base: str | Path, identity: str, required_file: str | None = None, holds: Callable[[str], bool] | None = None
+) -> str | None:
     """The version directory whose push record holds `identity`, if any (the newest when several do).
 
     Args:
@@ -217,9 +219,11 @@ def find_published(base: str | Path, identity: str, required_file: str | None = 
         identity: What the version holds (see the module docstring).
         required_file: Only versions holding this file count (as in `list_versions`): a bucket version whose
             copy stopped before its completing file is not a published one, and a re-push makes a new version.
+        holds: Also required of a version, when given: that its files still hold `identity` (the Pusher reads the
+            model identity back, `foundation.model_identity.version_holds`), not only its record.
     """
     for version_dir, record in push_records(base, required_file).items():
-        if push_identity(record) == identity:
+        if push_identity(record) == identity and (holds is None or holds(version_dir)):
             return version_dir
     return None
 
@@ -231,6 +235,7 @@ def publish_version(
     last_file: str | None = None,
     version: int | None = None,
     record_extra: Mapping[str, Any] | None = None,
+    holds: Callable[[str], bool] | None = None,
 ) -> str:
     """Copies `source_dir` to `<base>/<version>/` with a push record, and returns that directory.
 
@@ -249,6 +254,7 @@ def publish_version(
             the version's path into the files first (the EdgeExporter's metadata) choose it beforehand.
         record_extra: More keys for the push record (the Pusher's `TRAINED_SPANS_KEY`); `identity` and `version`
             win over them.
+        holds: As in `find_published`: an existing version is reused only when it also passes this check.
 
     Returns:
         `<base>/<version>`.
@@ -264,7 +270,7 @@ def publish_version(
     files = paths.files_under(source)
     if last_file is not None and last_file not in files:
         raise FileNotFoundError(f"cannot push {source}: {last_file} is missing")
-    existing = find_published(root, identity, required_file=last_file)
+    existing = find_published(root, identity, required_file=last_file, holds=holds)
     if existing is not None:
         return existing
     version, target = _version_target(root, version)

@@ -4,15 +4,18 @@ shares: `tfxp run`, `tfxp compile`, `tfxp data inspect`, `tfxp predict --example
 
 `resolve_data` makes `data.split: auto` and `data.label_offset: auto` concrete from what a `DataProbe` reports, and
 checks span folders against `data.spans`; the runners pass the probe (`foundation.data.probe.FileProbe`: local disk
-or `tf.io.gfile`), so this module never touches the disk itself.
+or `tf.io.gfile`), so this module never touches the disk itself; only `check_data_apart` follows the links of local
+paths (`foundation.path_rules.lies_in`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from foundation.data import layout as data_layout
 from foundation.data.layout import DataProbe
+from foundation.path_rules import check_apart_from_data
 from pipeline.config import TfxpConfig
 
 
@@ -52,6 +55,30 @@ def output_layout(config: TfxpConfig) -> OutputLayout:
         summary_path=f"{out}/run-summary.json",
         config_path=f"{pipeline_dir}/params.yaml",
         log_dir=f"{pipeline_dir}/logs",
+    )
+
+
+def check_data_apart(config: TfxpConfig, outputs: Mapping[str, str] | None = None) -> None:
+    """Refuses a config whose outputs are or lie in `data.path`, or whose `data.path` lies in a folder a run fills
+    (`OUT/<pipeline>`, the serving and edge bases): ImportExampleGen would read the outputs as TFRecords
+    (`foundation.path_rules.check_apart_from_data`).
+
+    Args:
+        config: The config, its paths as the command resolves them.
+        outputs: More outputs, by option or key (`{"--out": spec, "kubeflow.pipeline_root": root}`).
+
+    Raises:
+        PathRuleError: naming the output and the data folder.
+    """
+    layout = output_layout(config)
+    check_apart_from_data(
+        {"pipeline.output": config.pipeline.output, **(outputs or {})},
+        config.data.path,
+        written={
+            "the pipeline folder": layout.pipeline_root.rsplit("/", 1)[0],
+            "the serving base": layout.serving_base,
+            "the edge base": layout.edge_base,
+        },
     )
 
 

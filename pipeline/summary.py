@@ -20,6 +20,7 @@ from ml_metadata.proto import metadata_store_pb2
 from components.baseline.served import find_served_model
 from components.baseline.spec import NOT_COMPARED_PROPERTY, SERVED_PATH_PROPERTY, SERVED_VERSION_PROPERTY
 from components.load_check import blessing as load_check
+from components.pusher.executor import PUBLISHED_NOW_PROPERTY, PUSH_NOTE_PROPERTY
 from components.report.inputs import ReportInputs, summarize
 from components.report.summary import ComponentState, DataSeen, RunSummary
 from components.validation.drift import RECORD_PROPERTIES, STOPPED_DECISION, summary_entry
@@ -123,9 +124,9 @@ def _existing_push(destination: str | None, identity: str | None, summary: RunSu
     saying why.
 
     The Pusher's record outlives the version: an operator may have removed it since (a rollback), or another
-    model may be in it. The summary reads the version's own push record back (`foundation.model_identity`) and
-    names it as pushed or served only when it holds `identity`, the model the Pusher pushed (None for a Pusher
-    execution from before tfxp recorded it: not checked).
+    model may be in it. The summary reads the version's model identity back from its files
+    (`foundation.model_identity.version_holds`) and names it as pushed or served only when it holds `identity`,
+    the model the Pusher pushed (None for a Pusher execution from before tfxp recorded it: not checked).
     """
     if not destination:
         return None
@@ -140,8 +141,8 @@ def _existing_push(destination: str | None, identity: str | None, summary: RunSu
         summary.add_problem(
             "Pusher",
             destination,
-            f"the Pusher recorded this version as holding {identity}, but its push record names another model; "
-            "this run's model is not served",
+            f"the Pusher recorded this version as holding {identity}, but its files hold another model (changed "
+            "since the push?); this run's model is not served",
         )
         return None
     return destination
@@ -265,8 +266,14 @@ def _inputs(
     cached_model = trainer is not None and trainer.status == "cached"
     already = None
     if cached_model and destination and store is not None and pusher is not None and pushed is not None:
-        repushed = pusher.status == "cached" or published_before(store, pushed)
+        # The Pusher found the version there (published_now 0: e.g. a copied output folder, where no earlier
+        # Pusher execution pushed to this destination): nothing was written, so nothing was pushed.
+        found = _int_property(pushed, PUBLISHED_NOW_PROPERTY) == 0
+        repushed = pusher.status == "cached" or found or published_before(store, pushed)
         already = destination.rstrip("/").rsplit("/", 1)[-1] if repushed else None
+    note = _string_property(pushed, PUSH_NOTE_PROPERTY) if pushed is not None and pusher is not None else None
+    if note and destination and pusher is not None and pusher.status == "complete":  # said by the run that pushed
+        summary.add_problem("Pusher", destination, note)
     edge = _first(components.get("EdgeExporter"), "edge_model")
     model = _first(trainer, "model")
     evaluation = _first(evaluator, "evaluation")

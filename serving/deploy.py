@@ -32,7 +32,7 @@ from pathlib import Path
 
 from foundation.k8s.image import check_image
 from foundation.k8s.quantity import cpu_cores
-from foundation.path_rules import check_not_input, remove_made_file
+from foundation.path_rules import check_not_input, check_written_by_tfxp, record_written, remove_made_file
 from foundation.paths import scheme
 from serving.config_error import ServingConfigError
 from serving.k8s_manifests import (
@@ -328,25 +328,30 @@ def write_deploy_assets(
     """Renders the assets into `out_dir` (scripts made executable) and returns the written paths; `versions` as in
     `render_deploy_assets`.
 
-    A `warnings.txt` an earlier run wrote is removed when there is nothing to warn about; one tfxp did not write
-    (no `WARNINGS_HEADER`) is left.
+    Nothing tfxp did not write is replaced or removed (`foundation.path_rules.check_written_by_tfxp`): the written
+    files are listed in `out_dir`'s `.tfxp-written.json`, and a re-run replaces them and removes those it no longer
+    writes. A `warnings.txt` an earlier run wrote is removed when there is nothing to warn about; one tfxp did not
+    write (no `WARNINGS_HEADER`) is left.
 
     Args:
         inputs: What the command reads, by the option that names it (`{"--config": path}`): no asset is written
             over one of them.
 
     Raises:
-        PathRuleError: an asset would overwrite one of `inputs` (refused before anything is written).
+        PathRuleError: an asset would overwrite one of `inputs`, or a file in `out_dir` that tfxp did not write
+            (refused before anything is written).
     """
     assets = render_deploy_assets(options, local_model_dir, versions)
     paths = [out_dir / relative for relative in assets]
     for path in paths:
         check_not_input(path, inputs or {}, "--out")
+    check_written_by_tfxp(out_dir, assets, "--out")
     if WARNINGS_FILE not in assets:
         remove_made_file(out_dir / WARNINGS_FILE, WARNINGS_HEADER)
     for path, text in zip(paths, assets.values(), strict=True):
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         if path.suffix == ".sh":
             path.chmod(0o755)
+    record_written(out_dir, assets)
     return paths

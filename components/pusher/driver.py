@@ -9,7 +9,8 @@ the cache key, the Pusher reruns and publishes the model again (as a new version
 Nothing changed on disk, nothing removed: the fingerprint is stable and the Pusher stays cached. Each version
 with a push record is named with a digest of the model identity it records (`foundation.model_identity`), so a
 version that now holds another model under the same name (a serving base restored from elsewhere) reruns the
-Pusher too, which then finds or publishes a version holding its own model.
+Pusher too, which then finds or publishes a version holding its own model; so does a version whose files no longer
+hold what its record names (the digest covers the identity read back from its files).
 
 Example fingerprints: `none` (nothing pushed yet), `1796094230:5f0c1d2e9a8b,1796094188`,
 `1796094188;gone:1796094230`.
@@ -29,6 +30,7 @@ from tfx.utils import proto_utils
 
 from components.fingerprint_driver import FingerprintDriver
 from foundation.contract import SAVED_MODEL_FILE
+from foundation.model_identity import files_identity
 from foundation.paths import name_of
 from foundation.publish import list_versions, push_identity, read_push_record
 
@@ -61,12 +63,16 @@ def pushed_fingerprint(base: str, earlier_pushes: Iterable[str] = ()) -> str:
 
 
 def _with_identity(version_dir: str) -> str:
-    """`<version>:<12 hex of what its push record says it holds>`, or `<version>` for a version without one: a
-    version whose model was replaced under the same name changes the key, so the Pusher reruns rather than
+    """`<version>:<12 hex of what its push record says it holds and what its files hold>`, or `<version>` for a
+    version without a record (another tool's): a version whose model was replaced under the same name, or whose
+    files were edited since the push (its labels.txt, say), changes the key, so the Pusher reruns rather than
     report a version that holds another model."""
-    identity = push_identity(read_push_record(version_dir))
+    recorded = push_identity(read_push_record(version_dir))
     name = name_of(version_dir)
-    return f"{name}:{hashlib.sha256(identity.encode()).hexdigest()[:12]}" if identity else name
+    if not recorded:
+        return name
+    found = files_identity(version_dir) or ""
+    return f"{name}:{hashlib.sha256(f'{recorded}|{found}'.encode()).hexdigest()[:12]}"
 
 
 def earlier_pushes(store: metadata_store.MetadataStore, model_ids: Sequence[int]) -> list[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from absl import logging
 from tfx.components.pusher import executor as pusher_executor
 from tfx.components.pusher.component import Pusher
 from tfx.dsl.components.base import executor_spec
@@ -32,7 +33,13 @@ from components.pusher.driver import PushedVersionsDriver
 from foundation.bounded import parse_json
 from foundation.contract import SAVED_MODEL_FILE
 from foundation.data.spans import SPANS_PROPERTY, parse_spans
-from foundation.model_identity import MODEL_IDENTITY_PROPERTY, find_model_version, model_identity
+from foundation.model_identity import (
+    MODEL_IDENTITY_PROPERTY,
+    changed_versions,
+    find_model_version,
+    model_identity,
+    version_holds,
+)
 from foundation.publish import SAVED_MODEL_KEY, TRAINED_SPANS_KEY, publish_version
 from serving.rollout.state import refuse_direct_push_over_rollout
 
@@ -40,6 +47,9 @@ ROLLOUT_KEY = "rollout"
 CUSTOM_CONFIG_KEY = "custom_config"
 PUBLISHED_NOW_PROPERTY = "published_now"
 """PushedModel custom property: 1 when this execution created the version, 0 when it found it published."""
+PUSH_NOTE_PROPERTY = "push_note"
+"""PushedModel custom property: why the model was pushed again although a version's record names it (its files
+changed since; `repush_note`), for the run summary; absent otherwise."""
 
 
 class AtomicPusherExecutor(pusher_executor.Executor):
@@ -67,7 +77,10 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         if not rollout:
             refuse_direct_push_over_rollout(base)
         identity = model_identity(model_path)
+        # Read back from each version's files, not its push record: a version whose files changed since the push
+        # (a hand-edited labels.txt) no longer holds this model, which is then pushed again as a new version.
         already = find_model_version(base, identity, model_path)
+        changed = changed_versions(base, identity, model_path) if already is None else {}
         spans = trained_on(input_dict)
         version_dir = already or publish_version(
             model_path,
@@ -75,7 +88,12 @@ class AtomicPusherExecutor(pusher_executor.Executor):
             identity=identity,
             last_file=SAVED_MODEL_FILE,
             record_extra={SAVED_MODEL_KEY: model_path, **({TRAINED_SPANS_KEY: spans} if spans else {})},
+            holds=lambda version: version_holds(version, identity),
         )
+        if changed:
+            note = repush_note(changed, version_dir)
+            logging.warning("Pusher: %s", note)
+            model_push.set_string_custom_property(PUSH_NOTE_PROPERTY, note)
         io_utils.copy_dir(model_path, model_push.uri)  # the artifact's own archive copy, as TFX does
         self._MarkPushed(model_push, pushed_destination=version_dir, pushed_version=os.path.basename(version_dir))
         model_push.set_string_custom_property(MODEL_IDENTITY_PROPERTY, identity)
@@ -92,6 +110,26 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         run = getattr(self._context, "_pipeline_run_id", None) or "unknown"
         state = publish_version_state(base, version, by=f"run:{run}")
         advance_tracks(base, rollout["container_base"], rollout["model_name"], state, available={})
+
+
+def repush_note(changed: dict[str, list[str]], version_dir: str) -> str:
+    """Why the model went to `version_dir` although the `changed` versions' records name it (`changed_versions`).
+
+    Example:
+        repush_note({"serving/digits/17": ["assets/labels.txt"]}, "serving/digits/18")
+        # "version 17 no longer holds the model its push record names (its assets/labels.txt changed since the
+        #  push), so the model was pushed again as version 18; version 17 is left as it is"
+    """
+    names = ", ".join(os.path.basename(path.rstrip("/")) for path in changed)
+    parts = sorted({part for found in changed.values() for part in found})
+    what = " and ".join(parts) or "its files"
+    plural = "s" if len(changed) > 1 else ""
+    return (
+        f"version{plural} {names} no longer hold{'' if plural else 's'} the model {'their' if plural else 'its'} push "
+        f"record names ({what} changed since the push), so the model was pushed again as version "
+        f"{os.path.basename(version_dir.rstrip('/'))}; version{plural} {names} {'are' if plural else 'is'} left as "
+        f"{'they are' if plural else 'it is'}"
+    )
 
 
 def rollout_config(exec_properties: ExecProperties) -> dict[str, Any]:

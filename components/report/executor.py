@@ -102,7 +102,7 @@ def _write_run_record(input_dict: ArtifactDict, exec_properties: ExecProperties,
 
 
 def holds_pushed(pushed: types.Artifact) -> bool:
-    """Whether the version the Pusher recorded holds the model it pushed, read back from the version's push record
+    """Whether the version the Pusher recorded holds the model it pushed, read back from the version's files
     (`foundation.model_identity.version_holds`): what the notice says was published is what is on disk. True
     for a Pusher execution from before tfxp recorded the identity (nothing to check against)."""
     identity = pushed.get_string_custom_property(MODEL_IDENTITY_PROPERTY)

@@ -23,6 +23,7 @@ from components.trainer.recipe import OptimizerOptions, ScheduleOptions
 from foundation.config_section import ConfigSection, describe_errors, refuse_moved_keys, registered
 from foundation.errors import TfxpError
 from foundation.image_formats import DEFAULT_MAX_IMAGE_PIXELS
+from foundation.preprocessing_spec import MAX_IMAGE_SIZE
 
 # The model registry's names, declared here without Keras so the config checks `trainer.model` when it loads.
 # components/trainer/models.py registers one builder under each name and refuses any other.
@@ -114,7 +115,7 @@ class TrainerOptions(ConfigSection):
     strategy: Literal["auto", "default", "mirrored", "multi_worker"] = "auto"
     workers: int = Field(1, ge=1, le=MAX_WORKERS)
     collective_timeout_seconds: int = Field(600, ge=1)
-    image_size: int = Field(16, ge=8)
+    image_size: int = Field(16, ge=8, le=MAX_IMAGE_SIZE)
     channels: Literal[1, 3] = 1
     max_image_pixels: int = Field(DEFAULT_MAX_IMAGE_PIXELS, ge=1)
     width: int = Field(16, ge=1)

@@ -19,7 +19,7 @@ from foundation.data.probe import FileProbe
 from foundation.errors import TfxpError
 from foundation.paths import is_remote
 from pipeline.config import TfxpConfig, write_config
-from pipeline.layout import OutputLayout, output_layout, resolve_data
+from pipeline.layout import OutputLayout, check_data_apart, output_layout, resolve_data
 from pipeline.runners.progress import ProgressCallback, failed_component, watch_run
 from pipeline.runners.recovery import cancel_stale_executions, run_lock
 
@@ -36,6 +36,7 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
         FileNotFoundError: `data.path` is a local directory that does not exist, or `pipeline.output` is a file.
         LabelMapError: the label map is missing or breaks the label-map rule (before any component runs).
         DataError: a layout that is not recognised, or span folders that do not fit `data.spans`.
+        PathRuleError: an output in `data.path`, or `data.path` in a folder the run fills (`check_data_apart`).
     """
     if is_remote(config.pipeline.output):
         raise FileNotFoundError(
@@ -76,6 +77,7 @@ def resolve_local_paths(config: TfxpConfig) -> TfxpConfig:
     pipeline = config.pipeline.model_copy(update={"output": _absolute(config.pipeline.output)})
     serving = config.serving.model_copy(update={"base_path": _absolute(config.serving.base_path)})
     resolved = config.model_copy(update={"data": data, "pipeline": pipeline, "serving": serving})
+    check_data_apart(resolved)  # before the data is listed: outputs in the data are read as data next time
     return resolve_data(resolved, FileProbe())
 
 

@@ -132,6 +132,30 @@ def test_read_preprocessing_falls_back_to_the_signature_shape(saved_model: Path,
     assert read_preprocessing(without_asset) == SPEC
 
 
+@pytest.mark.parametrize(
+    ("size", "message"),
+    [
+        # A hand-edited asset: 3e9 made, exit 0, a device model declaring [1, 3e9, 3e9, 3] frames.
+        (3_000_000_000, r"preprocessing.json: PreprocessingSpec.image_size must be an int in 1\.\.4096"),
+        # Within the bound, but not what the model takes (its signature takes 16).
+        (
+            32,
+            r"preprocessing.json says image_size 32 and channels 1, but the model's `serving_preprocessed` "
+            r"signature takes \[None, 16, 16, 1\]",
+        ),
+    ],
+)
+def test_a_preprocessing_asset_that_the_signature_contradicts_is_refused(
+    saved_model: Path, tmp_path: Path, size: int, message: str
+) -> None:
+    edited = shutil.copytree(saved_model, tmp_path / "model")
+    asset = edited / "assets" / "preprocessing.json"
+    asset.write_text(json.dumps({**json.loads(asset.read_text()), "image_size": size}))
+
+    with pytest.raises(EdgeError, match=message):
+        read_preprocessing(edited)
+
+
 def test_export_measures_gates_and_writes_the_edge_model(saved_model: Path, data_dir: Path, tmp_path: Path) -> None:
     options = EdgeOptions(mode="int8", io_dtype="int8", representative_samples=64, app_client="none")
     export = export_edge_model(saved_model, data_dir, options, benchmark_runs=10)

@@ -11,6 +11,7 @@ import pytest
 from foundation.model_identity import (
     FINGERPRINT_FILE,
     ModelIdentityError,
+    changed_versions,
     find_model_version,
     model_identity,
     version_holds,
@@ -98,3 +99,20 @@ def test_a_version_holds_what_its_record_says_else_what_its_files_are(models: di
     assert find_model_version(legacy_base, two, "/elsewhere") is None
     record = json.loads((Path(legacy) / PUSH_RECORD).read_text())
     assert record["identity"] == source
+
+
+def test_a_version_is_what_its_files_hold_not_what_its_record_says(models: dict[str, Path], tmp_path: Path) -> None:
+    """adv3 B16: a version's labels.txt edited after the push; its record still names the model."""
+    base = tmp_path / "serving" / "digits"
+    one = model_identity(models["one"])
+    version = publish_version(models["one"], base, identity=one, last_file="saved_model.pb")
+    assert changed_versions(base, one, str(models["one"])) == {}
+    (Path(version) / "assets" / "labels.txt").write_text("cat\nwolf\n")
+
+    assert not version_holds(version, one) and find_model_version(base, one) is None
+    assert changed_versions(base, one, str(models["one"])) == {version: ["assets/labels.txt"]}
+    (Path(version) / "assets" / "preprocessing.json").write_text('{"channels": 1, "image_size": 16}')
+    assert changed_versions(base, one, str(models["one"]))[version] == [
+        "assets/labels.txt",
+        "assets/preprocessing.json",
+    ]

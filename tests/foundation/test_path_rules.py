@@ -11,11 +11,15 @@ from foundation.data.layout import DataSpec
 from foundation.path_rules import (
     CLAIM_MARKER,
     PathRuleError,
+    check_apart_from_data,
     check_not_input,
     check_relative,
+    check_written_by_tfxp,
     claim_dir,
     is_under,
+    lies_in,
     normalized,
+    record_written,
     relative_problem,
     remove_claimed,
     remove_made_file,
@@ -138,3 +142,62 @@ def test_tfxp_removes_only_files_that_begin_with_its_header(tmp_path: Path) -> N
     assert not remove_made_file(tmp_path / "link.txt", header) and elsewhere.is_file()
     assert not remove_made_file(tmp_path / "missing.txt", header)
     assert not remove_made_file(tmp_path, header)  # a folder
+
+
+def test_tfxp_replaces_only_the_files_it_wrote_and_lists(tmp_path: Path) -> None:
+    planned = {"models.config": "model v1\n", "kubernetes/deployment.yaml": "kind: Deployment\n"}
+    (tmp_path / "kubernetes").mkdir()
+    (tmp_path / "models.config").write_text("my notes\n")
+    (tmp_path / "kubernetes" / "deployment.yaml").write_text("mine\n")
+    with pytest.raises(PathRuleError, match=r"holds files tfxp did not write .*: models.config, kubernetes/deploy"):
+        check_written_by_tfxp(tmp_path, planned, "--out")
+
+    (tmp_path / "models.config").write_text("model v1\n")  # what tfxp would write anyway: nothing is lost
+    (tmp_path / "kubernetes" / "deployment.yaml").unlink()
+    check_written_by_tfxp(tmp_path, planned, "--out")
+    record_written(tmp_path, planned)
+    (tmp_path / "kubernetes" / "deployment.yaml").write_text(planned["kubernetes/deployment.yaml"])
+    check_written_by_tfxp(tmp_path, {name: text + "changed\n" for name, text in planned.items()}, "--out")  # ours
+
+    (tmp_path / "models.config").write_text("model v1, tuned by hand\n")  # edited since: the user's now
+    with pytest.raises(PathRuleError, match=r"did not write \(or that were edited since.*: models.config; tfxp"):
+        check_written_by_tfxp(tmp_path, planned, "--out")
+
+
+def test_a_rerun_removes_only_its_own_unchanged_files_it_no_longer_writes(tmp_path: Path) -> None:
+    record_written(tmp_path, {"a.yaml": "a\n", "b.yaml": "b\n", "c.yaml": "c\n"})
+    for name in ("a.yaml", "b.yaml", "c.yaml"):
+        (tmp_path / name).write_text(name[0] + "\n")
+    (tmp_path / "c.yaml").write_text("c, edited\n")
+
+    removed = record_written(tmp_path, {"a.yaml": "a\n"})
+
+    assert removed == [tmp_path / "b.yaml"] and not (tmp_path / "b.yaml").exists()
+    assert (tmp_path / "c.yaml").read_text() == "c, edited\n"  # edited since: the user's, kept
+
+
+def test_a_file_that_leads_out_of_the_folder_is_never_written_through(tmp_path: Path) -> None:
+    outside, out = tmp_path / "outside", tmp_path / "out"
+    outside.mkdir()
+    out.mkdir()
+    (out / "kubernetes").symlink_to(outside)
+    (out / "models.config").symlink_to(outside / "models.config")
+    planned = {"kubernetes/service.yaml": "x\n", "models.config": "y\n"}
+    with pytest.raises(PathRuleError, match=r"kubernetes/service.yaml \(leads out of .*models.config \(leads out"):
+        check_written_by_tfxp(out, planned, "--out")
+
+
+def test_an_output_in_the_data_or_the_data_in_a_filled_folder_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / "link").symlink_to(data)
+    assert lies_in(str(tmp_path / "link" / "train"), str(data)) and lies_in(str(data), str(data))
+    assert not lies_in(str(tmp_path / "data2"), str(data)) and not lies_in("gs://b/data", str(data))
+    assert lies_in("gs://b/x/../data/train", "gs://b/data") and not lies_in("s3://b/data", "gs://b/data")
+
+    with pytest.raises(PathRuleError, match=r"--output .*/link/train lies in data.path .*; give --output a folder"):
+        check_apart_from_data({"--output": str(tmp_path / "link" / "train")}, str(data))
+    filled = {"the serving base": str(tmp_path / "out" / "serving")}
+    check_apart_from_data({"--output": str(tmp_path / "out")}, str(tmp_path / "out" / "data"), written=filled)
+    with pytest.raises(PathRuleError, match=r"data.path .*/out/serving/1 lies in the serving base .*/out/serving,"):
+        check_apart_from_data({}, str(tmp_path / "out" / "serving" / "1"), written=filled)

@@ -105,7 +105,9 @@ def test_spec_from_bad_json_says_what_is_wrong(text: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"image_size": 0, "channels": 1}, "image_size must be a positive int"),
+        ({"image_size": 0, "channels": 1}, r"image_size must be an int in 1\.\.4096, got 0"),
+        # A hand-edited preprocessing.json: 3e9 would make a device model of 3e9 x 3e9 frames.
+        ({"image_size": 3_000_000_000, "channels": 1}, r"image_size must be an int in 1\.\.4096, got 3000000000"),
         ({"image_size": 8, "channels": 2}, "1 \\(grayscale\\) or 3"),
     ],
 )

@@ -113,6 +113,65 @@ def test_deploy_assets_removes_only_the_warnings_it_wrote(tmp_path: Path) -> Non
     assert warnings.read_text() == "my review notes\n"  # not tfxp's: left
 
 
+def test_deploy_assets_never_replaces_files_it_did_not_write(tmp_path: Path) -> None:
+    # adv3 B10: the user's own models.config and kubernetes/deployment.yaml were replaced silently, exit 0
+    out = tmp_path / "deploy"
+    (out / "kubernetes").mkdir(parents=True)
+    (out / "models.config").write_text("my notes\n")
+    (out / "kubernetes" / "deployment.yaml").write_text("mine\n")
+
+    result = _invoke("deploy-assets", "--out", out)
+
+    _refused(
+        result,
+        f"--out {out} holds files tfxp did not write",
+        "models.config, kubernetes/deployment.yaml",
+        "give --out another folder, or move those files away",
+    )
+    assert (out / "models.config").read_text() == "my notes\n"
+    assert sorted(path.name for path in out.rglob("*")) == ["deployment.yaml", "kubernetes", "models.config"]
+
+    # tfxp's own earlier output is replaced; what it no longer writes (warnings.txt: images by digest) goes.
+    own = tmp_path / "own"
+    assert _invoke("deploy-assets", "--out", own).exit_code == 0
+    digest = "@sha256:" + "a" * 64
+    by_digest = ("--set", f"serving.cpu_image=tensorflow/serving{digest}", "--set", f"serving.gpu_image=tf/gpu{digest}")
+    assert _invoke("deploy-assets", "--out", own, *by_digest).exit_code == 0
+    assert digest in (own / "kubernetes" / "deployment.yaml").read_text() and not (own / "warnings.txt").exists()
+
+
+def _data(folder: Path) -> Path:
+    (folder / "train").mkdir(parents=True)
+    (folder / "eval").mkdir()
+    (folder / "labels.txt").write_text("zero\none\n")
+    return folder
+
+
+def test_run_never_writes_its_outputs_into_the_data(tmp_path: Path) -> None:
+    # adv3 B11: `--output <data.path>/train` was accepted, and the next run read report.html as TFRecords
+    data = _data(tmp_path / "digits")
+    (tmp_path / "link").symlink_to(data)
+
+    for output in (data / "train", data, tmp_path / "link" / "eval"):
+        result = _invoke("run", "--set", f"data.path={data}", "--output", output)
+        _refused(result, "pipeline.output", f"lies in data.path {data}", "give pipeline.output a folder outside")
+    assert sorted(path.name for path in data.rglob("*")) == ["eval", "labels.txt", "train"]  # nothing written
+    # The data in a folder the run fills: the serving base, here.
+    served = _data(tmp_path / "out" / "serving" / "digits" / "1")
+    result = _invoke("run", "--set", f"data.path={served}", "--output", tmp_path / "out")
+    _refused(result, f"data.path {served} lies in the serving base {tmp_path / 'out' / 'serving' / 'digits'}")
+
+
+def test_compile_never_puts_the_spec_or_the_pipeline_root_in_the_data(tmp_path: Path) -> None:
+    data = _data(tmp_path / "digits")
+    given = ("--set", f"data.path={data}", *DATA_SETS)
+    _refused(_invoke("compile", *given, "--out", data / "pipeline.yaml"), f"--out {data / 'pipeline.yaml'} lies in")
+    root = ("--set", "kubeflow.pipeline_root=gs://b/data/root")
+    result = _invoke("compile", "--set", "data.path=gs://b/x/../data", *DATA_SETS, *root, "--out", tmp_path / "p.yaml")
+    _refused(result, "kubeflow.pipeline_root gs://b/data/root lies in data.path gs://b/x/../data")
+    assert not (tmp_path / "p.yaml").exists()
+
+
 def test_compile_never_writes_a_file_beside_the_spec_over_its_config(tmp_path: Path) -> None:
     config = tmp_path / "pipeline.tfjob.yaml"  # where `--out pipeline.yaml` puts the workers' TFJob
     config.write_text((REPO / "configs" / "imagenet_a100.yaml").read_text())

@@ -10,6 +10,7 @@ import pytest
 from mlmd_fixtures import PIPELINE, FakeRunStore
 from typer.testing import CliRunner
 
+from foundation.model_identity import model_identity
 from pipeline.cli import app
 from pipeline.config import TfxpConfig, build_config
 from pipeline.layout import output_layout
@@ -179,20 +180,28 @@ def test_a_pushed_version_removed_since_is_a_problem_not_the_pushed_model_dir(tm
     assert "no longer exists" in problem["error"]
 
 
-@pytest.mark.parametrize("holds", [False, True])
-def test_the_pushed_model_dir_is_read_back_from_the_versions_push_record(tmp_path: Path, holds: bool) -> None:
-    """What the run says it published is what is on disk: a version that holds another model (a Pusher that found
-    its path in an earlier record, a serving base restored from elsewhere) is a problem, never the served model."""
+def _pushed_version(tmp_path: Path) -> tuple[TfxpConfig, Path, str]:
+    """(config, a version under its serving base with the Pusher's record, the model identity of its files)."""
     config = build_config({}, [f"pipeline.output={tmp_path / 'out'}"])
     version = Path(output_layout(config).serving_base) / "1796094230"
     version.mkdir(parents=True)
     (version / "saved_model.pb").write_bytes(b"model")
-    on_disk = "model:ours" if holds else "model:an-earlier-one"
-    (version / "tfxp_push.json").write_text(json.dumps({"identity": on_disk, "version": 1796094230}))
+    ours = model_identity(version)
+    (version / "tfxp_push.json").write_text(json.dumps({"identity": ours, "version": 1796094230}))
+    return config, version, ours
+
+
+@pytest.mark.parametrize("holds", [False, True])
+def test_the_pushed_model_dir_is_read_back_from_the_versions_push_record(tmp_path: Path, holds: bool) -> None:
+    """What the run says it published is what is on disk: a version that holds another model (a Pusher that found
+    its path in an earlier record, a serving base restored from elsewhere) is a problem, never the served model."""
+    config, version, ours = _pushed_version(tmp_path)
+    if not holds:  # the record still names our model, but the files were replaced since
+        (version / "saved_model.pb").write_bytes(b"an earlier model")
     store = FakeRunStore(tmp_path / "metadata.db")
     run = store.start_run()
     pushed = str(tmp_path / "pushed")
-    properties = {pushed: {"pushed": 1, "pushed_destination": str(version), "model_identity": "model:ours"}}
+    properties = {pushed: {"pushed": 1, "pushed_destination": str(version), "model_identity": ours}}
     store.add_execution(run, "Pusher", "complete", {"pushed_model": [pushed]}, properties)
     summary = build_summary(config, str(tmp_path / "metadata.db"), wall_seconds=1.0).to_json_dict()
     if holds:
@@ -201,4 +210,27 @@ def test_the_pushed_model_dir_is_read_back_from_the_versions_push_record(tmp_pat
     assert summary["pushed_model_dir"] is None
     (problem,) = summary["problems"]
     assert problem["component"] == "Pusher" and problem["path"] == str(version)
-    assert "holding model:ours, but its push record names another model" in problem["error"]
+    assert f"holding {ours}, but its files hold another model (changed since the push?)" in problem["error"]
+
+
+def test_a_version_the_pusher_found_is_no_new_data_and_a_repush_says_why(tmp_path: Path) -> None:
+    """adv3 B16: on a copied output folder the Pusher found the version (published_now 0) and the run said "pushed",
+    naming it, although nothing was written; a model pushed again over an edited version says why."""
+    config, version, ours = _pushed_version(tmp_path)
+    for note in ("", "version 1796094100 no longer holds the model its push record names (...)"):
+        store = FakeRunStore(tmp_path / f"metadata{len(note)}.db")
+        run = store.start_run()
+        store.add_execution(run, "Trainer", "cached", outputs={"model": [str(tmp_path / "model")]})
+        blessing = str(tmp_path / "blessing")
+        store.add_execution(run, "Evaluator", "cached", {"blessing": [blessing]}, {blessing: {"blessed": 1}})
+        pushed = str(tmp_path / "pushed")
+        found = {"pushed": 1, "pushed_destination": str(version), "model_identity": ours, "published_now": 0}
+        properties = {pushed: {**found, "published_now": 1, "push_note": note} if note else found}
+        store.add_execution(run, "Pusher", "complete", {"pushed_model": [pushed]}, properties)
+        summary = build_summary(config, str(tmp_path / f"metadata{len(note)}.db"), wall_seconds=1.0).to_json_dict()
+        if not note:
+            assert summary["decision"] == "no new data", summary
+            assert summary["blessing_reason"].startswith("no new data, nothing pushed: version 1796094230 already")
+            continue
+        assert summary["decision"] == "pushed"
+        assert [problem["error"] for problem in summary["problems"]] == [note]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from google.protobuf import wrappers_pb2 as _wrappers  # registers the wrapper t
 from tensorflow_serving.config import model_server_config_pb2
 from typer.testing import CliRunner
 
+from foundation.path_rules import WRITTEN_MANIFEST
 from pipeline.cli import app
 from pipeline.config import ConfigError, TfxpConfig, load_config
 from pipeline.layout import output_layout
@@ -261,7 +263,9 @@ def test_cli_writes_every_asset(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["deploy-assets", "--out", str(tmp_path), *SET_LABELLED])
     assert result.exit_code == 0, result.output
     written = {str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file()}
-    assert written == set(render_deploy_assets(load_config(None, LABELLED).serving))
+    assets = render_deploy_assets(load_config(None, LABELLED).serving)
+    assert written == {*assets, WRITTEN_MANIFEST}  # and the list of what tfxp wrote (foundation.path_rules)
+    assert set(json.loads((tmp_path / WRITTEN_MANIFEST).read_text())["files"]) == set(assets)
     model_dir = Path(load_config(None, LABELLED).pipeline.output).resolve() / "serving" / "flowers"
     assert f"MODEL_DIR=${{MODEL_DIR:-{model_dir}}}" in (tmp_path / "run_tf_serving_cpu.sh").read_text()
     assert (tmp_path / "run_tf_serving_cpu.sh").stat().st_mode & 0o111

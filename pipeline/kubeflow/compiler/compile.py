@@ -55,7 +55,7 @@ from pipeline.kubeflow.compiler.spec import (
     write_pipeline_doc,
 )
 from pipeline.kubeflow.compiler.workers import manifest_paths, write_manifests
-from pipeline.layout import OutputLayout, output_layout, resolve_data
+from pipeline.layout import OutputLayout, check_data_apart, output_layout, resolve_data
 
 # What KubeflowV2DagRunner writes; a `.yaml` name selects the IR YAML instead of the PipelineJob JSON.
 COMPILED_FILENAME = "pipeline.yaml"
@@ -200,7 +200,8 @@ def compile_pipeline(config: TfxpConfig, out: Path, inputs: Mapping[str, Path | 
     Raises:
         KubeflowCompileError: `out` is not a `.yaml`/`.yml` file, the config does not fit Kubeflow, or the data
             cannot be read for an `auto` (`resolve_data_for_kubeflow`).
-        foundation.path_rules.PathRuleError: the spec or a file beside it would overwrite one of `inputs`.
+        foundation.path_rules.PathRuleError: the spec or a file beside it would overwrite one of `inputs`; the
+            spec, the pipeline root or an output lies in `data.path` (`pipeline.layout.check_data_apart`).
         pipeline.kubeflow.compiler.spec.SpecPatchError: the patch does not fit the compiled spec, a pod setting is
             malformed, or the Kubernetes platform document does not parse strictly.
     """
@@ -209,6 +210,7 @@ def compile_pipeline(config: TfxpConfig, out: Path, inputs: Mapping[str, Path | 
     # Before anything is read or written: the spec, and with workers (`trainer_tfjob`) the manifests beside it.
     for path in (out, *(manifest_paths(out) if config.trainer.workers > 1 else ())):
         check_not_input(path, inputs or {}, "--out")
+    check_data_apart(config, {"--out": str(out), "kubeflow.pipeline_root": config.kubeflow.pipeline_root})
     from pipeline.kubeflow.compiler.platform import pod_settings
     from pipeline.pipeline import create_pipeline
 

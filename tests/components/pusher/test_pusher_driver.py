@@ -66,6 +66,21 @@ def test_fingerprint_follows_the_model_a_version_holds_not_only_its_name(tmp_pat
     assert pushed_fingerprint(str(base)) not in (before, "100")
 
 
+def test_fingerprint_follows_a_versions_files_not_only_its_record(tmp_path: Path) -> None:
+    """adv3 B16: the served version's labels.txt edited after the push, its record unchanged: the key changes, so
+    the Pusher reruns instead of staying cached on a version that no longer holds its model."""
+    base = tmp_path / "serving" / "digits"
+    version = _version(base, "100")
+    (version / "assets").mkdir()
+    (version / "assets" / "labels.txt").write_text("0\n1\n")
+    (version / PUSH_RECORD).write_text(json.dumps({"identity": "model:aaa", "version": 100}))
+    before = pushed_fingerprint(str(base))
+
+    (version / "assets" / "labels.txt").write_text("zero\n1\n")
+
+    assert pushed_fingerprint(str(base)) not in (before, "100")
+
+
 def _store(tmp_path: Path) -> metadata_store.MetadataStore:
     config = metadata_store_pb2.ConnectionConfig()
     config.sqlite.filename_uri = str(tmp_path / "metadata.db")

@@ -169,3 +169,30 @@ def test_versions_pushed_before_the_identity_are_compared_by_their_content(tmp_p
     (Path(model.uri) / "Format-Serving" / "saved_model.pb").write_bytes(b"another model at the old path")
     assert _push(tmp_path, model, "8").get_string_custom_property("pushed_destination") != old
     assert len(list_versions(base)) == 2
+
+
+def test_a_version_whose_files_changed_since_the_push_is_not_taken_for_the_model(tmp_path: Path) -> None:
+    """adv3 B16: the served version's labels.txt edited after the push; its push record still names the model. The
+    record is not trusted: the model is pushed again as a new version, and the PushedModel says why."""
+    model = _model(tmp_path, "5")
+    assets = Path(model.uri) / "Format-Serving" / "assets"
+    assets.mkdir()
+    (assets / "labels.txt").write_text("0\n1\n")
+    first = _push(tmp_path, model, "7")
+    served = Path(first.get_string_custom_property("pushed_destination"))
+    (served / "assets" / "labels.txt").write_text("zero\n1\n")
+
+    again = _push(tmp_path, model, "8")
+
+    version = Path(again.get_string_custom_property("pushed_destination"))
+    assert version != served and again.get_int_custom_property("published_now") == 1
+    assert (version / "assets" / "labels.txt").read_text() == "0\n1\n"
+    assert (served / "assets" / "labels.txt").read_text() == "zero\n1\n"  # left as the user made it
+    assert again.get_string_custom_property("push_note") == (
+        f"version {served.name} no longer holds the model its push record names (assets/labels.txt changed since "
+        f"the push), so the model was pushed again as version {version.name}; version {served.name} is left as it is"
+    )
+    # Over the new version, the same model is found and nothing is said.
+    third = _push(tmp_path, model, "9")
+    assert third.get_string_custom_property("pushed_destination") == str(version)
+    assert third.get_int_custom_property("published_now") == 0 and not third.has_custom_property("push_note")

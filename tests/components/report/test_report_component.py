@@ -388,15 +388,19 @@ def test_a_bucket_pipeline_root_gives_the_same_report_as_a_local_one(tmp_path: P
 def test_the_run_record_names_the_pushed_version_only_when_it_holds_the_pushed_model(
     tmp_path: Path, tfma: dict[str, Any], on_disk: str
 ) -> None:
-    """What the notice says was published is read back from the version's push record."""
+    """What the notice says was published is read back from the version's files, not its push record."""
     from components.notify.run_record import read_run_record
+    from foundation.model_identity import model_identity
 
     run = "7d0c1e2f-0000-4000-8000-000000000001"
     report = _artifact(HtmlReport, tmp_path / run / "RunReport" / "ab12" / "report")
     pushed = _pushed(tmp_path / run, pushed=True)
-    pushed.set_string_custom_property("model_identity", "model:ours")
     version = Path(pushed.get_string_custom_property("pushed_destination"))
-    (version / "tfxp_push.json").write_text(json.dumps({"identity": on_disk, "version": int(VERSION)}))
+    ours = model_identity(version)
+    pushed.set_string_custom_property("model_identity", ours)
+    (version / "tfxp_push.json").write_text(json.dumps({"identity": ours, "version": int(VERSION)}))
+    if on_disk != "model:ours":  # the record still names our model, but the files were replaced since
+        (version / "saved_model.pb").write_bytes(b"an earlier model")
     inputs = {**_evaluated(tmp_path / run, blessed=1), "pushed_model": pushed}
     Executor().Do(
         {key: [artifact] for key, artifact in inputs.items()},
