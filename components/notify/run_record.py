@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from foundation import paths
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 
 RUN_RECORDS_DIR = "runs"
 """Beside the versions under the serving base path: `<serving base>/runs/<run id>.json` (not a version)."""
@@ -156,7 +156,7 @@ def read_run_record(record_dir: str, run_id: str) -> RunRecord | None:
     path = record_path(record_dir, run_id)
     if not paths.exists(path):
         return None
-    data = parse_json(paths.read_bytes(path))
+    data = parse_json(read_document(path, f"run record {path}"))
     if not isinstance(data, dict):
         raise ValueError(f"{path} is not a run record")
     return RunRecord.from_dict(data)
