@@ -222,14 +222,26 @@ _READ_CASES = [
     ("with open(p) as handle:\n    text = handle.read()\n", 0),
 ]
 
+_WHOLE_READ_CASES = [
+    ("value = parse_json(path.read_text())\n", 1),
+    ("value = parse_json(paths.read_bytes(p))\n", 1),
+    ("def f(path):\n    text = path.read_text()\n    return parse_json(text)\n", 1),
+    ("record = Decision.from_json(paths.read_text(p))\n", 1),
+    ("json_format.Parse(Path(p).read_text(), message)\n", 1),
+    ("value = parse_json(read_document(p, 'record'))\n", 0),
+    ("text = path.read_text()\nprint(text)\n", 0),
+    ("def f(path):\n    text = path.read_text()\ndef g(text):\n    return parse_json(text)\n", 0),
+]
+
 
 @pytest.mark.parametrize(
     ("scan", "owner", "code", "hits"),
     [("http", REDIRECTS_MODULE, *case) for case in _HTTP_CASES]
-    + [("reads", BOUNDED_MODULE, *case) for case in _READ_CASES],
+    + [("reads", BOUNDED_MODULE, *case) for case in _READ_CASES]
+    + [("whole reads", "foundation/model_identity.py", *case) for case in _WHOLE_READ_CASES],
 )
 def test_the_scans_find_what_they_forbid(tmp_path: Path, scan: str, owner: str, code: str, hits: int) -> None:
-    find = unguarded_http if scan == "http" else unbounded_answer_reads
+    find = {"http": unguarded_http, "reads": unbounded_answer_reads, "whole reads": whole_read_parses}[scan]
     module = tmp_path / "module.py"
     module.write_text(code)
     assert len(find(module, "serving/module.py")) == hits
@@ -402,22 +414,3 @@ def test_records_are_parsed_from_bounded_reads() -> None:
     assert not found, "read it with foundation.bounded.read_document or foundation.records.read_record:\n" + "\n".join(
         found
     )
-
-
-@pytest.mark.parametrize(
-    ("code", "hits"),
-    [
-        ("value = parse_json(path.read_text())\n", 1),
-        ("value = parse_json(paths.read_bytes(p))\n", 1),
-        ("def f(path):\n    text = path.read_text()\n    return parse_json(text)\n", 1),
-        ("record = Decision.from_json(paths.read_text(p))\n", 1),
-        ("json_format.Parse(Path(p).read_text(), message)\n", 1),
-        ("value = parse_json(read_document(p, 'record'))\n", 0),
-        ("text = path.read_text()\nprint(text)\n", 0),
-        ("def f(path):\n    text = path.read_text()\ndef g(text):\n    return parse_json(text)\n", 0),
-    ],
-)
-def test_the_whole_read_scan_finds_what_it_forbids(tmp_path: Path, code: str, hits: int) -> None:
-    module = tmp_path / "module.py"
-    module.write_text(code)
-    assert len(whole_read_parses(module, "serving/module.py")) == hits
