@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from edge.errors import EdgeError
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 from foundation.contract import LABELS_FILE, write_label_map
 from foundation.preprocessing_spec import PreprocessingSpec, central_square
 
@@ -245,7 +245,7 @@ def classify_sets(
             ["classify", str(root / "model.tflite"), str(root / "manifest.json"), str(root / "out.json")],
             "MediaPipe ImageClassifier",
         )
-        result = parse_json((root / "out.json").read_text())
+        result = parse_json(read_document(root / "out.json", f"{root}/out.json"))
     return {
         name: ClientResult(
             indices=np.asarray(answer["indices"], np.int64),

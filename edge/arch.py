@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edge.errors import EdgeError
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 
 if TYPE_CHECKING:
     from edge.cores import Core
@@ -184,7 +184,7 @@ def prepare_runtime(report: Callable[[str], None] = print) -> ArmRuntime:
     root = cache_dir(pins)
     ready = root / "ready.json"
     if ready.is_file():
-        recorded = parse_json(ready.read_text())
+        recorded = parse_json(read_document(ready, str(ready)))
         return ArmRuntime(root, pins, recorded["setup_seconds"], recorded["disk_bytes"])
     missing = missing_tools()
     if missing:
@@ -362,7 +362,7 @@ def _collect(
     result: subprocess.CompletedProcess[str], out_dir: Path, side: str, error: type[EdgeError]
 ) -> RunnerResult:
     probe_file = out_dir / "probe.json"
-    probe = parse_json(probe_file.read_text()) if probe_file.is_file() else {}
+    probe = parse_json(read_document(probe_file, str(probe_file))) if probe_file.is_file() else {}
     if result.returncode:
         lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("INFO:")]
         detail = " | ".join(lines[-3:])
@@ -375,5 +375,5 @@ def _collect(
             detail = f"killed by {name}{f' ({hint})' if hint else ''}; {detail}"
         message = f"the model did not run on {side}: {detail or f'exit status {result.returncode}'}"
         raise TargetFailedError(message, probe) if error is TargetFailedError else error(message)
-    facts = parse_json((out_dir / "result.json").read_text())
+    facts = parse_json(read_document(out_dir / "result.json", f"{out_dir}/result.json"))
     return RunnerResult(np.load(out_dir / "outputs.npy"), facts, probe)

@@ -9,7 +9,7 @@ oldest LiteRT runtime that can run it (`min_runtime_version`, which the converte
 Example:
     record = release_record(export.tflite, export.labels, export.metadata)
     for version in list_releases("tfxp_output/edge"):
-        print(version.model, version.version, version.record["sha256"])
+        print(version.model, version.version, version.record.sha256)
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ai_edge_litert.tools import flatbuffer_utils
+from pydantic import ConfigDict, Field
 
 from edge.errors import EdgeError
-from foundation.bounded import parse_json, read_document
 from foundation.contract import EDGE_MODEL_FILE
 from foundation.publish import list_versions
+from foundation.records import Record, RecordError, read_record
 
 RELEASE_FILE = "release.json"
 RELEASE_FORMAT = "tfxp.edge-release/1"
@@ -93,6 +94,35 @@ def release_record(tflite: bytes, labels: Sequence[str], metadata: dict[str, Any
     }
 
 
+class _Strict(Record):
+    model_config = ConfigDict(strict=True)  # merged with Record's: unknown keys kept, numbers finite
+
+
+class ReleaseInput(_Strict):
+    """The input spec a device feeds: the tensor's dtype and shape."""
+
+    dtype: str
+    shape: list[int]
+
+
+class ReleaseAccuracy(_Strict):
+    """Accuracy on the host's LiteRT and the share of top-1 answers MediaPipe agreed on (None: not measured)."""
+
+    host_litert: float
+    mediapipe_agreement: float | None = None
+
+
+class ReleaseRecord(_Strict):
+    """`release.json` as `tfxp edge versions` reads it back: the fields it shows (the others are kept)."""
+
+    mode: str
+    input: ReleaseInput
+    size_bytes: int = Field(ge=0)
+    sha256: str
+    accuracy: ReleaseAccuracy
+    min_litert_version: str | None = None
+
+
 @dataclass(frozen=True)
 class Release:
     """One published edge version and its record (None for versions published before release records)."""
@@ -100,25 +130,20 @@ class Release:
     model: str
     version: str
     path: str
-    record: dict[str, Any] | None
+    record: ReleaseRecord | None
 
 
-def _read_record(path: str) -> dict[str, Any]:
-    """The release record at `path`, a JSON object of at most MAX_DOCUMENT_BYTES.
+def _read_record(path: str) -> ReleaseRecord:
+    """The release record at `path`, a JSON object of at most MAX_DOCUMENT_BYTES of `ReleaseRecord`'s shape.
 
     Raises:
-        EdgeError: unreadable, too large, not JSON or not an object (the message names the file).
+        EdgeError: unreadable, too large, not JSON or not of that shape (the message names the file and field).
     """
+    fix = "it was damaged or not written by tfxp: restore it, or remove it to list the version without its record"
     try:
-        record = parse_json(read_document(path, f"release record {path}"))
-    except (OSError, ValueError) as error:
-        record = error
-    if not isinstance(record, dict):
-        raise EdgeError(
-            f"release record {path} is not a JSON object as tfxp writes one ({record}); it was damaged or not "
-            "written by tfxp: restore it, or remove it to list the version without its record"
-        )
-    return record
+        return read_record(path, ReleaseRecord, "release record", fix)
+    except (RecordError, FileNotFoundError) as error:
+        raise EdgeError(str(error)) from None
 
 
 def list_releases(edge_base: str) -> list[Release]:
@@ -131,7 +156,7 @@ def list_releases(edge_base: str) -> list[Release]:
         for path in list_versions(f"{root}/{model}", required_file=EDGE_MODEL_FILE):
             record_path = f"{path}/{RELEASE_FILE}"
             record = None
-            if os.path.isfile(record_path):
+            if os.path.exists(record_path):  # a FIFO or a folder there is refused by the reader, not skipped
                 record = _read_record(record_path)
             releases.append(Release(model=model, version=os.path.basename(path), path=path, record=record))
     return releases

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation import paths
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 from foundation.paths import is_remote
 
 STAGING_PREFIX = ".staging-"
@@ -161,7 +161,7 @@ def read_push_record(version_dir: str) -> dict[str, Any] | None:
     cannot be read as a JSON object."""
     path = f"{version_dir.rstrip('/')}/{PUSH_RECORD}"
     try:
-        record = parse_json(paths.read_bytes(path))
+        record = parse_json(read_document(path, f"push record {path}"))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None

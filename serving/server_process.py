@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from foundation.bounded import parse_json, tail_lines
+from foundation.bounded import parse_json, read_document, tail_lines
 from foundation.errors import TfxpError
 from serving.address import rest_base_url
 
@@ -125,7 +125,7 @@ class ServerProcess:
             if time.monotonic() > deadline:
                 raise self.failure(f"{self.name} did not listen within {timeout_seconds:g} s")
             time.sleep(0.1)
-        self.rest_url = rest_base_url(HOST, int(parse_json(ports_file.read_text())["rest_port"]))
+        self.rest_url = rest_base_url(HOST, int(parse_json(read_document(ports_file, str(ports_file)))["rest_port"]))
         return self.rest_url
 
     def _model_flags(self) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from components.data.dataset import MANIFEST_FILE, check_output
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 from foundation.contract import LABELS_FILE, read_label_map, write_label_map
 from foundation.data.errors import DataError
 from foundation.data.spans import find_spans, span_dir_name
@@ -104,7 +104,7 @@ def check_span_cut(root: Path, writing: Collection[int], source: str, cut: Mappi
         if span in writing or not manifest_path.is_file():
             continue
         try:
-            manifest = parse_json(manifest_path.read_text())
+            manifest = parse_json(read_document(manifest_path, str(manifest_path)))
         except (OSError, ValueError):
             continue  # not a manifest `tfxp data` wrote; check_output refuses such a folder when it is written
         if not isinstance(manifest, dict) or manifest.get("source") != source:

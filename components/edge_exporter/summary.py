@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from edge.errors import EdgeError
-from foundation import paths
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 from foundation.contract import EDGE_HELD_KEY, EDGE_METADATA_FILE, EDGE_MODEL_FILE
 
 
@@ -38,7 +37,7 @@ def edge_summary(edge_model_uri: str | Path) -> dict[str, Any]:
     """
     path = f"{str(edge_model_uri).rstrip('/')}/{EDGE_METADATA_FILE}"
     try:
-        metadata = parse_json(paths.read_text(path))  # through tf.io.gfile: a gs:// pipeline root too
+        metadata = parse_json(read_document(path, path))  # through tf.io.gfile: a gs:// pipeline root too
     except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8
         raise EdgeError(f"cannot read the EdgeExporter's {path}: {error}; was the EdgeExporter run?") from None
     pushed = metadata.get("pushed_path")

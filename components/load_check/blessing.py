@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from foundation import paths
+from foundation.bounded import read_document
 from serving.load_check import LoadCheckResult
 
 if TYPE_CHECKING:
@@ -49,4 +50,5 @@ def read_result(blessing_uri: str) -> LoadCheckResult:
     Raises:
         OSError, ValueError, TypeError: `load_check.json` is missing or not a LoadCheckResult's JSON.
     """
-    return LoadCheckResult.from_json(paths.read_text(f"{blessing_uri.rstrip('/')}/{RESULT_FILE}"))
+    path = f"{blessing_uri.rstrip('/')}/{RESULT_FILE}"
+    return LoadCheckResult.from_json(read_document(path, f"LoadCheck result {path}"))

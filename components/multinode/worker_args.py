@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from foundation import paths
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 from foundation.errors import TfxpError
 
 WORKER_MODULE = "components.trainer.worker"
@@ -100,4 +100,4 @@ def read_fn_args(uri: str) -> WorkerFnArgs:
             f"--fn-args {uri}: no such file; the Trainer task writes it before it starts the workers, into its "
             "model_run output: the workers must see the same storage (gs:// or a shared volume)"
         )
-    return WorkerFnArgs.from_json(paths.read_text(uri), uri)
+    return WorkerFnArgs.from_json(read_document(uri, f"--fn-args {uri}"), uri)

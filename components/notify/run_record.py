@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import asdict, dataclass
-from typing import Any
+
+from pydantic import TypeAdapter
 
 from foundation import paths
-from foundation.bounded import parse_json
+from foundation.records import read_record
 
 RUN_RECORDS_DIR = "runs"
 """Beside the versions under the serving base path: `<serving base>/runs/<run id>.json` (not a version)."""
@@ -121,10 +122,8 @@ class RunRecord:
             decision=decision,
         )
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
-        """The record from its JSON form."""
-        return cls(**{name: data.get(name) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+_RUN_RECORD = TypeAdapter(RunRecord)
 
 
 def run_key_of(run_dir: str) -> str:
@@ -151,12 +150,9 @@ def read_run_record(record_dir: str, run_id: str) -> RunRecord | None:
     """The record of run `run_id`; None when the run wrote none (it failed before its last task).
 
     Raises:
-        ValueError: the record is not a run record's JSON.
+        RecordError: the record is not a run record's JSON (a FIFO, too large, not JSON, fields of other types).
     """
     path = record_path(record_dir, run_id)
     if not paths.exists(path):
         return None
-    data = parse_json(paths.read_bytes(path))
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} is not a run record")
-    return RunRecord.from_dict(data)
+    return read_record(path, _RUN_RECORD, "run record", "remove it; the notice then reads the run's outputs")

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from foundation import paths
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 from foundation.contract import (
     IMAGE_KEY,
     INPUT_EXAMPLES,
@@ -85,7 +85,7 @@ def training_metrics(model_uri: str) -> dict[str, Any]:
     path = f"{model_uri.rstrip('/')}/{TRAINING_METRICS_FILE}"
     if not paths.is_file(path):
         return {}
-    loaded = parse_json(paths.read_text(path))
+    loaded = parse_json(read_document(path, f"training metrics {path}"))
     if not isinstance(loaded, dict):
         raise ValueError(f"expected a JSON object, got {type(loaded).__name__}")
     return loaded

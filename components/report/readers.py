@@ -16,7 +16,7 @@ import posixpath
 from typing import Any
 
 from foundation import paths
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 from foundation.contract import TEXT_KEY
 
 SPLIT_PREFIX = "Split-"
@@ -71,7 +71,7 @@ def drift_record(anomalies_uri: str) -> dict[str, Any] | None:
     path = f"{anomalies_uri.rstrip('/')}/{DRIFT_FILE}"
     if not paths.is_file(path):
         return None
-    record = parse_json(paths.read_text(path))
+    record = parse_json(read_document(path, f"drift record {path}"))
     return record if isinstance(record, dict) else None
 
 
@@ -80,7 +80,7 @@ def counts_from_manifest(data_path: str) -> dict[str, dict[str, Any]] | None:
     path = f"{data_path.rstrip('/')}/{MANIFEST_FILE}"
     if not paths.is_file(path):
         return None
-    manifest = parse_json(paths.read_text(path))
+    manifest = parse_json(read_document(path, f"data set manifest {path}"))
     return {
         split: {"examples": sum(per_class.values()), "classes": dict(per_class)}
         for split, per_class in manifest.get("counts", {}).items()

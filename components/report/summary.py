@@ -24,8 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Record(BaseModel):
-    # Unknown keys are kept (a summary written by a newer tfxp still reads), never dropped.
-    model_config = ConfigDict(extra="allow")
+    # Unknown keys are kept (a summary written by a newer tfxp still reads), never dropped; a number that reads as
+    # infinity or NaN (`"wall_seconds": 1e999` is valid JSON) is refused where the summary is read back.
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
 
 class ComponentState(_Record):

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 from pipeline.cli.console import console
 
 # Distributions whose versions decide whether the stack works (docs/architecture.md "Stack").
@@ -75,7 +75,7 @@ def _extension_state(extension: Path) -> dict[str, Any]:
     if not marker_path.exists():
         return {**state, "state": "not patched"}
     try:
-        marker = parse_json(marker_path.read_text())
+        marker = parse_json(read_document(marker_path, str(marker_path)))
     except (OSError, ValueError) as error:  # ValueError: not JSON, or nested too deep
         return {**state, "state": "marker unreadable", "detail": str(error)}
     if marker.get("sha256") != hashlib.sha256(extension.read_bytes()).hexdigest():

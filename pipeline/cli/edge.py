@@ -249,18 +249,17 @@ def versions_command(
         if record is None:
             table.add_row(release.model, release.version, "—", "no release.json", "", "", "", "", "")
             continue
-        frame = record["input"]
-        agreement = record["accuracy"]["mediapipe_agreement"]
+        agreement = record.accuracy.mediapipe_agreement
         table.add_row(
             release.model,
             release.version,
-            record["mode"],
-            f"{frame['dtype']} {'×'.join(str(dim) for dim in frame['shape'])}",
-            f"{record['size_bytes'] / 1024:.1f}",
-            record["sha256"][:12],
-            f"{record['accuracy']['host_litert']:.4f}",
+            record.mode,
+            f"{record.input.dtype} {'×'.join(str(dim) for dim in record.input.shape)}",
+            f"{record.size_bytes / 1024:.1f}",
+            record.sha256[:12],
+            f"{record.accuracy.host_litert:.4f}",
             "—" if agreement is None else f"{agreement:.4f}",
-            record["min_litert_version"] or "—",
+            record.min_litert_version or "—",
         )
     console.print(table)
 

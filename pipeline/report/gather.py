@@ -17,16 +17,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from components.report import evaluation, readers
 from components.report.evaluation import evaluation_metrics
 from components.report.facts import RunFacts, reported
 from components.report.inputs import artifact_facts
 from components.report.summary import RunSummary
-from foundation.bounded import parse_json
 from foundation.contract import ACCURACY_METRIC, read_label_map
 from foundation.errors import TfxpError
+from foundation.records import RecordError, read_record
 from pipeline.config import TfxpConfig
 from pipeline.layout import output_layout
 from pipeline.report import history
@@ -46,24 +44,15 @@ def read_summary(out_dir: Path) -> dict[str, Any]:
     """
     path = out_dir / SUMMARY_FILE
     try:
-        summary = parse_json(path.read_text())
+        summary = read_record(path, RunSummary, "run summary", "rerun `tfxp run` to write it again")
     except FileNotFoundError:
         raise ReportError(
             f"{out_dir} has no {SUMMARY_FILE}, so it is not the output of `tfxp run`; pass the directory given to "
             "`tfxp run --output` (default ./tfxp_output)"
         ) from None
-    except (OSError, ValueError) as error:  # ValueError: not JSON or UTF-8, or nested too deep
-        raise ReportError(f"cannot read {path}: {error}; rerun `tfxp run` to write it again") from None
-    if not isinstance(summary, dict):
-        raise ReportError(f"{path} is not a run summary (a JSON object); rerun `tfxp run` to write it again")
-    try:
-        return RunSummary.model_validate(summary).to_json_dict()
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the document"
-        raise ReportError(
-            f"{path} is not a run summary: {where}: {first['msg']}; rerun `tfxp run` to write it again"
-        ) from None
+    except RecordError as error:
+        raise ReportError(str(error)) from None
+    return summary.to_json_dict()
 
 
 def _config(facts: RunFacts, out_dir: Path) -> TfxpConfig | None:

@@ -23,11 +23,13 @@ import datetime
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from foundation import paths
-from foundation.bounded import parse_json
 from foundation.errors import TfxpError
+from foundation.records import RecordError, parse_record, read_record
 from serving.rollout.layout import DECISIONS_DIR, ROLLOUT_DIR, STATE_FILE, rollout_dir
 from serving.rollout.store import ConcurrentRolloutError, RolloutStore, Transaction, open_store
 
@@ -41,7 +43,7 @@ class RolloutStateError(TfxpError, ValueError):
 
 
 @dataclass(frozen=True)
-class Decision:
+class Decision:  # read back through pydantic (`_DECISION`): field types checked
     """One decision, as recorded.
 
     Attributes:
@@ -66,6 +68,30 @@ class Decision:
     evidence: dict[str, Any] = field(default_factory=dict)
     thresholds: dict[str, Any] = field(default_factory=dict)
     time: str = ""
+
+    __pydantic_config__ = ConfigDict(allow_inf_nan=False)
+
+
+_DECISION = TypeAdapter(Decision)
+Version = Annotated[int, Field(strict=True, ge=0)]
+
+
+class StateFile(BaseModel):
+    """`state.json` as written: `RolloutState`'s fields and the schema number."""
+
+    schema_: Literal[1] = Field(alias="schema")  # SCHEMA
+    stable: Version | None = None
+    canary: Version | None = None
+    rolled_back: list[Version] = Field(default_factory=list)
+    sequence: Version = 0
+    last_decision: Decision | None = None
+
+
+_STATE_FIX = (
+    f"it is tfxp's own file under {ROLLOUT_DIR}/: restore it from the last decision under "
+    f"{ROLLOUT_DIR}/{DECISIONS_DIR}/ (its `after`), or remove it to start the rollout afresh (the next push "
+    "becomes stable)"
+)
 
 
 @dataclass(frozen=True)
@@ -124,12 +150,11 @@ def read_rollout(model_base: str) -> RolloutState:
     """
     path = f"{rollout_dir(model_base)}/{STATE_FILE}"
     try:
-        text: str | None = paths.read_text(path)
+        return _state(read_record(path, StateFile, "the rollout state", _STATE_FIX))
     except FileNotFoundError:
-        text = None
-    except OSError as error:
-        raise RolloutStateError(f"cannot read the rollout state {path}: {error}") from None
-    return _parse(text, path)
+        return RolloutState()
+    except RecordError as error:
+        raise RolloutStateError(str(error)) from None
 
 
 def rollout_summary(model_base: str) -> dict[str, Any]:
@@ -196,14 +221,14 @@ def read_decisions(model_base: str) -> list[Decision]:
 
 
 def _read_decision(path: str) -> Decision:
+    fix = (
+        f"it is tfxp's own record under {ROLLOUT_DIR}/{DECISIONS_DIR}/: restore it from a backup, or remove it (the "
+        f"state in {STATE_FILE} does not depend on it; only the history loses that decision)"
+    )
     try:
-        return Decision(**parse_json(paths.read_text(path)))
-    except (OSError, ValueError, TypeError) as error:  # ValueError: not JSON or UTF-8, or nested too deep
-        raise RolloutStateError(
-            f"the rollout decision {path} cannot be read ({error}); it is tfxp's own record under "
-            f"{ROLLOUT_DIR}/{DECISIONS_DIR}/: restore it from a backup, or remove it (the state in {STATE_FILE} "
-            "does not depend on it; only the history loses that decision)"
-        ) from None
+        return read_record(path, _DECISION, "the rollout decision", fix)
+    except (RecordError, FileNotFoundError) as error:  # FileNotFoundError: removed since it was listed
+        raise RolloutStateError(str(error)) from None
 
 
 def update_rollout(
@@ -273,28 +298,16 @@ def _parse(text: str | None, where: str) -> RolloutState:
     if text is None:
         return RolloutState()
     try:
-        body = parse_json(text)
-        if body.pop("schema", None) != SCHEMA:
-            raise ValueError(f"schema is not {SCHEMA}")
-        decision = body.pop("last_decision", None)
-        return RolloutState(
-            stable=_version(body.get("stable")),
-            canary=_version(body.get("canary")),
-            rolled_back=tuple(int(version) for version in body.get("rolled_back", ())),
-            sequence=int(body.get("sequence", 0)),
-            last_decision=Decision(**decision) if decision else None,
-        )
-    except (ValueError, TypeError, AttributeError) as error:
-        raise RolloutStateError(
-            f"the rollout state {where} cannot be read ({error}); it is tfxp's own file under {ROLLOUT_DIR}/: "
-            f"restore it from the last decision under {ROLLOUT_DIR}/{DECISIONS_DIR}/ (its `after`), or remove it "
-            "to start the rollout afresh (the next push becomes stable)"
-        ) from None
+        return _state(parse_record(text, StateFile, f"the rollout state {where}", _STATE_FIX))
+    except RecordError as error:
+        raise RolloutStateError(str(error)) from None
 
 
-def _version(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"version {value!r} is not a version number")
-    return value
+def _state(body: StateFile) -> RolloutState:
+    return RolloutState(
+        stable=body.stable,
+        canary=body.canary,
+        rolled_back=tuple(body.rolled_back),
+        sequence=body.sequence,
+        last_decision=body.last_decision,
+    )

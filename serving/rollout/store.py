@@ -27,9 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from foundation.bounded import MAX_DOCUMENT_BYTES, TooLargeError, read_file
 from foundation.errors import TfxpError
 from foundation.paths import is_remote, replace_text, scheme, split_bucket, uri
 from serving.rollout.layout import rollout_dir
+
+_FIX = (
+    "it is tfxp's own file: restore it from a backup, or remove it (tfxp_rollout/state.json: the rollout starts afresh)"
+)
 
 
 class ConcurrentRolloutError(TfxpError, RuntimeError):
@@ -80,9 +85,13 @@ class _LocalTransaction:
     def read(self, name: str) -> tuple[str | None, Any]:
         path = self._folder / name
         try:
-            return path.read_text(encoding="utf-8"), path.stat().st_mtime_ns
+            token = path.stat().st_mtime_ns
+            data = read_file(path, MAX_DOCUMENT_BYTES, f"the rollout file {path}", _FIX)
         except FileNotFoundError:
             return None, None
+        except OSError as error:  # a FIFO or a folder in its place, or unreadable
+            raise TfxpError(f"cannot read the rollout file {path} ({error.strerror or error}); {_FIX}") from None
+        return data.decode("utf-8", "replace"), token  # not UTF-8: not JSON either, said where it is parsed
 
     def write(self, name: str, text: str, token: Any) -> None:
         path = self._folder / name
@@ -124,6 +133,10 @@ class _GcsTransaction:
         blob = self._bucket.get_blob(f"{self._prefix}/{name}")
         if blob is None:
             return None, 0
+        if (getattr(blob, "size", None) or 0) > MAX_DOCUMENT_BYTES:  # set by get_blob (test doubles may lack it)
+            raise TooLargeError(
+                f"the rollout file {uri('gs', f'{self._bucket.name}/{blob.name}')}", MAX_DOCUMENT_BYTES, _FIX
+            )
         return blob.download_as_bytes(if_generation_match=blob.generation).decode("utf-8"), blob.generation
 
     def write(self, name: str, text: str, token: Any) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from foundation import paths
+from foundation.bounded import read_document
 from serving.model_config import ModelConfig, VersionPolicy, model_config_file_text, parse_model_config
 from serving.rollout.layout import TRACKS, Track, track_config_path
 from serving.rollout.state import RolloutState
@@ -60,7 +61,7 @@ def read_track(model_base: str, track: Track) -> TrackServing | None:
     path = track_config_path(model_base, track)
     if not paths.exists(path):
         return None
-    (model,) = parse_model_config(paths.read_text(path), Path(path))
+    (model,) = parse_model_config(read_document(path, f"model config file {path}"), Path(path))
     return TrackServing(model.policy.versions, dict(model.labels))
 
 

@@ -4,6 +4,8 @@ a release record that is not JSON ends `tfxp edge versions` with one message nam
 
 from __future__ import annotations
 
+import json
+import os
 import tracemalloc
 from pathlib import Path
 
@@ -50,5 +52,58 @@ def test_a_damaged_release_record_is_one_message_naming_it(tmp_path: Path, recor
     (version / "release.json").write_text(record)
     code, output = _invoke("edge", "versions", str(tmp_path))
     assert code == 2, output
-    assert f"release record {version}/release.json is not a JSON object as tfxp writes one" in output
+    assert f"release record {version}/release.json is not JSON" in output
     assert "Traceback" not in output
+
+
+_RELEASE = {
+    "input": {"dtype": "uint8", "shape": [1, 16, 16, 3]},
+    "accuracy": {"mediapipe_agreement": None, "host_litert": 0.9},
+    "mode": "int8",
+    "size_bytes": 1,
+    "sha256": "ab",
+    "min_litert_version": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        ({}, "mode: Field required"),  # a KeyError traceback before (third adversarial pass, B4)
+        ({**_RELEASE, "accuracy": {"host_litert": "0.9"}}, "accuracy.host_litert: Input should be a valid number"),
+        ({**_RELEASE, "size_bytes": 1e999}, "size_bytes: Input should be a valid integer"),
+        ([1], "the document: Input should be a valid dictionary"),
+    ],
+    ids=["empty", "text-accuracy", "infinite-size", "list"],
+)
+def test_a_release_record_of_another_shape_is_one_message_naming_the_field(
+    tmp_path: Path, record: object, field: str
+) -> None:
+    version = tmp_path / "edge" / "digits" / "1"
+    version.mkdir(parents=True)
+    (version / EDGE_MODEL_FILE).write_bytes(b"\x1c\x00\x00\x00TFL3")
+    (version / "release.json").write_text(json.dumps(record))
+    code, output = _invoke("edge", "versions", str(tmp_path))
+    assert code == 2, output
+    assert f"release record {version}/release.json is not a record as tfxp writes one ({field}" in output
+    assert "restore it, or remove it" in output and "Traceback" not in output
+
+
+def test_a_release_record_that_is_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:
+    version = tmp_path / "edge" / "digits" / "1"
+    version.mkdir(parents=True)
+    (version / EDGE_MODEL_FILE).write_bytes(b"\x1c\x00\x00\x00TFL3")
+    os.mkfifo(version / "release.json")  # a plain read blocks until a writer opens it: forever
+    code, output = _invoke("edge", "versions", str(tmp_path))
+    assert code == 2, output
+    assert f"cannot read release record {version}/release.json (not a regular file)" in output
+
+
+def test_a_release_record_as_tfxp_writes_it_is_listed(tmp_path: Path) -> None:
+    version = tmp_path / "edge" / "digits" / "1"
+    version.mkdir(parents=True)
+    (version / EDGE_MODEL_FILE).write_bytes(b"\x1c\x00\x00\x00TFL3")
+    (version / "release.json").write_text(json.dumps({**_RELEASE, "format": "tfxp.edge-release/1"}))
+    code, output = _invoke("edge", "versions", str(tmp_path))
+    assert code == 0, output
+    assert "uint8 1×16×16×3" in output and "0.9000" in output

@@ -194,12 +194,12 @@ CANARY = ("--set", "serving.rollout=canary", "--set", "serving.version_policy=sp
 @pytest.mark.parametrize(
     ("file", "args", "text"),
     [
-        ("out/run-summary.json", ("report", "{tmp}/out"), "cannot read {tmp}/out/run-summary.json: JSON nested too"),
+        ("out/run-summary.json", ("report", "{tmp}/out"), "run summary {tmp}/out/run-summary.json is not JSON (JSON"),
         ("b/tfxp_rollout/state.json", ("rollout", "status", *CANARY, "{tmp}/b"), "the rollout state {tmp}/b/tfxp_"),
         (
             "b/tfxp_rollout/decisions/00000001.json",
             ("rollout", "status", *CANARY, "{tmp}/b"),
-            "the rollout decision {tmp}/b/tfxp_rollout/decisions/00000001.json cannot be read (JSON nested too deep",
+            "the rollout decision {tmp}/b/tfxp_rollout/decisions/00000001.json is not JSON (JSON nested too deep",
         ),
     ],
 )

@@ -222,14 +222,26 @@ _READ_CASES = [
     ("with open(p) as handle:\n    text = handle.read()\n", 0),
 ]
 
+_WHOLE_READ_CASES = [
+    ("value = parse_json(path.read_text())\n", 1),
+    ("value = parse_json(paths.read_bytes(p))\n", 1),
+    ("def f(path):\n    text = path.read_text()\n    return parse_json(text)\n", 1),
+    ("record = Decision.from_json(paths.read_text(p))\n", 1),
+    ("json_format.Parse(Path(p).read_text(), message)\n", 1),
+    ("value = parse_json(read_document(p, 'record'))\n", 0),
+    ("text = path.read_text()\nprint(text)\n", 0),
+    ("def f(path):\n    text = path.read_text()\ndef g(text):\n    return parse_json(text)\n", 0),
+]
+
 
 @pytest.mark.parametrize(
     ("scan", "owner", "code", "hits"),
     [("http", REDIRECTS_MODULE, *case) for case in _HTTP_CASES]
-    + [("reads", BOUNDED_MODULE, *case) for case in _READ_CASES],
+    + [("reads", BOUNDED_MODULE, *case) for case in _READ_CASES]
+    + [("whole reads", "foundation/model_identity.py", *case) for case in _WHOLE_READ_CASES],
 )
 def test_the_scans_find_what_they_forbid(tmp_path: Path, scan: str, owner: str, code: str, hits: int) -> None:
-    find = unguarded_http if scan == "http" else unbounded_answer_reads
+    find = {"http": unguarded_http, "reads": unbounded_answer_reads, "whole reads": whole_read_parses}[scan]
     module = tmp_path / "module.py"
     module.write_text(code)
     assert len(find(module, "serving/module.py")) == hits
@@ -347,3 +359,58 @@ def test_the_json_scan_finds_what_it_forbids(tmp_path: Path, code: str, hits: in
     module.write_text(code)
     assert len(json_parsers(module, "serving/module.py")) == hits
     assert not json_parsers(module, BOUNDED_MODULE)
+
+
+# Parsers of records and documents; what they parse is read through foundation.bounded (a regular file only,
+# capped), never whole with `read_text()` / `read_bytes()` (`Path`'s or `foundation.paths`'): a FIFO in a record's
+# place blocked `tfxp report` forever and a sparse 3 GB state.json took 5.5 GB (issue 35, third adversarial pass).
+_RECORD_PARSERS = {"parse_json", "parse_record", "from_json", "model_validate_json", "parse_model_config", "Parse"}
+_WHOLE_READS = {"read_text", "read_bytes"}
+WHOLE_READS_ALLOWED = {
+    "foundation/model_identity.py": "the model identity's own reader (owned apart; it reads a version's files)",
+    "serving/k8s_crds.py": "CRD schemas shipped in tfxp's package, not files a run or a user left",
+    "serving/k8s_check.py": "Kubernetes schemas shipped in tfxp's package, not files a run or a user left",
+}
+
+
+def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of `scope`, not those of the functions defined in it."""
+    for child in ast.iter_child_nodes(scope):
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield child
+            yield from _own_nodes(child)
+
+
+def whole_read_parses(path: Path, relative: str) -> list[str]:
+    """`file:line: parser(… read_text())` for each record parsed from a whole-file read (directly, or through a
+    name the same function assigned from one)."""
+    if relative in WHOLE_READS_ALLOWED:
+        return []
+    tree = _parsed(path, relative)
+    found = []
+    for scope in [tree, *(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef))]:
+        own = list(_own_nodes(scope))
+        read_names = {
+            target.id
+            for node in own
+            if isinstance(node, ast.Assign) and _called_name(node.value) in _WHOLE_READS
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in own:
+            if not isinstance(node, ast.Call) or _called_name(node) not in _RECORD_PARSERS:
+                continue
+            for argument in node.args:
+                if _called_name(argument) in _WHOLE_READS or (
+                    isinstance(argument, ast.Name) and argument.id in read_names
+                ):
+                    found.append(f"{relative}:{node.lineno}: {_called_name(node)}(… {ast.unparse(argument)})")
+    return sorted(set(found))
+
+
+def test_records_are_parsed_from_bounded_reads() -> None:
+    files = sorted(path for package in JSON_PACKAGES for path in (ROOT / package).rglob("*.py"))
+    found = [hit for path in files for hit in whole_read_parses(path, path.relative_to(ROOT).as_posix())]
+    assert not found, "read it with foundation.bounded.read_document or foundation.records.read_record:\n" + "\n".join(
+        found
+    )

@@ -21,7 +21,7 @@ from google.protobuf import json_format, struct_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from components.kfp.launcher_paths import OCI_SCHEME, LauncherPathError, local_path_for_uri
-from foundation.bounded import parse_json
+from foundation.bounded import parse_json, read_document
 from foundation.paths import scheme
 from pipeline.kubeflow.emulator.backend import EXECUTOR_LOGS, KFP, Backend, BackendError
 
@@ -80,7 +80,7 @@ def read_executor_output(path: str) -> pipeline_spec_pb2.ExecutorOutput:
     if Path(path).is_file():
         try:
             # protojson.Unmarshal, strict: an unknown field fails the task on KFP too (launcher_v2.go:1232).
-            json_format.Parse(Path(path).read_text(), written)
+            json_format.Parse(read_document(path, f"executor output {path}"), written)
         except json_format.ParseError as error:
             raise BackendError(f"failed to unmarshal ExecutorOutput in file {path}: {error}") from None
     return written
@@ -104,7 +104,7 @@ def collect_parameters(
         path = Path(parameter.output_file)
         if not path.is_file():
             raise BackendError(f"failed to read output parameter name={name} path={path}: no such file")
-        text = path.read_text()
+        text = read_document(path, f"output parameter file {path}")
         kind = component.output_definitions.parameters[name].parameter_type
         values[name] = json_format.ParseDict(
             text if kind == pipeline_spec_pb2.ParameterType.STRING else parse_json(text), struct_pb2.Value()

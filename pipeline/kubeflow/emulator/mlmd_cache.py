@@ -23,8 +23,9 @@ from typing import Any
 
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from foundation.bounded import parse_json
+from foundation.records import RecordError, read_record
 from pipeline.kubeflow.emulator.backend import KFP, VERTEX_PROJECT, BackendError
 
 # What the driver records with every artifact on the default MinIO store (config/env.go:177-193).
@@ -42,6 +43,42 @@ _MINIO_SESSION = {
 }
 
 
+class _StoredArtifact(BaseModel):
+    uri: str
+    type: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+class _StoredExecution(BaseModel):
+    run_id: str
+    task: str
+    state: str
+    outputs: dict[str, StrictInt]
+    parameters: dict[str, Any]
+
+
+class StoreFile(BaseModel):
+    """`mlmd.json` as `MetadataStore.save` writes it; the ids it refers to are ones it holds."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
+    artifacts: dict[str, _StoredArtifact]
+    executions: dict[str, _StoredExecution]
+    cache: dict[str, int]
+    next_id: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ids_held(self) -> StoreFile:
+        for key, cached in self.cache.items():
+            if str(cached) not in self.executions:
+                raise ValueError(f"cache entry {key} names execution {cached}, which it does not hold")
+        for name, execution in self.executions.items():
+            for output, artifact_id in execution.outputs.items():
+                if str(artifact_id) not in self.artifacts:
+                    raise ValueError(f"execution {name}'s output {output} is artifact {artifact_id}, not held")
+        return self
+
+
 class MetadataStore:
     """MLMD as the driver and launcher use it: artifacts (id, URI, type, metadata), executions and the cache,
     kept in one JSON file across runs (a second `run-spec` sees the first one's cache)."""
@@ -49,20 +86,13 @@ class MetadataStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.data: dict[str, Any] = {"artifacts": {}, "executions": {}, "cache": {}, "next_id": 1}
-        if path.is_file():
-            try:
-                data = parse_json(path.read_text())
-            except (ValueError, UnicodeDecodeError) as error:
-                raise BackendError(self._unreadable(f"it is not JSON ({error})")) from None
-            if not isinstance(data, dict) or set(self.data) - set(data):
-                raise BackendError(self._unreadable(f"it lacks {', '.join(sorted(set(self.data) - set(data)))}"))
-            self.data = data
-
-    def _unreadable(self, why: str) -> str:
-        return (
-            f"{self.path} is not run-spec's MLMD and cache store: {why}; move it away (the next run starts with an "
-            "empty cache and runs every task) or pass another --state"
-        )
+        fix = "move it away (the next run starts with an empty cache and runs every task) or pass another --state"
+        try:
+            self.data = read_record(path, StoreFile, "run-spec's MLMD and cache store", fix).model_dump()
+        except FileNotFoundError:
+            pass
+        except RecordError as error:
+            raise BackendError(str(error)) from None
 
     def save(self) -> None:
         """Writes the store atomically (a new file renamed over the old one: an interrupted run leaves either)."""

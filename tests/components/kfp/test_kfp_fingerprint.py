@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from components.kfp import fingerprint_task
 from components.notify.notice import notice_text, parse_final_status, run_outcome
 from components.notify.run_record import RunRecord, produced_by_run, read_run_record, run_dir_of, write_run_record
 from foundation.data.spans import SpanError
+from foundation.records import RecordError
 
 SPLITS = ["span-*/train/*", "span-*/eval/*"]
 
@@ -182,3 +184,23 @@ def test_a_no_new_data_notice() -> None:
         f":white_check_mark: tfxp-digits run {RUN} succeeded: no new data: nothing trained"
     )
     assert "unknown" not in notice_text("tfxp-digits", outcome)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"run_id": 5}', r"run_id: Input should be a valid string"),  # a RunRecord of Nones and 5 before
+        ("[1]", r"the document: Input should be"),
+        (None, r"cannot read run record .*\(not a regular file\)"),  # a FIFO: blocked the exit handler before
+    ],
+    ids=["other-types", "list", "fifo"],
+)
+def test_a_damaged_run_record_is_one_message(tmp_path: Path, text: str | None, said: str) -> None:
+    path = tmp_path / "runs" / f"{RUN}.json"
+    path.parent.mkdir()
+    if text is None:
+        os.mkfifo(path)
+    else:
+        path.write_text(text)
+    with pytest.raises(RecordError, match=rf"{said}.*remove it; the notice then reads the run's outputs"):
+        read_run_record(str(tmp_path / "runs"), RUN)

@@ -368,11 +368,36 @@ def test_a_corrupt_store_is_one_message_and_saves_are_atomic(tmp_path: Path, toy
     store = tmp_path / "state" / "mlmd.json"
     assert json.loads(store.read_text())["cache"] and not list(store.parent.glob(".mlmd.json*"))
     store.write_text(store.read_text()[:200])  # what a crash mid-write would have left without the rename
-    with pytest.raises(RunSpecError, match=r"mlmd\.json is not run-spec's MLMD and cache store: it is not JSON"):
+    with pytest.raises(RunSpecError, match=r"MLMD and cache store .*mlmd\.json is not JSON"):
         _run(tmp_path, _spec(with_exit_handler=False))
     store.write_text('{"artifacts": {}}')
-    with pytest.raises(RunSpecError, match="it lacks cache, executions, next_id; move it away"):
+    with pytest.raises(RunSpecError, match=r"\(executions: Field required\); move it away"):
         _run(tmp_path, _spec(with_exit_handler=False))
+
+
+_STORE = {"artifacts": {}, "executions": {}, "cache": {}, "next_id": 1}
+
+
+@pytest.mark.parametrize(
+    ("store", "field"),
+    [
+        ({**_STORE, "cache": [], "next_id": "abc"}, "cache: Input should be a valid dictionary"),  # a ValueError before
+        ({**_STORE, "next_id": "abc"}, "next_id: Input should be a valid integer"),
+        ({**_STORE, "next_id": 1e999}, "next_id: Input should be a valid integer"),
+        ({**_STORE, "cache": {"pipeline/toy/ab": 7}}, "cache entry pipeline/toy/ab names execution 7"),
+        ({**_STORE, "artifacts": {"1": {"uri": 3}}}, "artifacts.1.uri: Input should be a valid string"),
+    ],
+    ids=["keys-of-other-types", "text-id", "infinite-id", "cache-without-execution", "artifact-uri-number"],
+)
+def test_a_store_of_other_types_is_one_message_naming_the_field(tmp_path: Path, store: Any, field: str) -> None:
+    spec = _write(tmp_path, _spec(with_exit_handler=False))
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "mlmd.json").write_text(json.dumps(store))
+    result = CliRunner().invoke(app, ["run-spec", str(spec), "--state", str(tmp_path / "state")])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"state/mlmd.json is not a record as tfxp writes one ({field}" in text and "move it away" in text
+    assert "Traceback" not in result.output
 
 
 def test_an_unwritable_state_is_one_message(tmp_path: Path) -> None:
