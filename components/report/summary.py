@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -198,5 +199,19 @@ class RunSummary(_Record):
         self.problems.append(Problem(component=component, path=path, error=error))
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The summary as `run-summary.json` holds it: the keys that were set, in the contract's order."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        """The summary as `run-summary.json` holds it: the keys that were set, in the contract's order.
+
+        A number that is not finite (a diverged model's NaN accuracy) is written as null, "no number": the reader
+        refuses NaN and infinity, and the run that needs its report most must not write one its report refuses.
+        """
+        return _finite_or_null(self.model_dump(mode="json", exclude_unset=True))
+
+
+def _finite_or_null(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_null(item) for item in value]
+    return value

@@ -120,3 +120,18 @@ def test_a_damaged_record_is_one_error_and_a_fifo_is_not_waited_on(
     output = _one_error([arg.format(tmp=tmp_path) for arg in args], fifo=path)
     assert said.format(path=path) in output
     assert "restore it" in output or "rerun `tfxp run`" in output
+
+
+def test_a_summary_tfxp_writes_with_a_nan_metric_still_reads_back(tmp_path: Path) -> None:
+    # A diverged model's NaN accuracy is written as null ("no number"), so the report of that run still reads.
+    from components.report.summary import RunSummary
+
+    summary = RunSummary.start({})
+    summary.metrics.accuracy = float("nan")
+    summary.wall_seconds = float("inf")
+    (tmp_path / "run-summary.json").write_text(json.dumps(summary.to_json_dict()))
+
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--out", str(tmp_path / "r.html")])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "run-summary.json").read_text())["metrics"]["accuracy"] is None

@@ -141,7 +141,8 @@ def test_a_summary_of_the_wrong_shape_is_refused_by_the_report(tmp_path: Path) -
     from pipeline.report.gather import ReportError, read_summary
 
     (tmp_path / "run-summary.json").write_text(json.dumps({"status": "succeeded", "components": ["Trainer"]}))
-    with pytest.raises(ReportError, match=r"is not a run summary: components: .*; rerun `tfxp run`"):
+    refused = r"run-summary.json is not a record as tfxp writes one \(components: .*\); rerun `tfxp run`"
+    with pytest.raises(ReportError, match=refused):
         read_summary(tmp_path)
 
 
