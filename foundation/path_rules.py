@@ -41,6 +41,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from foundation.bounded import parse_json, read_file
 from foundation.errors import TfxpError
 from foundation.paths import is_remote, scheme
 
@@ -223,10 +224,11 @@ def _written_files(folder: Path) -> dict[str, str]:
     """What `WRITTEN_MANIFEST` in `folder` lists (relative path → sha256); {} when it is missing or unreadable."""
     path = folder / WRITTEN_MANIFEST
     try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > _MANIFEST_LIMIT:
+        if path.is_symlink() or not path.is_file():
             return {}
-        files = json.loads(path.read_bytes()).get("files")
-    except (OSError, ValueError, AttributeError):
+        data = read_file(path, _MANIFEST_LIMIT, f"tfxp's list of written files {path}", "remove it")
+        files = parse_json(data).get("files")
+    except (OSError, ValueError, AttributeError):  # missing, unreadable, too large (TooLargeError), not JSON
         return {}
     if not isinstance(files, dict):
         return {}
