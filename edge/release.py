@@ -117,7 +117,7 @@ class ReleaseRecord(_Strict):
 
     mode: str
     input: ReleaseInput
-    size_bytes: int = Field(ge=0)
+    size_bytes: int = Field(ge=0, le=2**63 - 1)  # a file size (off_t)
     sha256: str
     accuracy: ReleaseAccuracy
     min_litert_version: str | None = None

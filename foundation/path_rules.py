@@ -50,6 +50,7 @@ CLAIM_MARKER = ".tfxp-made"
 WRITTEN_MANIFEST = ".tfxp-written.json"
 """The list of the files tfxp wrote into a user's folder, {"files": {relative path: sha256}} (`record_written`)."""
 _MANIFEST_LIMIT = 1 << 20  # bytes; a larger "manifest" is no list tfxp wrote
+_WRITTEN_FILE_LIMIT = 16 << 20  # bytes; tfxp's deploy assets are a few KiB, so a larger file is not one tfxp wrote
 
 
 class PathRuleError(TfxpError, ValueError):
@@ -220,6 +221,14 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _file_digest(path: Path) -> str | None:
+    """The SHA-256 of the file `path`, read in blocks; None for a file larger than anything tfxp writes there."""
+    with path.open("rb") as handle:
+        if os.fstat(handle.fileno()).st_size > _WRITTEN_FILE_LIMIT:
+            return None
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
 def _written_files(folder: Path) -> dict[str, str]:
     """What `WRITTEN_MANIFEST` in `folder` lists (relative path → sha256); {} when it is missing or unreadable."""
     path = folder / WRITTEN_MANIFEST
@@ -260,8 +269,8 @@ def check_written_by_tfxp(folder: Path, planned: Mapping[str, str], option: str)
         elif path.is_symlink() or (path.exists() and not path.is_file()):
             foreign.append(f"{name} (a link or a folder)")
         elif path.exists():
-            data = path.read_bytes()
-            if written.get(name) != _digest(data) and data != text.encode("utf-8"):
+            digest = _file_digest(path)
+            if digest is None or digest not in (written.get(name), _digest(text.encode("utf-8"))):
                 foreign.append(name)
     manifest = folder / WRITTEN_MANIFEST
     if manifest.is_symlink() or (manifest.exists() and not manifest.is_file()):
@@ -287,7 +296,7 @@ def record_written(folder: Path, written: Mapping[str, str]) -> list[Path]:
         path = folder / name
         if name in written or path.is_symlink() or not path.is_file():
             continue
-        if not path.resolve().is_relative_to(folder.resolve()) or _digest(path.read_bytes()) != digest:
+        if not path.resolve().is_relative_to(folder.resolve()) or _file_digest(path) != digest:
             continue
         path.unlink()
         removed.append(path)

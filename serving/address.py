@@ -145,6 +145,8 @@ def parse_base_url(text: str, what: str, form: str, credentials: str) -> str:
         raise ValueError(f"{subject} (shown without them) carries a user name or password; {credentials}: use {form}")
     if not parts.hostname:
         raise ValueError(f"{subject} has no host: use {form}")
+    if "%" in parts.hostname and not parts.netloc.startswith("["):  # `%25` is only an IPv6 zone's (RFC 6874)
+        raise ValueError(f"{subject} has a percent-encoded host; a host is letters, digits, '-' and '.': use {form}")
     if parts.query or parts.fragment:
         raise ValueError(f"{subject} (shown without them) has a query or fragment; a base URL has neither: use {form}")
     try:

@@ -72,9 +72,10 @@ _RELEASE = {
         ({}, "mode: Field required"),  # a KeyError traceback before (third adversarial pass, B4)
         ({**_RELEASE, "accuracy": {"host_litert": "0.9"}}, "accuracy.host_litert: Input should be a valid number"),
         ({**_RELEASE, "size_bytes": 1e999}, "size_bytes: Input should be a valid integer"),
+        ({**_RELEASE, "size_bytes": 10**4000}, "size_bytes: Input should be less than or equal to"),  # N4
         ([1], "the document: Input should be a valid dictionary"),
     ],
-    ids=["empty", "text-accuracy", "infinite-size", "list"],
+    ids=["empty", "text-accuracy", "infinite-size", "huge-size", "list"],
 )
 def test_a_release_record_of_another_shape_is_one_message_naming_the_field(
     tmp_path: Path, record: object, field: str

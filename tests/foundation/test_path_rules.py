@@ -164,6 +164,21 @@ def test_tfxp_replaces_only_the_files_it_wrote_and_lists(tmp_path: Path) -> None
         check_written_by_tfxp(tmp_path, planned, "--out")
 
 
+def test_a_large_file_in_the_way_is_refused_without_being_read_whole(tmp_path: Path) -> None:
+    import tracemalloc
+
+    with (tmp_path / "models.config").open("wb") as handle:
+        handle.truncate(64 << 20)  # sparse: the user's 64 MiB file, far larger than anything tfxp writes there
+    tracemalloc.start()
+    try:
+        with pytest.raises(PathRuleError, match=r"holds files tfxp did not write .*: models.config;"):
+            check_written_by_tfxp(tmp_path, {"models.config": "model v1\n"}, "--out")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak
+
+
 def test_a_rerun_removes_only_its_own_unchanged_files_it_no_longer_writes(tmp_path: Path) -> None:
     record_written(tmp_path, {"a.yaml": "a\n", "b.yaml": "b\n", "c.yaml": "c\n"})
     for name in ("a.yaml", "b.yaml", "c.yaml"):

@@ -65,7 +65,7 @@ class StoreFile(BaseModel):
     artifacts: dict[str, _StoredArtifact]
     executions: dict[str, _StoredExecution]
     cache: dict[str, int]
-    next_id: int = Field(ge=1)
+    next_id: int = Field(ge=1, le=2**63 - 1)  # ML Metadata's ids are int64
 
     @model_validator(mode="after")
     def _ids_held(self) -> StoreFile:

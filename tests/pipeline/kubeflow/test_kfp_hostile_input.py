@@ -107,6 +107,8 @@ def test_unreadable_polls_until_the_timeout_say_the_run_may_still_be_going(
         ("http://127.0.0.1:1/\x1b[2Jx", r"holds '\x1b'; a URL has no control characters or whitespace"),
         ("http://127.0.0.1:1/a\nb", r"holds '\n'; a URL has no control characters or whitespace"),
         ("http://127.0.0.1:1/a b", "holds ' '; a URL has no control characters or whitespace"),
+        ("http://127.0.0.1%20:1/", "has a percent-encoded host"),  # an InvalidURL traceback before (fourth pass, N6)
+        ("http://127.0.0.1%1b:1/", "has a percent-encoded host"),
     ],
 )
 def test_a_host_with_credentials_a_query_or_control_characters_is_refused_unshown(address: str, problem: str) -> None:

@@ -384,10 +384,11 @@ _STORE = {"artifacts": {}, "executions": {}, "cache": {}, "next_id": 1}
         ({**_STORE, "cache": [], "next_id": "abc"}, "cache: Input should be a valid dictionary"),  # a ValueError before
         ({**_STORE, "next_id": "abc"}, "next_id: Input should be a valid integer"),
         ({**_STORE, "next_id": 1e999}, "next_id: Input should be a valid integer"),
+        ({**_STORE, "next_id": 10**4000}, "next_id: Input should be less than or equal to"),  # int64 ids
         ({**_STORE, "cache": {"pipeline/toy/ab": 7}}, "cache entry pipeline/toy/ab names execution 7"),
         ({**_STORE, "artifacts": {"1": {"uri": 3}}}, "artifacts.1.uri: Input should be a valid string"),
     ],
-    ids=["keys-of-other-types", "text-id", "infinite-id", "cache-without-execution", "artifact-uri-number"],
+    ids=["keys-of-other-types", "text-id", "infinite-id", "huge-id", "cache-without-execution", "artifact-uri-number"],
 )
 def test_a_store_of_other_types_is_one_message_naming_the_field(tmp_path: Path, store: Any, field: str) -> None:
     spec = _write(tmp_path, _spec(with_exit_handler=False))
