@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from foundation.paths import name_of
+from foundation.shown_text import escape_controls
 
 NOT_KNOWN = "—"
 BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -17,8 +18,9 @@ NAME_LIMIT = 40
 
 
 def visible(value: Any) -> str:
-    """`value` as text with each bidi control written as its escape (`\\u202e`), so it cannot reorder the page."""
-    return BIDI_CONTROLS.sub(lambda match: f"\\u{ord(match.group()):04x}", str(value))
+    """`value` as text with each bidi control written as its escape (`\\u202e`), so it cannot reorder the page, and
+    every other control character too (`\\x1b`, `foundation.shown_text`): a page holds no raw ESC or BEL."""
+    return escape_controls(BIDI_CONTROLS.sub(lambda match: f"\\u{ord(match.group()):04x}", str(value)))
 
 
 def short_name(name: Any, limit: int = NAME_LIMIT) -> str:

@@ -50,6 +50,16 @@ def test_bidi_controls_in_class_names_are_shown_not_obeyed(control: str) -> None
     assert f"cat\\u{ord(control):04x}gpj.exe" in page  # in the table, the plots' text and under the image
 
 
+def test_control_characters_from_a_summary_are_shown_as_escapes_not_written_raw() -> None:
+    # ESC and BEL in the blessing reason and the pushed path reached the page raw (fourth adversarial pass).
+    facts = RunFacts("/out", run_summary(blessing_reason="ok\x1b[31m\x07", pushed_model_dir="/srv/1\x1b]0;x\x07"))
+
+    page = report_html(facts)
+
+    assert "\x1b" not in page and "\x07" not in page
+    assert "ok\\x1b[31m\\x07" in page
+
+
 def test_a_300_character_class_name_is_cut_with_the_whole_name_in_its_tooltip() -> None:
     page = _page_with_class(LONG)
 
