@@ -23,8 +23,10 @@ import re
 from foundation.image_formats import JPEG_MAX_STEPS, detect_image_format
 from foundation.png_stream import PNG_EXHAUSTED, idat_bytes
 
-# A marker: 0xFF, fill bytes, and a code that is not stuffing (0x00) or a restart marker (RSTn, in scans).
-JPEG_MARKER = re.compile(rb"\xff+([^\x00\xd0-\xd7\xff])")
+# A marker: 0xFF and a code that is not stuffing (0x00), a restart marker (RSTn, in scans) or a fill byte (the
+# search then matches at the last 0xFF). A literal first byte keeps the search at memchr speed: 5 ms for a 10 MB
+# JPEG of noise, where `\xff+` took 130.
+JPEG_MARKER = re.compile(rb"\xff([\x01-\xcf\xd8-\xfe])")
 JPEG_EOI = 0xD9
 JPEG_TEM = 0x01  # no length field, like SOI and RSTn
 JPEG_APP_MARKERS = range(0xE0, 0xF0)
