@@ -23,9 +23,11 @@ request's declared sizes first:
   seconds.
 - pixels per byte: the pixels of the images the model decodes (those within `DEFAULT_MAX_IMAGE_PIXELS`; larger
   ones its graph refuses from their header), when more than `FREE_REQUEST_PIXELS`, may not exceed
-  `serving.max_pixels_per_byte` times the bytes of those images: a 103 KB request of two solid 6300 x 6300 PNGs
-  (770 pixels a byte) cost 2 s of CPU and 1.6 GB, what two 40 MP photos cost in 20 MB. Photos take 2 to 16
-  pixels a byte, screenshots and scans 20 to 60; only flat images beyond a 4K frame or a 12 MP photo reach more.
+  `serving.max_pixels_per_byte` times those images' image data (`foundation.image_data.image_data_bytes`: a
+  PNG's IDAT chunks, a JPEG less its APPn and COM segments, so padding buys nothing): a 103 KB request of two
+  solid 6300 x 6300 PNGs (770 pixels a byte) cost 2 s of CPU and 1.6 GB, what two 40 MP photos cost in 20 MB.
+  Photos take 2 to 16 pixels a byte, screenshots and scans 20 to 60; only flat images beyond a 4K frame or a 12 MP
+  photo reach more.
 - PNG data: a PNG whose zlib stream inflates to more than its rows take (`foundation.png_stream.inflates_past_rows`,
   inflating at most the rows): the model bounds each PNG's compressed data by its rows (in TF Serving too), which
   still lets a large declared image carry about 1032 times its rows of zeros; this refuses that too.
@@ -49,6 +51,7 @@ from google.protobuf.message import DecodeError
 from tensorflow.core.example import example_pb2
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
+from foundation.image_data import image_data_bytes
 from foundation.image_formats import DEFAULT_MAX_IMAGE_PIXELS, JPEG_SCAN_BUDGET, decode_work, image_pixels
 from foundation.png_stream import inflates_past_rows, png_stream_error
 from serving.errors import InvalidArgumentError
@@ -142,7 +145,7 @@ def declared_pixels(values: Iterable[object]) -> DeclaredImages:
             work += decode_work(image) or declared
             if declared <= DEFAULT_MAX_IMAGE_PIXELS:
                 decoded_pixels += declared
-                decoded_bytes += len(image)
+                decoded_bytes += image_data_bytes(image)
     return DeclaredImages(images, pixels, work, decoded_pixels, decoded_bytes)
 
 
@@ -215,8 +218,9 @@ class RequestLimits:
         allowed = max(FREE_REQUEST_PIXELS, self.max_pixels_per_byte * declared.decoded_bytes)
         if self.max_pixels_per_byte and declared.decoded_pixels > allowed:
             raise InvalidArgumentError(
-                f"the request's image(s) declare {declared.decoded_pixels} pixels in {declared.decoded_bytes} bytes "
-                f"({declared.decoded_pixels // max(declared.decoded_bytes, 1)} pixels a byte), over this server's "
+                f"the request's image(s) declare {declared.decoded_pixels} pixels in {declared.decoded_bytes} bytes of "
+                f"image data ({declared.decoded_pixels // max(declared.decoded_bytes, 1)} pixels a byte; metadata "
+                "and padding do not count), over this server's "
                 f"limit of {self.max_pixels_per_byte} pixels a byte of image data for a request of more than "
                 f"{FREE_REQUEST_PIXELS} pixels ({PER_BYTE_SETTING}): images this flat decode to gigabytes from a "
                 "few kilobytes; send them downscaled"

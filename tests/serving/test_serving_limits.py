@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import time
+import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from PIL import Image
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
+from foundation.image_data import image_data_bytes
 from serving.address import check_port, host_port, parse_grpc_target, parse_rest_url
 from serving.batching import BatchingOptions
 from serving.errors import InvalidArgumentError, RequestTooLargeError, UnsupportedMediaTypeError
@@ -366,10 +368,37 @@ def test_flat_images_decoding_to_gigabytes_from_kilobytes_are_refused() -> None:
     png = _solid_png(6300)
     with pytest.raises(InvalidArgumentError) as raised:
         RequestLimits().check_pixels([png, png])
-    assert str(raised.value).startswith(f"the request's image(s) declare 79380000 pixels in {2 * len(png)} bytes (")
+    idat = len(png) - 57  # less the signature, IHDR, IEND and the IDAT chunk's framing
+    assert str(raised.value).startswith(f"the request's image(s) declare 79380000 pixels in {2 * idat} bytes of image")
     assert "over this server's limit of 64 pixels a byte" in str(raised.value)
     assert "(serving.max_pixels_per_byte)" in str(raised.value)
     RequestLimits(max_pixels_per_byte=0).check_pixels([png, png])  # 0 = no limit
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+
+def test_padding_and_metadata_do_not_count_as_image_data() -> None:
+    # found by the third adversarial pass over issue 35 (N1): the same two flat PNGs with 650 KB of zeros after
+    # IEND, or a 1.3 MB tEXt chunk, in a 2.2 KB gzip body, were answered 200 after 4 s of CPU and +1.6 GB
+    png = _solid_png(6300)
+    padded = png + b"\0" * 650_000
+    text = png[:33] + _chunk(b"tEXt", b"c\0" + b"\0" * 650_000) + png[33:]
+    for images in ([padded, padded], [text, text]):
+        with pytest.raises(InvalidArgumentError, match=r"pixels a byte; metadata and padding do not count\), over"):
+            RequestLimits().check_pixels(images)
+
+
+def test_a_jpeg_counts_its_scans_and_tables_not_its_comments() -> None:
+    buffer = io.BytesIO()
+    Image.fromarray(np.zeros((64, 64), np.uint8)).save(buffer, "JPEG")
+    jpeg = buffer.getvalue()
+    comment = b"\xff\xfe" + (2 + 60_000).to_bytes(2, "big") + b"\0" * 60_000
+    thumbnail = b"\xff\xe1" + (2 + len(jpeg)).to_bytes(2, "big") + jpeg  # an EXIF-like APP1 holding a JPEG
+    padded = jpeg[:2] + thumbnail + comment + jpeg[2:] + b"\0" * 60_000
+    assert image_data_bytes(padded) == image_data_bytes(jpeg) == len(jpeg) - 18  # less its JFIF APP0 segment
+    assert image_data_bytes(b"GIF89a" + b"\0" * 20) == 26  # other formats: the whole file
 
 
 def test_flat_images_up_to_16_mp_a_request_and_dense_ones_pass() -> None:
