@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,17 +52,49 @@ class CameraFunction:
     loaded: Any
 
 
+# What TensorFlow opens in a SavedModel (the converter copies `assets/` too): each must be a regular file.
+SAVED_MODEL_FOLDERS = ("assets", "variables")
+SAVED_MODEL_FILES = (SAVED_MODEL_FILE, "fingerprint.pb")
+
+
+def refuse_special_files(saved_model: Path) -> None:
+    """Refuses a SavedModel with a FIFO, device or socket (or a link to one) where TensorFlow reads a file: loading
+    or converting it would block on the FIFO forever (TFLite copies `assets/`, `copy_assets_to_destination_dir`).
+
+    Raises:
+        EdgeError: naming the first such path and how to fix it.
+    """
+    entries = [saved_model / name for name in SAVED_MODEL_FILES]
+    for folder in SAVED_MODEL_FOLDERS:
+        for root, dirs, files in os.walk(saved_model / folder):
+            entries += [Path(root, name) for name in (*files, *dirs)]
+    for path in entries:
+        try:
+            mode = path.stat().st_mode  # through a link: what TensorFlow would open
+        except OSError:  # missing (or a dangling link): loading says so
+            continue
+        if stat.S_ISREG(mode) or (stat.S_ISDIR(mode) and path.name not in SAVED_MODEL_FILES):
+            continue
+        raise EdgeError(
+            f"{path} in the SavedModel {saved_model} is not a regular file (a FIFO, a device or a socket); "
+            "TensorFlow would block or fail reading it: put back the file the model was exported with, or export "
+            "the model again"
+        )
+
+
 def signature_spec(saved_model: Path) -> tuple[Any, Any, PreprocessingSpec]:
     """The loaded SavedModel, its `serving_preprocessed` signature and the image size and channels it takes.
 
     Raises:
-        EdgeError: no SavedModel, no such signature, or it does not take square images with 1 or 3 channels.
+        EdgeError: no SavedModel, a FIFO among its files (`refuse_special_files`), no such signature, or it does not
+            take square images with 1 or 3 channels.
     """
     if not tf.saved_model.contains_saved_model(str(saved_model)):
         raise EdgeError(
             f"{saved_model} is not a SavedModel directory (no {SAVED_MODEL_FILE}); pass the model's serving "
             "directory, e.g. OUT/serving/<model>/<version>/ or a Model artifact's Format-Serving/"
         )
+    refuse_special_files(saved_model)
     loaded = tf.saved_model.load(str(saved_model))
     if SIGNATURE_PREPROCESSED not in loaded.signatures:
         raise EdgeError(

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from Python 3.12
 
 from foundation import paths
 from foundation.errors import TfxpError
@@ -40,6 +41,17 @@ ATTEMPTS = 5
 
 class RolloutStateError(TfxpError, ValueError):
     """The rollout state file cannot be read, or a change is not allowed; the message says how to go on."""
+
+
+Version = Annotated[int, Field(strict=True, ge=0)]
+
+
+class Labels(TypedDict):
+    """A decision's `before` or `after`, as `RolloutState.labels` writes it: both keys, each a version or None
+    (read back through pydantic, so a record without `canary` is one message, not a KeyError where it is shown)."""
+
+    stable: Version | None
+    canary: Version | None
 
 
 @dataclass(frozen=True)
@@ -63,8 +75,8 @@ class Decision:  # read back through pydantic (`_DECISION`): field types checked
     action: str
     by: str
     reason: str
-    before: dict[str, int | None]
-    after: dict[str, int | None]
+    before: Labels
+    after: Labels
     evidence: dict[str, Any] = field(default_factory=dict)
     thresholds: dict[str, Any] = field(default_factory=dict)
     time: str = ""
@@ -73,7 +85,6 @@ class Decision:  # read back through pydantic (`_DECISION`): field types checked
 
 
 _DECISION = TypeAdapter(Decision)
-Version = Annotated[int, Field(strict=True, ge=0)]
 
 
 class StateFile(BaseModel):
@@ -112,9 +123,9 @@ class RolloutState:
     sequence: int = 0
     last_decision: Decision | None = None
 
-    def labels(self) -> dict[str, int | None]:
+    def labels(self) -> Labels:
         """`{"stable": …, "canary": …}`, as decisions record them."""
-        return {"stable": self.stable, "canary": self.canary}
+        return Labels(stable=self.stable, canary=self.canary)
 
     def decide(
         self,

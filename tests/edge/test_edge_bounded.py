@@ -108,3 +108,45 @@ def test_a_release_record_as_tfxp_writes_it_is_listed(tmp_path: Path) -> None:
     code, output = _invoke("edge", "versions", str(tmp_path))
     assert code == 0, output
     assert "uint8 1×16×16×3" in output and "0.9000" in output
+
+
+def _saved_model_with(tmp_path: Path, special: str | None) -> Path:
+    """A SavedModel-shaped directory (files as a tfxp export has them) with `special` a FIFO or a link to one."""
+    model = tmp_path / "model"
+    for name in ("saved_model.pb", "fingerprint.pb", "assets/labels.txt", "variables/variables.index"):
+        (model / name).parent.mkdir(parents=True, exist_ok=True)
+        (model / name).write_bytes(b"x")
+    if special is None:
+        return model
+    (model / special).unlink(missing_ok=True)
+    if special.endswith(".link"):
+        os.mkfifo(tmp_path / "fifo")
+        (model / special).symlink_to(tmp_path / "fifo")
+    else:
+        os.mkfifo(model / special)
+    return model
+
+
+@pytest.mark.parametrize(
+    "special",
+    ["assets/preprocessing.json", "variables/variables.data-00000-of-00001", "saved_model.pb", "assets/x.link"],
+)
+def test_a_saved_model_with_a_fifo_among_its_files_is_refused_before_tensorflow_opens_it(
+    tmp_path: Path, special: str
+) -> None:
+    # N7 (fourth adversarial pass): `tfxp edge convert` blocked forever on a FIFO assets/preprocessing.json (the
+    # TFLite converter copies the assets). The check runs before the model is loaded or converted.
+    from edge.camera import refuse_special_files
+
+    model = _saved_model_with(tmp_path, special)
+    with pytest.raises(EdgeError, match=f"{model / special} in the SavedModel {model} is not a regular file"):
+        refuse_special_files(model)
+    refuse_special_files(_saved_model_with(tmp_path / "clean", None))  # regular files only: passes
+
+
+def test_edge_convert_of_a_saved_model_with_a_fifo_asset_is_one_message(tmp_path: Path) -> None:
+    model = _saved_model_with(tmp_path, "assets/preprocessing.json")
+    code, output = _invoke("edge", "convert", str(model), "--mode", "none", "--out", str(tmp_path / "m.tflite"))
+    assert code == 2 and output.count("error:") == 1, output
+    assert f"{model}/assets/preprocessing.json in the SavedModel {model} is not a regular file" in output
+    assert "export the model again" in output

@@ -82,6 +82,12 @@ def _written(text: str) -> Callable[[Path], Path]:
     return write
 
 
+def _decision(**fields: object) -> str:
+    labels = {"stable": 5, "canary": None}
+    body = {"sequence": 1, "action": "hold", "by": "x", "reason": "y", "before": labels, "after": labels, **fields}
+    return json.dumps({**body, "time": "2026-01-01T00:00:00Z"})
+
+
 @pytest.mark.parametrize(
     ("make", "file", "args", "said"),
     [
@@ -110,8 +116,31 @@ def _written(text: str) -> Callable[[Path], Path]:
             ["rollout", "status", *CANARY, "{tmp}/b"],
             "(stable: Input should be a valid integer)",
         ),
+        # N5 (fourth pass): a decision whose `before` lacks "canary" ended in `KeyError: 'canary'` where it was shown.
+        (
+            _written(_decision(before={"stable": 5})),
+            "b/tfxp_rollout/decisions/00000001.json",
+            ["rollout", "status", *CANARY, "{tmp}/b"],
+            "the rollout decision {path} is not a record as tfxp writes one (before.canary: Field required)",
+        ),
+        (
+            _written(_decision(after={"stable": -9, "canary": None})),
+            "b/tfxp_rollout/decisions/00000001.json",
+            ["rollout", "status", *CANARY, "{tmp}/b"],
+            "(after.stable: Input should be greater than or equal to 0)",
+        ),
     ],
-    ids=["summary-fifo", "summary-3gib", "decision-fifo", "state-3gib", "decision-shape", "state-list", "state-text"],
+    ids=[
+        "summary-fifo",
+        "summary-3gib",
+        "decision-fifo",
+        "state-3gib",
+        "decision-shape",
+        "state-list",
+        "state-text",
+        "decision-no-canary",
+        "decision-negative",
+    ],
 )
 def test_a_damaged_record_is_one_error_and_a_fifo_is_not_waited_on(
     tmp_path: Path, make: Callable[[Path], Path], file: str, args: list[str], said: str
