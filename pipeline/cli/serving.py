@@ -217,10 +217,10 @@ def deploy_assets(config: TfxpConfig, out: OutOption, inputs: CommandInputs, che
         serving, out, local_model_dir(config.serving, pushes), _rollout_versions(config), inputs=inputs
     )
     for path in written:
-        console.print(f"wrote {path}", highlight=False)
+        console.print(f"wrote {escape(str(path))}", highlight=False)
     if serving.base_path != config.serving.base_path:
         console.print(
-            f"models served from {serving.base_path}, where pushes go (set serving.base_path to change)",
+            f"models served from {escape(serving.base_path)}, where pushes go (set serving.base_path to change)",
             highlight=False,
             soft_wrap=True,
         )
@@ -228,7 +228,7 @@ def deploy_assets(config: TfxpConfig, out: OutOption, inputs: CommandInputs, che
     for warning in warnings:
         warn(warning)
     if warnings:
-        console.print(f"(the warnings are also in {out / WARNINGS_FILE})", highlight=False)
+        console.print(f"(the warnings are also in {escape(str(out / WARNINGS_FILE))})", highlight=False)
     if check:
         _check_assets(out)
 

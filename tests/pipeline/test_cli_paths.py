@@ -183,3 +183,13 @@ def test_compile_never_writes_a_file_beside_the_spec_over_its_config(tmp_path: P
     _refused(result, f"--out {config} is the file --config {config} that this command reads")
     assert _digest(config) == before
     assert not (tmp_path / "pipeline.yaml").exists()  # refused before the spec was written
+
+
+def test_deploy_assets_shows_a_folder_with_brackets_as_it_is(tmp_path: Path) -> None:
+    # `[a]` in a path was read as Rich markup and vanished from "wrote ..." and the warnings line.
+    out = tmp_path / "[a] b"
+    result = _invoke("deploy-assets", "--out", out)
+    assert result.exit_code == 0, result.output
+    text = "".join(result.output.split())
+    assert f"wrote{out}/models.config".replace(" ", "") in text
+    assert f"(thewarningsarealsoin{out}/warnings.txt)".replace(" ", "") in text
