@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from edge.errors import EdgeError
@@ -115,7 +116,7 @@ def convert_command(
     except OSError as error:
         raise EdgeError(f"cannot write {out}: {error.strerror}; pass a writable --out path") from None
     calibrated = f", calibrated on {len(calibration)} train images" if calibration is not None else ""
-    console.print(f"{mode} TFLite model → {out} ({len(tflite) / 1024:.1f} KiB{calibrated})")
+    console.print(f"{mode} TFLite model → {escape(str(out))} ({len(tflite) / 1024:.1f} KiB{calibrated})")
 
 
 def _with_metadata(tflite: bytes, saved_model: Path, mode: str) -> bytes:

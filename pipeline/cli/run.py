@@ -51,7 +51,7 @@ def run(
         from serving.rollout.state import refuse_direct_push_over_rollout
 
         refuse_direct_push_over_rollout(output_layout(config).serving_base)
-    console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {config.pipeline.output}")
+    console.print(f"tfxp run: pipeline [bold]{config.pipeline.name}[/], output {escape(config.pipeline.output)}")
     result = run_local(config, _print_progress, on_log=use_log_file, notify=_print_notice, echo_logs=is_verbose())
     from pipeline.summary import build_summary, write_summary  # imports TFX: after the run, not before the checks
 
@@ -88,7 +88,7 @@ def _write_report(out_dir: Path) -> str:
         warn(f"no report: {type(error).__name__}: {error}")
         return ""
     warn_problems(written.problems)
-    console.print(f"report: {written.path}", highlight=False, soft_wrap=True)
+    console.print(f"report: {escape(str(written.path))}", highlight=False, soft_wrap=True)
     return f", the report in {written.path}"
 
 
@@ -106,7 +106,7 @@ def _print_summary(summary: dict, summary_path: str) -> None:
     if summary.get("blessing_reason"):
         console.print(summary["blessing_reason"], highlight=False)
     if summary.get("pushed_model_dir"):
-        console.print(f"served model: {summary['pushed_model_dir']}", highlight=False)
+        console.print(f"served model: {escape(str(summary['pushed_model_dir']))}", highlight=False)
     elif summary["status"] == "succeeded":
         console.print("nothing pushed this run; the previously pushed version (if any) is unchanged", highlight=False)
     edge = summary.get("edge")
@@ -123,9 +123,9 @@ def _print_summary(summary: dict, summary_path: str) -> None:
             )
         console.print(detail, highlight=False)
         if edge.get("reason"):
-            console.print(f"  {edge['reason']}", highlight=False)
+            console.print(f"  {escape(str(edge['reason']))}", highlight=False)
         if summary.get("edge_model_path"):
-            console.print(f"device model: {summary['edge_model_path']}", highlight=False)
+            console.print(f"device model: {escape(str(summary['edge_model_path']))}", highlight=False)
     if summary.get("rollout"):
         from serving.rollout.state import describe_rollout
 

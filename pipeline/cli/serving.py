@@ -234,7 +234,7 @@ def deploy_assets(config: TfxpConfig, out: OutOption, inputs: CommandInputs, che
 
 
 def _check_assets(out: Path) -> None:
-    console.print(f"checking {out} (Kubernetes {KUBERNETES_VERSION} schemas, strict):", highlight=False)
+    console.print(f"checking {escape(str(out))} (Kubernetes {KUBERNETES_VERSION} schemas, strict):", highlight=False)
     report = check_deploy_assets(out)
     _print_findings(report.findings)
     if not report.ok:
